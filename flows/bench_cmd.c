@@ -1,0 +1,26 @@
+/* bench_cmd.c - `mantis bench WHAT`: throughput benchmarks. Every figure is a
+ * ratio against a baseline timed in the same run (docs/benchmarks.md). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+
+int mts_bench_core(int argc, char **argv);
+
+static const mts_command benches[] = {
+    {"core", mts_bench_core, "scalar AMSim, C models and FMAq vs native FP32 multiply and add"},
+};
+
+int mts_cmd_bench(int argc, char **argv)
+{
+    size_t n = sizeof benches / sizeof benches[0];
+    if (argc < 2 || mts_is_help(argv[1])) {
+        printf("usage: mantis bench WHAT [options]\n\n");
+        for (size_t i = 0; i < n; i++) printf("  %-6s %s\n", benches[i].name, benches[i].summary);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
+    return mts_cli_error("bench", "unknown benchmark '%s' (see mantis bench --help)", argv[1]);
+}

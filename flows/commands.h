@@ -1,0 +1,22 @@
+/* commands.h - the CLI's subcommands. Each stage owns its command in its own
+ * *_cmd.c file; flows/main.c dispatches on argv[1]. A command returns the
+ * process exit status (0 success, 1 a negative result such as a mismatch,
+ * 2 could not run) and prints its one-line errors itself as
+ * "mantis CMD: message". */
+#ifndef MANTIS_COMMANDS_H
+#define MANTIS_COMMANDS_H
+
+typedef struct mts_command {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the command name */
+    const char *summary;
+} mts_command;
+
+int mts_cmd_eval(int argc, char **argv);
+int mts_cmd_lutgen(int argc, char **argv);
+int mts_cmd_lut(int argc, char **argv);
+int mts_cmd_metrics(int argc, char **argv);
+int mts_cmd_bench(int argc, char **argv);
+int mts_cmd_models(int argc, char **argv);
+
+#endif

@@ -1,0 +1,58 @@
+/* metrics_cmd.c - `mantis metrics`: error metrics from an exhaustive sweep. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "mantis/metrics.h"
+#include "mul_opts.h"
+
+static const char help[] =
+    "usage: mantis metrics (--mul NAME [--man-bits M] | --lut FILE | --rtl FILE.v) [--ref exact|rne] [--json]\n"
+    "Sweeps every mantissa pair (float) or operand pair (integer) and reports error rate, MED,\n"
+    "NMED, MRED, worst-case error, bias and max relative error (definitions: docs/metrics.md).\n"
+    "--ref exact: against the infinitely precise product (default); rne: against the exact\n"
+    "product rounded to the format, so only the approximation counts.\n\noptions:\n";
+
+int mts_cmd_metrics(int argc, char **argv)
+{
+    mts_mulsel sel;
+    mts_mulsel_init(&sel);
+    mts_err err;
+    int json = 0;
+    mts_metric_ref ref = MTS_REF_EXACT;
+    for (int i = 1; i < argc; i++) {
+        if (mts_is_help(argv[i])) {
+            printf("%s%s", help, mts_mulsel_help);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            json = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--ref")) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            if (!strcmp(v, "exact"))
+                ref = MTS_REF_EXACT;
+            else if (!strcmp(v, "rne"))
+                ref = MTS_REF_RNE;
+            else
+                return mts_cli_error("metrics", "--ref '%s': expected exact or rne", v);
+            continue;
+        }
+        int rc = mts_mulsel_arg(&sel, argc, argv, &i, &err);
+        if (rc < 0) return mts_cli_error("metrics", "%s", err.msg);
+        if (rc == 0) return mts_cli_error("metrics", "unknown option '%s' (see mantis metrics --help)", argv[i]);
+    }
+    mts_mulhandle h;
+    if (mts_mulsel_open(&sel, &h, &err)) return mts_cli_error("metrics", "%s", err.msg);
+    mts_metrics m;
+    int rc = h.is_int ? mts_metrics_int_lut(&h.lut, &m, &err) : mts_metrics_mulop(&h.op, ref, &m, &err);
+    mts_mulhandle_close(&h);
+    if (rc) return mts_cli_error("metrics", "%s", err.msg);
+    if (json)
+        mts_metrics_print_json(stdout, &m);
+    else
+        mts_metrics_print_text(stdout, &m);
+    return 0;
+}

@@ -1,0 +1,87 @@
+/* mul_opts.c - parsing and opening of the multiplier-selection options. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mul_opts.h"
+
+const char mts_mulsel_help[] =
+    "  --mul NAME        a C model (mantis models lists them)\n"
+    "  --man-bits M      mantissa bits of the (1,8,M) format (default 7 = bfloat16; fp32: 23)\n"
+    "  --format F        format instead of --man-bits: fp32 bf16 fp16 fp8e4m3 fp8e5m2 eXmY\n"
+    "  --lut FILE        a Mantis LUT file (float or integer table)\n"
+    "  --rtl FILE.v      a Verilog design (drop-in contract, docs/rtl.md)\n"
+    "  --param K=V       override a Verilog parameter (repeatable)\n"
+    "  --kind K          design kind when widths are ambiguous: sig float int acc\n";
+
+void mts_mulsel_init(mts_mulsel *s)
+{
+    memset(s, 0, sizeof *s);
+    s->man_bits = -1;
+}
+
+static int value(int argc, char **argv, int *i, const char **out, mts_err *err)
+{
+    if (*i + 1 >= argc) return mts_fail(err, MTS_EINVAL, "option %s needs a value", argv[*i]);
+    *out = argv[++*i];
+    return 1;
+}
+
+int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err)
+{
+    const char *a = argv[*i], *v;
+    if (!strcmp(a, "--mul")) return value(argc, argv, i, &s->mul, err);
+    if (!strcmp(a, "--lut")) return value(argc, argv, i, &s->lut, err);
+    if (!strcmp(a, "--rtl")) return value(argc, argv, i, &s->rtl, err);
+    if (!strcmp(a, "--format")) return value(argc, argv, i, &s->format, err);
+    if (!strcmp(a, "--kind")) return value(argc, argv, i, &s->kind, err);
+    if (!strcmp(a, "--param")) {
+        int rc = value(argc, argv, i, &v, err);
+        if (rc < 0) return rc;
+        if (!strchr(v, '=')) return mts_fail(err, MTS_EINVAL, "--param '%s': expected NAME=VALUE", v);
+        if (s->nparams == MTS_MAX_PARAMS) return mts_fail(err, MTS_EINVAL, "too many --param (max %d)", MTS_MAX_PARAMS);
+        s->params[s->nparams++] = v;
+        return 1;
+    }
+    if (!strcmp(a, "--man-bits")) {
+        int rc = value(argc, argv, i, &v, err);
+        if (rc < 0) return rc;
+        char *end;
+        long m = strtol(v, &end, 10);
+        if (*v == '\0' || *end || m < 1 || m > 23)
+            return mts_fail(err, MTS_EINVAL, "--man-bits '%s': expected an integer 1..23", v);
+        s->man_bits = (int)m;
+        return 1;
+    }
+    return 0;
+}
+
+int mts_mulsel_rtl_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err); /* mul_opts_rtl.c */
+
+int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
+{
+    memset(h, 0, sizeof *h);
+    int given = !!s->mul + !!s->lut + !!s->rtl;
+    if (given != 1)
+        return mts_fail(err, MTS_EINVAL, "give exactly one of --mul NAME, --lut FILE or --rtl FILE.v");
+    if (s->lut) {
+        int rc = mts_lut_load(s->lut, &h->lut, err);
+        if (rc) return rc;
+        if (h->lut.kind == MTS_LUT_INT)
+            h->is_int = 1;
+        else
+            mts_mulop_lut(&h->op, &h->lut);
+        return MTS_OK;
+    }
+    if (s->rtl) return mts_mulsel_rtl_open(s, h, err);
+    mts_format f;
+    if (s->format && s->man_bits >= 0)
+        return mts_fail(err, MTS_EINVAL, "give --format or --man-bits, not both");
+    if (s->format) {
+        int rc = mts_format_parse(s->format, &f, err);
+        if (rc) return rc;
+    } else {
+        f = mts_format_e8(s->man_bits >= 0 ? s->man_bits : !strcmp(s->mul, "fp32") ? 23 : 7);
+    }
+    return mts_mulop_model(&h->op, s->mul, &f, err);
+}
