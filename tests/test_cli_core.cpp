@@ -1,0 +1,161 @@
+// The CLI of the numeric core, driven as a user would: eval, lutgen, lut info,
+// metrics, and one-line errors with non-zero exits for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ref_float.h"
+
+namespace {
+
+struct Result {
+    int status;
+    std::string out, err;
+};
+
+std::string tmpdir() {
+    static std::string d;
+    if (d.empty()) {
+        char t[] = "/tmp/mantis-cli-XXXXXX";
+        d = mkdtemp(t);
+    }
+    return d;
+}
+
+std::string slurp(const std::string &p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+Result run(const std::string &args, const std::string &input = "") {
+    std::string in = tmpdir() + "/in", out = tmpdir() + "/out", err = tmpdir() + "/err";
+    std::ofstream(in) << input;
+    std::string cmd = std::string(MANTIS_BIN) + " " + args + " <" + in + " >" + out + " 2>" + err;
+    int st = std::system(cmd.c_str());
+    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
+}
+
+int lines(const std::string &s) {
+    int n = 0;
+    for (char c : s) n += c == '\n';
+    return n;
+}
+
+TEST(Cli, EvalExactBf16MatchesIndependentRneReference) {
+    ref::Rng r(2024);
+    std::string input;
+    std::vector<std::pair<uint32_t, uint32_t>> ops;
+    for (int i = 0; i < 20000; i++) {
+        uint32_t a = r.u32(), b = r.u32();
+        if (i % 5 == 0) a = (a & 0x807FFFFFu) | 0x3F800000u;
+        if (i % 7 == 0) b = (b & 0x80FFFFFFu) | 0x7F000000u;
+        ops.push_back({a, b});
+        char line[40];
+        snprintf(line, sizeof line, i % 2 ? "%08x %08x\n" : "0x%08X\t0x%08x\n", a, b);
+        input += line;
+    }
+    Result res = run("eval --mul exact --man-bits 7", input);
+    ASSERT_EQ(res.status, 0) << res.err;
+    std::istringstream out(res.out);
+    mts_format bf16 = {8, 7, 127, 1};
+    for (auto &p : ops) {
+        std::string got;
+        ASSERT_TRUE(out >> got);
+        char want[16];
+        snprintf(want, sizeof want, "%08x", ref::mul_exact(bf16, p.first, p.second, true));
+        ASSERT_EQ(got, want) << std::hex << p.first << " * " << p.second;
+    }
+}
+
+TEST(Cli, LutgenInfoAndEvalThroughTheLut) {
+    std::string lut = tmpdir() + "/mbm7.lut";
+    Result g = run("lutgen --mul mbm --man-bits 7 -o " + lut);
+    ASSERT_EQ(g.status, 0) << g.err;
+    Result info = run("lut info " + lut);
+    ASSERT_EQ(info.status, 0) << info.err;
+    EXPECT_NE(info.out.find("model:      mbm"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("bf16"), std::string::npos) << info.out;
+    std::string input = "3f800000 3f800000\n3fc00000 bfc00000\n7f800000 0\n00000001 3f800000\n";
+    Result via_lut = run("eval --lut " + lut, input), via_model = run("eval --mul mbm", input);
+    ASSERT_EQ(via_lut.status, 0) << via_lut.err;
+    EXPECT_EQ(via_lut.out, via_model.out);
+    EXPECT_EQ(lines(via_lut.out), 4);
+    EXPECT_NE(via_lut.out.find("7fc00000"), std::string::npos);  // inf x 0
+}
+
+TEST(Cli, IntegerTablesTakeDecimals) {
+    std::string lut = tmpdir() + "/int8s.lut";
+    ASSERT_EQ(run("lutgen --int-exact 8 --signed -o " + lut).status, 0);
+    Result r = run("eval --lut " + lut, "-128 -128\n127 -3\n0 5\n");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, "16384\n-381\n0\n");
+    Result bad = run("eval --lut " + lut, "200 1\n");
+    EXPECT_EQ(bad.status, 2);
+    EXPECT_NE(bad.err.find("line 1"), std::string::npos) << bad.err;
+}
+
+TEST(Cli, ApproxTrainImportExportViaCli) {
+    std::string lut = tmpdir() + "/mit5.lut", bin = tmpdir() + "/MIT_5.bin", lut2 = tmpdir() + "/mit5b.lut";
+    ASSERT_EQ(run("lutgen --mul mitchell --man-bits 5 -o " + lut).status, 0);
+    Result e = run("lutgen --lut " + lut + " --export-approxtrain " + bin);
+    ASSERT_EQ(e.status, 0) << e.err;
+    Result i = run("lutgen --import-approxtrain " + bin + " --man-bits 5 -o " + lut2);
+    ASSERT_EQ(i.status, 0) << i.err;
+    std::string input = "3fa00000 3fe00000\n40100000 c0500000\n";
+    EXPECT_EQ(run("eval --lut " + lut2, input).out, run("eval --mul mitchell --man-bits 5", input).out);
+}
+
+TEST(Cli, MetricsOfExactAreZeroAgainstRne) {
+    Result m = run("metrics --mul exact --man-bits 6 --ref rne --json");
+    ASSERT_EQ(m.status, 0) << m.err;
+    EXPECT_NE(m.out.find("\"errors\": 0"), std::string::npos) << m.out;
+    Result t = run("metrics --mul trunc --man-bits 6 --ref rne --json");
+    ASSERT_EQ(t.status, 0) << t.err;
+    EXPECT_EQ(t.out.find("\"errors\": 0"), std::string::npos) << t.out;
+}
+
+// Bad input never crashes: one line on stderr naming the problem, exit 2.
+TEST(Cli, BadInputGivesOneLineErrors) {
+    struct Case {
+        std::string args, input, needle;
+    } cases[] = {
+        {"eval --mul exact", "3f800000\n", "line 1"},
+        {"eval --mul exact", "3f800000 zz\n", "expected two hex"},
+        {"eval --mul exact", "3f800000 3f800000\n123456789 1\n", "line 2"},
+        {"eval --mul nosuch", "", "unknown multiplier 'nosuch'"},
+        {"eval --mul exact --man-bits 99", "", "--man-bits '99'"},
+        {"eval --mul exact --man-bits", "", "needs a value"},
+        {"eval --mul exact --format e9m2", "", "E=9"},
+        {"eval --lut /nonexistent/x.lut", "", "/nonexistent/x.lut"},
+        {"eval", "", "exactly one of"},
+        {"eval --bogus", "", "unknown option '--bogus'"},
+        {"lutgen --mul exact --man-bits 12 -o /tmp/x.lut", "", "M <= 11"},
+        {"lutgen --mul exact", "", "missing -o"},
+        {"lut info /nonexistent.lut", "", "/nonexistent.lut"},
+        {"lutgen --import-approxtrain /nonexistent.bin --man-bits 7 -o /tmp/y.lut", "", "/nonexistent.bin"},
+        {"frobnicate", "", "unknown command"},
+    };
+    for (const Case &c : cases) {
+        Result r = run(c.args, c.input);
+        EXPECT_EQ(r.status, 2) << c.args << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1) << c.args << ": " << r.err;
+        EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << ": " << r.err;
+    }
+}
+
+TEST(Cli, HelpOnEveryCommand) {
+    for (const char *cmd : {"eval", "lutgen", "lut", "metrics", "bench", "models"}) {
+        Result r = run(std::string(cmd) + " --help");
+        EXPECT_EQ(r.status, 0) << cmd;
+        EXPECT_NE(r.out.find("usage"), std::string::npos) << cmd << ": " << r.out;
+    }
+}
+
+}  // namespace
