@@ -16,7 +16,14 @@ int mts_cmd_eval(int argc, char **argv);
 int mts_cmd_lutgen(int argc, char **argv);
 int mts_cmd_lut(int argc, char **argv);
 int mts_cmd_metrics(int argc, char **argv);
+int mts_cmd_verify(int argc, char **argv);
 int mts_cmd_bench(int argc, char **argv);
 int mts_cmd_models(int argc, char **argv);
+int mts_cmd_rtl(int argc, char **argv);
+int mts_cmd_flow(int argc, char **argv);
+int mts_cmd_synth(int argc, char **argv);
+int mts_cmd_train(int argc, char **argv);
+int mts_cmd_test(int argc, char **argv);
+int mts_cmd_data(int argc, char **argv);
 
 #endif

@@ -28,7 +28,12 @@ typedef struct flow_cfg {
     int quick;                 /* --quick profile applied */
     char baselines[FLOW_MAX_LIST][32];
     int nbaselines;
+    char cmodels[16][64];      /* "design=model": verify the design against C model `model` too */
+    int ncmodels;
 } flow_cfg;
+
+/* The C model configured for design `name`, or NULL. */
+const char *flow_cmodel(const flow_cfg *c, const char *name);
 
 /* Defaults, then the file (NULL: none), then the quick profile if quick. A
  * config line is `key = value` (# comments); unknown keys and bad values are
@@ -63,6 +68,7 @@ typedef struct flow_graph {
     int n, cap;
     char root[FLOW_PATH];      /* results dir */
     char exe[FLOW_PATH];       /* this mantis binary */
+    int retry_failed;          /* 1: re-run steps whose failure is on record */
 } flow_graph;
 
 /* Adds a step: argv is NULL-terminated; the key is derived from argv, the

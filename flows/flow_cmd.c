@@ -21,7 +21,9 @@ static const char help[] =
     "interrupted at any point finishes on the next run with identical results.\n"
     "  --config FILE   flow configuration (default flows/default.flow; docs/flow.md)\n"
     "  -j N            steps run in parallel (default: number of cores)\n"
-    "  --quick         the quick profile: 2,000 training images, one epoch\n";
+    "  --quick         the quick profile: 2,000 training images, one epoch\n"
+    "  --retry-failed  run again the steps whose failure is on record (a failure is cached like a\n"
+    "                  result, keyed by the same inputs)\n";
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -116,8 +118,11 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
     const char *kind = mts_json_str(det, "kind", "");
     int is_acc = !strcmp(kind, "accumulator");
     int dep[2] = {detect, 0};
-    int verify = flow_add(g, dname, "verify", "json", ARGV("verify", "--rtl", path, "--json", "{OUT}"), dep, 1,
-                          content, err);
+    const char *cm = flow_cmodel(c, dname);
+    int verify = cm ? flow_add(g, dname, "verify", "json", ARGV("verify", "--rtl", path, "--mul", cm, "--json", "{OUT}"),
+                               dep, 1, content, err)
+                    : flow_add(g, dname, "verify", "json", ARGV("verify", "--rtl", path, "--json", "{OUT}"), dep, 1,
+                               content, err);
     if (verify < 0) return -1;
     g->s[verify].ok_exit[g->s[verify].nok++] = 1; /* mismatches are a result */
     if (flow_add(g, dname, "synth", "json", ARGV("synth", "--rtl", path, "--json", "{OUT}"), dep, 1, content, err) < 0)
@@ -189,7 +194,7 @@ static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_er
 int mts_cmd_flow(int argc, char **argv)
 {
     const char *config = NULL, *designs = NULL, *out = NULL;
-    int quick = 0;
+    int quick = 0, retry = 0;
     long jobs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -198,6 +203,7 @@ int mts_cmd_flow(int argc, char **argv)
             return 0;
         }
         if (!strcmp(a, "--quick")) { quick = 1; continue; }
+        if (!strcmp(a, "--retry-failed")) { retry = 1; continue; }
         if (i + 1 >= argc) return mts_cli_error("flow", "unknown option or missing value: '%s'", a);
         if (!strcmp(a, "--config")) config = argv[++i];
         else if (!strcmp(a, "--designs")) designs = argv[++i];
@@ -218,6 +224,7 @@ int mts_cmd_flow(int argc, char **argv)
     if (!c.jobs) c.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (c.jobs < 1) c.jobs = 1;
     flow_graph g = {0};
+    g.retry_failed = retry;
     snprintf(g.root, sizeof g.root, "%s", c.out);
     ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
     if (n <= 0) return mts_cli_error("flow", "cannot find the mantis executable");

@@ -18,6 +18,26 @@ static int list(char dst[][32], int *n, const char *v)
     return 0;
 }
 
+static int pairs(flow_cfg *c, const char *v)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", v);
+    c->ncmodels = 0;
+    for (char *save, *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+        if (c->ncmodels == 16 || strlen(t) >= 64 || !strchr(t, '=')) return -1;
+        snprintf(c->cmodels[c->ncmodels++], 64, "%s", t);
+    }
+    return 0;
+}
+
+const char *flow_cmodel(const flow_cfg *c, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; i < c->ncmodels; i++)
+        if (!strncmp(c->cmodels[i], name, n) && c->cmodels[i][n] == '=') return c->cmodels[i] + n + 1;
+    return NULL;
+}
+
 static int number(int *dst, const char *v, int lo, int hi)
 {
     char *end;
@@ -35,6 +55,7 @@ static int set(flow_cfg *c, const char *k, const char *v)
     if (!strcmp(k, "models")) return list(c->models, &c->nmodels, v);
     if (!strcmp(k, "datasets")) return list(c->datasets, &c->ndatasets, v);
     if (!strcmp(k, "baselines")) return list(c->baselines, &c->nbaselines, v);
+    if (!strcmp(k, "cmodels")) return pairs(c, v);
     if (!strcmp(k, "epochs")) return number(&c->epochs, v, 1, 1000);
     if (!strcmp(k, "batch")) return number(&c->batch, v, 1, 65536);
     if (!strcmp(k, "subset")) return number(&c->subset, v, 0, 1 << 30);

@@ -64,15 +64,37 @@ static int exists(const char *p)
 /* The record beside a step's output: its exit status and time. */
 static void record_path(const flow_step *s, char *buf, size_t n) { snprintf(buf, n, "%s.done", s->out); }
 
+/* A failed step's record: the same inputs fail the same way, so a failure is
+ * a cached result too (until --retry-failed). */
+static void fail_path(const flow_step *s, char *buf, size_t n) { snprintf(buf, n, "%s.failed", s->out); }
+
+static int write_record(const char *path, const flow_step *s)
+{
+    char line[64];
+    size_t n = (size_t)snprintf(line, sizeof line, "exit %d seconds %.3f\n", s->exit_code, s->seconds);
+    const void *parts[1] = {line};
+    return mts_write_atomic(path, 1, parts, &n, NULL);
+}
+
+/* 1: done on record, -1: failed on record, 0: nothing on record. */
 static int read_record(flow_step *s)
 {
     char rp[FLOW_PATH + 8];
     record_path(s, rp, sizeof rp);
     FILE *f = fopen(rp, "r");
+    int done = 1;
+    if (!f) {
+        fail_path(s, rp, sizeof rp);
+        f = fopen(rp, "r");
+        done = -1;
+    }
     if (!f) return 0;
     int ok = fscanf(f, "exit %d seconds %lf", &s->exit_code, &s->seconds) == 2;
     fclose(f);
-    return ok && exists(s->out);
+    if (!ok) return 0;
+    if (done < 0) snprintf(s->reason, sizeof s->reason, "exit %d (log: logs/%s/%s.log)", s->exit_code, s->design,
+                           s->name);
+    return done > 0 ? exists(s->out) : -1;
 }
 
 int flow_add(flow_graph *g, const char *design, const char *name, const char *ext, const char *const *argv,
@@ -200,13 +222,14 @@ static void finish(flow_graph *g, flow_step *s, int status, double t0, double t_
     }
     if (ok && rename(tmp, s->out) == 0) {
         record_path(s, rp, sizeof rp);
-        char line[64];
-        size_t n = (size_t)snprintf(line, sizeof line, "exit %d seconds %.3f\n", s->exit_code, s->seconds);
-        const void *parts[1] = {line};
-        ok = mts_write_atomic(rp, 1, parts, &n, NULL) == MTS_OK;
+        ok = write_record(rp, s) == MTS_OK;
     } else {
         ok = 0;
         unlink(tmp);
+        if (s->exit_code < 128) { /* a signal is no verdict on the inputs */
+            fail_path(s, rp, sizeof rp);
+            write_record(rp, s);
+        }
     }
     s->state = ok ? ST_DONE : ST_FAILED;
     if (!ok) snprintf(s->reason, sizeof s->reason, "exit %d (log: logs/%s/%s.log)", s->exit_code, s->design, s->name);
@@ -226,11 +249,20 @@ int flow_run(flow_graph *g, int jobs)
     double t_start = now(), *t0 = calloc((size_t)g->n + 1, sizeof *t0);
     int running = 0;
     char lab[160];
-    for (int i = 0; i < g->n; i++)
-        if (g->s[i].state == ST_PENDING && read_record(&g->s[i])) {
-            g->s[i].state = ST_DONE;
+    for (int i = 0; i < g->n; i++) {
+        if (g->s[i].state != ST_PENDING) continue;
+        int rec = read_record(&g->s[i]);
+        if (rec < 0 && g->retry_failed) {
+            char fp[FLOW_PATH + 8];
+            fail_path(&g->s[i], fp, sizeof fp);
+            unlink(fp);
+            rec = 0;
+        }
+        if (rec) {
+            g->s[i].state = rec > 0 ? ST_DONE : ST_FAILED;
             g->s[i].cached = 1;
         }
+    }
     for (;;) {
         int progress = 0;
         for (int i = 0; i < g->n && !stop_signal; i++) {

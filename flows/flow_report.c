@@ -16,9 +16,9 @@ typedef struct row {
     char design[64], kind[16], format[24], verify[64], model[32], data[32], status[256];
     double mred, nmed, err_rate, bias, wce;
     double area, gates, delay, pw_uniform, pw_work, energy;
-    double test_acc, train_acc, seconds;
+    double test_acc, train_acc;
     int baseline, trained;
-    char curve[256];     /* per-epoch test accuracy */
+    char curve[256];     /* per-epoch test accuracy (no timings: results must not depend on the run) */
 } row;
 
 static const flow_step *find(const flow_graph *g, const char *design, const char *name)
@@ -102,7 +102,7 @@ static void fill_train(const flow_graph *g, row *r)
     char name[64];
     snprintf(name, sizeof name, "train-%s-%s", r->model, r->data);
     const flow_step *s = find(g, r->design, name);
-    r->test_acc = r->train_acc = r->seconds = NAN;
+    r->test_acc = r->train_acc = NAN;
     if (!s) return;
     if (s->state != ST_DONE) {
         if (!r->status[0]) {
@@ -113,12 +113,10 @@ static void fill_train(const flow_graph *g, row *r)
     }
     mts_json *j = mts_json_load(s->out);
     r->test_acc = 100 * mts_json_num(j, "final_test_acc", NAN);
-    r->seconds = 0;
     const mts_json *ep = mts_json_get(j, "epochs");
     size_t used = 0;
     for (const mts_json *e = ep ? ep->child : NULL; e; e = e->next) {
         r->train_acc = 100 * mts_json_num(e, "train_acc", NAN);
-        r->seconds += mts_json_num(e, "seconds", 0);
         used += (size_t)snprintf(r->curve + used, sizeof r->curve - used, "%s%.2f", used ? " " : "",
                                  100 * mts_json_num(e, "test_acc", NAN));
         if (used >= sizeof r->curve) break;
@@ -282,12 +280,12 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
     char *buf;
     size_t len;
     FILE *f = open_memstream(&buf, &len);
-    fprintf(f, "design,kind,format,verify,model,dataset,test_acc,train_acc,train_seconds,mred,nmed,error_rate,"
+    fprintf(f, "design,kind,format,verify,model,dataset,test_acc,train_acc,mred,nmed,error_rate,"
                "bias,wce,area_um2,nand2_eq,delay_ps,power_uniform_uw,energy_pj_per_op,power_workload_uw,status\n");
     for (int i = 0; i < n; i++) {
         row *r = &rows[i];
         fprintf(f, "%s,%s,%s,%s,%s,%s,", r->design, r->kind, r->format, r->verify, r->model, r->data);
-        double v[] = {r->test_acc, r->train_acc, r->seconds, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
+        double v[] = {r->test_acc, r->train_acc, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
                       r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             num(f, v[k], "%.9g");
@@ -309,10 +307,10 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
         mts_json_write_str(f, r->design);
         fprintf(f, ", \"kind\": \"%s\", \"format\": \"%s\", \"verify\": \"%s\", \"model\": \"%s\", \"dataset\": \"%s\", ",
                 r->kind, r->format, r->verify, r->model, r->data);
-        const char *k[] = {"test_acc", "train_acc", "train_seconds", "mred", "nmed", "error_rate", "bias", "wce",
+        const char *k[] = {"test_acc", "train_acc", "mred", "nmed", "error_rate", "bias", "wce",
                            "area_um2", "nand2_eq", "delay_ps", "power_uniform_uw", "energy_pj_per_op",
                            "power_workload_uw"};
-        double v[] = {r->test_acc, r->train_acc, r->seconds, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
+        double v[] = {r->test_acc, r->train_acc, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
                       r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work};
         for (size_t q = 0; q < sizeof v / sizeof v[0]; q++) {
             jnum(f, k[q], v[q]);
@@ -418,7 +416,7 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
             fputc(' ', f);
             html_esc(f, g->s[i].argv[a]);
         }
-        fprintf(f, "%s\n", g->s[i].cached ? "   (cached)" : "");
+        fputc('\n', f);
     }
     fprintf(f, "</pre>\n<p>Area, delay and power are relative 45 nm estimates from the project's own liberty "
                "(synth/mantis45.lib) for ranking designs, not sign-off numbers.</p>\n</body></html>\n");
