@@ -7,9 +7,11 @@
 #include "commands.h"
 
 int mts_bench_core(int argc, char **argv);
+int mts_bench_gemm(int argc, char **argv); /* sim/bench_gemm.c */
 
 static const mts_command benches[] = {
     {"core", mts_bench_core, "scalar AMSim, C models and FMAq vs native FP32 multiply and add"},
+    {"gemm", mts_bench_gemm, "GEMM providers (native, LUT, FMAq) vs OpenBLAS SGEMM"},
 };
 
 int mts_cmd_bench(int argc, char **argv)
