@@ -1,0 +1,90 @@
+/* synth.h - synthesis of a Verilog design to Mantis' 45 nm cell library
+ * (synth/mantis45.lib) with Yosys + ABC: area, cell counts, NAND2
+ * equivalents and critical-path delay; a gate-level equivalence check of the
+ * mapped netlist against the RTL with Verilator; and dynamic power from the
+ * switching activity of an operand stream (uniform random or a trace file,
+ * trace.h). Figures are relative estimates for ranking designs, not sign-off
+ * numbers (docs/synth.md). Synthesis and equivalence results are cached by a
+ * content hash of the design directory's sources, parameters, liberty, flow
+ * script and cell models; power is recomputed per call (milliseconds). */
+#ifndef MANTIS_SYNTH_H
+#define MANTIS_SYNTH_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "mantis/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MTS_SYNTH_MAX_PARAMS 16
+#define MTS_SYNTH_MAX_CELLTYPES 32
+
+typedef struct mts_synth_opts {
+    const char *rtl;            /* the design's Verilog file; submodules found in its directory */
+    int nparams;
+    const char *param[MTS_SYNTH_MAX_PARAMS]; /* each "NAME=VALUE" */
+    const char *liberty;        /* NULL: <source>/synth/mantis45.lib */
+    const char *cache_dir;      /* NULL: $MANTIS_CACHE/synth, else ~/.cache/mantis/synth */
+    const char *power_trace;    /* NULL: uniform random operands */
+    uint64_t seed;              /* uniform stream seed (used as given; the CLI defaults to 1) */
+    uint64_t power_ops;         /* uniform stream length; 0: 65536 */
+    double clock_ghz;           /* 0: 1.0 */
+    uint64_t eq_samples;        /* random equivalence vectors above 22 input bits; 0: 2^20 */
+    int no_equiv;               /* 1: skip the Verilator check (the result says so) */
+    int verbose;                /* 1: print tool commands to stderr */
+} mts_synth_opts;
+
+typedef struct mts_synth_result {
+    char design[256];           /* file name of the design */
+    char top[128];              /* its top module */
+    char params[256];           /* "K=V,K=V" as given */
+    char hash[33];              /* cache key */
+    char dir[1024];             /* cache entry: netlist.v/.blif, yosys.log, verilator.log, result.json/.csv */
+    int cache_hit;              /* 1: synthesis and equivalence came from the cache */
+    /* area and timing */
+    double area_um2;            /* Yosys `stat -liberty` chip area */
+    double nand2_eq;            /* area / area of the library's NAND2 */
+    int ncells;
+    int ntypes;
+    struct { char name[48]; int count; } cells[MTS_SYNTH_MAX_CELLTYPES];
+    double delay_ps;            /* ABC `stime` critical path with the liberty's NLDM tables */
+    int logic_depth;            /* cells on the longest input-to-output path */
+    int in_bits, out_bits;
+    /* equivalence (gate-level vs RTL, Verilator) */
+    int eq_checked;             /* 0 when opts.no_equiv */
+    int eq_exhaustive;          /* 1: all 2^in_bits input vectors, else seeded random samples */
+    uint64_t eq_vectors;        /* vectors compared (all matched: a mismatch is an error) */
+    /* power */
+    char stream[32];            /* "uniform" or "trace" */
+    uint64_t seed;
+    uint64_t power_ops;         /* operand vectors simulated */
+    double toggles_per_op;      /* net transitions per operation */
+    double energy_pj;           /* dynamic energy per operation */
+    double clock_ghz;
+    double dyn_uw;              /* energy_pj x clock */
+    double leak_uw;             /* sum of cell leakage */
+    double total_uw;
+} mts_synth_result;
+
+/* Synthesizes (or finds in the cache), checks equivalence and measures power.
+ * MTS_ETOOL: yosys/verilator missing or failing: one line naming the design
+ * and the tool's first error line, with the path of the full log.
+ * MTS_EREFUSED: the mapped netlist differs from the RTL (first mismatching
+ * vector in the message), or the design is sequential or wider than 64 input
+ * or output bits. MTS_EINVAL: bad options or a trace that does not fit the
+ * design's two input ports. */
+int mts_synth_run(const mts_synth_opts *opts, mts_synth_result *res, mts_err *err);
+
+/* Writes the result as JSON, atomically. */
+int mts_synth_write_json(const mts_synth_result *res, const char *path, mts_err *err);
+
+/* CSV: the header line and one row for res (no newline), into buf. */
+const char *mts_synth_csv_header(void);
+void mts_synth_csv_row(const mts_synth_result *res, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,545 @@
+// test_synth.cpp - the synthesis flow (include/mantis/synth.h), its liberty
+// reader and gate-level simulator (synth/synth_int.h), and the operand trace
+// format (include/mantis/trace.h).
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "mantis/synth.h"
+#include "mantis/trace.h"
+#include "../synth/synth_int.h"
+}
+
+namespace {
+
+const std::string kSrc = MANTIS_SOURCE_DIR;
+const std::string kData = MANTIS_TEST_DATA;
+
+bool HaveTool(const char *tool)
+{
+    std::string cmd = std::string("command -v ") + tool + " >/dev/null 2>&1";
+    return std::system(cmd.c_str()) == 0;
+}
+
+#define REQUIRE_TOOLS()                                                              \
+    do {                                                                             \
+        if (!HaveTool("yosys")) GTEST_SKIP() << "yosys not installed";               \
+        if (!HaveTool("verilator")) GTEST_SKIP() << "verilator not installed";       \
+    } while (0)
+
+// A cache next to the test binaries: repeated test runs reuse syntheses.
+std::string CacheDir()
+{
+    std::string bin = MANTIS_BIN;
+    return bin.substr(0, bin.rfind('/')) + "/../synth-test-cache";
+}
+
+std::string TmpPath(const std::string &name)
+{
+    return "/tmp/mantis_test_synth_" + std::to_string(getpid()) + "_" + name;
+}
+
+struct SynthRun {
+    int rc;
+    std::string msg;
+    mts_synth_result r;
+};
+
+// Synthesizes once per (file, params, stream) within this process.
+const SynthRun &Synth(const std::string &file, std::vector<std::string> params = {}, uint64_t seed = 1,
+                 const std::string &trace = "", const std::string &liberty = "", double ghz = 0)
+{
+    static std::map<std::string, SynthRun> memo;
+    std::string key = file + "|" + trace + "|" + liberty + "|" + std::to_string(seed) + "|" + std::to_string(ghz);
+    for (auto &p : params) key += "|" + p;
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+    static std::string cache = CacheDir();
+    mts_synth_opts o{};
+    o.rtl = file.c_str();
+    o.nparams = (int)params.size();
+    for (size_t i = 0; i < params.size(); i++) o.param[i] = params[i].c_str();
+    o.cache_dir = cache.c_str();
+    o.seed = seed;
+    o.power_ops = 8192;
+    o.clock_ghz = ghz;
+    o.power_trace = trace.empty() ? nullptr : trace.c_str();
+    o.liberty = liberty.empty() ? nullptr : liberty.c_str();
+    SynthRun run{};
+    mts_err err{};
+    run.rc = mts_synth_run(&o, &run.r, &err);
+    run.msg = err.msg;
+    return memo[key] = run;
+}
+
+std::string Rtl(const std::string &name) { return kSrc + "/rtl/" + name; }
+
+const mts_synth_result &Ok(const SynthRun &run)
+{
+    EXPECT_EQ(run.rc, MTS_OK) << run.msg;
+    return run.r;
+}
+
+// ---------------------------------------------------------------- liberty
+
+TEST(SynthLiberty, CellFunctionsMatchAnIndependentTable)
+{
+    mts_lib lib;
+    mts_err err{};
+    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, &err), MTS_OK) << err.msg;
+    using F = std::function<int(int, int, int)>;
+    const std::map<std::string, F> expect = {
+        {"MTS45_INV", [](int a, int, int) { return !a; }},
+        {"MTS45_BUF", [](int a, int, int) { return a; }},
+        {"MTS45_NAND2", [](int a, int b, int) { return !(a && b); }},
+        {"MTS45_NAND3", [](int a, int b, int c) { return !(a && b && c); }},
+        {"MTS45_NOR2", [](int a, int b, int) { return !(a || b); }},
+        {"MTS45_NOR3", [](int a, int b, int c) { return !(a || b || c); }},
+        {"MTS45_AND2", [](int a, int b, int) { return a && b; }},
+        {"MTS45_OR2", [](int a, int b, int) { return a || b; }},
+        {"MTS45_XOR2", [](int a, int b, int) { return a != b; }},
+        {"MTS45_XNOR2", [](int a, int b, int) { return a == b; }},
+        {"MTS45_AOI21", [](int a1, int a2, int b) { return !((a1 && a2) || b); }},
+        {"MTS45_OAI21", [](int a1, int a2, int b) { return !((a1 || a2) && b); }},
+        {"MTS45_MUX2", [](int a, int b, int s) { return s ? b : a; }},
+    };
+    int combinational = 0;
+    for (int i = 0; i < lib.ncells; i++) {
+        const mts_lcell &c = lib.cells[i];
+        EXPECT_GT(c.area, 0.0) << c.name;
+        EXPECT_GT(c.leak_nw, 0.0) << c.name;
+        EXPECT_GT(c.e_int_fj, 0.0) << c.name;
+        for (int j = 0; j < c.nin; j++) EXPECT_GT(c.cap[j], 0.0) << c.name << " pin " << c.in[j];
+        if (c.seq) continue;
+        auto f = expect.find(c.name);
+        ASSERT_NE(f, expect.end()) << "unexpected cell " << c.name;
+        for (unsigned m = 0; m < (1u << c.nin); m++)
+            EXPECT_EQ((int)((c.tt >> m) & 1), f->second(m & 1, (m >> 1) & 1, (m >> 2) & 1))
+                << c.name << " at inputs " << m;
+        combinational++;
+    }
+    EXPECT_EQ(combinational, (int)expect.size());
+    EXPECT_NEAR(lib.voltage, 1.1, 1e-9);
+    // NAND2 is the gate-equivalent unit and must be the smallest 2-input cell.
+    EXPECT_LE(mts_lib_find(&lib, "MTS45_NAND2")->area, mts_lib_find(&lib, "MTS45_AND2")->area);
+}
+
+TEST(SynthLiberty, FunctionSyntaxVariants)
+{
+    const char pins[3][16] = {"A", "B", "C"};
+    uint64_t t1, t2, t3;
+    ASSERT_EQ(mts_lib_function_tt("!(A & B) | C", 3, pins, &t1, nullptr), MTS_OK);
+    ASSERT_EQ(mts_lib_function_tt("(A B)' + C", 3, pins, &t2, nullptr), MTS_OK);
+    ASSERT_EQ(mts_lib_function_tt("(A*B)'+C", 3, pins, &t3, nullptr), MTS_OK);
+    EXPECT_EQ(t1, t2);
+    EXPECT_EQ(t1, t3);
+    for (unsigned m = 0; m < 8; m++) EXPECT_EQ((t1 >> m) & 1, (uint64_t)(!((m & 1) && (m & 2)) || (m & 4)));
+    mts_err err{};
+    EXPECT_NE(mts_lib_function_tt("A & D", 3, pins, &t1, &err), MTS_OK);
+}
+
+TEST(SynthLiberty, WireLoadFollowsTheTable)
+{
+    mts_lib lib;
+    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
+    EXPECT_NEAR(mts_lib_wire_cap(&lib, 1), 0.1774 * 1.7460, 1e-9);
+    EXPECT_NEAR(mts_lib_wire_cap(&lib, 10), 0.1774 * (25.4842 + 27.0320) / 2, 1e-9);
+    EXPECT_NEAR(mts_lib_wire_cap(&lib, 13), 0.1774 * (27.0320 + 2 * 5.0), 1e-9);
+    for (int f = 1; f < 20; f++) EXPECT_LT(mts_lib_wire_cap(&lib, f), mts_lib_wire_cap(&lib, f + 1));
+}
+
+// ------------------------------------------------- gate-level simulator
+
+TEST(SynthNetlist, TogglesAndEnergyMatchAHandComputedReference)
+{
+    mts_lib lib;
+    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
+    mts_gl gl;
+    mts_err err{};
+    ASSERT_EQ(mts_gl_load((kData + "/synth/tiny.blif").c_str(), &lib, &gl, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(gl.nin_bits, 2);
+    ASSERT_EQ(gl.nout_bits, 2);
+    EXPECT_EQ(gl.depth_max, 2);
+    const mts_lcell *nand = mts_lib_find(&lib, "MTS45_NAND2"), *inv = mts_lib_find(&lib, "MTS45_INV");
+    EXPECT_NEAR(gl.area, nand->area + inv->area, 1e-12);
+    EXPECT_NEAR(gl.leak_nw, nand->leak_nw + inv->leak_nw, 1e-12);
+
+    // 200 vectors (crosses 64-vector words), input bit 0 = a, bit 1 = b.
+    const uint64_t pattern[] = {0, 3, 3, 1, 3, 2, 0, 1};
+    std::vector<uint64_t> vec;
+    for (int i = 0; i < 200; i++) vec.push_back(pattern[(i * 7 + i / 9) % 8]);
+    std::vector<uint64_t> out(vec.size()), tog(gl.nnets, 0);
+    ASSERT_EQ(mts_gl_sim(&gl, vec.data(), vec.size(), out.data(), tog.data(), &err), MTS_OK);
+
+    // Slow reference: evaluate each vector by hand and count changes.
+    uint64_t ta = 0, tb = 0, tn = 0, ty = 0;
+    for (size_t i = 0; i < vec.size(); i++) {
+        int a = vec[i] & 1, b = (vec[i] >> 1) & 1, n1 = !(a && b), y = !n1;
+        ASSERT_EQ(out[i], (uint64_t)(y | (n1 << 1))) << i;
+        if (i) {
+            int pa = vec[i - 1] & 1, pb = (vec[i - 1] >> 1) & 1, pn = !(pa && pb);
+            ta += a != pa, tb += b != pb, tn += n1 != pn, ty += n1 != pn;
+        }
+    }
+    int nand_k = -1, inv_k = -1;
+    for (int k = 0; k < gl.nnodes; k++) {
+        if (gl.nodes[k].cell == (int)(nand - lib.cells)) nand_k = k;
+        if (gl.nodes[k].cell == (int)(inv - lib.cells)) inv_k = k;
+    }
+    ASSERT_GE(nand_k, 0);
+    ASSERT_GE(inv_k, 0);
+    ASSERT_LT(nand_k, inv_k) << "topological order";
+    int na = gl.nodes[nand_k].in[0], nb = gl.nodes[nand_k].in[1], nn = gl.nodes[nand_k].out, ny = gl.nodes[inv_k].out;
+    EXPECT_EQ(tog[na], ta);
+    EXPECT_EQ(tog[nb], tb);
+    EXPECT_EQ(tog[nn], tn);
+    EXPECT_EQ(tog[ny], ty);
+    uint64_t total = 0;
+    for (int i = 0; i < gl.nnets; i++) total += tog[i];
+    EXPECT_EQ(total, ta + tb + tn + ty) << "the wire copy z must not count separately";
+
+    // Energy per toggle: 0.5 C V^2 with C = pins + wire load + output load,
+    // plus the driving cell's internal energy.
+    const double v2 = 1.1 * 1.1, po = 1.70;
+    EXPECT_NEAR(gl.e_tog_fj[na], 0.5 * (nand->cap[0] + mts_lib_wire_cap(&lib, 1)) * v2, 1e-9);
+    EXPECT_NEAR(gl.e_tog_fj[nn], 0.5 * (inv->cap[0] + po + mts_lib_wire_cap(&lib, 2)) * v2 + nand->e_int_fj, 1e-9);
+    EXPECT_NEAR(gl.e_tog_fj[ny], 0.5 * (po + mts_lib_wire_cap(&lib, 1)) * v2 + inv->e_int_fj, 1e-9);
+    mts_gl_free(&gl);
+}
+
+// ----------------------------------------------------------------- traces
+
+TEST(SynthTrace, RoundTripAllOperandSizes)
+{
+    const uint32_t widths[][2] = {{8, 8}, {7, 7}, {16, 16}, {12, 9}, {32, 32}, {64, 40}};
+    uint64_t s = 99;
+    for (auto &w : widths) {
+        std::vector<uint64_t> a(257), b(257);
+        for (size_t i = 0; i < a.size(); i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            a[i] = (s >> 3) & (w[0] == 64 ? ~0ull : (1ull << w[0]) - 1);
+            b[i] = (s >> 11) & ((1ull << w[1]) - 1);
+        }
+        a[0] = w[0] == 64 ? ~0ull : (1ull << w[0]) - 1; // extremes survive
+        mts_trace_info info{MTS_TRACE_FLOAT, w[0], w[1], 8, 0, 0};
+        std::string p = TmpPath("rt.trace");
+        mts_err err{};
+        ASSERT_EQ(mts_trace_write(p.c_str(), &info, a.size(), a.data(), b.data(), &err), MTS_OK) << err.msg;
+        mts_trace t;
+        ASSERT_EQ(mts_trace_read(p.c_str(), &t, &err), MTS_OK) << err.msg;
+        EXPECT_EQ(t.info.count, a.size());
+        EXPECT_EQ(t.info.width_a, w[0]);
+        EXPECT_EQ(t.info.width_b, w[1]);
+        EXPECT_EQ(t.info.exp_bits, 8u);
+        for (size_t i = 0; i < a.size(); i++) {
+            ASSERT_EQ(t.a[i], a[i]) << i;
+            ASSERT_EQ(t.b[i], b[i]) << i;
+        }
+        mts_trace_free(&t);
+        unlink(p.c_str());
+    }
+}
+
+TEST(SynthTrace, StreamingWriterAndRejections)
+{
+    std::string p = TmpPath("st.trace");
+    mts_trace_info info{MTS_TRACE_INT, 8, 8, 0, 1, 0};
+    mts_trace_writer *w;
+    mts_err err{};
+    ASSERT_EQ(mts_trace_writer_open(p.c_str(), &info, &w, &err), MTS_OK) << err.msg;
+    for (uint64_t i = 0; i < 100; i++) ASSERT_EQ(mts_trace_writer_add(w, i, 255 - i, &err), MTS_OK);
+    EXPECT_EQ(mts_trace_writer_add(w, 256, 0, &err), MTS_EINVAL); // wider than 8 bits
+    ASSERT_EQ(access(p.c_str(), F_OK), -1) << "file must not appear before close";
+    ASSERT_EQ(mts_trace_writer_close(w, &err), MTS_OK) << err.msg;
+    mts_trace t;
+    ASSERT_EQ(mts_trace_read(p.c_str(), &t, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(t.info.count, 100u);
+    EXPECT_EQ(t.info.flags, 1u);
+    EXPECT_EQ(t.b[7], 248u);
+    mts_trace_free(&t);
+
+    std::vector<char> bytes;
+    {
+        std::ifstream f(p, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    ASSERT_EQ(bytes.size(), 64u + 200u);
+    auto write_variant = [&](std::vector<char> v) {
+        std::ofstream f(p, std::ios::binary | std::ios::trunc);
+        f.write(v.data(), (std::streamsize)v.size());
+    };
+    std::vector<char> v = bytes;
+    v[64 + 17] ^= 1; // a record byte
+    write_variant(v);
+    EXPECT_EQ(mts_trace_read(p.c_str(), &t, &err), MTS_EFORMAT);
+    EXPECT_NE(std::string(err.msg).find("checksum"), std::string::npos) << err.msg;
+    v = bytes;
+    v[20] = 9; // width_a in the header
+    write_variant(v);
+    EXPECT_EQ(mts_trace_read(p.c_str(), &t, &err), MTS_EFORMAT);
+    v = bytes;
+    v.resize(v.size() - 2);
+    write_variant(v);
+    EXPECT_EQ(mts_trace_read(p.c_str(), &t, &err), MTS_EFORMAT);
+    v = bytes;
+    v[0] = 'X';
+    write_variant(v);
+    EXPECT_EQ(mts_trace_read(p.c_str(), &t, &err), MTS_EFORMAT);
+    EXPECT_NE(std::string(err.msg).find("magic"), std::string::npos) << err.msg;
+    unlink(p.c_str());
+}
+
+// ------------------------------------------------------ shipped designs
+
+TEST(SynthShipped, ApproximateSignificandMultipliersAreSmallerThanExact)
+{
+    REQUIRE_TOOLS();
+    double exact = Ok(Synth(Rtl("mul_exact.v"))).area_um2;
+    EXPECT_LT(Ok(Synth(Rtl("mul_trunc.v"))).area_um2, exact);
+    EXPECT_LT(Ok(Synth(Rtl("mul_mitchell.v"))).area_um2, exact);
+    EXPECT_LT(Ok(Synth(Rtl("mul_mbm.v"))).area_um2, exact);
+}
+
+TEST(SynthShipped, ApproximateInt8IsSmallerThanExact)
+{
+    REQUIRE_TOOLS();
+    const mts_synth_result &exact = Ok(Synth(Rtl("int8_exact.v")));
+    const mts_synth_result &approx = Ok(Synth(Rtl("int8_bam.v")));
+    EXPECT_LT(approx.area_um2, exact.area_um2);
+    EXPECT_LT(approx.energy_pj, exact.energy_pj);
+}
+
+TEST(SynthShipped, ExactSignificandAreaGrowsWithM)
+{
+    REQUIRE_TOOLS();
+    double prev = 0;
+    for (int m : {3, 5, 7, 10}) {
+        const mts_synth_result &r = Ok(Synth(Rtl("mul_exact.v"), {"M=" + std::to_string(m)}));
+        EXPECT_EQ(r.in_bits, 2 * m);
+        EXPECT_EQ(r.out_bits, 2 * m + 2);
+        EXPECT_GT(r.area_um2, prev) << "M=" << m;
+        prev = r.area_um2;
+    }
+}
+
+TEST(SynthShipped, GateLevelEquivalenceForEveryShippedDesign)
+{
+    REQUIRE_TOOLS();
+    DIR *d = opendir((kSrc + "/rtl").c_str());
+    if (!d) GTEST_SKIP() << "no rtl/ directory";
+    std::vector<std::string> files;
+    while (dirent *e = readdir(d)) {
+        std::string n = e->d_name;
+        if (n.size() > 2 && n.compare(n.size() - 2, 2, ".v") == 0) files.push_back(n);
+    }
+    closedir(d);
+    ASSERT_FALSE(files.empty());
+    for (auto &f : files) {
+        const SynthRun &run = Synth(Rtl(f));
+        ASSERT_EQ(run.rc, MTS_OK) << f << ": " << run.msg;
+        EXPECT_TRUE(run.r.eq_checked) << f;
+        if (run.r.in_bits <= 22) {
+            EXPECT_TRUE(run.r.eq_exhaustive) << f;
+            EXPECT_EQ(run.r.eq_vectors, 1ull << run.r.in_bits) << f;
+        } else {
+            EXPECT_EQ(run.r.eq_vectors, 1ull << 20) << f;
+        }
+        EXPECT_GT(run.r.delay_ps, 0) << f;
+        EXPECT_GE(run.r.logic_depth, 1) << f;
+        int sum = 0;
+        for (int i = 0; i < run.r.ntypes; i++) sum += run.r.cells[i].count;
+        EXPECT_EQ(sum, run.r.ncells) << f;
+    }
+}
+
+// ---------------------------------------------------------------- power
+
+std::string WriteTrace(const std::string &name, uint32_t w, const std::vector<uint64_t> &a,
+                       const std::vector<uint64_t> &b)
+{
+    std::string p = TmpPath(name);
+    mts_trace_info info{MTS_TRACE_INT, w, w, 0, 0, 0};
+    mts_err err{};
+    EXPECT_EQ(mts_trace_write(p.c_str(), &info, a.size(), a.data(), b.data(), &err), MTS_OK) << err.msg;
+    return p;
+}
+
+TEST(SynthPower, ZeroTraceIsLeakageOnlyAndUniformIsHigher)
+{
+    REQUIRE_TOOLS();
+    std::vector<uint64_t> zeros(1000, 0);
+    std::string p = WriteTrace("zero.trace", 8, zeros, zeros);
+    const mts_synth_result &z = Ok(Synth(Rtl("int8_exact.v"), {}, 1, p));
+    const mts_synth_result &u = Ok(Synth(Rtl("int8_exact.v")));
+    unlink(p.c_str());
+    EXPECT_STREQ(z.stream, "trace");
+    EXPECT_EQ(z.power_ops, 1000u);
+    EXPECT_EQ(z.toggles_per_op, 0.0);
+    EXPECT_EQ(z.dyn_uw, 0.0);
+    EXPECT_GT(z.leak_uw, 0.0);
+    EXPECT_DOUBLE_EQ(z.total_uw, z.leak_uw);
+    EXPECT_STREQ(u.stream, "uniform");
+    EXPECT_GT(u.toggles_per_op, 1.0);
+    EXPECT_GT(u.total_uw, z.total_uw);
+    EXPECT_DOUBLE_EQ(u.leak_uw, z.leak_uw);
+}
+
+TEST(SynthPower, AlternatingOneBitTraceCountsItsToggles)
+{
+    REQUIRE_TOOLS();
+    // a alternates 0,1,0,1 with b = 1: the product's bit 0 and input a[0]
+    // toggle on every operation, nothing else can change on the inputs.
+    std::vector<uint64_t> a, b;
+    for (int i = 0; i < 501; i++) a.push_back(i & 1), b.push_back(1);
+    std::string p = WriteTrace("alt.trace", 8, a, b);
+    const mts_synth_result &r = Ok(Synth(Rtl("int8_exact.v"), {}, 1, p));
+    unlink(p.c_str());
+    EXPECT_GE(r.toggles_per_op, 2.0); // at least a[0] and y[0]
+    EXPECT_DOUBLE_EQ(r.toggles_per_op, std::floor(r.toggles_per_op)); // every op toggles the same nets
+    EXPECT_GT(r.energy_pj, 0.0);
+}
+
+TEST(SynthPower, SameSeedSameNumbersOtherSeedOtherStream)
+{
+    REQUIRE_TOOLS();
+    SynthRun a = Synth(Rtl("int8_bam.v"), {}, 7);
+    // A second, independent computation (not the memo): through the cache.
+    mts_synth_opts o{};
+    std::string file = Rtl("int8_bam.v"), cache = CacheDir();
+    o.rtl = file.c_str();
+    o.cache_dir = cache.c_str();
+    o.seed = 7;
+    o.power_ops = 8192;
+    mts_synth_result b;
+    mts_err err{};
+    ASSERT_EQ(mts_synth_run(&o, &b, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(a.rc, MTS_OK) << a.msg;
+    EXPECT_TRUE(b.cache_hit);
+    EXPECT_EQ(a.r.area_um2, b.area_um2);
+    EXPECT_EQ(a.r.delay_ps, b.delay_ps);
+    EXPECT_EQ(a.r.energy_pj, b.energy_pj);
+    EXPECT_EQ(a.r.toggles_per_op, b.toggles_per_op);
+    EXPECT_EQ(a.r.total_uw, b.total_uw);
+    const mts_synth_result &c = Ok(Synth(Rtl("int8_bam.v"), {}, 8));
+    EXPECT_NE(a.r.toggles_per_op, c.toggles_per_op);
+    EXPECT_EQ(a.r.area_um2, c.area_um2);
+}
+
+TEST(SynthPower, DynamicPowerScalesWithClock)
+{
+    REQUIRE_TOOLS();
+    const mts_synth_result &g1 = Ok(Synth(Rtl("int8_bam.v"), {}, 7, "", "", 1.0));
+    const mts_synth_result &g2 = Ok(Synth(Rtl("int8_bam.v"), {}, 7, "", "", 2.5));
+    EXPECT_DOUBLE_EQ(g2.energy_pj, g1.energy_pj);
+    EXPECT_NEAR(g2.dyn_uw, 2.5 * g1.dyn_uw, 1e-9 * g2.dyn_uw);
+    EXPECT_NEAR(g1.dyn_uw, g1.energy_pj * 1000.0, 1e-9 * g1.dyn_uw); // 1 pJ at 1 GHz = 1 mW
+}
+
+TEST(SynthPower, TraceMustFitTheDesignPorts)
+{
+    REQUIRE_TOOLS();
+    std::vector<uint64_t> v(10, 3);
+    std::string p = WriteTrace("narrow.trace", 4, v, v);
+    const SynthRun &r = Synth(Rtl("int8_exact.v"), {}, 1, p);
+    unlink(p.c_str());
+    EXPECT_EQ(r.rc, MTS_EINVAL);
+    EXPECT_NE(r.msg.find("4 and 4 bits"), std::string::npos) << r.msg;
+}
+
+// ---------------------------------------------------- errors and the CLI
+
+TEST(SynthFlow, WrongCellModelIsCaughtByEquivalence)
+{
+    REQUIRE_TOOLS();
+    // A liberty whose NAND2 claims to be an AND (cheaper than AND2, so ABC
+    // uses it as one): the netlist, simulated with the true cell models of
+    // cells.v, then differs from the RTL.
+    std::ifstream in(kSrc + "/synth/mantis45.lib");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string lib = ss.str();
+    size_t at = lib.find("function : \"!(A & B)\"");
+    ASSERT_NE(at, std::string::npos);
+    lib.replace(at, std::strlen("function : \"!(A & B)\""), "function : \"(A & B)\"");
+    std::string p = TmpPath("wrong.lib");
+    std::ofstream(p) << lib;
+    const SynthRun &r = Synth(kData + "/synth/mul4.v", {}, 1, "", p);
+    unlink(p.c_str());
+    EXPECT_EQ(r.rc, MTS_EREFUSED) << r.msg;
+    EXPECT_NE(r.msg.find("differs from the RTL"), std::string::npos) << r.msg;
+}
+
+TEST(SynthFlow, TopIsTheUninstantiatedModuleWhenNoneIsNamedLikeTheFile)
+{
+    REQUIRE_TOOLS();
+    const mts_synth_result &r = Ok(Synth(kData + "/synth/autotop.v"));
+    EXPECT_STREQ(r.top, "sat_mul");
+    EXPECT_EQ(r.in_bits, 6);
+    EXPECT_EQ(r.out_bits, 3);
+    EXPECT_TRUE(r.eq_exhaustive);
+    EXPECT_EQ(r.eq_vectors, 64u);
+}
+
+std::string RunCli(const std::string &args, int *status)
+{
+    std::string cmd = std::string(MANTIS_BIN) + " synth " + args + " 2>&1";
+    FILE *f = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (f && fgets(buf, sizeof buf, f)) out += buf;
+    int st = f ? pclose(f) : -1;
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+TEST(SynthFlow, BrokenDesignGivesOneLineError)
+{
+    REQUIRE_TOOLS();
+    int st;
+    std::string out = RunCli("--rtl " + kData + "/synth/broken.v --cache " + CacheDir(), &st);
+    EXPECT_EQ(st, 2);
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+    EXPECT_EQ(out.rfind("mantis synth: broken: yosys: ", 0), 0u) << out;
+    EXPECT_NE(out.find("ERROR"), std::string::npos) << out;
+    size_t at = out.find("full log: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    std::string log = out.substr(at + 10, out.find(')', at) - at - 10);
+    EXPECT_EQ(access(log.c_str(), R_OK), 0) << log;
+}
+
+TEST(SynthFlow, CliPrintsTableAndWritesJson)
+{
+    REQUIRE_TOOLS();
+    std::string json = TmpPath("r.json");
+    int st;
+    std::string out = RunCli("--rtl " + kData + "/synth/mul4.v --cache " + CacheDir() + " --ops 1000 --json " + json, &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("area"), std::string::npos) << out;
+    EXPECT_NE(out.find("exhaustive: 256 vectors"), std::string::npos) << out;
+    std::ifstream f(json);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    EXPECT_NE(ss.str().find("\"area_um2\""), std::string::npos);
+    EXPECT_NE(ss.str().find("\"energy_pj_per_op\""), std::string::npos);
+    unlink(json.c_str());
+    out = RunCli("--rtl " + kData + "/synth/mul4.v --param", &st);
+    EXPECT_EQ(st, 2);
+    out = RunCli("--rtl " + kData + "/synth/mul4.v --param NOVALUE --cache " + CacheDir(), &st);
+    EXPECT_EQ(st, 2);
+    EXPECT_NE(out.find("NAME=VALUE"), std::string::npos) << out;
+}
+
+} // namespace
