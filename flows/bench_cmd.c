@@ -8,10 +8,12 @@
 
 int mts_bench_core(int argc, char **argv);
 int mts_bench_gemm(int argc, char **argv); /* sim/bench_gemm.c */
+int mts_bench_rtl(int argc, char **argv);  /* verify/bench_rtl.c */
 
 static const mts_command benches[] = {
     {"core", mts_bench_core, "scalar AMSim, C models and FMAq vs native FP32 multiply and add"},
     {"gemm", mts_bench_gemm, "GEMM providers (native, LUT, FMAq) vs OpenBLAS SGEMM"},
+    {"rtl", mts_bench_rtl, "Verilated RTL sweeps and mantis verify throughput vs the C models"},
 };
 
 int mts_cmd_bench(int argc, char **argv)

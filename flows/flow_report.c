@@ -73,9 +73,10 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
         snprintf(r->verify, sizeof r->verify, "bit-exact");
     } else {
         mts_json *v = mts_json_load(ver->out);
-        double mm = mts_json_num(v, "mismatches", -1);
-        if (mm < 0) mm = mts_json_num(v, "summary.mismatches", -1);
-        snprintf(r->verify, sizeof r->verify, mm >= 0 ? "MISMATCH (%.0f)" : "MISMATCH", mm);
+        if (mts_json_num(v, "lut_representable", 1) == 0)
+            snprintf(r->verify, sizeof r->verify, "not LUT-representable");
+        else
+            snprintf(r->verify, sizeof r->verify, "MISMATCH (%.0f)", mts_json_num(v, "mismatches", -1));
         mts_json_free(v);
     }
     j = load_done(find(g, d, "metrics"));

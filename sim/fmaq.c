@@ -208,7 +208,7 @@ uint32_t mts_q_encode(const mts_qfmt *q, uint32_t x)
     uint32_t zflag = 1u << (E + M + 1), sbit = 1u << (E + M);
 
     uq.underflow = 1;  /* below R_UF there is no exponent code */
-    if (mts_f32_isnan(x)) return (1u << mts_q_width(q)) - 1u;
+    if (mts_f32_isnan(x)) return 0xFFFFFFFFu >> (32 - mts_q_width(q)); /* all ones; width may be 32 */
     uint32_t v = mts_q(&uq, x);
     uint32_t sign = (v & MTS_F32_SIGN) ? sbit : 0;
     if ((v & 0x7FFFFFFFu) == 0) return zflag | sign;

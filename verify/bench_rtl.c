@@ -1,0 +1,177 @@
+/* bench_rtl.c - `mantis bench rtl`: throughput of Verilated sweeps and of
+ * verification, each next to a baseline timed in the same run (the C model
+ * doing the same pairs on one core). Goals (issue 6): 7-bit significand sweep
+ * < 0.1 s, 11-bit sweep (4M pairs) < 2 s, 13-bit accumulator sweep (2^26
+ * pairs) < 10 s. Designs come from rtl/ of the source tree (--rtl-dir). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mantis/fmaq.h"
+#include "mantis/rtl.h"
+
+int mts_bench_rtl(int argc, char **argv);
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int open_design(const char *dir, const char *file, const char *param, mts_rtl **r, double *secs)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    mts_rtl_opts o;
+    memset(&o, 0, sizeof o);
+    o.path = path;
+    if (param) o.param[o.nparams++] = param;
+    mts_err err;
+    double t0 = now();
+    if (mts_rtl_open(&o, r, &err)) {
+        fprintf(stderr, "mantis bench: %s\n", err.msg);
+        return 2;
+    }
+    *secs = now() - t0;
+    return 0;
+}
+
+/* Best of `reps` exhaustive sweeps of 2^bits x 2^bits pairs. */
+static double time_sweep(mts_rtl *r, int bits0, int bits1, uint64_t *y, int reps)
+{
+    double best = 1e30;
+    for (int k = 0; k < reps; k++) {
+        double t0 = now();
+        mts_rtl_sweep(r, bits0, 0, bits1, 0, y, NULL);
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+/* The C model's significand function over the same pairs (one core). */
+static double time_c_sig(int M, uint64_t *y)
+{
+    const mts_model *m = mts_model_find("exact-wide");
+    double t0 = now();
+    uint32_t n = 1u << M;
+    for (uint32_t a = 0; a < n; a++)
+        for (uint32_t b = 0; b < n; b++) {
+            int F;
+            y[(a << M) | b] = m->sig(a, b, M, &F);
+        }
+    return now() - t0;
+}
+
+static void line(const char *what, double pairs, double secs, const char *extra)
+{
+    printf("  %-44s %12.0f pairs %9.4f s %9.1f Mpairs/s  %s\n", what, pairs, secs, pairs / secs / 1e6, extra);
+}
+
+int mts_bench_rtl(int argc, char **argv)
+{
+    const char *dir = MANTIS_SOURCE_DIR "/rtl";
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
+            printf("usage: mantis bench rtl [--rtl-dir DIR]\n"
+                   "Times exhaustive sweeps of Verilated designs (rtl/mul_exact.v at M = 7 and 11,\n"
+                   "rtl/fmaq_acc.v at 13+13 bits) and `mantis verify` throughput, next to the C\n"
+                   "models on one core. Models are built into the cache first if needed.\n");
+            return 0;
+        }
+        if (!strcmp(argv[i], "--rtl-dir") && i + 1 < argc) {
+            dir = argv[++i];
+            continue;
+        }
+        fprintf(stderr, "mantis bench: unknown option '%s' (see mantis bench rtl --help)\n", argv[i]);
+        return 2;
+    }
+    mts_rtl *r7 = NULL, *r11 = NULL, *ra = NULL, *rm = NULL;
+    double o7, o11, oa, om;
+    int rc = open_design(dir, "mul_exact.v", "M=7", &r7, &o7);
+    if (!rc) rc = open_design(dir, "mul_exact.v", "M=11", &r11, &o11);
+    if (!rc) rc = open_design(dir, "fmaq_acc.v", NULL, &ra, &oa);
+    if (!rc) rc = open_design(dir, "mul_mbm.v", NULL, &rm, &om);
+    uint64_t *y = rc ? NULL : malloc(((size_t)1 << 22) * sizeof *y);
+    if (!rc && !y) {
+        fprintf(stderr, "mantis bench: out of memory\n");
+        rc = 2;
+    }
+    if (rc) goto done;
+    printf("mantis bench rtl: Verilated models, 2 instances on 2 threads (open: %.2f s, %.2f s, %.2f s, %.2f s;"
+           " %s)\n",
+           o7, o11, oa, om,
+           mts_rtl_get_info(r7)->cache_hit && mts_rtl_get_info(r11)->cache_hit ? "from the cache" : "some built");
+    printf("sweeps:\n");
+    double t7 = time_sweep(r7, 7, 7, y, 5), c7 = time_c_sig(7, y);
+    line("rtl mul_exact M=7 (goal < 0.1 s)", 16384.0, t7, t7 < 0.1 ? "ok" : "SLOW");
+    line("  C model exact-wide M=7, one core", 16384.0, c7, "");
+    double t11 = time_sweep(r11, 11, 11, y, 2), c11 = time_c_sig(11, y);
+    line("rtl mul_exact M=11 (goal < 2 s)", 4194304.0, t11, t11 < 2 ? "ok" : "SLOW");
+    line("  C model exact-wide M=11, one core", 4194304.0, c11, "");
+    {
+        mts_lut lut;
+        mts_err err;
+        double t0 = now();
+        int lrc = mts_rtl_lut(r11, &lut, &err);
+        double tl = now() - t0;
+        if (!lrc) {
+            line("rtl LUT generation M=11 (sweep + entries)", 4194304.0, tl, "");
+            mts_lut_free(&lut);
+        }
+    }
+    /* the accumulator: 2^26 pairs in sweeps of 2^20 (13-bit p rows x 13-bit s) */
+    const mts_rtl_info *ia = mts_rtl_get_info(ra);
+    int w0 = ia->w0, w1 = ia->w1, rb = 20 - w1 > 0 ? 20 - w1 : 0;
+    double t0 = now();
+    for (uint32_t row = 0; row < (1u << w0); row += 1u << rb) mts_rtl_sweep(ra, rb, row, w1, 0, y, NULL);
+    double ta = now() - t0;
+    char what[96];
+    snprintf(what, sizeof what, "rtl fmaq_acc %d+%d bits (goal < 10 s)", w0, w1);
+    line(what, (double)(1ull << (w0 + w1)), ta, w0 + w1 == 26 && ta < 10 ? "ok" : (w0 + w1 == 26 ? "SLOW" : ""));
+    {
+        const mts_qfmt *qp = &ia->qprod, *qa = &ia->qacc;
+        uint32_t acc = 0;
+        double c0 = now();
+        for (uint32_t p = 0; p < (1u << w0); p += 7) /* every 7th row, scaled below */
+            for (uint32_t s = 0; s < (1u << w1); s++)
+                acc ^= mts_q_encode(qa, mts_fmaq(qp, qa, mts_q_decode(qp, p), mts_q_decode(qa, s)));
+        double ct = (now() - c0) * 7.0;
+        volatile uint32_t keep = acc; /* the loop's result is used */
+        (void)keep;
+        line("  C model mts_fmaq (+ decode/encode), one core", (double)(1ull << (w0 + w1)), ct, "");
+    }
+    printf("verification (mantis verify):\n");
+    struct {
+        mts_rtl *r;
+        const char *model, *what;
+    } runs[] = {{rm, "mbm", "verify mul_mbm M=7 vs LUT + model mbm"},
+                {r11, NULL, "verify mul_exact M=11 vs LUT"},
+                {ra, NULL, "verify fmaq_acc 13+13 bits vs FMAq, exhaustive"}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        mts_verify_opts vo;
+        memset(&vo, 0, sizeof vo);
+        vo.model = runs[k].model;
+        vo.max_report = 0;
+        mts_verify_result res;
+        mts_err err;
+        double v0 = now();
+        if (mts_verify_rtl(runs[k].r, &vo, &res, &err)) {
+            fprintf(stderr, "mantis bench: %s\n", err.msg);
+            rc = 2;
+            break;
+        }
+        double vt = now() - v0;
+        line(runs[k].what, (double)res.cases, vt, res.mismatches ? "MISMATCHES" : "bit-exact");
+    }
+done:
+    free(y);
+    mts_rtl_close(r7);
+    mts_rtl_close(r11);
+    mts_rtl_close(ra);
+    mts_rtl_close(rm);
+    return rc;
+}

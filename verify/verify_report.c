@@ -1,0 +1,165 @@
+/* verify_report.c - mismatch collection and the report of `mantis verify`:
+ * TestFloat style (one line per mismatch with operands and both results in
+ * hex, split into sign/exponent/mantissa; listing stops after N but every
+ * mismatch is counted; a summary line), plus a JSON report. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "verify.h"
+
+int vfy_sink_init(vfy_sink *s, int cap)
+{
+    memset(s, 0, sizeof *s);
+    s->cap = cap;
+    if (cap > 0) {
+        s->line = calloc((size_t)cap, sizeof *s->line);
+        if (!s->line) return -1;
+    }
+    return 0;
+}
+
+void vfy_sink_free(vfy_sink *s)
+{
+    free(s->line);
+    memset(s, 0, sizeof *s);
+}
+
+void vfy_sink_add(vfy_sink *s, const vfy_line *l)
+{
+    s->mismatches++;
+    if (s->n < s->cap) s->line[s->n++] = *l;
+}
+
+int vfy_cmp_begin(vfy_ctx *v, const char *name)
+{
+    if (v->ncmp == VFY_MAX_CMP) return -1;
+    vfy_cmp *c = &v->cmp[v->ncmp];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    if (vfy_sink_init(&c->all, v->max_report)) return -1;
+    return v->ncmp++;
+}
+
+void vfy_cmp_merge(vfy_ctx *v, int i, vfy_sink *s)
+{
+    vfy_cmp *c = &v->cmp[i];
+    c->cases += s->cases;
+    c->mismatches += s->mismatches;
+    for (int k = 0; k < s->n && c->all.n < c->all.cap; k++) c->all.line[c->all.n++] = s->line[k];
+    s->cases = s->mismatches = 0;
+    s->n = 0;
+}
+
+void vfy_cmp_report(vfy_ctx *v, int i)
+{
+    FILE *out = v->o->out;
+    if (!out) return;
+    const vfy_cmp *c = &v->cmp[i];
+    for (int k = 0; k < c->all.n; k++) fprintf(out, "  %s\n", c->all.line[k].text);
+    if (c->mismatches > (uint64_t)c->all.n)
+        fprintf(out, "  ... %llu more mismatches not listed (--max-report)\n",
+                (unsigned long long)(c->mismatches - (uint64_t)c->all.n));
+    fprintf(out, "%s: %llu cases, %llu mismatches%s\n", c->name, (unsigned long long)c->cases,
+            (unsigned long long)c->mismatches, c->mismatches ? "" : " (bit-exact)");
+}
+
+static int hexw(int bits) { return (bits + 3) / 4; }
+
+void vfy_fmt_fcode(char *buf, size_t n, const mts_format *f, uint32_t code)
+{
+    int E = f->E, M = f->M;
+    uint32_t s = (code >> (E + M)) & 1u, e = (code >> M) & ((1u << E) - 1u), m = code & ((1u << M) - 1u);
+    snprintf(buf, n, "%0*X %c%0*X.%0*X", hexw(1 + E + M), code, s ? '-' : '+', hexw(E), e, hexw(M), m);
+}
+
+void vfy_fmt_qcode(char *buf, size_t n, const mts_qfmt *q, uint32_t code)
+{
+    int E = q->E, M = q->M;
+    uint32_t z = (code >> (E + M + 1)) & 1u, s = (code >> (E + M)) & 1u;
+    uint32_t e = (code >> M) & ((1u << E) - 1u), m = code & ((1u << M) - 1u);
+    if (z && (e || m))
+        snprintf(buf, n, "%0*X NaN", hexw(2 + E + M), code);
+    else if (z)
+        snprintf(buf, n, "%0*X %c0", hexw(2 + E + M), code, s ? '-' : '+');
+    else
+        snprintf(buf, n, "%0*X %c%0*X.%0*X", hexw(2 + E + M), code, s ? '-' : '+', hexw(E), e, hexw(M), m);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_body(const vfy_ctx *v, FILE *f)
+{
+    const mts_rtl_info *in = v->in;
+    uint64_t cases = 0, mism = 0;
+    for (int i = 0; i < v->ncmp; i++) {
+        cases += v->cmp[i].cases;
+        mism += v->cmp[i].mismatches;
+    }
+    char fmt[40] = "";
+    if (in->kind == MTS_RTL_SIG || in->kind == MTS_RTL_FLOAT) mts_format_name(&in->fmt, fmt, sizeof fmt);
+    fprintf(f, "{\n  \"design\": ");
+    json_str(f, v->o->design ? v->o->design : in->top);
+    fprintf(f, ",\n  \"top\": ");
+    json_str(f, in->top);
+    fprintf(f, ",\n  \"kind\": \"%s\",\n  \"format\": \"%s\",\n  \"lut_representable\": %s,\n",
+            mts_rtl_kind_name(in->kind), fmt, v->not_repr ? "false" : "true");
+    fprintf(f, "  \"note\": ");
+    json_str(f, v->note);
+    fprintf(f, ",\n  \"comparisons\": [");
+    for (int i = 0; i < v->ncmp; i++) {
+        const vfy_cmp *c = &v->cmp[i];
+        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
+        json_str(f, c->name);
+        fprintf(f, ", \"cases\": %llu, \"mismatches\": %llu, \"listed\": [", (unsigned long long)c->cases,
+                (unsigned long long)c->mismatches);
+        for (int k = 0; k < c->all.n; k++) {
+            const vfy_line *l = &c->all.line[k];
+            fprintf(f, "%s\n      {\"a\": ", k ? "," : "");
+            json_str(f, l->a);
+            fprintf(f, ", \"b\": ");
+            json_str(f, l->b);
+            fprintf(f, ", \"rtl\": ");
+            json_str(f, l->dut);
+            fprintf(f, ", \"ref\": ");
+            json_str(f, l->ref);
+            fprintf(f, ", \"class\": ");
+            json_str(f, l->cls);
+            fprintf(f, "}");
+        }
+        fprintf(f, "%s]}", c->all.n ? "\n    " : "");
+    }
+    fprintf(f, "\n  ],\n  \"cases\": %llu,\n  \"mismatches\": %llu,\n  \"result\": \"%s\"\n}\n",
+            (unsigned long long)cases, (unsigned long long)mism,
+            (mism || v->not_repr) ? "mismatch" : "bit-exact");
+}
+
+int vfy_write_json(const vfy_ctx *v, const char *path, mts_err *err)
+{
+    if (!strcmp(path, "-")) {
+        json_body(v, stdout);
+        return MTS_OK;
+    }
+    char tmp[1100];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return mts_fail(err, MTS_EINVAL, "%s: path too long", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return mts_fail(err, MTS_EIO, "%s: cannot write the JSON report", tmp);
+    json_body(v, f);
+    if (fclose(f) || rename(tmp, path)) {
+        remove(tmp);
+        return mts_fail(err, MTS_EIO, "%s: cannot write the JSON report", path);
+    }
+    return MTS_OK;
+}
