@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "mantis/rtl.h"
 #include "commands.h"
 #include "mul_opts.h"
 
@@ -13,6 +14,7 @@ static const char help[] =
     "usage: mantis eval (--mul NAME [--man-bits M | --format F] | --lut FILE | --rtl FILE.v) < pairs\n"
     "Reads lines of two operands and writes one result per line.\n"
     "Float multipliers: hex FP32 bit patterns in and out (operands are truncated to the format).\n"
+    "Accumulator designs: the product p and the partial sum s in, Q_acc(Q_prod(p) + s) out (hex FP32).\n"
     "Integer tables and designs: decimal integers in and out.\n\noptions:\n";
 
 int mts_cmd_eval(int argc, char **argv)
@@ -61,7 +63,7 @@ int mts_cmd_eval(int argc, char **argv)
                 status = mts_cli_error("eval", "stdin line %ld: expected two hex FP32 bit patterns", lineno);
                 break;
             }
-            printf("%08x\n", h.op.fn(&h.op, a, b));
+            printf("%08x\n", h.is_acc ? mts_rtl_acc(h.rtl, a, b) : h.op.fn(&h.op, a, b));
         }
     }
     free(line);

@@ -84,6 +84,11 @@ int mts_cmd_lutgen(int argc, char **argv)
     } else {
         mts_mulhandle h;
         if (mts_mulsel_open(&sel, &h, &err)) return mts_cli_error("lutgen", "%s", err.msg);
+    if (h.is_acc) {
+        mts_mulhandle_close(&h);
+        return mts_cli_error("lutgen", "%s: accumulator designs have no LUT or multiplier metrics; use mantis verify",
+                             sel.rtl);
+    }
         if (h.is_int) { /* integer designs arrive tabulated */
             lut = h.lut;
             memset(&h.lut, 0, sizeof h.lut);

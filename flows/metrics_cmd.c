@@ -46,6 +46,11 @@ int mts_cmd_metrics(int argc, char **argv)
     }
     mts_mulhandle h;
     if (mts_mulsel_open(&sel, &h, &err)) return mts_cli_error("metrics", "%s", err.msg);
+    if (h.is_acc) {
+        mts_mulhandle_close(&h);
+        return mts_cli_error("metrics", "%s: accumulator designs have no LUT or multiplier metrics; use mantis verify",
+                             sel.rtl);
+    }
     mts_metrics m;
     int rc = h.is_int ? mts_metrics_int_lut(&h.lut, &m, &err) : mts_metrics_mulop(&h.op, ref, &m, &err);
     mts_mulhandle_close(&h);

@@ -23,6 +23,7 @@ typedef struct mts_mulhandle {
     mts_mulop op;      /* valid for float multipliers */
     mts_lut lut;       /* owned table when --lut (or an integer design) */
     int is_int;        /* integer table: use lut, not op */
+    int is_acc;        /* RTL accumulator: y = Q_acc(p + s) via mts_rtl_acc, no op */
     void *rtl;         /* owned RTL handle, if any */
 } mts_mulhandle;
 

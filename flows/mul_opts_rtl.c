@@ -20,6 +20,10 @@ int mts_mulsel_rtl_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
     if (rc) return rc;
     h->rtl = r;
     const mts_rtl_info *info = mts_rtl_get_info(r);
+    if (info->kind == MTS_RTL_ACC) {
+        h->is_acc = 1;
+        return MTS_OK;
+    }
     if (info->kind == MTS_RTL_INT) {
         /* integer designs are exhaustively tabulated once (2^16 pairs at most) */
         rc = mts_rtl_lut(r, &h->lut, err);

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "mantis/binio.h"
 #include "mantis/nn.h"
+#include "mantis/trace.h"
 #include "mul_opts.h"
 
 #define CMD "train"
@@ -35,11 +36,15 @@ static const char usage_text[] =
     "  --momentum X (0.9) --wd X (0) --sched const|step|cosine (const) --step-size N (1) --gamma X (0.95)\n"
     "  --subset N         train on the first N samples; --test-subset N evaluates on N\n"
     "  --threads N        GEMM threads (0 = all cores); results do not depend on it\n"
-    "  --json FILE        per-epoch results; --checkpoint DIR [--resume]\n";
+    "  --json FILE        per-epoch results; --checkpoint DIR [--resume]\n"
+    "  --trace-operands FILE [--trace-samples N (100000)] [--trace-kind sig|float (sig)]\n"
+    "                     a uniform sample of the forward multiplier's operand pairs during\n"
+    "                     training (trace format: docs/trace-format.md)\n";
 
 typedef struct train_opts {
     const char *model, *data, *data_dir, *json, *ckdir;
-    const char *mul_bwd, *mul_test, *ste;
+    const char *mul_bwd, *mul_test, *ste, *trace, *trace_kind;
+    int trace_samples;
     mts_arith_spec spec;
     int epochs, batch, threads, subset, test_subset, resume, step_size;
     uint64_t seed;
@@ -145,6 +150,8 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
     o->opt = "sgd";
     o->sched = "const";
     o->ste = "identity";
+    o->trace_kind = "sig";
+    o->trace_samples = 100000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (mts_is_help(a)) {
@@ -167,6 +174,8 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
         else if (!strcmp(a, "--mul-bwd")) o->mul_bwd = v;
         else if (!strcmp(a, "--mul-test")) o->mul_test = v;
         else if (!strcmp(a, "--ste")) o->ste = v;
+        else if (!strcmp(a, "--trace-operands")) o->trace = v;
+        else if (!strcmp(a, "--trace-kind")) o->trace_kind = v;
         else if (!strcmp(a, "--opt")) o->opt = v;
         else if (!strcmp(a, "--sched")) o->sched = v;
         else if (!strcmp(a, "--acc")) snprintf(o->spec.acc, sizeof o->spec.acc, "%s", v);
@@ -189,6 +198,7 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
                 {"--subset", 1, 100000000, offsetof(train_opts, subset)},
                 {"--test-subset", 1, 100000000, offsetof(train_opts, test_subset)},
                 {"--step-size", 1, 1024, offsetof(train_opts, step_size)},
+                {"--trace-samples", 1, 1L << 30, offsetof(train_opts, trace_samples)},
                 {"--chunk", 1, 1 << 20, offsetof(train_opts, spec) + offsetof(mts_arith_spec, chunk)},
                 {"--acc-bias", 0, 126, offsetof(train_opts, spec) + offsetof(mts_arith_spec, acc_bias)},
                 {"--prod-bias", 0, 126, offsetof(train_opts, spec) + offsetof(mts_arith_spec, prod_bias)},
@@ -209,6 +219,8 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
     if (strcmp(o->sched, "const") && strcmp(o->sched, "step") && strcmp(o->sched, "cosine"))
         return mts_cli_error(CMD, "--sched '%s': expected const, step or cosine", o->sched);
     if (o->resume && !o->ckdir) return mts_cli_error(CMD, "--resume needs --checkpoint DIR");
+    if (strcmp(o->trace_kind, "sig") && strcmp(o->trace_kind, "float"))
+        return mts_cli_error(CMD, "--trace-kind '%s': expected sig or float", o->trace_kind);
     if (o->lr < 0) o->lr = !strcmp(o->opt, "adam") ? 1e-3 : 0.01;
     /* the main multiplier selection, through the shared options (mul_opts.h) */
     if (sel->lut) snprintf(o->spec.lut, sizeof o->spec.lut, "%s", sel->lut), o->spec.mul[0] = 0;
@@ -277,6 +289,8 @@ int mts_cmd_train(int argc, char **argv)
     memset(&net, 0, sizeof net);
     mts_opt opt;
     memset(&opt, 0, sizeof opt);
+    mts_nn_tracer tracer;
+    memset(&tracer, 0, sizeof tracer);
     static mts_ckpt_meta meta; /* large: history of up to 1024 epochs */
     memset(&meta, 0, sizeof meta);
     rc = 2;
@@ -330,6 +344,18 @@ int mts_cmd_train(int argc, char **argv)
         start = meta.epoch;
         fprintf(stderr, "mantis train: resuming after epoch %d from %s\n", start, ckpath);
     }
+    if (o.trace) {
+        mts_format tf = mts_prov_format(&af.p);
+        if (af.p.kind == MTS_PROV_INT) {
+            mts_cli_error(CMD, "--trace-operands: integer tables are not traced yet");
+            goto out;
+        }
+        if (mts_nn_tracer_init(&tracer, (size_t)o.trace_samples, &tf,
+                               !strcmp(o.trace_kind, "sig") ? MTS_TRACE_SIG : MTS_TRACE_FLOAT, o.seed, &err)) {
+            mts_cli_error(CMD, "%s", err.msg);
+            goto out;
+        }
+    }
     int n = o.subset && o.subset < train.n ? o.subset : train.n;
     int nt = o.test_subset && o.test_subset < test.n ? o.test_subset : test.n;
     int tty = isatty(2);
@@ -338,9 +364,11 @@ int mts_cmd_train(int argc, char **argv)
     for (int e = start; e < o.epochs; e++) {
         mts_epoch_stats st;
         int ep = e + 1;
-        if (mts_train_epoch(&net, &opt, &af.p, &ab.p, &train, n, o.batch, o.seed, e, mts_opt_lr(&opt, e),
-                            tty ? progress : NULL, &ep, &st, &err) ||
-            mts_evaluate(&net, &at.p, &test, nt, &st.test_acc, &err)) {
+        mts_nn_set_tracer(o.trace ? &tracer : NULL); /* training GEMMs only, not evaluation */
+        int erc = mts_train_epoch(&net, &opt, &af.p, &ab.p, &train, n, o.batch, o.seed, e, mts_opt_lr(&opt, e),
+                                  tty ? progress : NULL, &ep, &st, &err);
+        mts_nn_set_tracer(NULL);
+        if (erc || mts_evaluate(&net, &at.p, &test, nt, &st.test_acc, &err)) {
             mts_cli_error(CMD, "%s", err.msg);
             goto out;
         }
@@ -361,9 +389,18 @@ int mts_cmd_train(int argc, char **argv)
         mts_cli_error(CMD, "%s", err.msg);
         goto out;
     }
+    if (o.trace) {
+        if (mts_nn_tracer_write(&tracer, o.trace, &err)) {
+            mts_cli_error(CMD, "%s", err.msg);
+            goto out;
+        }
+        fprintf(stderr, "mantis train: %s: %zu sampled operand pairs of %llu\n", o.trace, tracer.have,
+                (unsigned long long)tracer.seen);
+    }
     printf("test accuracy %.4f\n", meta.nhist ? meta.hist[meta.nhist - 1].test_acc : 0.0);
     rc = 0;
 out:
+    mts_nn_tracer_free(&tracer);
     mts_opt_free(&opt);
     mts_net_free(&net);
     mts_arith_close(&af);
