@@ -1,0 +1,87 @@
+/* gemm.h - GEMM through a chosen arithmetic provider: the one interface the
+ * training engine uses for every multiply of forward and backward passes.
+ *
+ * C[m][n] = beta*C[m][n] + sum_k opA(A)[m][k] * opB(B)[k][n], row-major.
+ * Accumulation order is fixed per output and independent of threads/SIMD:
+ *  - non-FMAq providers: FP32 sum, sequential in k = 0..K-1, starting from +0
+ *    (acc = acc + p_k, each product rounded to FP32 first, never fused);
+ *  - FMAq: mts_fmaq_dot order (chunks of `chunk`, then chunk sums), fmaq.h;
+ *  - INT: exact integer sums (order-free), scaled once in double (intmul.h).
+ * The result y is then stored as C = y (beta == 0: C is not read, NaN in C
+ * is ignored) or C = fl(fl(beta*C) + y) in FP32 (beta*C is C when beta == 1).
+ * A NaN stored into C is always 0x7FC00000 (payloads and the x86 "default
+ * NaN" sign are not part of the contract).
+ * Operands are quantized to the provider's input format with RNE before the
+ * products (mts_fmt_quantize), except for the native FP32 providers.
+ * See docs/gemm.md. */
+#ifndef MANTIS_GEMM_H
+#define MANTIS_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "mantis/fmaq.h"
+#include "mantis/lut.h"
+#include "mantis/mul.h"
+#include "mantis/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    MTS_PROV_BLAS = 0,   /* native FP32 through OpenBLAS (baseline; order is BLAS's own) */
+    MTS_PROV_NATIVE = 1, /* native FP32 multiply, our kernel, documented order */
+    MTS_PROV_LUT = 2,    /* float LUT + AMSim */
+    MTS_PROV_MULOP = 3,  /* any mts_mulop per product (C model, RTL-in-the-loop): slow ground truth */
+    MTS_PROV_INT = 4     /* n-bit integer table with affine quantization (TFApprox) */
+} mts_prov_kind;
+
+typedef struct mts_provider {
+    mts_prov_kind kind;
+    const mts_lut *lut;    /* LUT (float) or INT table */
+    const mts_mulop *mul;  /* MULOP */
+    mts_format in_fmt;     /* operand format for LUT/MULOP (quantized RNE); all-zero (M == 0):
+                              the LUT's / mulop's own format */
+    int fmaq;              /* 1: accumulate with FMAq (NATIVE, LUT, MULOP; BLAS uses NATIVE's
+                              kernel then, INT refuses). NATIVE products are mts_model "fp32" */
+    mts_qfmt qprod, qacc;
+    int chunk;             /* FMAq chunk size, default 16 (<= 0 means 16) */
+    int threads;           /* 0: all cores */
+} mts_provider;
+
+/* Runs the GEMM above. transA: A is stored [k][m] (lda its row stride); transB:
+ * B is stored [n][k]. Leading dimensions must cover a row (lda >= k, or >= m
+ * when transposed; same for ldb; ldc >= n). Returns MTS_OK, MTS_EINVAL (bad
+ * shapes/provider, named in err) or MTS_ENOMEM. MTS_PROV_BLAS without
+ * OpenBLAS in the build returns MTS_EREFUSED. A MULOP whose mulop is serial
+ * runs on one thread. Thread-safe; freed packing buffers (O(mk + kn) words)
+ * are kept process-wide for reuse by later calls. */
+int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
+             const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+             mts_err *err);
+
+/* The naive reference of mts_gemm: same arguments and result, written as a
+ * triple loop that quantizes each operand as it reads it and forms every
+ * product with the scalar function (a*b, mts_amsim, mul->fn) and every sum in
+ * the documented order (mts_fmaq_dot for FMAq, mts_qdot_float's formula for
+ * INT). Single-threaded and slow; every fast kernel is tested against it.
+ * MTS_PROV_BLAS is computed as MTS_PROV_NATIVE. */
+int mts_gemm_ref(const mts_provider *p, int transA, int transB, int m, int n, int k,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                 mts_err *err);
+
+/* Testing hook: enable (1) or disable (0) the SIMD kernels process-wide, so
+ * the portable scalar kernels can be checked on a SIMD build. Returns the
+ * previous setting. Not for use while another thread is inside mts_gemm. */
+int mts_gemm_simd(int enable);
+
+/* Which SIMD kernel family this build uses: "avx512", "avx2" or "scalar". */
+const char *mts_gemm_isa(void);
+
+/* 1 if this build links OpenBLAS (MTS_PROV_BLAS usable), else 0. */
+int mts_gemm_have_blas(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,171 @@
+/* gemm_fmaq.c - FMAq GEMM (quantized product and accumulator, chunked), the
+ * order of mts_fmaq_dot, vectorised across n.
+ *
+ * Products are formed exactly as in the LUT kernel (gathers or byte
+ * permutes) or, for native products (mts_model "fp32"), as a*b; with
+ * operands limited to |exponent| <= 62 both are exact and normal
+ * (gemm_lut.c). For RTZ
+ * quantizers (the paper's, the default) FMAq needs no wide arithmetic:
+ *  - Q(x) at M bits is a mask of the mantissa, then min() with R_OF's bits
+ *    and a flush below R_UF's bits (vi_q_rtz);
+ *  - Q_acc(exact q + s) = Q_acc(RTZ_24(q + s)): truncating an FP32 value
+ *    already truncated toward zero at 24 bits to M < 24 bits is truncating
+ *    the exact sum (nested grids, same binade), and a sum below 2^e stays
+ *    below 2^e, so the flush decision is also unchanged. Exact cancellation
+ *    gives +0 and -0 + -0 gives -0, as in mts_qadd. RTZ_24 is one AVX-512
+ *    instruction (embedded rounding) or TwoSum on AVX2 (gemm_simd.h).
+ * RNE quantizers and the other operands take the scalar kernel (mts_fmaq). */
+#include <stdlib.h>
+
+#include "gemm_internal.h"
+#include "gemm_simd.h"
+
+#if GEMM_SIMD
+#if GW == 16
+#define MR 4
+#else
+#define MR 2 /* 16 AVX2 registers: two rows of (chunk sum, total) x 2 vectors */
+#endif
+#define NR (2 * GW)
+
+typedef struct fmaq_ctx {
+    const gemm_job *g;
+    const gemm_lutpack *lp;
+    int mode;                   /* FQ_NATIVE, FQ_GATHER, FQ_VBMI */
+    uint32_t pkeep, prof, plo;  /* Q_prod: mantissa mask, R_OF bits, flush threshold bits */
+    uint32_t akeep, arof, alo;  /* Q_acc */
+} fmaq_ctx;
+
+enum { FQ_NATIVE = 0, FQ_GATHER = 1, FQ_VBMI = 2 };
+
+/* mode: how products are formed; ptrunc 0 when the products already have at
+ * most M_prod mantissa bits (byte table, M_prod >= 7), so Q_prod's mask is
+ * a no-op and is left out. */
+static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, int j0, int j1, const int mode,
+                                  const int ptrunc)
+{
+    const gemm_job *g = c->g;
+    const gemm_lutpack *lp = c->lp;
+    const int K = g->k, chunk = g->chunk;
+    const uint32_t *bi = mode != FQ_NATIVE ? lp->Bi + (size_t)panel * (size_t)K * NR : NULL;
+    const float *bs = lp->Bs + (size_t)panel * (size_t)K * NR;
+    const uint32_t *ai[MR];
+    const float *as[MR];
+    vi y[MR][2], s[MR][2];
+    const vi pkeep = VI_SET1(c->pkeep), prof = VI_SET1(c->prof), plo = VI_SET1(c->plo);
+    const vi akeep = VI_SET1(c->akeep), arof = VI_SET1(c->arof), alo = VI_SET1(c->alo);
+    uint32_t out[NR];
+#if GEMM_VBMI
+    const uint64_t *bm = mode == FQ_VBMI ? lp->Bm + (size_t)panel * (size_t)K * 2 : NULL;
+#endif
+
+    for (int r = 0; r < MR; r++) {
+        int i = i0 + r < i1 ? i0 + r : i1 - 1;
+        ai[r] = mode != FQ_NATIVE ? lp->Ai + (size_t)i * (size_t)K : NULL;
+        as[r] = lp->As + (size_t)i * (size_t)K;
+        y[r][0] = y[r][1] = VI_ZERO();
+    }
+    for (int c0 = 0; c0 < K; c0 += chunk) {
+        int c1 = K - c0 < chunk ? K : c0 + chunk;
+        for (int r = 0; r < MR; r++) s[r][0] = s[r][1] = VI_ZERO();
+        for (int kk = c0; kk < c1; kk++) {
+            size_t o = (size_t)kk * NR;
+            vf bs0 = VF_LOAD(bs + o), bs1 = VF_LOAD(bs + o + GW);
+            vi bi0 = VI_ZERO(), bi1 = VI_ZERO();
+            if (mode != FQ_NATIVE) {
+                bi0 = VI_LOAD(bi + o);
+                bi1 = VI_LOAD(bi + o + GW);
+            }
+#if GEMM_VBMI
+            __mmask64 m0 = 0, m1 = 0;
+            if (mode == FQ_VBMI) {
+                m0 = bm[2 * (size_t)kk];
+                m1 = bm[2 * (size_t)kk + 1];
+            }
+#endif
+            for (int r = 0; r < MR; r++) {
+                vf sa = VF_SET1(as[r][kk]), p0, p1;
+                if (mode == FQ_NATIVE) {
+                    p0 = VF_MUL(sa, bs0);
+                    p1 = VF_MUL(sa, bs1);
+                }
+#if GEMM_VBMI
+                else if (mode == FQ_VBMI) {
+                    const unsigned char *row = lp->TB + ai[r][kk];
+                    __m512i tlo = _mm512_loadu_si512((const void *)row);
+                    __m512i thi = _mm512_loadu_si512((const void *)(row + 64));
+                    p0 = vf_lut_byte_prod(tlo, thi, bi0, m0, VF_MUL(sa, bs0));
+                    p1 = vf_lut_byte_prod(tlo, thi, bi1, m1, VF_MUL(sa, bs1));
+                }
+#endif
+                else {
+                    vi ia = VI_SET1(ai[r][kk]);
+                    p0 = VF_MUL(VF_GATHER(lp->Tf, VI_OR(ia, bi0)), VF_MUL(sa, bs0));
+                    p1 = VF_MUL(VF_GATHER(lp->Tf, VI_OR(ia, bi1)), VF_MUL(sa, bs1));
+                }
+                vf q0 = VF_OF(ptrunc ? vi_q_rtz(VI_OF(p0), pkeep, prof, plo) : vi_q_sat(VI_OF(p0), prof, plo));
+                vf q1 = VF_OF(ptrunc ? vi_q_rtz(VI_OF(p1), pkeep, prof, plo) : vi_q_sat(VI_OF(p1), prof, plo));
+                s[r][0] = vi_q_rtz(VI_OF(vf_add_rtz(q0, VF_OF(s[r][0]))), akeep, arof, alo);
+                s[r][1] = vi_q_rtz(VI_OF(vf_add_rtz(q1, VF_OF(s[r][1]))), akeep, arof, alo);
+            }
+        }
+        for (int r = 0; r < MR; r++)
+            for (int v = 0; v < 2; v++)
+                y[r][v] = c0 == 0 ? s[r][v]
+                                  : vi_q_rtz(VI_OF(vf_add_rtz(VF_OF(y[r][v]), VF_OF(s[r][v]))), akeep, arof, alo);
+    }
+    for (int r = 0; r < i1 - i0; r++) {
+        VI_STORE(out, y[r][0]);
+        VI_STORE(out + GW, y[r][1]);
+        float *crow = g->C + (size_t)(i0 + r) * (size_t)g->ldc;
+        for (int j = j0; j < j1; j++) gemm_store(&crow[j], g->beta, mts_u2f(out[j - j0]));
+    }
+}
+
+static void fmaq_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, int j0, int j1)
+{
+    const fmaq_ctx *c = vctx;
+    int bad = c->lp->panbad[panel];
+    for (int i = i0; i < i1; i++) bad |= c->lp->rowbad[i];
+    if (bad) mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+#if GEMM_VBMI
+    else if (c->mode == FQ_VBMI && c->g->qprod.M >= 7) fmaq_tile_body(c, i0, i1, panel, j0, j1, FQ_VBMI, 0);
+    else if (c->mode == FQ_VBMI) fmaq_tile_body(c, i0, i1, panel, j0, j1, FQ_VBMI, 1);
+#endif
+    else if (c->mode == FQ_GATHER) fmaq_tile_body(c, i0, i1, panel, j0, j1, FQ_GATHER, 1);
+    else fmaq_tile_body(c, i0, i1, panel, j0, j1, FQ_NATIVE, 1);
+}
+
+/* The constants of vi_q_rtz / vi_q_sat (gemm_simd.h) for format q. */
+static void qconsts(const mts_qfmt *q, uint32_t *keep, uint32_t *rof, uint32_t *lo)
+{
+    *keep = ~((1u << (23 - q->M)) - 1u) & (GEMM_Q_KEEP_SIGN ? 0xFFFFFFFFu : 0x7FFFFFFFu);
+    *rof = mts_q_rof(q);
+    *lo = q->underflow ? mts_q_ruf(q) : 0x00800000u; /* no UF: only FP32's own zeros flush */
+    if (GEMM_Q_KEEP_SIGN) *lo <<= 1;                 /* compared with the magnitude shifted left */
+}
+
+int mts__gemm_fmaq(const gemm_job *g, mts_err *err)
+{
+    gemm_lutpack lp;
+    int rc;
+
+    if (g->qprod.rnd != MTS_RTZ || g->qacc.rnd != MTS_RTZ || (g->prod != GEMM_PROD_LUT && g->prod != GEMM_PROD_FP32M))
+        return mts__gemm_scalar(g, err);
+    rc = mts__gemm_lutpack_make(g, NR, GEMM_VBMI, &lp, err);
+    if (rc == 1) return mts__gemm_scalar(g, err); /* LUT without an exact SIMD form */
+    if (rc != MTS_OK) return rc;
+    fmaq_ctx c;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    c.lp = &lp;
+    c.mode = g->prod == GEMM_PROD_FP32M ? FQ_NATIVE : lp.TB ? FQ_VBMI : FQ_GATHER;
+    qconsts(&g->qprod, &c.pkeep, &c.prof, &c.plo);
+    qconsts(&g->qacc, &c.akeep, &c.arof, &c.alo);
+    mts__gemm_tiles(g, MR, NR, fmaq_tile, &c);
+    mts__gemm_lutpack_free(&lp);
+    return MTS_OK;
+}
+#else
+int mts__gemm_fmaq(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
+#endif

@@ -1,0 +1,146 @@
+/* gemm_internal.h - private to sim/gemm*.c: the packed problem that
+ * mts_gemm hands to a kernel, the scalar product/accumulate helpers shared by
+ * the kernels, and the tile driver. Not a public header. */
+#ifndef MANTIS_GEMM_INTERNAL_H
+#define MANTIS_GEMM_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "mantis/amsim.h"
+#include "mantis/fpbits.h"
+#include "mantis/gemm.h"
+
+/* How one product is formed (scalar definition; SIMD kernels must agree). */
+typedef enum {
+    GEMM_PROD_F32 = 0,   /* hardware a*b (NATIVE without FMAq) */
+    GEMM_PROD_FP32M = 1, /* mts_model "fp32" (NATIVE with FMAq, as mts_fmaq_dot with mul = NULL) */
+    GEMM_PROD_LUT = 2,   /* mts_amsim(lut, a, b) */
+    GEMM_PROD_MULOP = 3  /* mul->fn(mul, a, b) */
+} gemm_prod_kind;
+
+/* A float GEMM after operand quantization: A is [m][k] and B is [k][n], both
+ * dense row-major FP32 bit patterns already in the provider's input format. */
+typedef struct gemm_job {
+    int m, n, k;
+    const uint32_t *A, *B;
+    float beta;
+    float *C;
+    int ldc;
+    int threads;  /* resolved, >= 1 */
+    gemm_prod_kind prod;
+    const mts_lut *lut;
+    const mts_mulop *mul;
+    const mts_model *fp32; /* GEMM_PROD_FP32M */
+    mts_format f32;        /* e8m23, the format "fp32" is evaluated in */
+    int fmaq;
+    mts_qfmt qprod, qacc;
+    int chunk;
+} gemm_job;
+
+/* The scalar product of the job's kind. */
+static inline uint32_t gemm_prod(const gemm_job *g, uint32_t a, uint32_t b)
+{
+    switch (g->prod) {
+    case GEMM_PROD_F32: return mts_f2u(mts_u2f(a) * mts_u2f(b));
+    case GEMM_PROD_FP32M: return mts_model_mul(g->fp32, &g->f32, a, b);
+    case GEMM_PROD_LUT: return mts_amsim(g->lut, a, b);
+    default: return g->mul->fn(g->mul, a, b);
+    }
+}
+
+/* Stores y into *c with beta (gemm.h) and the canonical NaN. */
+static inline void gemm_store(float *c, float beta, float y)
+{
+    float v = beta == 0.0f ? y : (beta == 1.0f ? *c : beta * *c) + y;
+    if (v != v) v = mts_u2f(MTS_F32_QNAN);
+    *c = v;
+}
+
+/* Scalar dot product of row i of A and column j of B in the documented
+ * order (plain FP32 or FMAq chunks); the portable kernel. */
+uint32_t mts__gemm_dot(const gemm_job *g, int i, int j);
+
+/* Scalar kernel for outputs [i0,i1) x [j0,j1): mts__gemm_dot + store. */
+void mts__gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1);
+
+/* Runs fn over all MR x NR tiles of the m x n output on g->threads threads
+ * (OpenMP, dynamic schedule); tiles of one column panel are consecutive so
+ * the threads share one B panel at a time. ctx is the kernel's packed data. */
+typedef void (*gemm_tile_fn)(const gemm_job *g, void *ctx, int i0, int i1, int panel, int j0, int j1);
+void mts__gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx);
+
+/* Kernels (each file one family). Return MTS_OK or MTS_ENOMEM. */
+int mts__gemm_scalar(const gemm_job *g, mts_err *err);  /* any job (gemm_tile.c) */
+int mts__gemm_native(const gemm_job *g, mts_err *err);  /* GEMM_PROD_F32, no FMAq */
+int mts__gemm_lut(const gemm_job *g, mts_err *err);     /* GEMM_PROD_LUT, no FMAq */
+int mts__gemm_fmaq(const gemm_job *g, mts_err *err);    /* FMAq with FP32M or LUT products */
+int mts__gemm_mulop(const gemm_job *g, mts_err *err);   /* GEMM_PROD_MULOP */
+
+/* Providers that bypass the float packing: they read opA/opB themselves. */
+int mts__gemm_blas(int threads, int transA, int transB, int m, int n, int k, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+int mts__gemm_int(const mts_lut *lut, int threads, int transA, int transB, int m, int n, int k,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                  mts_err *err);
+
+/* Shared by the LUT and FMAq kernels (gemm_lut.c). The table as floats
+ * Tf = 2^adj (1.man) (0 for zero entries), or NULL when the format is not
+ * E8 IEEE or an adjustment is outside [-2, 1]. */
+float *mts__gemm_lut_table(const mts_lut *lut);
+/* x's index part (ma << M for the row operand, mb for the column operand)
+ * and its power of two sign * 2^(e-127) (signed 0 for zero). */
+static inline void mts__gemm_lut_split(uint32_t x, int M, int as_row, uint32_t *idx, float *s)
+{
+    uint32_t ma = (x & MTS_F32_MAN) >> (23 - M);
+    *idx = as_row ? ma << M : ma;
+    *s = mts_u2f(mts_f32_exp(x) ? (x & 0xFF800000u) : (x & MTS_F32_SIGN));
+}
+/* 1 if x is zero or normal with |unbiased exponent| <= 62: then products of
+ * such operands (times a table value in [2^-2, 2^2)) stay exact in FP32's
+ * normal range. */
+static inline int mts__gemm_exp_ok(uint32_t x)
+{
+    uint32_t e = mts_f32_exp(x);
+    return e == 0 ? (x & MTS_F32_MAN) == 0 : (e >= 127 - 62 && e <= 127 + 62);
+}
+
+/* Byte form of an E8 LUT with M <= 7 whose entries are all adj 0/1 with 7
+ * mantissa bits and no zero flag: 2^M rows of 128 bytes adj << 7 | man7,
+ * then one all-zero row (used for a = 0); NULL otherwise. */
+unsigned char *mts__gemm_lut_bytes(const mts_lut *lut);
+
+/* Packed operands of the SIMD LUT / FMAq kernels (gemm_pack.c). */
+typedef struct gemm_lutpack {
+    int NR;
+    float *Tf;              /* float table (gather path) or NULL */
+    unsigned char *TB;      /* byte table (VBMI path) or NULL */
+    uint32_t *Ai;           /* [m][k]: ma << M (gather) or byte offset of the table row (VBMI) */
+    float *As;              /* [m][k]: sign 2^(ea-127) (LUT) or a (native) */
+    uint32_t *Bi;           /* [panel][k][NR]: mb (gather) or mb << 16 (VBMI) */
+    float *Bs;              /* [panel][k][NR]: sign 2^(eb-127) (LUT) or b (native) */
+    uint64_t *Bm;           /* VBMI: [panel][k][NR/16] masks of byte 2 of lanes with b != 0 */
+    unsigned char *rowbad;  /* [m]: row holds an operand the kernels do not take */
+    unsigned char *panbad;  /* [panel] */
+} gemm_lutpack;
+
+/* Packs g's operands (LUT or FP32M products). Returns MTS_OK, 1 when the
+ * LUT has no exact SIMD form (use the scalar kernel), or MTS_ENOMEM. */
+int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err);
+void mts__gemm_lutpack_free(gemm_lutpack *lp);
+
+/* Workspace for packed operands (gemm_ws.c): like malloc / calloc (zero)
+ * and free, but freed blocks are kept for the next call. */
+void *mts__gemm_ws_alloc(size_t bytes, int zero);
+void mts__gemm_ws_free(void *p);
+
+/* Whether SIMD kernels may run (mts_gemm_simd). */
+int mts__gemm_simd_on(void);
+
+/* Operand element (r, c) of opX where X is stored [rows][ld] or transposed. */
+static inline float gemm_at(const float *X, int ld, int trans, int r, int c)
+{
+    return trans ? X[(size_t)c * (size_t)ld + (size_t)r] : X[(size_t)r * (size_t)ld + (size_t)c];
+}
+
+#endif

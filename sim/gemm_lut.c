@@ -1,0 +1,191 @@
+/* gemm_lut.c - LUT + AMSim GEMM, vectorised across n: table gathers
+ * (AVX2/AVX-512), or in-register byte permutes (AVX-512 VBMI) for bf16-class
+ * tables.
+ *
+ * AMSim's product of a and b (E = 8 IEEE formats) is
+ *   sign(a)sign(b) 2^(ea-127) 2^(eb-127) * 2^adj (1.man)
+ * where (adj, man) is the LUT entry of the mantissa pair. The kernel stores
+ * the table as floats Tf = 2^adj (1.man) (0.0 for "zero" entries) and each
+ * operand as its index part and its power of two S = sign 2^(e-127) (the bits
+ * of x with the mantissa cleared; 0 for zero), and forms Tf * (Sa * Sb) with
+ * two FP32 multiplies. Both are exact - hence equal to mts_amsim bit for bit -
+ * whenever no intermediate or final value leaves FP32's normal range: this
+ * holds when every table adjustment lies in [-2, 1] and every non-zero
+ * operand has |unbiased exponent| <= 62 (products then lie in [2^-126,
+ * 2^126)). Tiles touching any other operand (NaN, inf, huge, tiny) use the
+ * scalar kernel; tables or formats outside the condition use it throughout.
+ * The products then go into acc = acc + p in k order, like the native kernel.
+ *
+ * Byte path (AVX-512 VBMI, E8 tables with M <= 7, adj in {0,1}, mantissas of
+ * at most 7 bits, no zero entries - e.g. bf16 "exact" and "mbm"): the row
+ * of the table for a's mantissa is 128 bytes adj << 7 | man7 held in two
+ * registers, one vpermt2b looks up 16 lanes, and the product's bits are
+ * (Sa * Sb) + (byte << 16) as integers (gemm_simd.h); a zero b is masked out
+ * of the lookup and a zero a uses an all-zero row, leaving the signed zero
+ * Sa * Sb. Same exactness condition on operands. */
+#include <stdlib.h>
+
+#include "gemm_internal.h"
+#include "gemm_simd.h"
+
+float *mts__gemm_lut_table(const mts_lut *lut)
+{
+    const mts_format *f = &lut->fmt;
+    if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 11) return NULL;
+    float *Tf = mts__gemm_ws_alloc(lut->n * sizeof *Tf, 0);
+    if (!Tf) return NULL;
+    for (size_t i = 0; i < lut->n; i++) {
+        uint32_t e = lut->entry[i];
+        int adj = mts_lut_adj(e);
+        if (e & MTS_LUT_ZERO) {
+            Tf[i] = 0.0f;
+            continue;
+        }
+        if (adj < -2 || adj > 1) {
+            mts__gemm_ws_free(Tf);
+            return NULL;
+        }
+        Tf[i] = mts_u2f(((uint32_t)(adj + 127) << 23) | (e & MTS_LUT_MAN));
+    }
+    return Tf;
+}
+
+unsigned char *mts__gemm_lut_bytes(const mts_lut *lut)
+{
+    const mts_format *f = &lut->fmt;
+    if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 7) return NULL;
+    size_t rows = (size_t)1 << f->M;
+    unsigned char *tb = mts__gemm_ws_alloc((rows + 1) * 128, 1); /* last row: all zero, for a = 0 */
+    if (!tb) return NULL;
+    for (size_t ma = 0; ma < rows; ma++)
+        for (size_t mb = 0; mb < rows; mb++) {
+            uint32_t e = lut->entry[(ma << f->M) | mb];
+            int adj = mts_lut_adj(e);
+            if ((e & MTS_LUT_ZERO) || adj < 0 || adj > 1 || (e & 0xFFFFu)) {
+                mts__gemm_ws_free(tb);
+                return NULL;
+            }
+            tb[ma * 128 + mb] = (unsigned char)((unsigned)adj << 7 | (e & MTS_LUT_MAN) >> 16);
+        }
+    return tb;
+}
+
+#if GEMM_SIMD
+/* Register tile: MR rows x NV vectors (64 columns on AVX-512, 32 on AVX2). */
+#define NV 4
+#define NR (NV * GW)
+#if GW == 16
+#define MR 4
+#else
+#define MR 2
+#endif
+
+static void store_tile(const gemm_job *g, vf acc[MR][NV], int i0, int i1, int j0, int j1)
+{
+    float out[NR];
+    for (int r = 0; r < i1 - i0; r++) {
+        for (int v = 0; v < NV; v++) VF_STORE(out + v * GW, acc[r][v]);
+        float *crow = g->C + (size_t)(i0 + r) * (size_t)g->ldc;
+        for (int j = j0; j < j1; j++) gemm_store(&crow[j], g->beta, out[j - j0]);
+    }
+}
+
+/* Gather path: products Tf[ma << M | mb] * (Sa * Sb). */
+static void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1)
+{
+    const int K = g->k;
+    const uint32_t *bi = c->Bi + (size_t)panel * (size_t)K * NR;
+    const float *bs = c->Bs + (size_t)panel * (size_t)K * NR;
+    const uint32_t *ai[MR];
+    const float *as[MR];
+    vf acc[MR][NV];
+
+    for (int r = 0; r < MR; r++) { /* rows past m repeat the last row; results dropped */
+        int i = i0 + r < i1 ? i0 + r : i1 - 1;
+        ai[r] = c->Ai + (size_t)i * (size_t)K;
+        as[r] = c->As + (size_t)i * (size_t)K;
+        for (int v = 0; v < NV; v++) acc[r][v] = VF_ZERO();
+    }
+    for (int kk = 0; kk < K; kk++) {
+        size_t o = (size_t)kk * NR;
+        vi bix[NV];
+        vf bsx[NV];
+        for (int v = 0; v < NV; v++) {
+            bix[v] = VI_LOAD(bi + o + v * GW);
+            bsx[v] = VF_LOAD(bs + o + v * GW);
+        }
+        for (int r = 0; r < MR; r++) {
+            vi ia = VI_SET1(ai[r][kk]);
+            vf sa = VF_SET1(as[r][kk]);
+            for (int v = 0; v < NV; v++)
+                acc[r][v] = VF_ADD(acc[r][v], VF_MUL(VF_GATHER(c->Tf, VI_OR(ia, bix[v])), VF_MUL(sa, bsx[v])));
+        }
+    }
+    store_tile(g, acc, i0, i1, j0, j1);
+}
+
+#if GEMM_VBMI
+/* Byte-table path: 16 lookups per permute instruction, no memory gathers. */
+static void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1)
+{
+    const int K = g->k;
+    const uint32_t *bi = c->Bi + (size_t)panel * (size_t)K * NR;
+    const float *bs = c->Bs + (size_t)panel * (size_t)K * NR;
+    const uint64_t *bm = c->Bm + (size_t)panel * (size_t)K * NV;
+    const uint32_t *ai[MR];
+    const float *as[MR];
+    vf acc[MR][NV];
+
+    for (int r = 0; r < MR; r++) {
+        int i = i0 + r < i1 ? i0 + r : i1 - 1;
+        ai[r] = c->Ai + (size_t)i * (size_t)K;
+        as[r] = c->As + (size_t)i * (size_t)K;
+        for (int v = 0; v < NV; v++) acc[r][v] = VF_ZERO();
+    }
+    for (int kk = 0; kk < K; kk++) {
+        size_t o = (size_t)kk * NR;
+        vi bix[NV];
+        vf bsx[NV];
+        __mmask64 bmx[NV];
+        for (int v = 0; v < NV; v++) {
+            bix[v] = VI_LOAD(bi + o + v * GW);
+            bsx[v] = VF_LOAD(bs + o + v * GW);
+            bmx[v] = bm[(size_t)kk * NV + (size_t)v];
+        }
+        for (int r = 0; r < MR; r++) {
+            const unsigned char *row = c->TB + ai[r][kk];
+            __m512i tlo = _mm512_loadu_si512((const void *)row), thi = _mm512_loadu_si512((const void *)(row + 64));
+            vf sa = VF_SET1(as[r][kk]);
+            for (int v = 0; v < NV; v++)
+                acc[r][v] = VF_ADD(acc[r][v], vf_lut_byte_prod(tlo, thi, bix[v], bmx[v], VF_MUL(sa, bsx[v])));
+        }
+    }
+    store_tile(g, acc, i0, i1, j0, j1);
+}
+#endif
+
+static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, int j0, int j1)
+{
+    const gemm_lutpack *c = vctx;
+    int bad = c->panbad[panel];
+    for (int i = i0; i < i1; i++) bad |= c->rowbad[i];
+    if (bad) mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+#if GEMM_VBMI
+    else if (c->TB) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1);
+#endif
+    else lut_tile_gather(c, g, i0, i1, panel, j0, j1);
+}
+
+int mts__gemm_lut(const gemm_job *g, mts_err *err)
+{
+    gemm_lutpack lp;
+    int rc = mts__gemm_lutpack_make(g, NR, GEMM_VBMI, &lp, err);
+    if (rc == 1) return mts__gemm_scalar(g, err); /* format or table outside the exact-product condition */
+    if (rc != MTS_OK) return rc;
+    mts__gemm_tiles(g, MR, NR, lut_tile, &lp);
+    mts__gemm_lutpack_free(&lp);
+    return MTS_OK;
+}
+#else
+int mts__gemm_lut(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
+#endif

@@ -1,0 +1,69 @@
+/* gemm_native.c - native FP32 multiply through our own kernel ("ATnG" of
+ * ApproxTrain: the same blocking and order as the LUT kernel, with a*b in
+ * place of the lookup), vectorised across n. Per output: acc = +0, then
+ * acc = acc + fl(a*b) for k ascending (mul and add, never fused). */
+#include <stdlib.h>
+
+#include "gemm_internal.h"
+#include "gemm_simd.h"
+
+#if GEMM_SIMD
+#define MR 4
+#define NR (2 * GW)
+
+typedef struct native_ctx {
+    const float *Bp; /* [panel][k][NR], zero-padded past n */
+} native_ctx;
+
+static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, int j0, int j1)
+{
+    const native_ctx *c = vctx;
+    const int K = g->k;
+    const float *bp = c->Bp + (size_t)panel * (size_t)K * NR;
+    const float *a[MR];
+    vf acc[MR][2];
+    float out[NR];
+
+    for (int r = 0; r < MR; r++) { /* rows past m repeat the last row; results dropped */
+        int i = i0 + r < i1 ? i0 + r : i1 - 1;
+        a[r] = (const float *)g->A + (size_t)i * (size_t)K;
+        acc[r][0] = acc[r][1] = VF_ZERO();
+    }
+    for (int kk = 0; kk < K; kk++) {
+        vf b0 = VF_LOAD(bp + (size_t)kk * NR), b1 = VF_LOAD(bp + (size_t)kk * NR + GW);
+        for (int r = 0; r < MR; r++) {
+            vf av = VF_SET1(a[r][kk]);
+            acc[r][0] = VF_ADD(acc[r][0], VF_MUL(av, b0));
+            acc[r][1] = VF_ADD(acc[r][1], VF_MUL(av, b1));
+        }
+    }
+    for (int r = 0; r < i1 - i0; r++) {
+        VF_STORE(out, acc[r][0]);
+        VF_STORE(out + GW, acc[r][1]);
+        float *crow = g->C + (size_t)(i0 + r) * (size_t)g->ldc;
+        for (int j = j0; j < j1; j++) gemm_store(&crow[j], g->beta, out[j - j0]);
+    }
+}
+
+int mts__gemm_native(const gemm_job *g, mts_err *err)
+{
+    int npan = (g->n + NR - 1) / NR;
+    size_t K = (size_t)g->k;
+    float *Bp = mts__gemm_ws_alloc((size_t)npan * K * NR * sizeof *Bp, 0);
+    if (!Bp) return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing B (%d x %d)", g->k, g->n);
+#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 1)
+    for (int p = 0; p < npan; p++)
+        for (size_t kk = 0; kk < K; kk++)
+            for (int jj = 0; jj < NR; jj++) {
+                int j = p * NR + jj;
+                Bp[((size_t)p * K + kk) * NR + (size_t)jj] =
+                    j < g->n ? mts_u2f(g->B[kk * (size_t)g->n + (size_t)j]) : 0.0f;
+            }
+    native_ctx c = {Bp};
+    mts__gemm_tiles(g, MR, NR, native_tile, &c);
+    mts__gemm_ws_free(Bp);
+    return MTS_OK;
+}
+#else
+int mts__gemm_native(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
+#endif

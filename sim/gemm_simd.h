@@ -1,0 +1,141 @@
+/* gemm_simd.h - private to sim/gemm*.c: one small vector vocabulary over
+ * AVX-512 (16 lanes) or AVX2 (8 lanes), so each SIMD kernel is written once.
+ * GEMM_SIMD is 0 when neither is available (the scalar kernel runs then).
+ *
+ * Exactness notes: every operation here is either integer or an IEEE FP32
+ * operation whose rounding the kernels rely on explicitly; sim/ compiles its
+ * gemm files with -ffp-contract=off so that mul + add is never fused. */
+#ifndef MANTIS_GEMM_SIMD_H
+#define MANTIS_GEMM_SIMD_H
+
+#include <stdint.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define GEMM_SIMD 1
+#define GW 16
+typedef __m512 vf;
+typedef __m512i vi;
+#define VF_LOAD(p) _mm512_loadu_ps(p)
+#define VI_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define VF_STORE(p, v) _mm512_storeu_ps(p, v)
+#define VI_STORE(p, v) _mm512_storeu_si512((void *)(p), v)
+#define VF_SET1(x) _mm512_set1_ps(x)
+#define VI_SET1(x) _mm512_set1_epi32((int)(x))
+#define VF_ZERO() _mm512_setzero_ps()
+#define VI_ZERO() _mm512_setzero_si512()
+#define VI_OR(a, b) _mm512_or_si512(a, b)
+#define VI_AND(a, b) _mm512_and_si512(a, b)
+#define VI_MINU(a, b) _mm512_min_epu32(a, b)
+#define VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define VF_ADD(a, b) _mm512_add_ps(a, b)
+#define VF_GATHER(tab, idx) _mm512_i32gather_ps(idx, tab, 4)
+#define VI_OF(v) _mm512_castps_si512(v)
+#define VF_OF(v) _mm512_castsi512_ps(v)
+
+/* t where t >= lo (unsigned), else 0 */
+static inline vi vi_keep_ge(vi t, vi lo) { return _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(t, lo), t); }
+
+/* a + b rounded toward zero (exact sum, one rounding): embedded rounding */
+static inline vf vf_add_rtz(vf a, vf b) { return _mm512_add_round_ps(a, b, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define GEMM_SIMD 1
+#define GW 8
+typedef __m256 vf;
+typedef __m256i vi;
+#define VF_LOAD(p) _mm256_loadu_ps(p)
+#define VI_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define VF_STORE(p, v) _mm256_storeu_ps(p, v)
+#define VI_STORE(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define VF_SET1(x) _mm256_set1_ps(x)
+#define VI_SET1(x) _mm256_set1_epi32((int)(x))
+#define VF_ZERO() _mm256_setzero_ps()
+#define VI_ZERO() _mm256_setzero_si256()
+#define VI_OR(a, b) _mm256_or_si256(a, b)
+#define VI_AND(a, b) _mm256_and_si256(a, b)
+#define VI_MINU(a, b) _mm256_min_epu32(a, b)
+#define VF_MUL(a, b) _mm256_mul_ps(a, b)
+#define VF_ADD(a, b) _mm256_add_ps(a, b)
+#define VF_GATHER(tab, idx) _mm256_i32gather_ps(tab, idx, 4)
+#define VI_OF(v) _mm256_castps_si256(v)
+#define VF_OF(v) _mm256_castsi256_ps(v)
+
+static inline vi vi_keep_ge(vi t, vi lo)
+{
+    return _mm256_and_si256(t, _mm256_cmpeq_epi32(_mm256_max_epu32(t, lo), t));
+}
+
+/* a + b rounded toward zero without a rounding-mode switch: s = RNE(a+b)
+ * and its exact error e (TwoSum, Knuth); when e is non-zero and of the
+ * opposite sign to s, RNE rounded away from zero and the toward-zero result
+ * is s one ulp closer to zero, i.e. its bit pattern minus one. An overflow to
+ * inf makes e NaN and keeps inf, which the accumulator quantizer saturates
+ * exactly as it would FLT_MAX. */
+static inline vf vf_add_rtz(vf a, vf b)
+{
+    vf s = _mm256_add_ps(a, b);
+    vf bb = _mm256_sub_ps(s, a);
+    vf e = _mm256_add_ps(_mm256_sub_ps(a, _mm256_sub_ps(s, bb)), _mm256_sub_ps(b, bb));
+    vi away = _mm256_srai_epi32(_mm256_xor_si256(VI_OF(e), VI_OF(s)), 31);
+    vi nz = VI_OF(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    return VF_OF(_mm256_add_epi32(VI_OF(s), _mm256_and_si256(away, nz)));
+}
+#else
+#define GEMM_SIMD 0
+#endif
+
+/* AVX-512 VBMI: 64 byte lookups in a 128-byte table per instruction. */
+#if GEMM_SIMD && GW == 16 && defined(__AVX512VBMI__) && defined(__AVX512BW__)
+#define GEMM_VBMI 1
+/* Product bits of the byte-table path: Sab + (table byte << 16) for the lanes
+ * whose b is non-zero (mask), Sab (a signed zero) for the others. The byte
+ * adj << 7 | man7 shifted to bit 16 is exactly adj << 23 | man << 16, so one
+ * integer add forms sign 2^(E+adj) (1.man) from Sab = sign 2^E. */
+static inline vf vf_lut_byte_prod(__m512i tlo, __m512i thi, __m512i bidx, __mmask64 bmask, vf sab)
+{
+    __m512i t = _mm512_maskz_permutex2var_epi8(bmask, tlo, bidx, thi);
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(sab), t));
+}
+#else
+#define GEMM_VBMI 0
+#endif
+
+#if GEMM_SIMD && GW == 16 && defined(__AVX512DQ__)
+/* Q(M,E,b) of fmaq.c for RTZ on finite FP32 bits x (no NaN, no inf): keep
+ * M mantissa bits and the sign (mask keep), saturate the magnitude at R_OF
+ * (vrangeps imm 0x02: the smaller magnitude, with the sign of x), flush
+ * magnitudes below lo (R_UF, or the smallest FP32 normal without underflow)
+ * to a signed zero. Truncation keeps the binade, so testing the truncated
+ * value is testing x. */
+static inline vi vi_q_sat(vi x, vi rof, vi lo2)
+{
+    vi t = _mm512_castps_si512(_mm512_range_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(rof), 0x02));
+    __mmask16 small = _mm512_cmplt_epu32_mask(_mm512_slli_epi32(t, 1), lo2);
+    return _mm512_mask_and_epi32(t, small, t, _mm512_set1_epi32((int)0x80000000u));
+}
+static inline vi vi_q_rtz(vi x, vi keep, vi rof, vi lo2) { return vi_q_sat(VI_AND(x, keep), rof, lo2); }
+/* keep includes the sign bit; lo2 is the flush threshold's bits shifted left by one */
+#define GEMM_Q_KEEP_SIGN 1
+#elif GEMM_SIMD
+/* Q(M,E,b) of fmaq.c for RTZ on finite FP32 bits x (no NaN, no inf): keep
+ * M mantissa bits, saturate above R_OF (bits rof), flush below lo (R_UF, or
+ * the smallest FP32 normal without underflow), keep the sign. Truncation
+ * keeps the binade, so comparing the truncated magnitude is comparing x. */
+static inline vi vi_q_rtz(vi x, vi keep, vi rof, vi lo)
+{
+    vi sign = VI_AND(x, VI_SET1(0x80000000u));
+    vi t = VI_MINU(VI_AND(x, keep), rof);
+    return VI_OR(vi_keep_ge(t, lo), sign);
+}
+
+/* vi_q_rtz for x that already has at most M mantissa bits: range only. */
+static inline vi vi_q_sat(vi x, vi rof, vi lo)
+{
+    return vi_q_rtz(x, VI_SET1(0x7FFFFFFFu), rof, lo);
+}
+#define GEMM_Q_KEEP_SIGN 0
+#endif
+
+#endif

@@ -1,0 +1,65 @@
+/* gemm_tile.c - the portable scalar kernel (one output at a time, in the
+ * documented order) and the OpenMP tile driver every kernel uses. The scalar
+ * kernel is what non-SIMD builds run, and what SIMD kernels fall back to for
+ * tiles whose operands they do not handle (NaN, inf, extreme exponents). */
+#include "gemm_internal.h"
+
+uint32_t mts__gemm_dot(const gemm_job *g, int i, int j)
+{
+    const uint32_t *a = g->A + (size_t)i * (size_t)g->k;
+    const uint32_t *b = g->B + (size_t)j;
+    size_t n = (size_t)g->n;
+
+    if (!g->fmaq) {
+        float acc = 0.0f;
+        for (int kk = 0; kk < g->k; kk++) acc = acc + mts_u2f(gemm_prod(g, a[kk], b[(size_t)kk * n]));
+        return mts_f2u(acc);
+    }
+    /* mts_fmaq_dot's order: chunks from +0, then chunk sums left to right */
+    uint32_t y = 0;
+    for (int c0 = 0; c0 < g->k; c0 += g->chunk) {
+        int c1 = g->k - c0 < g->chunk ? g->k : c0 + g->chunk;
+        uint32_t s = 0;
+        for (int kk = c0; kk < c1; kk++)
+            s = mts_fmaq(&g->qprod, &g->qacc, gemm_prod(g, a[kk], b[(size_t)kk * n]), s);
+        y = c0 == 0 ? s : mts_qadd(&g->qacc, y, s);
+    }
+    return y;
+}
+
+void mts__gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1)
+{
+    for (int i = i0; i < i1; i++)
+        for (int j = j0; j < j1; j++)
+            gemm_store(&g->C[(size_t)i * (size_t)g->ldc + (size_t)j], g->beta, mts_u2f(mts__gemm_dot(g, i, j)));
+}
+
+void mts__gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx)
+{
+    int nrb = (g->m + MR - 1) / MR, npan = (g->n + NR - 1) / NR;
+    long ntiles = (long)nrb * npan;
+    (void)ntiles;
+    /* dynamic: a thread the OS preempts does not hold the others at the
+     * barrier; which thread computes a tile never changes its bits */
+#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 2)
+    for (long t = 0; t < ntiles; t++) {
+        int panel = (int)(t / nrb), rb = (int)(t % nrb);
+        int i0 = rb * MR, i1 = i0 + MR < g->m ? i0 + MR : g->m;
+        int j0 = panel * NR, j1 = j0 + NR < g->n ? j0 + NR : g->n;
+        fn(g, ctx, i0, i1, panel, j0, j1);
+    }
+}
+
+static void scalar_tile(const gemm_job *g, void *ctx, int i0, int i1, int panel, int j0, int j1)
+{
+    (void)ctx;
+    (void)panel;
+    mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+}
+
+int mts__gemm_scalar(const gemm_job *g, mts_err *err)
+{
+    (void)err;
+    mts__gemm_tiles(g, 4, 16, scalar_tile, NULL);
+    return MTS_OK;
+}

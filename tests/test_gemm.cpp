@@ -1,0 +1,556 @@
+// Tests of the GEMM engine (sim/gemm*.c): every provider's fast kernel equals
+// the naive reference (mts_gemm_ref) bit for bit on odd shapes, transposes,
+// beta 0/1, padded leading dimensions and special values, for 1, 2 and 3
+// threads and with the SIMD kernels on and off; the native kernel against a
+// double-precision product; FMAq against mts_fmaq_dot per output; INT
+// against a brute force written from the TFApprox formula.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "mantis/amsim.h"
+#include "mantis/fmaq.h"
+#include "mantis/fpbits.h"
+#include "mantis/gemm.h"
+#include "mantis/intmul.h"
+#include "mantis/lut.h"
+#include "mantis/mul.h"
+}
+
+namespace {
+
+uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Uniform in (-1, 1) times 2^e, e in [-4, 2]: DNN-like magnitudes that also
+// reach the FMAq formats' overflow and underflow thresholds.
+float rnd_val(uint64_t *s)
+{
+    double u = (double)(splitmix64(s) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+    int e = (int)(splitmix64(s) % 7) - 4;
+    return (float)std::ldexp(u, e);
+}
+
+// A stored matrix rows x cols with row stride ld; padding holds NaN so a
+// kernel that reads it shows up as a NaN in the result.
+struct Mat {
+    int rows, cols, ld;
+    std::vector<float> v;
+    Mat(int r, int c, int pad, uint64_t *s) : rows(r), cols(c), ld(c + pad), v((size_t)r * (c + pad))
+    {
+        for (int i = 0; i < r; i++)
+            for (int j = 0; j < ld; j++) v[(size_t)i * ld + j] = j < c ? rnd_val(s) : NAN;
+    }
+    float &at(int i, int j) { return v[(size_t)i * ld + j]; }
+};
+
+// Special values: zeros and subnormals everywhere (kernels take them), and
+// in a few rows / columns only: inf, NaN, huge and tiny values.
+void add_specials(Mat &x, uint64_t *s, bool wild)
+{
+    const float tame[] = {0.0f, -0.0f, 1e-40f, -3e-39f};
+    const float w[] = {INFINITY, -INFINITY, NAN, 3e38f, -2e30f, 1e-30f, 7e25f, -1e-25f};
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++) {
+            uint64_t r = splitmix64(s) % 100;
+            if (r < 15) x.at(i, j) = tame[splitmix64(s) % 4];
+            else if (wild && r < 17 && (i % 5 == 1 || j % 7 == 3)) x.at(i, j) = w[splitmix64(s) % 8];
+        }
+}
+
+// Spreads values over 2^-40..2^5 so that sums swamp small terms (where
+// RTZ and RNE accumulation differ) and products cross R_UF and R_OF.
+void widen(Mat &x, uint64_t *s)
+{
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++) x.at(i, j) = std::ldexp(x.at(i, j), -(int)(splitmix64(s) % 46) + 5);
+}
+
+std::vector<uint32_t> bits_of(const std::vector<float> &c)
+{
+    std::vector<uint32_t> b(c.size());
+    for (size_t i = 0; i < c.size(); i++) b[i] = mts_f2u(c[i]);
+    return b;
+}
+
+mts_qfmt qfmt(int M, int E, int bias, int uf = 1, mts_round r = MTS_RTZ)
+{
+    mts_qfmt q;
+    q.M = M;
+    q.E = E;
+    q.bias = bias;
+    q.underflow = uf;
+    q.rnd = r;
+    return q;
+}
+
+mts_provider prov(mts_prov_kind kind)
+{
+    mts_provider p;
+    std::memset(&p, 0, sizeof p);
+    p.kind = kind;
+    p.chunk = 16;
+    return p;
+}
+
+// Tables and mulops shared by the tests; each table is built on first use
+// (every test runs in its own process under CTest).
+struct World {
+    mts_lut exact7{}, mbm7{}, mitchell5{}, e5m4{}, weird7{}, zeroes7{}, below7{}, trunc8{}, int8u{}, int4s{};
+    mts_mulop mbm_op{};
+    World()
+    {
+        mts_err err;
+        mts_format bf16 = mts_format_e8(7);
+        EXPECT_EQ(mts_mulop_model(&mbm_op, "mbm", &bf16, &err), MTS_OK) << err.msg;
+    }
+    // Builds member table l if not yet built; returns it.
+    mts_lut *use(mts_lut &l)
+    {
+        mts_err err;
+        mts_format bf16 = mts_format_e8(7), fe5m4;
+        if (l.entry) return &l;
+        if (&l == &exact7) gen("exact", bf16, &l);
+        if (&l == &mbm7) gen("mbm", bf16, &l);
+        if (&l == &mitchell5) gen("mitchell", mts_format_e8(5), &l);
+        if (&l == &e5m4) {
+            EXPECT_EQ(mts_format_parse("e5m4", &fe5m4, &err), MTS_OK) << err.msg;
+            gen("exact", fe5m4, &l);
+        }
+        if (&l == &trunc8) gen("trunc", mts_format_e8(8), &l); // M > 7: the gather path with a real table
+        // Synthetic tables: zero-flag entries (kernel-safe); in weird7,
+        // adjustments outside [-2, 1] that force the scalar kernel; in
+        // below7, products below 1.0 (adjustments -1, -2): still gathers.
+        if (&l == &zeroes7) {
+            gen("mbm", bf16, &l);
+            for (size_t i = 0; i < l.n; i += 37) l.entry[i] = MTS_LUT_ZERO;
+        }
+        if (&l == &weird7) {
+            gen("exact", bf16, &l);
+            for (size_t i = 5; i < l.n; i += 101) l.entry[i] = (l.entry[i] & MTS_LUT_MAN) | (0xFDu << 24);
+            for (size_t i = 9; i < l.n; i += 211) l.entry[i] = MTS_LUT_ZERO;
+        }
+        if (&l == &below7) {
+            gen("exact", bf16, &l);
+            for (size_t i = 3; i < l.n; i += 29)
+                l.entry[i] = (l.entry[i] & MTS_LUT_MAN) | ((uint32_t)(uint8_t)(int8_t)(-1 - (int)(i % 2)) << 24);
+        }
+        if (&l == &int8u) {
+            EXPECT_EQ(mts_intmul_exact_lut(8, 0, &l, &err), MTS_OK) << err.msg;
+        }
+        if (&l == &int4s) {
+            EXPECT_EQ(mts_intmul_exact_lut(4, 1, &l, &err), MTS_OK) << err.msg;
+            for (size_t i = 0; i < l.n; i += 3) l.entry[i] += (uint32_t)((i % 7) - 3); // approximate
+        }
+        EXPECT_NE(l.entry, nullptr) << "table not built";
+        return &l;
+    }
+    void gen(const char *model, mts_format f, mts_lut *lut)
+    {
+        mts_mulop op;
+        mts_err err;
+        ASSERT_EQ(mts_mulop_model(&op, model, &f, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_lut_generate(&op, lut, &err), MTS_OK) << err.msg;
+    }
+};
+
+World &world()
+{
+    static World w;
+    return w;
+}
+
+struct Named {
+    std::string name;
+    mts_provider p;
+};
+
+std::vector<Named> providers()
+{
+    World &w = world();
+    std::vector<Named> v;
+    mts_provider p = prov(MTS_PROV_NATIVE);
+    v.push_back({"native", p});
+    p = prov(MTS_PROV_LUT);
+    p.lut = &w.exact7;
+    v.push_back({"lut-exact-bf16", p});
+    p.lut = &w.mbm7;
+    v.push_back({"lut-mbm-bf16", p});
+    p.in_fmt = mts_format_e8(10); // wider input format: AMSim truncates to 7 bits
+    v.push_back({"lut-mbm-bf16-in-e8m10", p});
+    std::memset(&p.in_fmt, 0, sizeof p.in_fmt);
+    p.lut = &w.mitchell5;
+    v.push_back({"lut-mitchell-e8m5", p});
+    p.lut = &w.e5m4;
+    v.push_back({"lut-exact-e5m4", p});
+    p.lut = &w.zeroes7;
+    v.push_back({"lut-zero-entries", p});
+    p.lut = &w.weird7;
+    v.push_back({"lut-wide-adjust", p});
+    p.lut = &w.below7;
+    v.push_back({"lut-adjust-below-one", p});
+    p.lut = &w.trunc8;
+    v.push_back({"lut-trunc-e8m8", p});
+    p = prov(MTS_PROV_MULOP);
+    p.mul = &w.mbm_op;
+    v.push_back({"mulop-mbm-bf16", p});
+
+    mts_provider f = prov(MTS_PROV_NATIVE);
+    f.fmaq = 1;
+    f.qprod = qfmt(7, 4, 12);
+    f.qacc = qfmt(7, 4, 10);
+    v.push_back({"fmaq-native-M7E4", f});
+    f.kind = MTS_PROV_LUT;
+    f.lut = &w.mbm7;
+    v.push_back({"fmaq-lut-M7E4", f});
+    f.lut = &w.trunc8; // M = 8: gathers, and Q_prod really truncates products
+    v.push_back({"fmaq-lut-e8m8-gather", f});
+    f.lut = &w.mbm7;
+    f.qprod.underflow = f.qacc.underflow = 0;
+    f.chunk = 5;
+    v.push_back({"fmaq-lut-M7E4-noUF-chunk5", f});
+    f.qprod = qfmt(3, 3, 4);
+    f.qacc = qfmt(4, 3, 3);
+    f.chunk = 0; // default 16
+    v.push_back({"fmaq-lut-M4E3", f});
+    f.qacc.rnd = MTS_RNE;
+    v.push_back({"fmaq-lut-rne", f});
+    f = prov(MTS_PROV_MULOP);
+    f.mul = &w.mbm_op;
+    f.fmaq = 1;
+    f.qprod = qfmt(7, 4, 12);
+    f.qacc = qfmt(7, 4, 10);
+    v.push_back({"fmaq-mulop", f});
+
+    p = prov(MTS_PROV_INT);
+    p.lut = &w.int8u;
+    v.push_back({"int8u-exact", p});
+    p.lut = &w.int4s;
+    v.push_back({"int4s-approx", p});
+    return v;
+}
+
+// Runs one GEMM through mts_gemm (fast) or mts_gemm_ref and returns C.
+std::vector<float> run(const mts_provider &p, bool ref, int tA, int tB, int m, int n, int k, Mat &A, Mat &B,
+                       float beta, const std::vector<float> &C0, int ldc)
+{
+    std::vector<float> C = C0;
+    mts_err err;
+    int rc = ref ? mts_gemm_ref(&p, tA, tB, m, n, k, A.v.data(), A.ld, B.v.data(), B.ld, beta, C.data(), ldc, &err)
+                 : mts_gemm(&p, tA, tB, m, n, k, A.v.data(), A.ld, B.v.data(), B.ld, beta, C.data(), ldc, &err);
+    EXPECT_EQ(rc, MTS_OK) << err.msg;
+    return C;
+}
+
+// First index where two results differ in bits, or -1.
+long first_diff(const std::vector<float> &a, const std::vector<float> &b)
+{
+    std::vector<uint32_t> x = bits_of(a), y = bits_of(b);
+    for (size_t i = 0; i < x.size(); i++)
+        if (x[i] != y[i]) return (long)i;
+    return -1;
+}
+
+// Fast kernel (threads as listed, SIMD on; SIMD off once) against the
+// reference for all transposes and beta in {0, 1, -0.5}.
+void check_provider_shape(const Named &np, int m, int n, int k, int specials, uint64_t seed,
+                          std::vector<int> thread_counts = {1})
+{
+    bool few = thread_counts.size() > 1; // threaded runs: fewer layouts, the point is the split
+    if (np.p.lut) world().use(*const_cast<mts_lut *>(np.p.lut));
+    for (int tA = 0; tA < 2; tA++)
+        for (int tB = 0; tB < 2; tB++)
+            for (float beta : {0.0f, 1.0f, -0.5f}) {
+                if (beta == -0.5f && m * n < 100) continue; // general beta: once per larger shape
+                if (few && (tA != tB || beta == 1.0f)) continue;
+                uint64_t s = seed + (uint64_t)(tA * 4 + tB * 2) + (beta == 0.0f ? 0u : beta == 1.0f ? 1u : 9u);
+                Mat A(tA ? k : m, tA ? m : k, 3, &s), B(tB ? n : k, tB ? k : n, 2, &s);
+                if (specials == 3) { // magnitudes 2^-40..2^5: swamping, flushes, saturation
+                    widen(A, &s);
+                    widen(B, &s);
+                } else if (specials) {
+                    add_specials(A, &s, specials > 1);
+                    add_specials(B, &s, specials > 1);
+                }
+                int ldc = n + 1;
+                std::vector<float> C0((size_t)m * ldc);
+                for (float &c : C0) c = rnd_val(&s);
+                if (specials > 1) C0[0] = NAN; // beta = 0 must ignore it
+                std::vector<float> ref = run(np.p, true, tA, tB, m, n, k, A, B, beta, C0, ldc);
+                for (int threads : thread_counts) {
+                    for (int simd : {1, 0}) {
+                        if (!simd && threads != thread_counts.back()) continue;
+                        mts_provider p = np.p;
+                        p.threads = threads;
+                        int old = mts_gemm_simd(simd);
+                        std::vector<float> got = run(p, false, tA, tB, m, n, k, A, B, beta, C0, ldc);
+                        mts_gemm_simd(old);
+                        long d = first_diff(ref, got);
+                        ASSERT_EQ(d, -1) << np.name << " m=" << m << " n=" << n << " k=" << k << " tA=" << tA
+                                         << " tB=" << tB << " beta=" << beta << " threads=" << threads
+                                         << " simd=" << simd << " specials=" << specials << " at C[" << d / ldc
+                                         << "][" << d % ldc << "]: ref " << std::hexfloat << ref[(size_t)d]
+                                         << " got " << got[(size_t)d];
+                    }
+                }
+            }
+}
+
+// One parameterized suite per provider, so each shows (and fails) on its own.
+class GemmProvider : public ::testing::TestWithParam<int> {};
+
+// Per provider (one process each under CTest): odd shapes; special values;
+// then a shape above 2^18 multiply-adds, where mts_gemm uses its threads:
+// 40 x 140 x 50 gives 10 x 3 tiles, so 2 and 3 threads split them
+// differently.
+TEST_P(GemmProvider, FastKernelEqualsReference)
+{
+    const int shapes[][3] = {{1, 1, 1}, {7, 13, 29}, {33, 65, 17}, {5, 70, 20}};
+    Named np = providers()[(size_t)GetParam()];
+    uint64_t seed = 1 + 100 * (uint64_t)GetParam();
+    for (auto &sh : shapes) check_provider_shape(np, sh[0], sh[1], sh[2], 0, seed += 16);
+    check_provider_shape(np, 33, 65, 17, 1, seed += 16); // zeros, subnormals: kernels' own path
+    check_provider_shape(np, 9, 40, 37, 2, seed += 16);  // plus inf, NaN, huge, tiny in some rows/cols
+    check_provider_shape(np, 12, 35, 70, 3, seed += 16); // wide magnitudes
+    check_provider_shape(np, 40, 140, 50, 1, seed += 16, {1, 2, 3});
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemm, GemmProvider, ::testing::Range(0, (int)providers().size()),
+                         [](const ::testing::TestParamInfo<int> &info) {
+                             std::string n = providers()[(size_t)info.param].name;
+                             for (char &c : n)
+                                 if (!isalnum((unsigned char)c)) c = '_';
+                             return n;
+                         });
+
+TEST(Gemm, OperandsAreQuantizedWithRne)
+{
+    // C = 1 x B through the exact bf16 LUT returns each quantized operand:
+    // it must be mts_fmt_quantize(bf16, b, RNE), whatever the bit pattern.
+    const int n = 4000;
+    uint64_t s = 21;
+    std::vector<float> b(n), c(n);
+    for (int j = 0; j < n; j++) {
+        uint32_t x = (uint32_t)splitmix64(&s);
+        if (j % 4 == 1) x = (x & 0x807FFFFFu) | 0x7F000000u; // near the top binade: rounds to inf
+        if (j % 4 == 2) x &= 0x80FFFFFFu;                    // subnormal or tiny
+        b[j] = mts_u2f(x);
+    }
+    float one = 1.0f;
+    mts_provider p = prov(MTS_PROV_LUT);
+    p.lut = world().use(world().exact7);
+    mts_err err;
+    ASSERT_EQ(mts_gemm(&p, 0, 0, 1, n, 1, &one, 1, b.data(), n, 0.0f, c.data(), n, &err), MTS_OK) << err.msg;
+    mts_format bf16 = mts_format_e8(7);
+    for (int j = 0; j < n; j++) {
+        uint32_t q = mts_fmt_quantize(&bf16, mts_f2u(b[j]), MTS_RNE);
+        uint32_t want = mts_amsim(world().use(world().exact7), mts_f2u(1.0f), q);
+        want = mts_f2u(0.0f + mts_u2f(want)); // the sum starts at +0: -0 becomes +0
+        if (mts_f32_isnan(want)) want = MTS_F32_QNAN;
+        ASSERT_EQ(mts_f2u(c[j]), want) << std::hex << mts_f2u(b[j]);
+    }
+}
+
+TEST(Gemm, FmaqGemmEqualsFmaqDotPerOutput)
+{
+    World &w = world();
+    mts_provider p = prov(MTS_PROV_LUT);
+    p.lut = w.use(w.mbm7);
+    p.fmaq = 1;
+    p.qprod = qfmt(7, 4, 12);
+    p.qacc = qfmt(7, 4, 10);
+    const int m = 6, n = 40, k = 45;
+    uint64_t s = 77;
+    Mat A(m, k, 0, &s), B(k, n, 0, &s);
+    std::vector<float> C((size_t)m * n);
+    mts_err err;
+    ASSERT_EQ(mts_gemm(&p, 0, 0, m, n, k, A.v.data(), k, B.v.data(), n, 0.0f, C.data(), n, &err), MTS_OK) << err.msg;
+    mts_mulop op;
+    mts_mulop_lut(&op, w.use(w.mbm7));
+    mts_format bf16 = mts_format_e8(7);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            std::vector<uint32_t> x(k), y(k);
+            for (int kk = 0; kk < k; kk++) {
+                x[kk] = mts_fmt_quantize(&bf16, mts_f2u(A.at(i, kk)), MTS_RNE);
+                y[kk] = mts_fmt_quantize(&bf16, mts_f2u(B.at(kk, j)), MTS_RNE);
+            }
+            uint32_t want = mts_fmaq_dot(&p.qprod, &p.qacc, 16, &op, x.data(), y.data(), (size_t)k, 1);
+            ASSERT_EQ(mts_f2u(C[(size_t)i * n + j]), want) << "C[" << i << "][" << j << "]";
+        }
+}
+
+TEST(Gemm, NativeKernelWithinFloatErrorBoundOfDouble)
+{
+    const int m = 17, n = 45, k = 300;
+    uint64_t s = 5;
+    Mat A(m, k, 0, &s), B(k, n, 0, &s);
+    mts_provider p = prov(MTS_PROV_NATIVE);
+    std::vector<float> C((size_t)m * n);
+    mts_err err;
+    ASSERT_EQ(mts_gemm(&p, 0, 0, m, n, k, A.v.data(), k, B.v.data(), n, 0.0f, C.data(), n, &err), MTS_OK);
+    // recursive summation with rounded products: |err| <= gamma_(k+1) sum |a b|
+    double u = std::ldexp(1.0, -24), gamma = (k + 1) * u / (1.0 - (k + 1) * u);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double exact = 0, mag = 0;
+            for (int kk = 0; kk < k; kk++) {
+                exact += (double)A.at(i, kk) * B.at(kk, j);
+                mag += std::fabs((double)A.at(i, kk) * B.at(kk, j));
+            }
+            ASSERT_LE(std::fabs(C[(size_t)i * n + j] - exact), gamma * mag) << i << "," << j;
+        }
+}
+
+TEST(Gemm, BlasProviderAgreesWithNativeWithinBound)
+{
+    if (!mts_gemm_have_blas()) GTEST_SKIP() << "built without OpenBLAS (libopenblas-dev not found by CMake)";
+    const int m = 20, n = 31, k = 64;
+    uint64_t s = 9;
+    Mat A(k, m, 1, &s), B(n, k, 0, &s); // both transposed
+    mts_provider p = prov(MTS_PROV_BLAS), q = prov(MTS_PROV_NATIVE);
+    std::vector<float> C((size_t)m * n, 1.0f), D = C;
+    mts_err err;
+    ASSERT_EQ(mts_gemm(&p, 1, 1, m, n, k, A.v.data(), A.ld, B.v.data(), B.ld, 1.0f, C.data(), n, &err), MTS_OK)
+        << err.msg;
+    ASSERT_EQ(mts_gemm(&q, 1, 1, m, n, k, A.v.data(), A.ld, B.v.data(), B.ld, 1.0f, D.data(), n, &err), MTS_OK);
+    for (size_t i = 0; i < C.size(); i++) ASSERT_NEAR(C[i], D[i], 1e-4) << i;
+}
+
+TEST(Gemm, IntProviderEqualsBruteForce)
+{
+    World &w = world();
+    for (const mts_lut *lut : {w.use(w.int8u), w.use(w.int4s)}) {
+        const int m = 7, n = 11, k = 23;
+        uint64_t s = 3;
+        Mat A(m, k, 0, &s), B(k, n, 0, &s);
+        A.at(2, 3) = NAN; // NaN quantizes to the zero point, inf to an end code
+        B.at(4, 5) = INFINITY;
+        mts_provider p = prov(MTS_PROV_INT);
+        p.lut = lut;
+        std::vector<float> C((size_t)m * n);
+        mts_err err;
+        ASSERT_EQ(mts_gemm(&p, 0, 0, m, n, k, A.v.data(), k, B.v.data(), n, 0.0f, C.data(), n, &err), MTS_OK)
+            << err.msg;
+        // brute force: ranges over the finite values, then per output
+        // sum over k of (T[qa][qb] - zb qa - za qb + za zb), scaled once
+        auto range = [](Mat &x, double *lo, double *hi) {
+            *lo = 0;
+            *hi = 0;
+            for (float v : x.v)
+                if (std::isfinite(v)) {
+                    *lo = std::fmin(*lo, v);
+                    *hi = std::fmax(*hi, v);
+                }
+        };
+        double lo, hi;
+        mts_affine pa, pb;
+        range(A, &lo, &hi);
+        ASSERT_EQ(mts_affine_from_range(lo, hi, lut->int_bits, lut->int_signed, &pa, &err), MTS_OK);
+        range(B, &lo, &hi);
+        ASSERT_EQ(mts_affine_from_range(lo, hi, lut->int_bits, lut->int_signed, &pb, &err), MTS_OK);
+        const int nb = lut->int_bits, mask = (1 << nb) - 1;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                int64_t acc = 0;
+                for (int kk = 0; kk < k; kk++) {
+                    int32_t qa = mts_affine_quantize(&pa, A.at(i, kk)), qb = mts_affine_quantize(&pb, B.at(kk, j));
+                    int32_t t = (int32_t)lut->entry[((qa & mask) << nb) | (qb & mask)];
+                    acc += (int64_t)t - (int64_t)pb.zero_point * qa - (int64_t)pa.zero_point * qb +
+                           (int64_t)pa.zero_point * pb.zero_point;
+                }
+                float want = (float)(pa.scale * pb.scale * (double)acc);
+                ASSERT_EQ(mts_f2u(C[(size_t)i * n + j]), mts_f2u(want)) << lut->model << " " << i << "," << j;
+            }
+    }
+}
+
+TEST(Gemm, IntProviderWithExactTableApproximatesTheProduct)
+{
+    // 8-bit affine quantization of values in [-1, 1): each product is off by
+    // at most about (|a| + |b| + step) * step / 2 with step = 2/255.
+    const int m = 5, n = 6, k = 50;
+    uint64_t s = 11;
+    std::vector<float> A((size_t)m * k), B((size_t)k * n), C((size_t)m * n);
+    for (float &x : A) x = (float)((double)(splitmix64(&s) >> 11) / 9007199254740992.0 * 2 - 1);
+    for (float &x : B) x = (float)((double)(splitmix64(&s) >> 11) / 9007199254740992.0 * 2 - 1);
+    mts_provider p = prov(MTS_PROV_INT);
+    p.lut = world().use(world().int8u);
+    mts_err err;
+    ASSERT_EQ(mts_gemm(&p, 0, 0, m, n, k, A.data(), k, B.data(), n, 0.0f, C.data(), n, &err), MTS_OK);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double exact = 0;
+            for (int kk = 0; kk < k; kk++) exact += (double)A[(size_t)i * k + kk] * B[(size_t)kk * n + j];
+            ASSERT_NEAR(C[(size_t)i * n + j], exact, k * 2.5 * (2.0 / 255)) << i << "," << j;
+        }
+}
+
+TEST(Gemm, EmptyDimensionsAndBetaOnly)
+{
+    mts_provider p = prov(MTS_PROV_LUT);
+    p.lut = world().use(world().exact7);
+    std::vector<float> C = {1.5f, -2.0f, NAN, 4.0f};
+    mts_err err;
+    float a = 1.0f, b = 1.0f;
+    ASSERT_EQ(mts_gemm(&p, 0, 0, 2, 2, 0, &a, 1, &b, 2, 1.0f, C.data(), 2, &err), MTS_OK);
+    EXPECT_EQ(C[0], 1.5f);
+    EXPECT_EQ(mts_f2u(C[2]), MTS_F32_QNAN); // NaN stays NaN, canonical
+    ASSERT_EQ(mts_gemm(&p, 0, 0, 2, 2, 0, &a, 1, &b, 2, 0.0f, C.data(), 2, &err), MTS_OK);
+    for (float c : C) EXPECT_EQ(mts_f2u(c), 0u); // beta 0: +0, C not read
+    ASSERT_EQ(mts_gemm(&p, 0, 0, 0, 2, 3, nullptr, 3, &b, 2, 0.0f, C.data(), 2, &err), MTS_OK);
+}
+
+TEST(Gemm, RejectsBadArguments)
+{
+    mts_provider p = prov(MTS_PROV_NATIVE);
+    float x[16] = {0};
+    mts_err err;
+    EXPECT_EQ(mts_gemm(nullptr, 0, 0, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL);
+    EXPECT_EQ(mts_gemm(&p, 0, 0, -1, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL);
+    EXPECT_EQ(mts_gemm(&p, 0, 0, 2, 2, 3, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL); // lda < k
+    EXPECT_NE(std::string(err.msg).find("lda"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gemm(&p, 1, 0, 3, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL); // transposed: lda < m
+    EXPECT_EQ(mts_gemm(&p, 0, 0, 2, 3, 2, x, 2, x, 3, 0.0f, x, 2, &err), MTS_EINVAL); // ldc < n
+    EXPECT_EQ(mts_gemm(&p, 0, 0, 2, 2, 2, nullptr, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL);
+    mts_provider l = prov(MTS_PROV_LUT);
+    EXPECT_EQ(mts_gemm(&l, 0, 0, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL); // no table
+    l.lut = world().use(world().int8u);
+    EXPECT_EQ(mts_gemm(&l, 0, 0, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL); // INT table as float LUT
+    mts_provider i = prov(MTS_PROV_INT);
+    i.lut = world().use(world().int8u);
+    i.fmaq = 1;
+    i.qprod = qfmt(7, 4, 12);
+    i.qacc = qfmt(7, 4, 10);
+    EXPECT_EQ(mts_gemm(&i, 0, 0, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL);
+    mts_provider f = prov(MTS_PROV_NATIVE);
+    f.fmaq = 1;
+    f.qprod = qfmt(7, 9, 12); // E = 9: not a valid accumulator format
+    f.qacc = qfmt(7, 4, 10);
+    EXPECT_EQ(mts_gemm(&f, 0, 0, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL);
+    mts_provider m = prov(MTS_PROV_MULOP);
+    EXPECT_EQ(mts_gemm(&m, 0, 0, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err), MTS_EINVAL); // no mulop
+    mts_provider b = prov(MTS_PROV_BLAS);
+    int rc = mts_gemm(&b, 0, 0, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2, &err);
+    EXPECT_EQ(rc, mts_gemm_have_blas() ? MTS_OK : MTS_EREFUSED) << err.msg;
+}
+
+TEST(Gemm, ReportsItsIsa)
+{
+    std::string isa = mts_gemm_isa();
+    EXPECT_TRUE(isa == "avx512" || isa == "avx2" || isa == "scalar") << isa;
+}
+
+}  // namespace
