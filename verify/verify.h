@@ -76,4 +76,8 @@ int vfy_acc(vfy_ctx *v, mts_err *err);
  * Returns the count (at most max). */
 int vfy_exp_grid(const mts_format *f, int (*pairs)[2], int max);
 
+/* Runs fn(ctx, 0) here and fn(ctx, 1) on a second thread (the handle's two
+ * model instances), then joins; without a thread both run here. */
+void vfy_par_run(void (*fn)(void *ctx, int t), void *ctx);
+
 #endif

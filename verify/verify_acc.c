@@ -4,7 +4,6 @@
  * pairs), else for seeded random pairs (biased towards non-zero codes and
  * operands of similar exponents, where cancellation and carries happen). Codes, not values, are compared, so
  * the zero flag, the sign of zero and the NaN code are checked too. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,28 +65,6 @@ static void acc_part(void *ctx, int t)
     }
 }
 
-typedef struct {
-    void (*fn)(void *, int);
-    void *ctx;
-} par2;
-
-static void *par2_main(void *p)
-{
-    par2 *a = p;
-    a->fn(a->ctx, 1);
-    return NULL;
-}
-
-static void par_run(void (*fn)(void *, int), void *ctx)
-{
-    pthread_t th;
-    par2 a = {fn, ctx};
-    int ok = pthread_create(&th, NULL, par2_main, &a) == 0;
-    if (!ok) fn(ctx, 1);
-    fn(ctx, 0);
-    if (ok) pthread_join(th, NULL);
-}
-
 /* Random operands are evaluated on both model instances. */
 typedef struct {
     mts_rtl *r;
@@ -140,7 +117,7 @@ int vfy_acc(vfy_ctx *v, mts_err *err)
             rc = mts_rtl_sweep(v->r, rb, row0, w1, 0, y, err);
             if (rc) goto done;
             acc_job j = {qp, qa, NULL, NULL, y, (size_t)1 << (rb + w1), w1, row0, sink};
-            par_run(acc_part, &j);
+            vfy_par_run(acc_part, &j);
             for (int t = 0; t < VFY_THREADS; t++) vfy_cmp_merge(v, c, &sink[t]);
         }
     } else {
@@ -164,9 +141,9 @@ int vfy_acc(vfy_ctx *v, mts_err *err)
                 }
             }
             eval_job ej = {v->r, x0, x1, y, n};
-            par_run(eval_part, &ej);
+            vfy_par_run(eval_part, &ej);
             acc_job j = {qp, qa, x0, x1, y, n, 0, 0, sink};
-            par_run(acc_part, &j);
+            vfy_par_run(acc_part, &j);
             for (int t = 0; t < VFY_THREADS; t++) vfy_cmp_merge(v, c, &sink[t]);
             done += n;
         }

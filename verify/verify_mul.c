@@ -4,7 +4,6 @@
  * and on all pairs of special and boundary operands. Everything is compared
  * as codes of the design's format, so a float design that returns another
  * NaN payload or a subnormal is caught even where FP32 values would agree. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,29 +169,6 @@ static void grid_part(void *ctx, int t)
         }
 }
 
-typedef struct {
-    void (*fn)(void *, int);
-    void *ctx;
-    int t;
-} par_arg;
-
-static void *par_main(void *p)
-{
-    par_arg *a = p;
-    a->fn(a->ctx, a->t);
-    return NULL;
-}
-
-static void par_run(void (*fn)(void *, int), void *ctx)
-{
-    pthread_t th;
-    par_arg a = {fn, ctx, 1};
-    int ok = pthread_create(&th, NULL, par_main, &a) == 0;
-    if (!ok) fn(ctx, 1);
-    fn(ctx, 0);
-    if (ok) pthread_join(th, NULL);
-}
-
 /* Special and boundary operand codes of format f. */
 static int special_codes(const mts_format *f, uint32_t *c)
 {
@@ -306,7 +282,7 @@ int vfy_mul(vfy_ctx *v, mts_err *err)
             rc = mts_rtl_sweep(v->r, M, oa, M, ob, buf, err);
             if (rc) goto done;
         }
-        par_run(grid_part, &j);
+        vfy_par_run(grid_part, &j);
         for (int r = 0; r < nref; r++)
             for (int t = 0; t < VFY_THREADS; t++) vfy_cmp_merge(v, ref[r].cmp, &sink[r][t]);
     }
