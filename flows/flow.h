@@ -7,6 +7,7 @@
 #ifndef MANTIS_FLOW_H
 #define MANTIS_FLOW_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "mantis/status.h"
 
@@ -82,6 +83,10 @@ int flow_add(flow_graph *g, const char *design, const char *name, const char *ex
  * half-written). */
 int flow_run(flow_graph *g, int jobs);
 void flow_free(flow_graph *g);
+
+/* snprintf into a path buffer; -1 when the result would not fit (a path is
+ * never silently truncated). */
+int flow_pathf(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* sha256 of a file's bytes as hex (64 chars + NUL); "" when unreadable. */
 void flow_file_hash(const char *path, char out[65]);

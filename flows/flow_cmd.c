@@ -69,7 +69,7 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, co
 {
     int k = 0;
     const char **a = base + n;
-    snprintf(store[k], FLOW_PATH, "%s/%s", c->data_dir, data);
+    flow_pathf(store[k], FLOW_PATH, "%s/%s", c->data_dir, data); /* data_dir < FLOW_PATH - 32 (config) */
     a[0] = "--model"; a[1] = model; a[2] = "--data"; a[3] = data; a[4] = "--data-dir"; a[5] = store[k++];
     snprintf(store[k], FLOW_PATH, "%d", c->epochs);
     a[6] = "--epochs"; a[7] = store[k++];
@@ -153,7 +153,7 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
         const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
                              "--data-dir", store[0], "--epochs", "1", "--subset", subset, "--seed", "1",
                              "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples};
-        snprintf(store[0], FLOW_PATH, "%s/%s", c->data_dir, c->datasets[0]);
+        flow_pathf(store[0], FLOW_PATH, "%s/%s", c->data_dir, c->datasets[0]);
         int n = (int)(sizeof pre / sizeof pre[0]);
         for (int i = 0; i < n; i++) argv[i] = pre[i];
         argv[n] = NULL;

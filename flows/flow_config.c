@@ -51,7 +51,7 @@ static int set(flow_cfg *c, const char *k, const char *v)
 {
     if (!strcmp(k, "designs")) return snprintf(c->designs, sizeof c->designs, "%s", v) >= FLOW_PATH ? -1 : 0;
     if (!strcmp(k, "out")) return snprintf(c->out, sizeof c->out, "%s", v) >= FLOW_PATH ? -1 : 0;
-    if (!strcmp(k, "data_dir")) return snprintf(c->data_dir, sizeof c->data_dir, "%s", v) >= FLOW_PATH ? -1 : 0;
+    if (!strcmp(k, "data_dir")) return snprintf(c->data_dir, sizeof c->data_dir, "%s", v) >= FLOW_PATH - 32 ? -1 : 0;
     if (!strcmp(k, "models")) return list(c->models, &c->nmodels, v);
     if (!strcmp(k, "datasets")) return list(c->datasets, &c->ndatasets, v);
     if (!strcmp(k, "baselines")) return list(c->baselines, &c->nbaselines, v);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,15 @@ void flow_file_hash(const char *path, char out[65])
     mts_sha256(b, n, h);
     free(b);
     hexify(h, out);
+}
+
+int flow_pathf(char *dst, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(dst, n, fmt, ap);
+    va_end(ap);
+    return k < 0 || (size_t)k >= n ? -1 : 0;
 }
 
 static int mkdirs(const char *path)
@@ -138,9 +148,10 @@ int flow_add(flow_graph *g, const char *design, const char *name, const char *ex
     for (int i = 0; i < ndeps && i < STEP_MAX_DEPS; i++) s->dep[s->ndeps++] = deps[i];
     s->ok_exit[s->nok++] = 0;
     char dir[FLOW_PATH];
-    snprintf(dir, sizeof dir, "%s/steps/%s", g->root, design);
+    if (flow_pathf(dir, sizeof dir, "%s/steps/%s", g->root, design) ||
+        flow_pathf(s->out, sizeof s->out, "%s/%s-%.16s.%s", dir, name, s->key, ext))
+        return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), -1;
     if (mkdirs(dir)) return mts_fail(err, MTS_EIO, "%s: cannot create directory", dir), -1;
-    snprintf(s->out, sizeof s->out, "%s/%s-%.16s.%s", dir, name, s->key, ext);
     s->state = ST_PENDING;
     return g->n++;
 }
@@ -164,9 +175,11 @@ static pid_t launch(flow_graph *g, flow_step *s)
 {
     char tmp[FLOW_PATH + 16], logdir[FLOW_PATH], log[FLOW_PATH + 64];
     snprintf(tmp, sizeof tmp, "%s.tmp", s->out);
-    snprintf(logdir, sizeof logdir, "%s/logs/%s", g->root, s->design);
-    mkdirs(logdir);
-    snprintf(log, sizeof log, "%s/%s.log", logdir, s->name);
+    if (flow_pathf(logdir, sizeof logdir, "%s/logs/%s", g->root, s->design) ||
+        flow_pathf(log, sizeof log, "%s/%s.log", logdir, s->name) || mkdirs(logdir)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     char *argv[STEP_MAX_ARGS + 1];
     char subst[STEP_MAX_ARGS][FLOW_PATH + 16];
     argv[0] = g->exe;

@@ -158,8 +158,8 @@ static int chart(const char *dir, const char *base, const row *rows, int n, int 
                  const char *xlabel)
 {
     char dat[FLOW_PATH + 64], gp[FLOW_PATH + 64];
-    snprintf(dat, sizeof dat, "%s/%s.dat", dir, base);
-    snprintf(gp, sizeof gp, "%s/%s.gp", dir, base);
+    if (flow_pathf(dat, sizeof dat, "%s/%s.dat", dir, base) || flow_pathf(gp, sizeof gp, "%s/%s.gp", dir, base))
+        return -1;
     FILE *f = fopen(dat, "w");
     if (!f) return -1;
     int pts = 0;
@@ -270,7 +270,7 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
         for (int m = 0; m < c->nmodels; m++)
             for (int s = 0; s < c->ndatasets; s++) {
                 row *r = &rows[n++];
-                snprintf(r->design, sizeof r->design, "%s", designs[d]);
+                memcpy(r->design, designs[d], sizeof r->design); /* same size, NUL-terminated */
                 snprintf(r->model, sizeof r->model, "%s", c->models[m]);
                 snprintf(r->data, sizeof r->data, "%s", c->datasets[s]);
                 r->baseline = !strncmp(designs[d], "baseline-", 9);

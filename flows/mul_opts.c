@@ -29,7 +29,7 @@ static int value(int argc, char **argv, int *i, const char **out, mts_err *err)
 
 int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err)
 {
-    const char *a = argv[*i], *v;
+    const char *a = argv[*i], *v = NULL;
     if (!strcmp(a, "--mul")) return value(argc, argv, i, &s->mul, err);
     if (!strcmp(a, "--lut")) return value(argc, argv, i, &s->lut, err);
     if (!strcmp(a, "--rtl")) return value(argc, argv, i, &s->rtl, err);

@@ -188,11 +188,11 @@ static int tool_error(ctx *c, const char *tool, const char *log, const char *con
 /* Runs Yosys on the filled template; leaves stat.txt, netlist.v/.blif in work. */
 static int run_yosys(ctx *c, char *top, size_t topcap, double *area, double *delay_ps, mts_err *err)
 {
-    char *tpl;
+    char *tpl = NULL;
     int rc = read_text(c->tpl, &tpl, err);
     if (rc) return rc;
     char topsel[512], chparam[2048] = "";
-    char *src;
+    char *src = NULL;
     if ((rc = read_text(c->design, &src, err))) {
         free(tpl);
         return rc;

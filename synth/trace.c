@@ -108,8 +108,9 @@ int mts_trace_writer_add(mts_trace_writer *w, uint64_t a, uint64_t b, mts_err *e
         return mts_fail(err, MTS_EINVAL, "%s: record %llu operand wider than %u/%u bits", w->path,
                         (unsigned long long)w->info.count, w->info.width_a, w->info.width_b);
     uint8_t rec[16];
-    put_operand(rec, a, w->obytes);
-    put_operand(rec + w->obytes, b, w->obytes);
+    uint32_t ob = w->obytes > 8 ? 8 : w->obytes; /* operands are at most 64 bits */
+    put_operand(rec, a, ob);
+    put_operand(rec + ob, b, ob);
     if (fwrite(rec, 1, 2 * w->obytes, w->f) != 2 * w->obytes)
         return mts_fail(err, MTS_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
     w->crc = mts_crc32(w->crc, rec, 2 * w->obytes);
