@@ -144,15 +144,17 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
     dep[0] = lut;
     if (flow_add(g, dname, "metrics", "json", ARGV("metrics", "--lut", "{DEP0}", "--json"), dep, 1, content, err) < 0)
         return -1;
-    /* workload power: operands recorded from a short training run */
-    {
+    /* workload power: operands recorded from a short training run (the trainer
+     * records float operands; integer designs get uniform-operand power only) */
+    if (strcmp(kind, "int")) {
         const char *argv[STEP_MAX_ARGS];
         char store[8][FLOW_PATH], samples[16], subset[16];
         snprintf(samples, sizeof samples, "%d", c->trace_samples);
         snprintf(subset, sizeof subset, "%d", c->trace_subset);
         const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
                              "--data-dir", store[0], "--epochs", "1", "--subset", subset, "--seed", "1",
-                             "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples};
+                             "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples,
+                             "--trace-kind", strcmp(kind, "float") ? "sig" : "float"};
         flow_pathf(store[0], FLOW_PATH, "%s/%s", c->data_dir, c->datasets[0]);
         int n = (int)(sizeof pre / sizeof pre[0]);
         for (int i = 0; i < n; i++) argv[i] = pre[i];
