@@ -183,6 +183,23 @@ static int chart(const char *dir, const char *base, const row *rows, int n, int 
     }
     fclose(f);
     if (!pts) return 1;
+    /* y range: the best accuracy and everything within 12 points of it, so one
+     * collapsed design does not flatten the others; it is named instead */
+    double best = -1, lo = 101;
+    for (int i = 0; i < n; i++)
+        if (!isnan(xval(&rows[i], x)) && rows[i].test_acc > best) best = rows[i].test_acc;
+    char omitted[512] = "";
+    for (int i = 0; i < n; i++) {
+        double a = rows[i].test_acc;
+        if (isnan(xval(&rows[i], x)) || isnan(a)) continue;
+        if (a >= best - 12) {
+            if (a < lo) lo = a;
+        } else {
+            size_t u = strlen(omitted);
+            snprintf(omitted + u, sizeof omitted - u, "%s%.40s %.1f%%", u ? ", " : "below the range: ", rows[i].design, a);
+        }
+    }
+    double pad = (best - lo) * 0.15 + 0.2;
     f = fopen(gp, "w");
     if (!f) return -1;
     for (int t = 0; t < 2; t++) {
@@ -191,13 +208,14 @@ static int chart(const char *dir, const char *base, const row *rows, int n, int 
         fprintf(f, "set output '%s/%s.%s'\n", dir, base, t ? "svg" : "png");
         fprintf(f, "set title \"%s\"\nset xlabel \"%s\"\nset ylabel 'test accuracy (%%)'\nset grid\n"
                    "set termoption noenhanced\nset key outside right top\nset logscale x\n"
-                   "set offsets graph 0.05, graph 0.15, graph 0.08, graph 0.08\n"
+                   "set offsets graph 0.05, graph 0.15, 0, 0\nset yrange [%g:%g]\n"
+                   "set label 1 \"%s\" at graph 0.01, graph 0.96 left font 'sans,9' tc rgb '#b00020'\n"
                    "plot '%s' index 0 using 1:2 with points pt 7 ps 1.2 lc rgb '#4477aa' title 'designs', \\\n"
                    "     '' index 1 using 1:2 with linespoints pt 6 ps 2.2 lw 2 lc rgb '#cc3311' title 'Pareto-optimal', \\\n"
                    "     '' index 2 using 1:2 with points pt 9 ps 1.8 lc rgb '#228833' title 'baselines', \\\n"
-                   "     '' index 0 using 1:2:3 with labels offset 0,1 font 'sans,9' notitle, \\\n"
-                   "     '' index 2 using 1:2:3 with labels offset 0,-1 font 'sans,9' notitle\n",
-                title, xlabel, dat);
+                   "     '' index 0 using 1:2:3 with labels rotate by 35 left offset 0.6,0.4 font 'sans,8' notitle, \\\n"
+                   "     '' index 2 using 1:2:3 with labels rotate by 35 left offset 0.6,0.4 font 'sans,8' notitle\n",
+                title, xlabel, lo - pad, best + 2.5 * pad, omitted, dat);
     }
     fclose(f);
     char cmd[3 * FLOW_PATH];
