@@ -32,7 +32,7 @@ static const char usage_text[] =
     "  --acc M7E4 [--acc-bias B] [--prod M7E4] [--prod-bias B] [--chunk 16] [--no-underflow]\n"
     "  --ste S            identity | rec-of | imm-of | imm-diff (dense layers; default identity)\n"
     "training:\n"
-    "  --epochs N (10) --batch N (64) --seed N (1) --lr X --opt sgd|adam (sgd)\n"
+    "  --epochs N (10) --batch N (64) --seed N (1) --opt sgd|adam (sgd) --lr X (sgd 0.01, adam 0.001)\n"
     "  --momentum X (0.9) --wd X (0) --sched const|step|cosine (const) --step-size N (1) --gamma X (0.95)\n"
     "  --subset N         train on the first N samples; --test-subset N evaluates on N\n"
     "  --threads N        GEMM threads (0 = all cores); results do not depend on it\n"
@@ -262,9 +262,11 @@ int mts_cmd_train(int argc, char **argv)
     if (mts_ste_parse(o.ste, &ste, &err)) return mts_cli_error(CMD, "%s", err.msg);
     if (sel.rtl && (o.spec.acc[0])) return mts_cli_error(CMD, "--acc with --rtl is not supported; use --lut of the design");
 
-    mts_arith_spec fspec = o.spec, bspec, tspec;
-    alt_spec(&o.spec, o.mul_bwd ? o.mul_bwd : (o.spec.lut[0] ? o.spec.lut : o.spec.mul), 0, &bspec);
-    alt_spec(&o.spec, o.mul_test ? o.mul_test : (o.spec.lut[0] ? o.spec.lut : o.spec.mul), 1, &tspec);
+    /* backward: the forward multiplier without FMAq; test: the forward one */
+    mts_arith_spec fspec = o.spec, bspec = o.spec, tspec = o.spec;
+    bspec.acc[0] = 0;
+    if (o.mul_bwd) alt_spec(&o.spec, o.mul_bwd, 0, &bspec);
+    if (o.mul_test) alt_spec(&o.spec, o.mul_test, 1, &tspec);
     if (sel.rtl) {
         snprintf(fspec.mul, sizeof fspec.mul, "rtl");
         if (!o.mul_bwd) bspec = fspec;

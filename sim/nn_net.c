@@ -1,0 +1,325 @@
+/* nn_net.c - networks as a list of nodes in topological order (sequential
+ * layers plus branches for residual blocks): building, allocation,
+ * deterministic initialisation, forward and backward passes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mantis/nn.h"
+
+#define BN_MOMENTUM 0.1f
+#define BN_EPS 1e-5f
+
+static size_t node_size(const mts_layer *l) { return (size_t)l->c * l->h * l->w; }
+
+int mts_net_init(mts_net *net, const char *name, int c, int h, int w, mts_err *err)
+{
+    memset(net, 0, sizeof *net);
+    snprintf(net->name, sizeof net->name, "%s", name);
+    if (c < 1 || h < 1 || w < 1) return mts_fail(err, MTS_EINVAL, "net %s: bad input shape %dx%dx%d", name, c, h, w);
+    net->cap = 16;
+    net->l = calloc((size_t)net->cap, sizeof *net->l);
+    if (!net->l) return mts_fail(err, MTS_ENOMEM, "net %s: out of memory", name);
+    net->n = 1;
+    net->l[0] = (mts_layer){.kind = MTS_L_INPUT, .in0 = -1, .in1 = -1, .c = c, .h = h, .w = w};
+    return MTS_OK;
+}
+
+void mts_net_free(mts_net *net)
+{
+    if (net->l)
+        for (int i = 0; i < net->n; i++) {
+            mts_layer *l = &net->l[i];
+            free(l->y);
+            free(l->dy);
+            free(l->aux);
+            free(l->aux2);
+            free(l->argmax);
+        }
+    free(net->l);
+    free(net->param);
+    free(net->grad);
+    free(net->state);
+    memset(net, 0, sizeof *net);
+}
+
+void mts_net_set_cursor(mts_net *net, int node) { net->cursor = node; }
+
+static int push(mts_net *net, mts_layer l, mts_err *err)
+{
+    if (net->built) return mts_fail(err, MTS_EINVAL, "net %s: layers added after build", net->name);
+    if (net->n == net->cap) {
+        mts_layer *nl = realloc(net->l, sizeof *nl * (size_t)net->cap * 2);
+        if (!nl) return mts_fail(err, MTS_ENOMEM, "net %s: out of memory", net->name);
+        net->l = nl;
+        net->cap *= 2;
+    }
+    if (l.in1 < 0) l.in1 = -1;
+    net->l[net->n] = l;
+    net->cursor = net->n;
+    return net->n++;
+}
+
+static const mts_layer *cur(const mts_net *net) { return &net->l[net->cursor]; }
+
+int mts_net_dense(mts_net *net, int units, mts_err *err)
+{
+    const mts_layer *in = cur(net);
+    if (units < 1) return mts_fail(err, MTS_EINVAL, "net %s: dense with %d units", net->name, units);
+    size_t fan = node_size(in);
+    mts_layer l = {.kind = MTS_L_DENSE, .in0 = net->cursor, .in1 = -1, .c = units, .h = 1, .w = 1, .units = units};
+    l.nweight = (size_t)units * fan;
+    l.np = l.nweight + (size_t)units;
+    return push(net, l, err);
+}
+
+int mts_net_conv(mts_net *net, int cout, int k, int stride, int pad, mts_err *err)
+{
+    const mts_layer *in = cur(net);
+    mts_conv_geom g = {.cin = in->c, .h = in->h, .w = in->w, .cout = cout, .k = k, .stride = stride, .pad = pad};
+    int rc = mts_conv_geom_init(&g, err);
+    if (rc != MTS_OK) return rc;
+    mts_layer l = {.kind = MTS_L_CONV, .in0 = net->cursor, .in1 = -1, .c = cout, .h = g.oh, .w = g.ow,
+                   .k = k, .stride = stride, .pad = pad, .g = g};
+    l.nweight = (size_t)cout * g.cin * k * k;
+    l.np = l.nweight + (size_t)cout;
+    return push(net, l, err);
+}
+
+static int pool(mts_net *net, mts_layer_kind kind, int k, int s, mts_err *err)
+{
+    const mts_layer *in = cur(net);
+    if (k < 1 || s < 1 || in->h < k || in->w < k)
+        return mts_fail(err, MTS_EINVAL, "net %s: %dx%d pool (stride %d) does not fit a %dx%d input", net->name, k,
+                        k, s, in->h, in->w);
+    mts_layer l = {.kind = kind, .in0 = net->cursor, .in1 = -1, .c = in->c, .h = mts_pool_out(in->h, k, s),
+                   .w = mts_pool_out(in->w, k, s), .k = k, .stride = s};
+    return push(net, l, err);
+}
+
+int mts_net_maxpool(mts_net *net, int k, int s, mts_err *err) { return pool(net, MTS_L_MAXPOOL, k, s, err); }
+int mts_net_avgpool(mts_net *net, int k, int s, mts_err *err) { return pool(net, MTS_L_AVGPOOL, k, s, err); }
+
+static int same_shape(mts_net *net, mts_layer_kind kind, mts_err *err)
+{
+    const mts_layer *in = cur(net);
+    mts_layer l = {.kind = kind, .in0 = net->cursor, .in1 = -1, .c = in->c, .h = in->h, .w = in->w};
+    if (kind == MTS_L_BN) {
+        l.nweight = 0; /* gamma and beta take no weight decay */
+        l.np = 2 * (size_t)in->c;
+        l.ns = 2 * (size_t)in->c;
+    }
+    if (kind == MTS_L_GAP) l.h = l.w = 1;
+    if (kind == MTS_L_FLATTEN) {
+        l.c = in->c * in->h * in->w;
+        l.h = l.w = 1;
+    }
+    return push(net, l, err);
+}
+
+int mts_net_gap(mts_net *net, mts_err *err) { return same_shape(net, MTS_L_GAP, err); }
+int mts_net_relu(mts_net *net, mts_err *err) { return same_shape(net, MTS_L_RELU, err); }
+int mts_net_bn(mts_net *net, mts_err *err) { return same_shape(net, MTS_L_BN, err); }
+int mts_net_flatten(mts_net *net, mts_err *err) { return same_shape(net, MTS_L_FLATTEN, err); }
+
+int mts_net_add(mts_net *net, int other, mts_err *err)
+{
+    const mts_layer *a = cur(net);
+    if (other < 0 || other >= net->n) return mts_fail(err, MTS_EINVAL, "net %s: add of unknown node %d", net->name, other);
+    const mts_layer *b = &net->l[other];
+    if (a->c != b->c || a->h != b->h || a->w != b->w)
+        return mts_fail(err, MTS_EINVAL, "net %s: residual add of %dx%dx%d and %dx%dx%d", net->name, a->c, a->h, a->w,
+                        b->c, b->h, b->w);
+    mts_layer l = {.kind = MTS_L_ADD, .in0 = net->cursor, .in1 = other, .c = a->c, .h = a->h, .w = a->w};
+    return push(net, l, err);
+}
+
+int mts_net_matmul(mts_net *net, int other, mts_err *err)
+{
+    const mts_layer *a = cur(net);
+    if (other < 0 || other >= net->n) return mts_fail(err, MTS_EINVAL, "net %s: matmul of unknown node %d", net->name, other);
+    const mts_layer *b = &net->l[other];
+    if (a->c != 1 || b->c != 1 || a->w != b->h)
+        return mts_fail(err, MTS_EINVAL, "net %s: matmul of 1x%dx%d by %dx%dx%d", net->name, a->h, a->w, b->c, b->h,
+                        b->w);
+    mts_layer l = {.kind = MTS_L_MATMUL, .in0 = net->cursor, .in1 = other, .c = 1, .h = a->h, .w = b->w};
+    return push(net, l, err);
+}
+
+/* Kaiming uniform (bound sqrt(6/fan_in)), one RNG stream per layer so that
+ * adding a layer does not change the others' initial weights. */
+static void init_params(mts_net *net, uint64_t seed)
+{
+    for (int i = 1; i < net->n; i++) {
+        mts_layer *l = &net->l[i];
+        float *p = net->param + l->poff;
+        if (l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV) {
+            size_t fan = l->nweight / (size_t)(l->kind == MTS_L_DENSE ? l->units : l->g.cout);
+            float bound = sqrtf(6.0f / (float)fan);
+            mts_rng r = {mts_rng_derive(seed, (uint64_t)i)};
+            for (size_t j = 0; j < l->nweight; j++) p[j] = (2.0f * mts_rng_uniform(&r) - 1.0f) * bound;
+            memset(p + l->nweight, 0, sizeof(float) * (l->np - l->nweight));
+        } else if (l->kind == MTS_L_BN) {
+            for (int c = 0; c < l->c; c++) {
+                p[c] = 1.0f;
+                p[l->c + c] = 0.0f;
+                net->state[l->soff + c] = 0.0f;
+                net->state[l->soff + l->c + c] = 1.0f;
+            }
+        }
+    }
+}
+
+int mts_net_build(mts_net *net, int batch, uint64_t seed, mts_err *err)
+{
+    if (net->built) return mts_fail(err, MTS_EINVAL, "net %s: built twice", net->name);
+    if (batch < 1) return mts_fail(err, MTS_EINVAL, "net %s: batch %d", net->name, batch);
+    size_t np = 0, ns = 0;
+    for (int i = 0; i < net->n; i++) {
+        net->l[i].poff = np;
+        np += net->l[i].np;
+        net->l[i].soff = ns;
+        ns += net->l[i].ns;
+    }
+    net->nparam = np;
+    net->nstate = ns;
+    net->batch = batch;
+    net->param = calloc(np ? np : 1, sizeof(float));
+    net->grad = calloc(np ? np : 1, sizeof(float));
+    net->state = calloc(ns ? ns : 1, sizeof(float));
+    if (!net->param || !net->grad || !net->state) goto oom;
+    for (int i = 0; i < net->n; i++) {
+        mts_layer *l = &net->l[i];
+        size_t sz = node_size(l) * (size_t)batch;
+        l->y = calloc(sz, sizeof(float));
+        l->dy = calloc(sz, sizeof(float));
+        if (!l->y || !l->dy) goto oom;
+        if (l->kind == MTS_L_BN) {
+            l->aux = calloc(sz, sizeof(float));
+            l->aux2 = calloc((size_t)l->c, sizeof(float));
+            if (!l->aux || !l->aux2) goto oom;
+        }
+        if (l->kind == MTS_L_MAXPOOL && !(l->argmax = calloc(sz, sizeof(int32_t)))) goto oom;
+    }
+    net->built = 1;
+    init_params(net, seed);
+    return MTS_OK;
+oom:
+    return mts_fail(err, MTS_ENOMEM, "net %s: out of memory for %zu parameters at batch %d", net->name, np, batch);
+}
+
+const float *mts_net_output(const mts_net *net) { return net->l[net->n - 1].y; }
+int mts_net_outsize(const mts_net *net) { return (int)node_size(&net->l[net->n - 1]); }
+
+int mts_net_forward(mts_net *net, const mts_provider *p, int train, int N, const float *x, mts_err *err)
+{
+    if (!net->built || N < 1 || N > net->batch)
+        return mts_fail(err, MTS_EINVAL, "net %s: forward of %d samples (capacity %d)", net->name, N, net->batch);
+    memcpy(net->l[0].y, x, sizeof(float) * node_size(&net->l[0]) * (size_t)N);
+    for (int i = 1; i < net->n; i++) {
+        mts_layer *l = &net->l[i];
+        const mts_layer *a = &net->l[l->in0];
+        const float *w = net->param + l->poff;
+        size_t sz = node_size(l) * (size_t)N;
+        int rc = MTS_OK;
+        switch (l->kind) {
+        case MTS_L_DENSE:
+            rc = mts_dense_forward(p, N, (int)node_size(a), l->units, a->y, w, w + l->nweight, l->y, err);
+            break;
+        case MTS_L_CONV: rc = mts_conv2d_forward(p, &l->g, N, a->y, w, w + l->nweight, l->y, err); break;
+        case MTS_L_MAXPOOL: mts_maxpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y, l->argmax); break;
+        case MTS_L_AVGPOOL: mts_avgpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y); break;
+        case MTS_L_GAP: mts_gap_forward(N, a->c, a->h * a->w, a->y, l->y); break;
+        case MTS_L_RELU: mts_relu_forward(sz, a->y, l->y); break;
+        case MTS_L_BN:
+            mts_bn_forward(train, N, l->c, l->h * l->w, a->y, w, w + l->c, net->state + l->soff,
+                           net->state + l->soff + l->c, BN_MOMENTUM, BN_EPS, l->y, l->aux, l->aux2);
+            break;
+        case MTS_L_ADD: {
+            const float *b = net->l[l->in1].y;
+            for (size_t j = 0; j < sz; j++) l->y[j] = a->y[j] + b[j];
+            break;
+        }
+        case MTS_L_FLATTEN: memcpy(l->y, a->y, sizeof(float) * sz); break;
+        case MTS_L_MATMUL:
+            rc = mts_matmul_forward(p, N, a->h, a->w, l->w, a->y, net->l[l->in1].y, l->y, err);
+            break;
+        default: break;
+        }
+        if (rc != MTS_OK) return rc;
+    }
+    return MTS_OK;
+}
+
+/* Adds src into a node's gradient (nodes read by several consumers). */
+static void acc(float *dst, const float *src, size_t n)
+{
+    for (size_t j = 0; j < n; j++) dst[j] += src[j];
+}
+
+int mts_net_backward(mts_net *net, const mts_provider *bwd, const mts_provider *fwd, int N, const float *x,
+                     const float *dlast, mts_err *err)
+{
+    (void)x; /* the input is kept in node 0 by the forward pass */
+    if (!net->built || N < 1 || N > net->batch)
+        return mts_fail(err, MTS_EINVAL, "net %s: backward of %d samples (capacity %d)", net->name, N, net->batch);
+    size_t maxsz = 0;
+    for (int i = 0; i < net->n; i++) {
+        size_t s = node_size(&net->l[i]) * (size_t)N;
+        memset(net->l[i].dy, 0, sizeof(float) * s);
+        if (s > maxsz) maxsz = s;
+    }
+    memcpy(net->l[net->n - 1].dy, dlast, sizeof(float) * node_size(&net->l[net->n - 1]) * (size_t)N);
+    float *tmp = malloc(sizeof(float) * maxsz * 2);
+    if (!tmp) return mts_fail(err, MTS_ENOMEM, "net %s: out of memory in backward", net->name);
+    float *tmp2 = tmp + maxsz;
+    int rc = MTS_OK;
+    for (int i = net->n - 1; i >= 1 && rc == MTS_OK; i--) {
+        mts_layer *l = &net->l[i];
+        mts_layer *a = &net->l[l->in0];
+        const float *w = net->param + l->poff;
+        float *g = net->grad + l->poff;
+        size_t asz = node_size(a) * (size_t)N, sz = node_size(l) * (size_t)N;
+        float *dx = l->in0 > 0 ? tmp : NULL; /* the input image needs no gradient */
+        switch (l->kind) {
+        case MTS_L_DENSE:
+            rc = mts_dense_backward(bwd, fwd, net->ste, N, (int)node_size(a), l->units, a->y, w, l->dy, dx, g,
+                                    g + l->nweight, err);
+            break;
+        case MTS_L_CONV: rc = mts_conv2d_backward(bwd, &l->g, N, a->y, w, l->dy, dx, g, g + l->nweight, err); break;
+        case MTS_L_MAXPOOL:
+            if (dx) mts_maxpool_backward(N, a->c, a->h, a->w, l->k, l->stride, l->dy, l->argmax, dx);
+            break;
+        case MTS_L_AVGPOOL:
+            if (dx) mts_avgpool_backward(N, a->c, a->h, a->w, l->k, l->stride, l->dy, dx);
+            break;
+        case MTS_L_GAP:
+            if (dx) mts_gap_backward(N, a->c, a->h * a->w, l->dy, dx);
+            break;
+        case MTS_L_RELU:
+            if (dx) mts_relu_backward(sz, l->y, l->dy, dx);
+            break;
+        case MTS_L_BN:
+            mts_bn_backward(N, l->c, l->h * l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->c);
+            break;
+        case MTS_L_ADD:
+            if (dx) memcpy(dx, l->dy, sizeof(float) * sz);
+            if (l->in1 > 0) acc(net->l[l->in1].dy, l->dy, sz);
+            break;
+        case MTS_L_FLATTEN:
+            if (dx) memcpy(dx, l->dy, sizeof(float) * sz);
+            break;
+        case MTS_L_MATMUL: {
+            mts_layer *b = &net->l[l->in1];
+            rc = mts_matmul_backward(bwd, N, a->h, a->w, l->w, a->y, b->y, l->dy, dx, l->in1 > 0 ? tmp2 : NULL, err);
+            if (rc == MTS_OK && l->in1 > 0) acc(b->dy, tmp2, node_size(b) * (size_t)N);
+            break;
+        }
+        default: break;
+        }
+        if (rc == MTS_OK && dx) acc(a->dy, dx, asz);
+    }
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,66 @@
+/* nn_optim.c - SGD with momentum and weight decay, Adam; step and cosine
+ * learning-rate schedules (per epoch). Updates are FP32, elementwise, in
+ * parameter order: independent of threads. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mantis/nn.h"
+
+int mts_opt_init(mts_opt *o, size_t nparam, mts_err *err)
+{
+    o->n = nparam;
+    o->t = 0;
+    o->m = calloc(nparam ? nparam : 1, sizeof(float));
+    o->v = calloc(nparam ? nparam : 1, sizeof(float));
+    if (!o->m || !o->v) {
+        mts_opt_free(o);
+        return mts_fail(err, MTS_ENOMEM, "optimizer: out of memory for %zu parameters", nparam);
+    }
+    return MTS_OK;
+}
+
+void mts_opt_free(mts_opt *o)
+{
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;
+}
+
+float mts_opt_lr(const mts_opt *o, int epoch)
+{
+    switch (o->sched) {
+    case MTS_SCHED_STEP: {
+        float lr = o->lr;
+        int steps = o->step_size > 0 ? epoch / o->step_size : 0;
+        for (int i = 0; i < steps; i++) lr *= o->gamma;
+        return lr;
+    }
+    case MTS_SCHED_COSINE:
+        if (o->epochs <= 0) return o->lr;
+        return (float)(0.5 * o->lr * (1.0 + cos(3.14159265358979323846 * (double)epoch / (double)o->epochs)));
+    default: return o->lr;
+    }
+}
+
+void mts_opt_step(mts_opt *o, mts_net *net, float lr)
+{
+    o->t++;
+    double bc1 = 1.0 - pow(o->beta1, (double)o->t), bc2 = 1.0 - pow(o->beta2, (double)o->t);
+    for (int li = 1; li < net->n; li++) {
+        const mts_layer *l = &net->l[li];
+        for (size_t j = l->poff; j < l->poff + l->np; j++) {
+            float g = net->grad[j];
+            if (j < l->poff + l->nweight) g += o->wd * net->param[j];
+            if (o->kind == MTS_OPT_ADAM) {
+                o->m[j] = o->beta1 * o->m[j] + (1.0f - o->beta1) * g;
+                o->v[j] = o->beta2 * o->v[j] + (1.0f - o->beta2) * g * g;
+                float mh = o->m[j] / (float)bc1, vh = o->v[j] / (float)bc2;
+                net->param[j] -= lr * mh / (sqrtf(vh) + o->eps);
+            } else {
+                o->m[j] = o->momentum * o->m[j] + g;
+                net->param[j] -= lr * o->m[j];
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+/* nn_ste.c - straight-through estimators for FMAq accumulation
+ * (accumulator paper, appendix D): recompute one dot product in the GEMM's
+ * documented order (fmaq.h: chunks accumulated sequentially from 0, then
+ * the chunk sums added left to right) and mark which products pass their
+ * gradient. Nothing is stored in the forward pass. */
+#include <math.h>
+#include <string.h>
+
+#include "mantis/amsim.h"
+#include "mantis/nn.h"
+
+int mts_ste_parse(const char *s, mts_ste *ste, mts_err *err)
+{
+    static const struct { const char *name; mts_ste v; } names[] = {
+        {"identity", MTS_STE_IDENTITY},     {"rec-of", MTS_STE_REC_OF},
+        {"recursive/of", MTS_STE_REC_OF},   {"imm-of", MTS_STE_IMM_OF},
+        {"immediate/of", MTS_STE_IMM_OF},   {"imm-diff", MTS_STE_IMM_DIFF},
+        {"immediate/diff", MTS_STE_IMM_DIFF}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i].name)) {
+            *ste = names[i].v;
+            return MTS_OK;
+        }
+    return mts_fail(err, MTS_EINVAL, "unknown STE '%s' (expected identity, rec-of, imm-of or imm-diff)", s);
+}
+
+const char *mts_ste_name(mts_ste ste)
+{
+    switch (ste) {
+    case MTS_STE_REC_OF: return "rec-of";
+    case MTS_STE_IMM_OF: return "imm-of";
+    case MTS_STE_IMM_DIFF: return "imm-diff";
+    default: return "identity";
+    }
+}
+
+/* Operand quantization exactly as mts_gemm packs operands (gemm.c): RNE
+ * into in_fmt (or the implementation's own format when in_fmt is all zero),
+ * then, for a LUT read through a wider in_fmt, RTZ into the LUT's format. */
+static uint32_t quant(const mts_provider *p, const mts_format *own, uint32_t x)
+{
+    const mts_format *qf = (p->in_fmt.M == 0 && p->in_fmt.E == 0) ? own : &p->in_fmt;
+    x = mts_fmt_quantize(qf, x, MTS_RNE);
+    if (p->kind == MTS_PROV_LUT && memcmp(qf, own, sizeof *qf)) x = mts_fmt_quantize(own, x, MTS_RTZ);
+    return x;
+}
+
+/* One product as the GEMM forms it; fp32 = the "fp32" model, used by FMAq
+ * GEMMs for native products (gemm.h), looked up once by the caller. */
+static uint32_t prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a, uint32_t b)
+{
+    static const mts_format f32 = {8, 23, 127, 1};
+    switch (p->kind) {
+    case MTS_PROV_LUT: return mts_amsim(p->lut, quant(p, &p->lut->fmt, a), quant(p, &p->lut->fmt, b));
+    case MTS_PROV_MULOP: return p->mul->fn(p->mul, quant(p, &p->mul->fmt, a), quant(p, &p->mul->fmt, b));
+    default:
+        if (p->fmaq && fp32) {
+            /* fast path: normal operands with a normal host product give the
+             * model's result (both are the exact product rounded RNE at 23
+             * bits); zeros, subnormals, inf/NaN and over/underflow go to the model */
+            uint32_t ea = (a >> 23) & 0xFFu, eb = (b >> 23) & 0xFFu;
+            if (ea - 1u < 254u && eb - 1u < 254u) {
+                uint32_t r = mts_f2u(mts_u2f(a) * mts_u2f(b)), er = (r >> 23) & 0xFFu;
+                if (er - 1u < 254u) return r;
+            }
+            return mts_model_mul(fp32, &f32, a, b);
+        }
+        return mts_f2u(mts_u2f(a) * mts_u2f(b));
+    }
+}
+
+uint32_t mts_prov_mul(const mts_provider *p, uint32_t a, uint32_t b)
+{
+    return prov_mul(p, mts_model_find("fp32"), a, b);
+}
+
+uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const float *w, size_t n,
+                      size_t ws, uint8_t *mask)
+{
+    size_t chunk = p->chunk > 0 ? (size_t)p->chunk : 16;
+    const mts_model *fp32 = mts_model_find("fp32");
+    double rof = (double)mts_u2f(mts_q_rof(&p->qacc)); /* the largest accumulator magnitude */
+    uint32_t total = 0;
+    int have_total = 0;
+    /* Recursive: a chunk dies if any later second-level add overflowed, so
+     * walk chunks, remember each chunk's range, and zero them afterwards. */
+    size_t last_dead_end = 0; /* terms [0, last_dead_end) are zeroed by a second-level OF */
+    for (size_t c0 = 0; c0 < n; c0 += chunk) {
+        size_t c1 = c0 + chunk < n ? c0 + chunk : n;
+        uint32_t s = 0;
+        size_t last_of = 0; /* recursive: terms [c0, last_of) zeroed */
+        for (size_t i = c0; i < c1; i++) {
+            uint32_t pr = prov_mul(p, fp32, mts_f2u(x[i]), mts_f2u(w[i * ws]));
+            uint32_t qp = mts_q(&p->qprod, pr);
+            uint32_t z = mts_qadd(&p->qacc, qp, s); /* = mts_fmaq(qprod, qacc, pr, s) */
+            int keep = 1;
+            if (ste == MTS_STE_IMM_DIFF) {
+                double d = fabs((double)mts_u2f(z) - (double)mts_u2f(s));
+                /* |z-s| / (|p| + eps1) > eps2, without the division */
+                keep = d > MTS_STE_DIFF_EPS2 * (fabs((double)mts_u2f(pr)) + MTS_STE_DIFF_EPS1);
+            } else if (ste != MTS_STE_IDENTITY) {
+                double sum = (double)mts_u2f(qp) + (double)mts_u2f(s);
+                keep = fabs(sum) < rof;
+                if (!keep && ste == MTS_STE_REC_OF) last_of = i + 1;
+            }
+            mask[i] = (uint8_t)keep;
+            s = z;
+        }
+        if (ste == MTS_STE_REC_OF) memset(mask + c0, 0, last_of > c0 ? last_of - c0 : 0);
+        if (!have_total) {
+            total = s;
+            have_total = 1;
+        } else {
+            /* second level: T = Qacc(T + c); its OF kills every term so far */
+            double sum = (double)mts_u2f(total) + (double)mts_u2f(s);
+            if (ste == MTS_STE_REC_OF && !(fabs(sum) < rof)) last_dead_end = c1;
+            total = mts_qadd(&p->qacc, total, s);
+        }
+    }
+    if (ste == MTS_STE_REC_OF) memset(mask, 0, last_dead_end);
+    return total;
+}
