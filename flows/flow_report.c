@@ -100,7 +100,7 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
 
 static void fill_train(const flow_graph *g, row *r)
 {
-    char name[64];
+    char name[80]; /* "train-" + model[32] + "-" + data[32] */
     snprintf(name, sizeof name, "train-%s-%s", r->model, r->data);
     const flow_step *s = find(g, r->design, name);
     r->test_acc = r->train_acc = NAN;
