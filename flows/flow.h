@@ -48,7 +48,7 @@ typedef enum { ST_PENDING, ST_RUNNING, ST_DONE, ST_FAILED, ST_SKIPPED } step_sta
 
 typedef struct flow_step {
     char design[64];           /* design (or baseline) this step belongs to */
-    char name[48];             /* "verify", "train-lenet300-mnist", ... */
+    char name[80];             /* "verify", "train-lenet300-mnist", ... */
     int argc;
     char *argv[STEP_MAX_ARGS]; /* child command; "{OUT}" and "{DEPk}" are substituted */
     int ndeps, dep[STEP_MAX_DEPS];

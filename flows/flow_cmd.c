@@ -97,7 +97,7 @@ static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, c
     for (int m = 0; m < c->nmodels; m++)
         for (int d = 0; d < c->ndatasets; d++) {
             const char *argv[STEP_MAX_ARGS];
-            char store[8][FLOW_PATH], name[48];
+            char store[8][FLOW_PATH], name[80];
             argv[0] = "train";
             for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
             train_args(c, c->models[m], c->datasets[d], argv, 1 + nmul, store);
