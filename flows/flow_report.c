@@ -36,9 +36,8 @@ static mts_json *load_done(const flow_step *s)
 /* First line of a step's log: the one-line error a failed command printed. */
 static void first_error(const flow_graph *g, const flow_step *s, char *buf, size_t n)
 {
-    char log[FLOW_PATH + 128], line[512] = "";
-    snprintf(log, sizeof log, "%s/logs/%s/%s.log", g->root, s->design, s->name);
-    FILE *f = fopen(log, "r");
+    char log[FLOW_PATH + 160], line[512] = "";
+    FILE *f = flow_pathf(log, sizeof log, "%s/logs/%s/%s.log", g->root, s->design, s->name) ? NULL : fopen(log, "r");
     if (f) {
         while (fgets(line, sizeof line, f))
             if (strstr(line, "mantis ")) break;
