@@ -442,13 +442,15 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
     snprintf(path, sizeof path, "%s/report.html", g->root);
     int rc = commit(path, buf, len, err);
     /* summary table */
-    printf("\n%-22s %-12s %-9s %-16s %8s %10s %10s %9s\n", "design", "kind", "format", "verification", "test%",
-           "area um2", "uW(work)", "MRED");
+    printf("\n%-22s %-12s %-9s %-22s %-18s %8s %10s %10s %9s\n", "design", "kind", "format", "verification",
+           "model/data", "test%", "area um2", "uW(work)", "MRED");
     for (int i = 0; i < n; i++) {
         row *r = &rows[i];
-        printf("%-22s %-12s %-9s %-16s %8.2f %10.1f %10.1f %9.3g\n", r->design, r->kind, r->format,
-               r->baseline ? "C model" : r->verify, r->test_acc, r->area, isnan(r->pw_work) ? r->pw_uniform : r->pw_work,
-               r->mred);
+        char md[72];
+        snprintf(md, sizeof md, "%.31s/%.31s", r->model, r->data);
+        printf("%-22s %-12s %-9s %-22s %-18s %8.2f %10.1f %10.1f %9.3g\n", r->design, r->kind, r->format,
+               r->baseline ? "C model" : r->verify, md, r->test_acc, r->area,
+               isnan(r->pw_work) ? r->pw_uniform : r->pw_work, r->mred);
     }
     printf("\nreport: %s\n", path);
     free(rows);
