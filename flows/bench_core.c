@@ -12,6 +12,7 @@
 #include "mantis/fmaq.h"
 #include "mantis/fpbits.h"
 #include "mantis/lut.h"
+#include "mantis/nn.h"
 
 static double now(void)
 {
@@ -20,13 +21,6 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 typedef struct {
     size_t n;
@@ -117,9 +111,9 @@ int mts_bench_core(int argc, char **argv)
         return mts_cli_error("bench", "%s", err.msg);
     uint32_t *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *c = malloc((size_t)n * 4);
     if (!a || !b || !c) return mts_cli_error("bench", "out of memory for %ld operands", n);
-    uint64_t seed = 1;
+    mts_rng rng = {1};
     for (long i = 0; i < n; i++) { /* normal operands in [2^-8, 2^8), random signs */
-        uint64_t r = splitmix(&seed);
+        uint64_t r = mts_rng_next(&rng);
         a[i] = (uint32_t)(r & 0x807FFFFFu) | (uint32_t)(119 + (r >> 32) % 16) << 23;
         b[i] = (uint32_t)((r >> 8) & 0x807FFFFFu) | (uint32_t)(119 + (r >> 40) % 16) << 23;
     }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "mantis/format.h"
+#include "test_rng.h"
 
 namespace ref {
 
@@ -19,12 +20,7 @@ inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 struct Rng {  // splitmix64
     uint64_t s;
     explicit Rng(uint64_t seed) : s(seed) {}
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
+    uint64_t next() { return splitmix64(&s); }
     uint32_t u32() { return (uint32_t)next(); }
 };
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "test_rng.h"
+
 extern "C" {
 #include "mantis/fmaq.h"
 #include "mantis/fpbits.h"
@@ -16,13 +18,6 @@ extern "C" {
 
 namespace {
 
-uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 mts_qfmt fmt(int M, int E, int bias, int uf = 1, mts_round r = MTS_RTZ)
 {

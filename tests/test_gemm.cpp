@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "test_rng.h"
+
 extern "C" {
 #include "mantis/amsim.h"
 #include "mantis/fmaq.h"
@@ -26,13 +28,6 @@ extern "C" {
 
 namespace {
 
-uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 // Uniform in (-1, 1) times 2^e, e in [-4, 2]: DNN-like magnitudes that also
 // reach the FMAq formats' overflow and underflow thresholds.
