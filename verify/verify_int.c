@@ -23,6 +23,20 @@ static void int_line(vfy_line *l, int n, int32_t a, int32_t b, int32_t dut, int3
     snprintf(l->text, sizeof l->text, "a=%s  b=%s  =>  rtl=%s  %s=%s", l->a, l->b, l->dut, label, l->ref);
 }
 
+/* Counts one comparison into s; a mismatch is formatted only if it will be listed. */
+static void check(vfy_sink *s, int n, int32_t a, int32_t b, int32_t dut, int32_t ref, const char *label)
+{
+    s->cases++;
+    if (dut == ref) return;
+    if (s->n < s->cap) {
+        vfy_line l;
+        int_line(&l, n, a, b, dut, ref, label);
+        vfy_sink_add(s, &l);
+    } else {
+        s->mismatches++;
+    }
+}
+
 /* The design's table written as a LUT file and read back. */
 static int roundtrip_lut(vfy_ctx *v, mts_lut *lut, mts_err *err)
 {
@@ -74,30 +88,8 @@ int vfy_int(vfy_ctx *v, mts_err *err)
             int32_t dut;
             rc = mts_rtl_int_mul(v->r, a, b, &dut, err);
             if (rc) break;
-            int32_t ref = mts_lut_int_mul(&lut, a, b);
-            s_lut.cases++;
-            if (dut != ref) {
-                if (s_lut.n < s_lut.cap) { /* format only what will be listed */
-                    vfy_line l;
-                    int_line(&l, n, a, b, dut, ref, "lut");
-                    vfy_sink_add(&s_lut, &l);
-                } else {
-                    s_lut.mismatches++;
-                }
-            }
-            if (c_mod >= 0) {
-                int32_t ex = mts_intmul_exact(&fmt, a, b);
-                s_mod.cases++;
-                if (dut != ex) {
-                    if (s_mod.n < s_mod.cap) { /* format only what will be listed */
-                        vfy_line l;
-                        int_line(&l, n, a, b, dut, ex, "exact");
-                        vfy_sink_add(&s_mod, &l);
-                    } else {
-                        s_mod.mismatches++;
-                    }
-                }
-            }
+            check(&s_lut, n, a, b, dut, mts_lut_int_mul(&lut, a, b), "lut");
+            if (c_mod >= 0) check(&s_mod, n, a, b, dut, mts_intmul_exact(&fmt, a, b), "exact");
         }
     if (!rc) {
         vfy_cmp_merge(v, c_lut, &s_lut);
