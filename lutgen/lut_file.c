@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "mantis/lut.h"
 
@@ -43,7 +44,7 @@ int mts_lut_save(const mts_lut *lut, const char *path, mts_err *err)
     mts_put_le32(h + O_HCRC, mts_crc32(0, h, HDR));
     const void *parts[2] = {h, pay};
     size_t lens[2] = {HDR, lut->n * 4};
-    int rc = mts_write_atomic(path, 2, parts, lens, err);
+    int rc = mts_fs_write_atomic(path, 2, parts, lens, err);
     free(pay);
     return rc;
 }
@@ -115,7 +116,7 @@ int mts_lut_load(const char *path, mts_lut *lut, mts_err *err)
 {
     uint8_t *b;
     size_t len;
-    int rc = mts_read_file(path, &b, &len, err);
+    int rc = mts_fs_read(path, &b, &len, err);
     if (rc) return rc;
     rc = parse(path, b, len, lut, err);
     free(b);

@@ -149,7 +149,7 @@ int mts_lut_generate(const mts_mulop *op, mts_lut *lut, mts_err *err)
     }
     if (fl.idx >= 0) {
         free(tab);
-        return mts_fail(err, MTS_EREFUSED, "%s", fl.msg);
+        return mts_fail(err, MTS_ENOTLUT, "%s", fl.msg);
     }
     lut->kind = MTS_LUT_FLOAT;
     lut->fmt = *f;

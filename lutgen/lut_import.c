@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "mantis/lut.h"
 
@@ -26,7 +27,7 @@ int mts_lut_import_approxtrain(const char *path, int M, mts_lut *lut, mts_err *e
     if (M < 1 || M > 11) return mts_fail(err, MTS_EINVAL, "%s: mantissa bits %d: expected 1..11", path, M);
     uint8_t *b;
     size_t len;
-    int rc = mts_read_file(path, &b, &len, err);
+    int rc = mts_fs_read(path, &b, &len, err);
     if (rc) return rc;
     size_t n = (size_t)1 << (2 * M);
     int wide = len == 4 * n;
@@ -88,7 +89,7 @@ int mts_lut_export_approxtrain(const mts_lut *lut, const char *path, mts_err *er
         int adj = mts_lut_adj(e);
         if ((e & MTS_LUT_ZERO) || adj < 0 || adj > 1 || (man & ((1u << (23 - M)) - 1u))) {
             free(b);
-            return mts_fail(err, MTS_EREFUSED,
+            return mts_fail(err, MTS_EUNSUPPORTED,
                             "%s: entry %zu (ma=%zu, mb=%zu) has %s, which ApproxTrain's format cannot hold", path, i,
                             i >> M, i & ((1u << M) - 1u),
                             (e & MTS_LUT_ZERO) ? "a zero product"
@@ -99,7 +100,7 @@ int mts_lut_export_approxtrain(const mts_lut *lut, const char *path, mts_err *er
     }
     const void *parts[1] = {b};
     size_t lens[1] = {lut->n};
-    int rc = mts_write_atomic(path, 1, parts, lens, err);
+    int rc = mts_fs_write_atomic(path, 1, parts, lens, err);
     free(b);
     return rc;
 }
@@ -108,7 +109,7 @@ int mts_lut_import_8bit(const char *path, int is_signed, mts_lut *lut, mts_err *
 {
     uint8_t *b;
     size_t len;
-    int rc = mts_read_file(path, &b, &len, err);
+    int rc = mts_fs_read(path, &b, &len, err);
     if (rc) return rc;
     if (len != 65536 * 2) {
         free(b);
@@ -144,7 +145,7 @@ int mts_lut_export_8bit(const mts_lut *lut, const char *path, mts_err *err)
         int32_t v = (int32_t)lut->entry[i];
         if (lut->int_signed ? (v < -32768 || v > 32767) : (v < 0 || v > 65535)) {
             free(b);
-            return mts_fail(err, MTS_EREFUSED, "%s: entry %zu = %d does not fit a %s 16-bit product", path, i, v,
+            return mts_fail(err, MTS_EUNSUPPORTED, "%s: entry %zu = %d does not fit a %s 16-bit product", path, i, v,
                             lut->int_signed ? "signed" : "unsigned");
         }
         b[2 * i] = (uint8_t)v;
@@ -152,7 +153,7 @@ int mts_lut_export_8bit(const mts_lut *lut, const char *path, mts_err *err)
     }
     const void *parts[1] = {b};
     size_t lens[1] = {65536 * 2};
-    int rc = mts_write_atomic(path, 1, parts, lens, err);
+    int rc = mts_fs_write_atomic(path, 1, parts, lens, err);
     free(b);
     return rc;
 }

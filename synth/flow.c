@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mantis/hash.h"
+#include "mantis/proc.h"
+#include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "mantis/synth.h"
 #include "mantis/trace.h"
@@ -40,15 +43,15 @@ typedef struct hash2 { uint64_t a, b; } hash2;
 static void h_add(hash2 *h, const void *d, size_t n)
 {
     uint64_t len = n;
-    h->a = mts_fnv1a(mts_fnv1a(h->a, &len, sizeof len), d, n);
-    h->b = mts_fnv1a(mts_fnv1a(h->b, d, n), &len, sizeof len);
+    h->a = mts_hash_fnv1a(mts_hash_fnv1a(h->a, &len, sizeof len), d, n);
+    h->b = mts_hash_fnv1a(mts_hash_fnv1a(h->b, d, n), &len, sizeof len);
 }
 
 static int h_file(hash2 *h, const char *path, mts_err *err)
 {
     uint8_t *buf;
     size_t len;
-    int rc = mts_read_file(path, &buf, &len, err);
+    int rc = mts_fs_read(path, &buf, &len, err);
     if (rc) return rc;
     h_add(h, buf, len);
     free(buf);
@@ -121,7 +124,7 @@ static int read_text(const char *path, char **text, mts_err *err)
 {
     uint8_t *buf;
     size_t len;
-    int rc = mts_read_file(path, &buf, &len, err);
+    int rc = mts_fs_read(path, &buf, &len, err);
     if (rc) return rc;
     char *t = realloc(buf, len + 1);
     if (!t) {
@@ -179,7 +182,7 @@ typedef struct ctx {
 static int tool_error(ctx *c, const char *tool, const char *log, const char *const *markers, mts_err *err)
 {
     char line[400] = "";
-    if (!mts_log_first(log, markers, line, sizeof line)) snprintf(line, sizeof line, "failed (no error line found)");
+    if (!mts_proc_log_find(log, markers, line, sizeof line)) snprintf(line, sizeof line, "failed (no error line found)");
     /* The log lives in the work directory, which mts_synth_run moves to
      * <entry>.failed (and rewrites paths in the message) on any failure. */
     return mts_fail(err, MTS_ETOOL, "%s: %s: %s (full log: %s)", c->base, tool, line, log);
@@ -214,7 +217,7 @@ static int run_yosys(ctx *c, char *top, size_t topcap, double *area, double *del
     char path[PATH_MAX + 32], log[PATH_MAX + 32], cmd[3 * PATH_MAX];
     snprintf(path, sizeof path, "%s/flow.ys", c->work);
     snprintf(log, sizeof log, "%s/yosys.log", c->work);
-    rc = mts_write_text(path, script, err);
+    rc = mts_fs_write_text(path, script, err);
     free(script);
     if (rc) return rc;
     snprintf(cmd, sizeof cmd, "cd ");
@@ -297,7 +300,7 @@ static int write_wrapper(ctx *c, const char *top, const mts_gl *gl, mts_err *err
     snprintf(w + n, cap - n, "endmodule\n");
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/eq/mts_eq.v", c->work);
-    int rc = mts_write_text(path, w, err);
+    int rc = mts_fs_write_text(path, w, err);
     free(w);
     return rc;
 }
@@ -377,7 +380,7 @@ static int build_eqsim(ctx *c, const char *eqdir, mts_err *err)
         strcat(cmd, "/obj -f Vmts_eq.mk verilated.o verilated_threads.o");
         if (c->o->verbose) fprintf(stderr, "mantis synth: %s\n", cmd);
         if (mts_run_logged(cmd, log)) return tool_error(c, "verilator runtime build", log, verilator_markers, err);
-        if (known && mts_mkdirs(shared, NULL) == MTS_OK) /* publish: copy to temp names, then rename */
+        if (known && mts_fs_mkdirs(shared, NULL) == MTS_OK) /* publish: copy to temp names, then rename */
             for (int i = 0; i < 2; i++) {
                 char src[PATH_MAX + 96], tmp[PATH_MAX + 128], dst[PATH_MAX + 96];
                 MTS_SNPRINTF(src, sizeof src, "%s/obj/%s", eqdir, objs[i]);
@@ -404,7 +407,7 @@ static int run_equivalence(ctx *c, const char *top, const mts_gl *gl, mts_synth_
 {
     char eqdir[PATH_MAX + 8], log[PATH_MAX + 32], cmd[8 * PATH_MAX];
     snprintf(eqdir, sizeof eqdir, "%s/eq", c->work);
-    int rc = mts_mkdirs(eqdir, err);
+    int rc = mts_fs_mkdirs(eqdir, err);
     if (!rc) rc = write_wrapper(c, top, gl, err);
     if (rc) return rc;
     snprintf(log, sizeof log, "%s/verilator.log", c->work);
@@ -438,7 +441,7 @@ static int run_equivalence(ctx *c, const char *top, const mts_gl *gl, mts_synth_
     uint64_t vectors = 0;
     int parsed = parse_eq_output(log, &vectors, first, sizeof first);
     if (st == 1 && first[0])
-        return mts_fail(err, MTS_EREFUSED, "%s: the mapped netlist differs from the RTL: %s (log: %s)", c->base, first,
+        return mts_fail(err, MTS_EMISMATCH, "%s: the mapped netlist differs from the RTL: %s (log: %s)", c->base, first,
                         log);
     if (st || !parsed)
         return mts_fail(err, MTS_ETOOL, "%s: equivalence simulator failed with status %d (log: %s)", c->base, st, log);
@@ -457,7 +460,7 @@ static int run_equivalence(ctx *c, const char *top, const mts_gl *gl, mts_synth_
         for (uint64_t i = 0; i < nv; i++) vec[i] = i == 0 ? 0 : i == 1 ? mask : splitmix64(&s) & mask;
         const void *d[1] = {vec};
         size_t len[1] = {nv * sizeof *vec};
-        rc = mts_write_atomic(vin, 1, d, len, err);
+        rc = mts_fs_write_atomic(vin, 1, d, len, err);
     }
     if (!rc) {
         snprintf(cmd, sizeof cmd, "obj/eqsim file csim_in.bin csim_out.bin");
@@ -477,7 +480,7 @@ static int run_equivalence(ctx *c, const char *top, const mts_gl *gl, mts_synth_
         if (got != nv) rc = mts_fail(err, MTS_ETOOL, "%s: %s: short output", c->base, vout);
         for (uint64_t i = 0; i < nv && !rc; i++)
             if (out[i] != pairs[2 * i + 1] || out[i] != pairs[2 * i])
-                rc = mts_fail(err, MTS_EREFUSED,
+                rc = mts_fail(err, MTS_EMISMATCH,
                               "%s: the C gate-level simulator disagrees with Verilator at in=0x%llx: "
                               "csim=0x%llx verilator gl=0x%llx rtl=0x%llx",
                               c->base, (unsigned long long)vec[i], (unsigned long long)out[i],
@@ -489,7 +492,7 @@ static int run_equivalence(ctx *c, const char *top, const mts_gl *gl, mts_synth_
     if (!rc) { /* the Verilator build is not needed once the check passed */
         char obj[PATH_MAX + 16];
         MTS_SNPRINTF(obj, sizeof obj, "%s/obj", eqdir);
-        mts_rm_rf(obj);
+        mts_fs_rmtree(obj);
     }
     return rc;
 }
@@ -502,7 +505,7 @@ static int save_meta(const char *dir, const char *top, const mts_synth_result *r
              "top %s\narea_um2 %.6f\ndelay_ps %.4f\neq_checked %d\neq_exhaustive %d\neq_vectors %llu\n", top,
              r->area_um2, r->delay_ps, r->eq_checked, r->eq_exhaustive, (unsigned long long)r->eq_vectors);
     snprintf(path, sizeof path, "%s/synth.txt", dir);
-    return mts_write_text(path, text, err);
+    return mts_fs_write_text(path, text, err);
 }
 
 static int load_meta(const char *dir, mts_synth_result *r)
@@ -691,7 +694,7 @@ int mts_synth_run(const mts_synth_opts *o, mts_synth_result *r, mts_err *err)
             size_t l = strlen(r->params);
             snprintf(r->params + l, sizeof r->params - l, "%s%s", i ? "," : "", o->param[i]);
         }
-        rc = mts_mkdirs(c->root, err);
+        rc = mts_fs_mkdirs(c->root, err);
     }
     mts_gl gl = {0};
     int have_gl = 0;
@@ -702,13 +705,13 @@ int mts_synth_run(const mts_synth_opts *o, mts_synth_result *r, mts_err *err)
         rc = mts_gl_load(blif, &c->lib, &gl, err);
         have_gl = !rc;
     } else if (!rc) {
-        if (!mts_tool_exists("yosys")) rc = mts_fail(err, MTS_ETOOL, "%s: yosys not found on PATH", c->base);
-        else if (!o->no_equiv && !mts_tool_exists("verilator"))
+        if (!mts_proc_which("yosys")) rc = mts_fail(err, MTS_ETOOL, "%s: yosys not found on PATH", c->base);
+        else if (!o->no_equiv && !mts_proc_which("verilator"))
             rc = mts_fail(err, MTS_ETOOL, "%s: verilator not found on PATH (needed for the equivalence check)", c->base);
         MTS_SNPRINTF(c->work, sizeof c->work, "%s.tmp.%ld", c->entry, (long)getpid());
         if (!rc) {
-            mts_rm_rf(c->work);
-            rc = mts_mkdirs(c->work, err);
+            mts_fs_rmtree(c->work);
+            rc = mts_fs_mkdirs(c->work, err);
         }
         char top[128];
         if (!rc) rc = run_yosys(c, top, sizeof top, &r->area_um2, &r->delay_ps, err);
@@ -724,10 +727,10 @@ int mts_synth_run(const mts_synth_opts *o, mts_synth_result *r, mts_err *err)
             }
         }
         if (!rc && gl.nseq)
-            rc = mts_fail(err, MTS_EREFUSED, "%s: %d flip-flops after synthesis; the synth flow handles combinational designs only",
+            rc = mts_fail(err, MTS_EUNSUPPORTED, "%s: %d flip-flops after synthesis; the synth flow handles combinational designs only",
                           c->base, gl.nseq);
         if (!rc && (gl.nin_bits < 1 || gl.nout_bits < 1))
-            rc = mts_fail(err, MTS_EREFUSED, "%s: design has no inputs or no outputs after synthesis", c->base);
+            rc = mts_fail(err, MTS_EUNSUPPORTED, "%s: design has no inputs or no outputs after synthesis", c->base);
         if (!rc && fabs(gl.area - r->area_um2) > 1e-3 * (1 + r->area_um2))
             rc = mts_fail(err, MTS_EFORMAT, "%s: netlist area %.3f um^2 disagrees with yosys stat %.3f um^2", c->base,
                           gl.area, r->area_um2);
@@ -736,7 +739,7 @@ int mts_synth_run(const mts_synth_opts *o, mts_synth_result *r, mts_err *err)
         if (!rc) rc = save_meta(c->work, top, r, err);
         if (!rc) {
             if (rename(c->work, c->entry) != 0) { /* another process won the race: use its entry */
-                mts_rm_rf(c->work);
+                mts_fs_rmtree(c->work);
                 if (!load_meta(c->entry, r))
                     rc = mts_fail(err, MTS_EIO, "%s: cannot install cache entry: %s", c->entry, strerror(errno));
             }
@@ -745,7 +748,7 @@ int mts_synth_run(const mts_synth_opts *o, mts_synth_result *r, mts_err *err)
             if (stat(c->work, &sb) == 0) { /* keep the logs of a failed run where the message says */
                 char failed[PATH_MAX + 16];
                 MTS_SNPRINTF(failed, sizeof failed, "%s.failed", c->entry);
-                mts_rm_rf(failed);
+                mts_fs_rmtree(failed);
                 if (rename(c->work, failed) == 0 && err) {
                     char msg[sizeof err->msg], *at = strstr(err->msg, c->work);
                     if (at) {
@@ -768,7 +771,7 @@ int mts_synth_run(const mts_synth_opts *o, mts_synth_result *r, mts_err *err)
         snprintf(path, sizeof path, "%s/result.csv", c->entry);
         const void *d[4] = {mts_synth_csv_header(), "\n", row, "\n"};
         size_t len[4] = {strlen(mts_synth_csv_header()), 1, l, 1};
-        if (!rc) rc = mts_write_atomic(path, 4, d, len, err);
+        if (!rc) rc = mts_fs_write_atomic(path, 4, d, len, err);
     }
     if (have_gl) mts_gl_free(&gl);
     free(c);

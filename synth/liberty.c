@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "synth_int.h"
 
@@ -327,7 +328,7 @@ int mts_lib_load(const char *path, mts_lib *lib, mts_err *err)
     memset(lib, 0, sizeof *lib);
     uint8_t *buf;
     size_t len;
-    int rc = mts_read_file(path, &buf, &len, err);
+    int rc = mts_fs_read(path, &buf, &len, err);
     if (rc) return rc;
     lex L = {(const char *)buf, path, 0, len, 1, {0}, 0};
     next(&L);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/hash.h"
+#include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "synth_int.h"
 
@@ -21,7 +23,7 @@ typedef struct nettab {
     int nslot;
 } nettab;
 
-static uint64_t hstr(const char *s) { return mts_fnv1a(1469598103934665603ull, s, strlen(s)); }
+static uint64_t hstr(const char *s) { return mts_hash_fnv1a(1469598103934665603ull, s, strlen(s)); }
 
 static int net_id(nettab *t, const char *name)
 {
@@ -125,7 +127,7 @@ static int make_ports(const char *path, char **names, int *ids, int nbits, mts_g
         total += ports[p].width;
     }
     int rc = MTS_OK;
-    if (total > 64) rc = mts_fail(err, MTS_EREFUSED, "%s: %d input or output bits (the flow handles up to 64)", path, total);
+    if (total > 64) rc = mts_fail(err, MTS_EUNSUPPORTED, "%s: %d input or output bits (the flow handles up to 64)", path, total);
     int *pk = rc ? NULL : malloc((size_t)(total ? total : 1) * sizeof *pk);
     if (!rc && !pk) rc = mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
     if (!rc) {
@@ -150,7 +152,7 @@ int mts_gl_load(const char *path, const mts_lib *lib, mts_gl *gl, mts_err *err)
     memset(gl, 0, sizeof *gl);
     uint8_t *buf;
     size_t len;
-    int rc = mts_read_file(path, &buf, &len, err);
+    int rc = mts_fs_read(path, &buf, &len, err);
     if (rc) return rc;
     char *text = realloc(buf, len + 1);
     if (!text) {
@@ -368,7 +370,7 @@ int mts_gl_load(const char *path, const mts_lib *lib, mts_gl *gl, mts_err *err)
                     int d = driver[n->in[j]];
                     if (d < 0 || state[n->in[j]] == 2) continue;
                     if (state[n->in[j]] == 1) {
-                        rc = mts_fail(err, MTS_EREFUSED, "%s: combinational loop through net %s", path,
+                        rc = mts_fail(err, MTS_EUNSUPPORTED, "%s: combinational loop through net %s", path,
                                       nt.names[n->in[j]]);
                         break;
                     }

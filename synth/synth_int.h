@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "mantis/hash.h"
+#include "mantis/proc.h"
+#include "mantis/fs.h"
 #include "mantis/status.h"
 
 /* snprintf for places where truncation is acceptable (names cut short;
@@ -94,17 +97,10 @@ int mts_gl_sim(const mts_gl *gl, const uint64_t *vecs, uint64_t n, uint64_t *out
                mts_err *err);
 
 /* Helpers (synth_util.c). */
-uint64_t mts_fnv1a(uint64_t h, const void *data, size_t n);
-int mts_mkdirs(const char *path, mts_err *err);
-int mts_rm_rf(const char *path);
 /* Runs `sh -c cmd` with stdout+stderr to log_path; returns the exit status
  * (127 when the shell could not run the tool). */
 int mts_run_logged(const char *cmd, const char *log_path);
 /* Appends a single-quoted shell word for s to buf (size cap). */
 void mts_shq(char *buf, size_t cap, const char *s);
-/* First line of log matching one of the markers (NULL-terminated list). */
-int mts_log_first(const char *log_path, const char *const *markers, char *line, size_t cap);
-int mts_tool_exists(const char *tool);
-int mts_write_text(const char *path, const char *text, mts_err *err);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "mantis/synth.h"
 
@@ -55,7 +56,7 @@ int mts_synth_write_json(const mts_synth_result *r, const char *path, mts_err *e
     if (n >= sizeof buf) return mts_fail(err, MTS_EINVAL, "%s: JSON report too long", path);
     const void *d[1] = {buf};
     size_t len[1] = {n};
-    return mts_write_atomic(path, 1, d, len, err);
+    return mts_fs_write_atomic(path, 1, d, len, err);
 }
 
 const char *mts_synth_csv_header(void)

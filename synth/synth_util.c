@@ -1,5 +1,4 @@
-/* synth_util.c - small helpers of the synth flow: hashing, directories,
- * running external tools with their output kept in a log. */
+/* synth_util.c - small helpers of the synth flow. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
@@ -11,44 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "mantis/hash.h"
+#include "mantis/proc.h"
+#include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "synth_int.h"
-
-uint64_t mts_fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-int mts_mkdirs(const char *path, mts_err *err)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return mts_fail(err, MTS_EINVAL, "%s: path too long", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) && errno != EEXIST) return mts_fail(err, MTS_EIO, "%s: cannot create: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) && errno != EEXIST) return mts_fail(err, MTS_EIO, "%s: cannot create: %s", buf, strerror(errno));
-    return MTS_OK;
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-int mts_rm_rf(const char *path)
-{
-    return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 void mts_shq(char *buf, size_t cap, const char *s)
 {
@@ -78,48 +44,6 @@ int mts_run_logged(const char *cmd, const char *log_path)
     free(full);
     if (st == -1) return 127;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
-int mts_log_first(const char *log_path, const char *const *markers, char *line, size_t cap)
-{
-    FILE *f = fopen(log_path, "r");
-    if (!f) return 0;
-    char buf[2048];
-    int found = 0;
-    while (!found && fgets(buf, sizeof buf, f))
-        for (int i = 0; markers[i]; i++)
-            if (strstr(buf, markers[i])) {
-                buf[strcspn(buf, "\r\n")] = 0;
-                snprintf(line, cap, "%s", buf);
-                found = 1;
-                break;
-            }
-    fclose(f);
-    return found;
-}
-
-int mts_tool_exists(const char *tool)
-{
-    const char *path = getenv("PATH");
-    if (!path) return 0;
-    char dir[4096];
-    for (const char *p = path; *p;) {
-        size_t n = strcspn(p, ":");
-        if (n && n < sizeof dir - 256) {
-            snprintf(dir, sizeof dir, "%.*s/%s", (int)n, p, tool);
-            if (access(dir, X_OK) == 0) return 1;
-        }
-        p += n;
-        if (*p == ':') p++;
-    }
-    return 0;
-}
-
-int mts_write_text(const char *path, const char *text, mts_err *err)
-{
-    const void *d[1] = {text};
-    size_t l[1] = {strlen(text)};
-    return mts_write_atomic(path, 1, d, l, err);
 }
 
 int mts_bprintf(char *buf, size_t cap, const char *fmt, ...)

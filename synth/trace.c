@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "mantis/trace.h"
 
@@ -167,7 +168,7 @@ int mts_trace_read(const char *path, mts_trace *t, mts_err *err)
     memset(t, 0, sizeof *t);
     uint8_t *buf;
     size_t len;
-    int rc = mts_read_file(path, &buf, &len, err);
+    int rc = mts_fs_read(path, &buf, &len, err);
     if (rc) return rc;
     mts_trace_info in = {0};
     uint32_t obytes = 0;

@@ -18,6 +18,7 @@
 #include <vector>
 
 extern "C" {
+#include "mantis/hash.h"
 #include "mantis/fpbits.h"
 #include "mantis/nn.h"
 #include "mantis/trace.h"

@@ -227,7 +227,7 @@ int vfy_mul(vfy_ctx *v, mts_err *err)
         have_lut = 1;
     } else {
         rc = mts_rtl_lut(v->r, &lut, err);
-        if (rc == MTS_EREFUSED) {
+        if (rc == MTS_ENOTLUT) {
             v->not_repr = 1;
             snprintf(v->note, sizeof v->note, "not LUT-representable: %s", err ? err->msg : "");
             if (out) fprintf(out, "rtl vs lut: not LUT-representable: %s\n", err ? err->msg : "");

@@ -1,6 +1,6 @@
-/* binio.h - small binary-file utilities shared by every Mantis file format
- * (LUTs, checkpoints, traces): CRC-32, little-endian fields, whole-file read,
- * atomic write (temp file in the same directory + fsync + rename). */
+/* binio.h - the byte-level pieces every Mantis binary format shares (LUTs,
+ * checkpoints, traces): CRC-32 and little-endian fields. Reading and atomic
+ * writing of whole files is fs.h's. */
 #ifndef MANTIS_BINIO_H
 #define MANTIS_BINIO_H
 
@@ -25,14 +25,6 @@ static inline uint32_t mts_get_le32(const uint8_t *p)
 }
 static inline void mts_put_le64(uint8_t *p, uint64_t v) { mts_put_le32(p, (uint32_t)v); mts_put_le32(p + 4, (uint32_t)(v >> 32)); }
 static inline uint64_t mts_get_le64(const uint8_t *p) { return mts_get_le32(p) | (uint64_t)mts_get_le32(p + 4) << 32; }
-
-/* Reads the whole file into a malloc'd buffer (*len bytes; caller frees).
- * MTS_EIO names the file and the system error. */
-int mts_read_file(const char *path, uint8_t **buf, size_t *len, mts_err *err);
-
-/* Writes n parts (data[i], len[i]) to path atomically: either the old file or
- * the complete new one is there afterwards, never a partial file. */
-int mts_write_atomic(const char *path, int n, const void *const *data, const size_t *len, mts_err *err);
 
 #ifdef __cplusplus
 }

@@ -21,23 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mantis/gemm.h"
+#include "mantis/rng.h"
 #include "mantis/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---------------------------------------------------------------- RNG */
-
-/* splitmix64: the only source of randomness (init, shuffling). */
-typedef struct mts_rng { uint64_t s; } mts_rng;
-uint64_t mts_rng_next(mts_rng *r);
-/* Uniform float in [0, 1) with 24 random bits (exact, no libm). */
-float mts_rng_uniform(mts_rng *r);
-/* Uniform integer in [0, n), n >= 1 (rejection sampling, unbiased). */
-uint32_t mts_rng_below(mts_rng *r, uint32_t n);
-/* A seed derived from (seed, stream) so independent uses never share a stream. */
-uint64_t mts_rng_derive(uint64_t seed, uint64_t stream);
 
 /* ----------------------------------------------------- STE for FMAq */
 
@@ -337,9 +326,6 @@ int mts_cifar10_load(const char *const *files, int nfiles, mts_dataset *d, mts_e
  * malformed files give one line that says how to get the data. */
 int mts_dataset_load(const char *name, const char *dir, int train, mts_dataset *d, mts_err *err);
 void mts_dataset_free(mts_dataset *d);
-
-/* SHA-256 of a buffer into out[32]. */
-void mts_sha256(const void *data, size_t n, uint8_t out[32]);
 
 /* -------------------------------------------------------- training */
 

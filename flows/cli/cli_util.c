@@ -1,0 +1,42 @@
+/* cli_util.c - helpers shared by the CLI commands (cli_util.h). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+
+int mts_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
+
+int mts_cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "mantis %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+int mts_cli_exit(int rc) { return rc == MTS_OK ? 0 : rc == MTS_EMISMATCH ? 1 : 2; }
+
+int mts_parse_hex32(const char *s, uint32_t *out)
+{
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s += 2;
+    size_t n = strlen(s);
+    if (n == 0 || n > 8 || strspn(s, "0123456789abcdefABCDEF") != n) return -1;
+    *out = (uint32_t)strtoul(s, NULL, 16);
+    return 0;
+}
+
+int mts_parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* cli_util.h - small helpers shared by the CLI commands. */
+#ifndef MANTIS_CLI_UTIL_H
+#define MANTIS_CLI_UTIL_H
+
+#include <stdint.h>
+
+#include "mantis/status.h"
+
+/* 1 if s is "--help" or "-h". */
+int mts_is_help(const char *s);
+
+/* Prints "mantis CMD: message" on one line to stderr; returns 2. */
+int mts_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The exit status for a library status code: 0 for MTS_OK, 1 for
+ * MTS_EMISMATCH (a check ran and found a difference), 2 for anything that
+ * kept the command from running. Decided on the code, never the message. */
+int mts_cli_exit(int rc);
+
+/* Parses a hex FP32 bit pattern ("3f800000" or "0x3F800000"); 0 on success. */
+int mts_parse_hex32(const char *s, uint32_t *out);
+
+/* Parses a decimal integer in [lo, hi]; 0 on success. */
+int mts_parse_int(const char *s, long lo, long hi, long *out);
+
+#endif

@@ -1,0 +1,276 @@
+/* flow_cmd.c - `mantis flow`: every design in a directory through detection,
+ * verification, LUT sweep, metrics, synthesis, workload power and training,
+ * then the report (docs/flow.md). */
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mantis/fs.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "flow.h"
+#include "mantis/json.h"
+
+static const char help[] =
+    "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [-j N] [--quick]\n"
+    "Runs every Verilog design in DIR (default rtl/) through the whole Mantis flow and writes\n"
+    "OUT/report.html, OUT/results.csv and OUT/results.json (default results/). Steps are\n"
+    "cached by a content hash of their inputs: a re-run does only what changed, and a flow\n"
+    "interrupted at any point finishes on the next run with identical results.\n"
+    "  --config FILE   flow configuration (default flows/default.flow; docs/flow.md)\n"
+    "  -j N            steps run in parallel (default: number of cores)\n"
+    "  --quick         the quick profile: 2,000 training images, one epoch\n"
+    "  --retry-failed  run again the steps whose failure is on record (a failure is cached like a\n"
+    "                  result, keyed by the same inputs)\n";
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The .v files of dir, sorted (deterministic order). */
+static int list_designs(const char *dir, char ***out)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0, cap = 16;
+    char **v = malloc((size_t)cap * sizeof *v);
+    struct dirent *e;
+    while (v && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 3 || strcmp(e->d_name + len - 2, ".v") || e->d_name[0] == '.') continue;
+        if (n == cap) {
+            char **nv = realloc(v, (size_t)(cap *= 2) * sizeof *v);
+            if (!nv) break;
+            v = nv;
+        }
+        size_t pl = strlen(dir) + len + 2;
+        v[n] = malloc(pl);
+        snprintf(v[n++], pl, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    qsort(v, (size_t)n, sizeof *v, cmp_str);
+    *out = v;
+    return n;
+}
+
+static void design_name(const char *path, char *buf, size_t n)
+{
+    const char *b = strrchr(path, '/');
+    snprintf(buf, n, "%s", b ? b + 1 : path);
+    char *dot = strrchr(buf, '.');
+    if (dot) *dot = '\0';
+}
+
+#define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* The common training arguments of the configuration, appended to base. */
+static int train_args(const flow_cfg *c, const char *model, const char *data, const char **base, int n,
+                      char store[][FLOW_PATH])
+{
+    int k = 0;
+    const char **a = base + n;
+    mts_fs_pathf(store[k], FLOW_PATH, "%s/%s", c->data_dir, data); /* data_dir < FLOW_PATH - 32 (config) */
+    a[0] = "--model"; a[1] = model; a[2] = "--data"; a[3] = data; a[4] = "--data-dir"; a[5] = store[k++];
+    snprintf(store[k], FLOW_PATH, "%d", c->epochs);
+    a[6] = "--epochs"; a[7] = store[k++];
+    snprintf(store[k], FLOW_PATH, "%d", c->batch);
+    a[8] = "--batch"; a[9] = store[k++];
+    snprintf(store[k], FLOW_PATH, "%d", c->seed);
+    a[10] = "--seed"; a[11] = store[k++];
+    a[12] = "--lr"; a[13] = c->lr; a[14] = "--opt"; a[15] = c->opt; a[16] = "--threads"; a[17] = "1";
+    int m = 18;
+    if (c->subset) {
+        snprintf(store[k], FLOW_PATH, "%d", c->subset);
+        a[m++] = "--subset";
+        a[m++] = store[k++];
+    }
+    a[m++] = "--json";
+    a[m++] = "{OUT}";
+    a[m] = NULL;
+    return n + m;
+}
+
+/* Training steps of one arithmetic (mul args) for every model x dataset. */
+static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, const char *const *mul, int nmul,
+                         const int *deps, int ndeps, int need_pass, const char *content, mts_err *err)
+{
+    for (int m = 0; m < c->nmodels; m++)
+        for (int d = 0; d < c->ndatasets; d++) {
+            const char *argv[STEP_MAX_ARGS];
+            char store[8][FLOW_PATH], name[80];
+            argv[0] = "train";
+            for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
+            train_args(c, c->models[m], c->datasets[d], argv, 1 + nmul, store);
+            snprintf(name, sizeof name, "train-%s-%s", c->models[m], c->datasets[d]);
+            int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
+            if (s < 0) return -1;
+            g->s[s].need_pass = need_pass;
+        }
+    return 0;
+}
+
+/* Steps of one detected design. det: its `rtl info` JSON. */
+static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, int detect,
+                       const mts_json *det, mts_err *err)
+{
+    char content[65];
+    flow_file_hash(path, content);
+    const char *kind = mts_json_str(det, "kind", "");
+    int is_acc = !strcmp(kind, "accumulator");
+    int dep[2] = {detect, 0};
+    const char *cm = flow_cmodel(c, dname);
+    int verify = cm ? flow_add(g, dname, "verify", "json", ARGV("verify", "--rtl", path, "--mul", cm, "--json", "{OUT}"),
+                               dep, 1, content, err)
+                    : flow_add(g, dname, "verify", "json", ARGV("verify", "--rtl", path, "--json", "{OUT}"), dep, 1,
+                               content, err);
+    if (verify < 0) return -1;
+    g->s[verify].ok_exit[g->s[verify].nok++] = 1; /* mismatches are a result */
+    if (flow_add(g, dname, "synth", "json", ARGV("synth", "--rtl", path, "--json", "{OUT}"), dep, 1, content, err) < 0)
+        return -1;
+    if (is_acc) {
+        char acc[16], prod[16], ab[16], pb[16];
+        snprintf(acc, sizeof acc, "%s", mts_json_str(det, "acc.acc", "M7E4"));
+        snprintf(prod, sizeof prod, "%s", mts_json_str(det, "acc.prod", "M7E4"));
+        snprintf(ab, sizeof ab, "%d", (int)mts_json_num(det, "acc.acc_bias", 8));
+        snprintf(pb, sizeof pb, "%d", (int)mts_json_num(det, "acc.prod_bias", 8));
+        int uf = (int)mts_json_num(det, "acc.underflow", 1);
+        const char *mul[] = {"--mul", "exact", "--man-bits", "7", "--acc", acc, "--acc-bias", ab,
+                             "--prod", prod, "--prod-bias", pb, "--no-underflow"};
+        int deps[2] = {detect, verify};
+        return add_trainings(g, c, dname, mul, uf ? 12 : 13, deps, 2, 2, content, err);
+    }
+    int lut = flow_add(g, dname, "lutgen", "lut", ARGV("lutgen", "--rtl", path, "-o", "{OUT}"), dep, 1, content, err);
+    if (lut < 0) return -1;
+    dep[0] = lut;
+    if (flow_add(g, dname, "metrics", "json", ARGV("metrics", "--lut", "{DEP0}", "--json"), dep, 1, content, err) < 0)
+        return -1;
+    /* workload power: operands recorded from a short training run (the trainer
+     * records float operands; integer designs get uniform-operand power only) */
+    if (strcmp(kind, "int")) {
+        const char *argv[STEP_MAX_ARGS];
+        char store[8][FLOW_PATH], samples[16], subset[16];
+        snprintf(samples, sizeof samples, "%d", c->trace_samples);
+        snprintf(subset, sizeof subset, "%d", c->trace_subset);
+        const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
+                             "--data-dir", store[0], "--epochs", "1", "--subset", subset, "--seed", "1",
+                             "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples,
+                             "--trace-kind", strcmp(kind, "float") ? "sig" : "float"};
+        mts_fs_pathf(store[0], FLOW_PATH, "%s/%s", c->data_dir, c->datasets[0]);
+        int n = (int)(sizeof pre / sizeof pre[0]);
+        for (int i = 0; i < n; i++) argv[i] = pre[i];
+        argv[n] = NULL;
+        int tr = flow_add(g, dname, "trace", "trace", argv, dep, 1, content, err);
+        if (tr < 0) return -1;
+        int pdep[1] = {tr};
+        if (flow_add(g, dname, "power", "json",
+                     ARGV("synth", "--rtl", path, "--power-trace", "{DEP0}", "--json", "{OUT}"), pdep, 1, content,
+                     err) < 0)
+            return -1;
+    }
+    const char *mul[] = {"--lut", "{DEP0}"};
+    int deps[2] = {lut, verify};
+    return add_trainings(g, c, dname, mul, 2, deps, 2, 2, content, err);
+}
+
+/* Baselines: a C model for training and the exact significand RTL for cost. */
+static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_err *err)
+{
+    char name[64], mbits[8], param[16];
+    snprintf(name, sizeof name, "baseline-%s", b);
+    int fp32 = !strcmp(b, "fp32");
+    if (!fp32 && strcmp(b, "bf16")) return mts_fail(err, MTS_EINVAL, "unknown baseline '%s' (fp32, bf16)", b);
+    snprintf(mbits, sizeof mbits, "%d", fp32 ? 23 : 7);
+    snprintf(param, sizeof param, "M=%s", mbits);
+    const char *rtl = MANTIS_SOURCE_DIR "/rtl/mul_exact.v";
+    if (flow_add(g, name, "synth", "json", ARGV("synth", "--rtl", rtl, "--param", param, "--no-equiv", "--json", "{OUT}"),
+                 NULL, 0, "", err) < 0)
+        return -1;
+    /* FP32's error is its own rounding (2^-24), and a 2^46-pair sweep is out of reach: no metrics step */
+    if (!fp32 && flow_add(g, name, "metrics", "json", ARGV("metrics", "--mul", "exact", "--man-bits", "7", "--json"),
+                          NULL, 0, "", err) < 0)
+        return -1;
+    const char *mul[] = {"--mul", fp32 ? "fp32" : "exact", "--man-bits", mbits};
+    return add_trainings(g, c, name, mul, 4, NULL, 0, 0, "", err);
+}
+
+int mts_cmd_flow(int argc, char **argv)
+{
+    const char *config = NULL, *designs = NULL, *out = NULL;
+    int quick = 0, retry = 0;
+    long jobs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (mts_is_help(a)) {
+            printf("%s", help);
+            return 0;
+        }
+        if (!strcmp(a, "--quick")) { quick = 1; continue; }
+        if (!strcmp(a, "--retry-failed")) { retry = 1; continue; }
+        if (i + 1 >= argc) return mts_cli_error("flow", "unknown option or missing value: '%s'", a);
+        if (!strcmp(a, "--config")) config = argv[++i];
+        else if (!strcmp(a, "--designs")) designs = argv[++i];
+        else if (!strcmp(a, "--out")) out = argv[++i];
+        else if (!strcmp(a, "-j")) {
+            if (mts_parse_int(argv[++i], 1, 256, &jobs)) return mts_cli_error("flow", "-j: expected 1..256");
+        } else return mts_cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
+    }
+    flow_cfg c;
+    mts_err err;
+    char dflt[FLOW_PATH];
+    snprintf(dflt, sizeof dflt, "%s/flows/default.flow", MANTIS_SOURCE_DIR);
+    if (!config && access(dflt, R_OK) == 0) config = dflt;
+    if (flow_cfg_load(&c, config, quick, &err)) return mts_cli_error("flow", "%s", err.msg);
+    if (designs) snprintf(c.designs, sizeof c.designs, "%s", designs);
+    if (out) snprintf(c.out, sizeof c.out, "%s", out);
+    if (jobs) c.jobs = (int)jobs;
+    if (!c.jobs) c.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (c.jobs < 1) c.jobs = 1;
+    flow_graph g = {0};
+    g.retry_failed = retry;
+    snprintf(g.root, sizeof g.root, "%s", c.out);
+    ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
+    if (n <= 0) return mts_cli_error("flow", "cannot find the mantis executable");
+    g.exe[n] = '\0';
+    char **paths;
+    int nd = list_designs(c.designs, &paths);
+    if (nd < 0) return mts_cli_error("flow", "%s: cannot read the design directory", c.designs);
+    printf("mantis flow: %d designs in %s, %d parallel steps%s -> %s/\n", nd, c.designs, c.jobs,
+           c.quick ? ", quick profile" : "", c.out);
+    /* phase 1: detect every design (builds its Verilated model) */
+    int *detect = malloc((size_t)(nd + 1) * sizeof *detect);
+    char (*names)[64] = malloc((size_t)(nd + 1) * sizeof *names);
+    int status = 0;
+    for (int i = 0; i < nd && status == 0; i++) {
+        char content[65];
+        design_name(paths[i], names[i], sizeof names[i]);
+        flow_file_hash(paths[i], content);
+        detect[i] = flow_add(&g, names[i], "detect", "json", ARGV("rtl", "info", "--rtl", paths[i], "--json", "{OUT}"),
+                             NULL, 0, content, &err);
+        if (detect[i] < 0) status = mts_cli_error("flow", "%s", err.msg);
+    }
+    if (!status) status = flow_run(&g, c.jobs);
+    /* phase 2: the steps each detected design's kind calls for, and baselines */
+    for (int i = 0; i < nd && status == 0; i++) {
+        if (g.s[detect[i]].state != ST_DONE) continue; /* reported as not fitting the contract */
+        mts_json *det = mts_json_load(g.s[detect[i]].out);
+        if (plan_design(&g, &c, paths[i], names[i], detect[i], det, &err))
+            status = mts_cli_error("flow", "%s", err.msg);
+        mts_json_free(det);
+    }
+    for (int i = 0; i < c.nbaselines && status == 0; i++)
+        if (plan_baseline(&g, &c, c.baselines[i], &err)) status = mts_cli_error("flow", "%s", err.msg);
+    if (!status) status = flow_run(&g, c.jobs);
+    if (!status) {
+        char cmdline[2048] = "mantis";
+        for (int i = 0; i < argc; i++)
+            snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
+        if (flow_report(&c, &g, cmdline, &err)) status = mts_cli_error("flow", "%s", err.msg);
+    }
+    for (int i = 0; i < nd; i++) free(paths[i]);
+    free(paths);
+    free(detect);
+    free(names);
+    flow_free(&g);
+    return status;
+}

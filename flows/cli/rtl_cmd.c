@@ -1,0 +1,85 @@
+/* rtl_cmd.c - `mantis rtl info FILE.v`: what the drop-in contract detected in
+ * a design (kind, top module, ports, format), building its Verilated model
+ * into the cache. The flow's first step for every design. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "mantis/json.h"
+#include "mantis/fs.h"
+#include "mantis/binio.h"
+#include "mantis/rtl.h"
+#include "mul_opts.h"
+
+static void write_info(FILE *f, const mts_rtl_info *in, const char *path)
+{
+    char fmt[32] = "";
+    if (in->kind == MTS_RTL_SIG || in->kind == MTS_RTL_FLOAT) mts_format_name(&in->fmt, fmt, sizeof fmt);
+    fprintf(f, "{\"design\": ");
+    mts_json_write_str(f, path);
+    fprintf(f, ", \"kind\": \"%s\", \"top\": ", mts_rtl_kind_name(in->kind));
+    mts_json_write_str(f, in->top);
+    fprintf(f, ", \"ports\": [[\"%s\", %d], [\"%s\", %d], [\"%s\", %d]]", in->in0, in->w0, in->in1, in->w1, in->out,
+            in->wout);
+    fprintf(f, ", \"format\": \"%s\", \"E\": %d, \"M\": %d, \"bias\": %d", fmt, in->fmt.E, in->fmt.M, in->fmt.bias);
+    fprintf(f, ", \"int_bits\": %d, \"int_signed\": %d", in->int_bits, in->int_signed);
+    fprintf(f, ", \"acc\": {\"prod\": \"M%dE%d\", \"prod_bias\": %d, \"acc\": \"M%dE%d\", \"acc_bias\": %d, "
+               "\"underflow\": %d}",
+            in->qprod.M, in->qprod.E, in->qprod.bias, in->qacc.M, in->qacc.E, in->qacc.bias, in->qacc.underflow);
+    fprintf(f, ", \"cache_hit\": %d, \"hash\": \"%s\"}\n", in->cache_hit, in->hash);
+}
+
+int mts_cmd_rtl(int argc, char **argv)
+{
+    if (argc < 2 || mts_is_help(argv[1])) {
+        printf("usage: mantis rtl info --rtl FILE.v [--param K=V]... [--kind K] [--json OUT]\n"
+               "Detects the design's drop-in shape (docs/rtl.md), builds or reuses its Verilated\n"
+               "model, and prints what was found.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "info")) return mts_cli_error("rtl", "unknown subcommand '%s' (expected info)", argv[1]);
+    mts_mulsel sel;
+    mts_mulsel_init(&sel);
+    mts_err err;
+    const char *json = NULL;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+            json = argv[++i];
+            continue;
+        }
+        int rc = mts_mulsel_arg(&sel, argc, argv, &i, &err);
+        if (rc < 0) return mts_cli_error("rtl", "%s", err.msg);
+        if (rc == 0 && i == 2 && argv[i][0] != '-') { /* `rtl info FILE.v` */
+            sel.rtl = argv[i];
+            continue;
+        }
+        if (rc == 0) return mts_cli_error("rtl", "unknown option '%s'", argv[i]);
+    }
+    if (!sel.rtl) return mts_cli_error("rtl", "missing --rtl FILE.v");
+    mts_rtl_opts o;
+    memset(&o, 0, sizeof o);
+    o.path = sel.rtl;
+    if (sel.kind && mts_rtl_kind_parse(sel.kind, &o.kind, &err)) return mts_cli_error("rtl", "%s", err.msg);
+    for (int i = 0; i < sel.nparams; i++) o.param[o.nparams++] = sel.params[i];
+    mts_rtl *r;
+    if (mts_rtl_open(&o, &r, &err)) return mts_cli_error("rtl", "%s", err.msg);
+    const mts_rtl_info *in = mts_rtl_get_info(r);
+    write_info(stdout, in, sel.rtl);
+    int status = 0;
+    if (json) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (m) {
+            write_info(m, in, sel.rtl);
+            fclose(m);
+            const void *parts[1] = {buf};
+            if (mts_fs_write_atomic(json, 1, parts, &len, &err)) status = mts_cli_error("rtl", "%s", err.msg);
+        }
+        free(buf);
+    }
+    mts_rtl_close(r);
+    return status;
+}

@@ -1,0 +1,46 @@
+/* fs.h - the file-system helpers every layer uses: whole-file reads, atomic
+ * writes (temp file in the same directory + fsync + rename: either the old
+ * file or the complete new one is there, never a partial one), directories,
+ * bounded path formatting and the cache root. */
+#ifndef MANTIS_FS_H
+#define MANTIS_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "mantis/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads the whole file into a malloc'd buffer of *len bytes plus a NUL (so
+ * text can be used as a string; caller frees). MTS_EIO names the file and
+ * the system error; MTS_ENOMEM. */
+int mts_fs_read(const char *path, uint8_t **buf, size_t *len, mts_err *err);
+
+/* Writes n parts (data[i], len[i]) to path atomically (see above). */
+int mts_fs_write_atomic(const char *path, int n, const void *const *data, const size_t *len, mts_err *err);
+/* Writes a NUL-terminated text atomically. */
+int mts_fs_write_text(const char *path, const char *text, mts_err *err);
+
+/* mkdir -p with mode 0755. MTS_EIO names the component that failed;
+ * MTS_EINVAL when the path is too long. */
+int mts_fs_mkdirs(const char *path, mts_err *err);
+/* rm -r (does not follow links). Returns 0, or -1 when something remained. */
+int mts_fs_rmtree(const char *path);
+/* 1 if path exists (any type), else 0. */
+int mts_fs_exists(const char *path);
+
+/* snprintf into a path buffer: 0 when it fit, -1 when it would have been
+ * truncated (a path is never silently cut short). */
+int mts_fs_pathf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The cache directory for `sub` ("rtl", "synth", ...): $MANTIS_CACHE/sub,
+ * else $XDG_CACHE_HOME/mantis/sub, else $HOME/.cache/mantis/sub, else
+ * /tmp/mantis-cache/sub. Not created. MTS_EINVAL when it does not fit. */
+int mts_fs_cache_dir(const char *sub, char *buf, size_t n, mts_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,137 @@
+/* nn_arith.c - turns an arithmetic choice written as text (mts_arith_spec)
+ * into an mts_provider: LUT sweep of a C model, LUT file, native FP32,
+ * OpenBLAS, plus FMAq accumulation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mantis/nn.h"
+
+void mts_arith_spec_init(mts_arith_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->mul, sizeof s->mul, "fp32");
+    s->man_bits = -1;
+    s->acc_bias = s->prod_bias = -1;
+}
+
+void mts_arith_close(mts_arith *a)
+{
+    mts_lut_free(&a->lut);
+    memset(a, 0, sizeof *a);
+}
+
+static int open_mul(const mts_arith_spec *s, mts_arith *a, mts_err *err)
+{
+    mts_provider *p = &a->p;
+    int rc;
+    if (s->lut[0]) {
+        if ((rc = mts_lut_load(s->lut, &a->lut, err)) != MTS_OK) return rc;
+        p->lut = &a->lut;
+        p->kind = a->lut.kind == MTS_LUT_INT ? MTS_PROV_INT : MTS_PROV_LUT;
+        snprintf(a->desc, sizeof a->desc, "lut file %.150s", s->lut);
+        return MTS_OK;
+    }
+    if (!strcmp(s->mul, "fp32") || !strcmp(s->mul, "native")) {
+        p->kind = MTS_PROV_NATIVE;
+        snprintf(a->desc, sizeof a->desc, "native fp32");
+        return MTS_OK;
+    }
+    if (!strcmp(s->mul, "blas")) {
+        p->kind = MTS_PROV_BLAS;
+        snprintf(a->desc, sizeof a->desc, "openblas fp32");
+        return MTS_OK;
+    }
+    const char *model = s->mul;
+    mts_format f;
+    if (!strcmp(model, "bf16")) {
+        model = "exact";
+        f = mts_format_e8(7);
+    } else if (s->format[0]) {
+        if ((rc = mts_format_parse(s->format, &f, err)) != MTS_OK) return rc;
+    } else {
+        f = mts_format_e8(s->man_bits >= 0 ? s->man_bits : 7);
+    }
+    if ((rc = mts_mulop_model(&a->op, model, &f, err)) != MTS_OK) return rc;
+    char fn[32];
+    mts_format_name(&f, fn, sizeof fn);
+    if (f.M <= 11) {
+        mts_err e2;
+        rc = mts_lut_generate(&a->op, &a->lut, &e2);
+        if (rc == MTS_OK) {
+            p->kind = MTS_PROV_LUT;
+            p->lut = &a->lut;
+            snprintf(a->desc, sizeof a->desc, "lut %s %s", model, fn);
+            return MTS_OK;
+        }
+        if (rc != MTS_ENOTLUT) return mts_fail(err, rc, "%s", e2.msg);
+    }
+    /* not tabulable (or too wide for a table): every product through the model */
+    p->kind = MTS_PROV_MULOP;
+    p->mul = &a->op;
+    snprintf(a->desc, sizeof a->desc, "mulop %s %s", model, fn);
+    return MTS_OK;
+}
+
+int mts_arith_open(const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err)
+{
+    memset(a, 0, sizeof *a);
+    int rc = open_mul(s, a, err);
+    if (rc != MTS_OK) {
+        mts_arith_close(a);
+        return rc;
+    }
+    a->p.threads = threads;
+    a->p.chunk = s->chunk > 0 ? s->chunk : 16;
+    if (s->acc[0]) {
+        if (a->p.kind == MTS_PROV_INT) {
+            mts_arith_close(a);
+            return mts_fail(err, MTS_EINVAL, "--acc needs a float multiplier, not an integer table");
+        }
+        if ((rc = mts_qfmt_parse(s->acc, s->acc_bias, &a->p.qacc, err)) != MTS_OK ||
+            (rc = mts_qfmt_parse(s->prod[0] ? s->prod : s->acc, s->prod_bias, &a->p.qprod, err)) != MTS_OK) {
+            mts_arith_close(a);
+            return rc;
+        }
+        a->p.qacc.underflow = a->p.qprod.underflow = !s->no_underflow;
+        a->p.fmaq = 1;
+        char qa[48], qp[48];
+        mts_qfmt_name(&a->p.qacc, qa, sizeof qa);
+        mts_qfmt_name(&a->p.qprod, qp, sizeof qp);
+        size_t l = strlen(a->desc);
+        snprintf(a->desc + l, sizeof a->desc - l, " + fmaq acc %s prod %s chunk %d", qa, qp, a->p.chunk);
+    }
+    return MTS_OK;
+}
+
+void mts_arith_spec_str(const mts_arith_spec *s, char *buf, size_t n)
+{
+    snprintf(buf, n, "mul=%s;lut=%s;format=%s;man_bits=%d;acc=%s;prod=%s;acc_bias=%d;prod_bias=%d;chunk=%d;no_uf=%d",
+             s->mul, s->lut, s->format, s->man_bits, s->acc, s->prod, s->acc_bias, s->prod_bias, s->chunk,
+             s->no_underflow);
+}
+
+int mts_arith_spec_parse(const char *str, mts_arith_spec *s, mts_err *err)
+{
+    mts_arith_spec_init(s);
+    s->mul[0] = 0;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", str);
+    for (char *save = NULL, *kv = strtok_r(buf, ";", &save); kv; kv = strtok_r(NULL, ";", &save)) {
+        char *v = strchr(kv, '=');
+        if (!v) return mts_fail(err, MTS_EFORMAT, "arithmetic spec '%s': '%s' is not key=value", str, kv);
+        *v++ = 0;
+        if (!strcmp(kv, "mul")) snprintf(s->mul, sizeof s->mul, "%s", v);
+        else if (!strcmp(kv, "lut")) snprintf(s->lut, sizeof s->lut, "%s", v);
+        else if (!strcmp(kv, "format")) snprintf(s->format, sizeof s->format, "%s", v);
+        else if (!strcmp(kv, "man_bits")) s->man_bits = atoi(v);
+        else if (!strcmp(kv, "acc")) snprintf(s->acc, sizeof s->acc, "%s", v);
+        else if (!strcmp(kv, "prod")) snprintf(s->prod, sizeof s->prod, "%s", v);
+        else if (!strcmp(kv, "acc_bias")) s->acc_bias = atoi(v);
+        else if (!strcmp(kv, "prod_bias")) s->prod_bias = atoi(v);
+        else if (!strcmp(kv, "chunk")) s->chunk = atoi(v);
+        else if (!strcmp(kv, "no_uf")) s->no_underflow = atoi(v);
+        else return mts_fail(err, MTS_EFORMAT, "arithmetic spec '%s': unknown key '%s'", str, kv);
+    }
+    return MTS_OK;
+}

@@ -1,0 +1,47 @@
+/* tool.c - which Verilator and compiler the RTL bridge runs, and the first
+ * error of their logs (running them is base/proc.c's). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mantis/fs.h"
+#include "rtl_internal.h"
+
+const char *rtl_verilator(void)
+{
+    const char *v = getenv("MANTIS_VERILATOR");
+    return v && *v ? v : "verilator";
+}
+
+const char *rtl_cxx(void)
+{
+    const char *v = getenv("MANTIS_CXX");
+    if (v && *v) return v;
+    v = getenv("CXX");
+    return v && *v ? v : "g++";
+}
+
+void rtl_log_first_error(const char *log_path, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    uint8_t *raw;
+    size_t len;
+    if (mts_fs_read(log_path, &raw, &len, NULL)) return;
+    char *text = (char *)raw;
+    const char *pick = NULL;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "%Error", 6)) {
+            pick = line;
+            break;
+        }
+        if (!pick && line[strspn(line, " \t")] != '\0') pick = line;
+        /* a compiler's "error:" line beats the first line of context */
+        if (strstr(line, "error:") && (!pick || !strstr(pick, "error:"))) pick = line;
+    }
+    if (pick) {
+        if (!strncmp(pick, "%Error: ", 8)) pick += 8;
+        else if (!strncmp(pick, "%Error", 6)) pick += 6;
+        snprintf(buf, n, "%s", pick);
+    }
+    free(text);
+}
