@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "mantis/intmul.h"
-#include "verify.h"
+#include "verify_internal.h"
 
 static void int_line(vfy_line *l, int n, int32_t a, int32_t b, int32_t dut, int32_t ref, const char *label)
 {

@@ -1,15 +1,18 @@
-/* verify.h - internals of `mantis verify` (verify/verify*.c): comparisons,
- * per-thread mismatch sinks and the TestFloat-style report. */
-#ifndef MANTIS_VERIFY_H
-#define MANTIS_VERIFY_H
+/* verify_internal.h - internals of `mantis verify` shared by verify/verify*.c
+ * (not public API; that is include/mantis/verify.h): comparisons, per-thread
+ * mismatch sinks and the TestFloat-style report. Work is split over
+ * MTS_PAR_WORKERS threads (mts_par_run), one per RTL model instance. */
+#ifndef MANTIS_VERIFY_INTERNAL_H
+#define MANTIS_VERIFY_INTERNAL_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "mantis/par.h"
 #include "mantis/rtl.h"
+#include "mantis/verify.h"
 
 #define VFY_MAX_CMP 4
-#define VFY_THREADS 2
 
 /* One listed mismatch: operands and both results as hex codes, a class
  * ("special", "overflow", "underflow", "sign", "exponent", "mantissa", ...)
@@ -75,9 +78,5 @@ int vfy_acc(vfy_ctx *v, mts_err *err);
  * including carries (+1) and below-one products (down to -(2M+1)).
  * Returns the count (at most max). */
 int vfy_exp_grid(const mts_format *f, int (*pairs)[2], int max);
-
-/* Runs fn(ctx, 0) here and fn(ctx, 1) on a second thread (the handle's two
- * model instances), then joins; without a thread both run here. */
-void vfy_par_run(void (*fn)(void *ctx, int t), void *ctx);
 
 #endif
