@@ -51,8 +51,13 @@ typedef struct vfy_ctx {
 /* verify_report.c */
 int vfy_sink_init(vfy_sink *s, int cap);
 void vfy_sink_free(vfy_sink *s);
-/* Records a mismatch (the line is copied only while under the cap). */
-void vfy_sink_add(vfy_sink *s, const vfy_line *l);
+/* Counts a mismatch; returns the slot to fill with its line while under the
+ * cap, else NULL (so only listed mismatches are formatted). */
+static inline vfy_line *vfy_sink_miss(vfy_sink *s)
+{
+    s->mismatches++;
+    return s->n < s->cap ? &s->line[s->n++] : NULL;
+}
 /* Starts comparison `name`; returns its index or -1 when full. */
 int vfy_cmp_begin(vfy_ctx *v, const char *name);
 /* Adds a thread's sink into comparison i (and empties the sink). */

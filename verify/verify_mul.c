@@ -126,13 +126,8 @@ static void compare(vfy_sink *s, const vref *ref, const mts_format *f, const mts
     uint32_t want = ref_result(f, sig, vref_mul(ref, A, B), &fits);
     s->cases++;
     if (dut == want && fits) return;
-    if (s->n < s->cap) {
-        vfy_line l;
-        mis_line(&l, f, fr, ca, cb, dut, want, ref->label);
-        vfy_sink_add(s, &l);
-    } else {
-        s->mismatches++;
-    }
+    vfy_line *l = vfy_sink_miss(s);
+    if (l) mis_line(l, f, fr, ca, cb, dut, want, ref->label);
 }
 
 /* One grid point: every mantissa pair at exponents (ea, eb), signs (sa, sb). */
@@ -322,7 +317,8 @@ int vfy_mul(vfy_ctx *v, mts_err *err)
 {
     const mts_rtl_info *in = v->in;
     int M = in->fmt.M, rc;
-    if (M > 11) return mts_fail(err, MTS_EINVAL, "%s: verification sweeps mantissa pairs of M <= 11 bits, not %d", in->top, M);
+    if (M > 11)
+        return mts_fail(err, MTS_EINVAL, "%s: verification sweeps mantissa pairs of M <= 11 bits, not %d", in->top, M);
     vref ref[2];
     int nref;
     mts_lut lut;

@@ -27,12 +27,6 @@ void vfy_sink_free(vfy_sink *s)
     memset(s, 0, sizeof *s);
 }
 
-void vfy_sink_add(vfy_sink *s, const vfy_line *l)
-{
-    s->mismatches++;
-    if (s->n < s->cap) s->line[s->n++] = *l;
-}
-
 int vfy_cmp_begin(vfy_ctx *v, const char *name)
 {
     if (v->ncmp == VFY_MAX_CMP) return -1;

@@ -9,7 +9,6 @@
 #include "commands.h"
 #include "mantis/json.h"
 #include "mantis/fs.h"
-#include "mantis/binio.h"
 #include "mantis/rtl.h"
 #include "mul_opts.h"
 

@@ -25,7 +25,9 @@ static const char usage[] =
 
 _Static_assert(MTS_MAX_PARAMS <= MTS_RTL_MAX_PARAMS, "every --param fits mts_rtl_opts");
 
-/* The options of `verify` itself (the design and references are mts_mulsel's). */
+/* What the command line gives: the design and its references (--rtl,
+ * --param, --kind, --mul, --lut: the shared mts_mulsel options), then the
+ * RTL and verification options. */
 typedef struct {
     mts_mulsel sel;
     mts_rtl_opts ro;
