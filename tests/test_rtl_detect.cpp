@@ -1,9 +1,12 @@
-// Drop-in contract detection (sim/rtl_detect.c): shapes from port names and
+// Drop-in contract detection (sim/rtl/detect.c): shapes from port names and
 // widths, parameters, --kind, top-module rules, -y search, and the errors
 // for designs that fit no shape. Detection only (opts.detect_only): nothing
 // is compiled, so these tests are fast.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -175,6 +178,24 @@ TEST(RtlDetect, KindNames)
     EXPECT_EQ(k, MTS_RTL_ACC);
     EXPECT_EQ(mts_rtl_kind_parse("fpga", &k, &err), MTS_EINVAL);
     EXPECT_NE(std::string(err.msg).find("sig, float, int or acc"), std::string::npos);
+}
+
+// `mantis rtl info --help` (and --help after other options) prints the
+// usage and exits 0 without reading a design.
+TEST(RtlDetect, InfoHelpPrintsUsageAndExitsZero)
+{
+    for (const char *args : {"rtl info --help", "rtl info -h", "rtl info --rtl missing.v --help", "rtl --help"}) {
+        std::string cmd = std::string(MANTIS_BIN) + " " + args + " 2>&1";
+        FILE *p = popen(cmd.c_str(), "r");
+        ASSERT_NE(p, nullptr);
+        std::string out;
+        char buf[256];
+        while (fgets(buf, sizeof buf, p)) out += buf;
+        int st = pclose(p);
+        ASSERT_TRUE(WIFEXITED(st)) << args;
+        EXPECT_EQ(WEXITSTATUS(st), 0) << args << ": " << out;
+        EXPECT_NE(out.find("usage: mantis rtl info"), std::string::npos) << args << ": " << out;
+    }
 }
 
 } // namespace

@@ -19,6 +19,7 @@
 #include "mantis/lut.h"
 #include "mantis/nn.h"
 #include "mantis/rtl.h"
+#include "mantis/verify.h"
 
 namespace {
 

@@ -12,6 +12,7 @@
 
 #include "mantis/intmul.h"
 #include "mantis/rtl.h"
+#include "mantis/verify.h"
 
 namespace {
 

@@ -6,6 +6,7 @@
 #include "mantis/amsim.h"
 #include "mantis/fpbits.h"
 #include "mantis/intmul.h"
+#include "mantis/json.h"
 #include "mantis/metrics.h"
 
 /* Neumaier's compensated summation: *sum + *c carries the running total. */
@@ -186,25 +187,21 @@ static void json_num(FILE *f, const char *key, double v, int last)
     else fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
 }
 
-static void json_str(FILE *f, const char *key, const char *s)
+/* "key": "s", (s escaped) */
+static void json_key_str(FILE *f, const char *key, const char *s)
 {
-    fprintf(f, "\"%s\": \"", key);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputs("\", ", f);
+    fprintf(f, "\"%s\": ", key);
+    mts_json_write_str(f, s);
+    fputs(", ", f);
 }
 
 void mts_metrics_print_json(FILE *f, const mts_metrics *m)
 {
     fputc('{', f);
-    json_str(f, "name", m->name);
+    json_key_str(f, "name", m->name);
     fprintf(f, "\"kind\": \"%s\", \"bits\": %d, \"signed\": %s, ", m->is_int ? "int" : "float", m->bits,
             m->is_signed ? "true" : "false");
-    json_str(f, "reference", ref_name(m));
+    json_key_str(f, "reference", ref_name(m));
     fprintf(f, "\"pairs\": %llu, \"errors\": %llu, \"rel_pairs\": %llu, \"nonfinite\": %llu, ",
             (unsigned long long)m->pairs, (unsigned long long)m->errors, (unsigned long long)m->rel_pairs,
             (unsigned long long)m->nonfinite);

@@ -10,7 +10,7 @@
 
 #include "mantis/amsim.h"
 #include "mantis/fpbits.h"
-#include "verify.h"
+#include "verify_internal.h"
 
 #define MAX_GRID 256
 
@@ -116,6 +116,20 @@ static uint32_t ref_result(const mts_format *f, int sig, uint32_t v, int *fits)
     return c;
 }
 
+/* One operand pair (codes ca, cb of format f; A, B their FP32 values)
+ * against one reference: counted into s, and formatted only if it is a
+ * mismatch that will be listed. fr: the results' format. */
+static void compare(vfy_sink *s, const vref *ref, const mts_format *f, const mts_format *fr, int sig, uint32_t ca,
+                    uint32_t cb, uint32_t A, uint32_t B, uint32_t dut)
+{
+    int fits;
+    uint32_t want = ref_result(f, sig, vref_mul(ref, A, B), &fits);
+    s->cases++;
+    if (dut == want && fits) return;
+    vfy_line *l = vfy_sink_miss(s);
+    if (l) mis_line(l, f, fr, ca, cb, dut, want, ref->label);
+}
+
 /* One grid point: every mantissa pair at exponents (ea, eb), signs (sa, sb). */
 typedef struct {
     const mts_format *f;
@@ -125,7 +139,7 @@ typedef struct {
     uint32_t sa, sb;
     int nref;
     const vref *ref;
-    vfy_sink (*sink)[VFY_THREADS];
+    vfy_sink (*sink)[MTS_PAR_WORKERS];
 } grid_job;
 
 static void grid_part(void *ctx, int t)
@@ -133,7 +147,7 @@ static void grid_part(void *ctx, int t)
     const grid_job *j = ctx;
     const mts_format *f = j->f;
     int M = f->M;
-    uint32_t n = 1u << M, lo = n * (uint32_t)t / VFY_THREADS, hi = n * (uint32_t)(t + 1) / VFY_THREADS;
+    uint32_t n = 1u << M, lo = n * (uint32_t)t / MTS_PAR_WORKERS, hi = n * (uint32_t)(t + 1) / MTS_PAR_WORKERS;
     uint32_t ha = (j->sa << (f->E + M)) | ((uint32_t)(j->ea + f->bias) << M);
     uint32_t hb = (j->sb << (f->E + M)) | ((uint32_t)(j->eb + f->bias) << M);
     mts_format f32 = mts_format_e8(23);
@@ -151,21 +165,7 @@ static void grid_part(void *ctx, int t)
             } else {
                 dut = (uint32_t)j->Y[(ma << M) | mb];
             }
-            for (int r = 0; r < j->nref; r++) {
-                int fits;
-                uint32_t ref = ref_result(f, j->sig, vref_mul(&j->ref[r], A, B), &fits);
-                vfy_sink *s = &j->sink[r][t];
-                s->cases++;
-                if (dut != ref || !fits) {
-                    if (s->n < s->cap) { /* format only what will be listed */
-                        vfy_line l;
-                        mis_line(&l, f, fr, ca, cb, dut, ref, j->ref[r].label);
-                        vfy_sink_add(s, &l);
-                    } else {
-                        s->mismatches++;
-                    }
-                }
-            }
+            for (int r = 0; r < j->nref; r++) compare(&j->sink[r][t], &j->ref[r], f, fr, j->sig, ca, cb, A, B, dut);
         }
 }
 
@@ -199,34 +199,30 @@ static int special_codes(const mts_format *f, uint32_t *c)
     return n;
 }
 
-int vfy_mul(vfy_ctx *v, mts_err *err)
+/* The references: the LUT (--lut, or swept from the design; a float design
+ * that is not LUT-representable is noted and gets none) and the C model
+ * --mul. On success *lut is owned by the caller (free it even if unused). */
+static int load_refs(vfy_ctx *v, mts_lut *lut, vref *ref, int *nref, mts_err *err)
 {
-    const mts_rtl_info *in = v->in;
-    const mts_format *f = &in->fmt;
-    int M = f->M, sig = in->kind == MTS_RTL_SIG, rc;
-    if (M > 11) return mts_fail(err, MTS_EINVAL, "%s: verification sweeps mantissa pairs of M <= 11 bits, not %d", in->top, M);
+    const mts_format *f = &v->in->fmt;
     FILE *out = v->o->out;
-
-    /* references: the LUT (given, or swept from the design) and a C model */
-    vref ref[2];
-    int nref = 0;
-    mts_lut lut;
-    memset(&lut, 0, sizeof lut);
-    int have_lut = 0;
+    int have_lut = 0, rc;
+    *nref = 0;
+    memset(lut, 0, sizeof *lut);
     if (v->o->lut_path) {
-        rc = mts_lut_load(v->o->lut_path, &lut, err);
+        rc = mts_lut_load(v->o->lut_path, lut, err);
         if (rc) return rc;
-        if (lut.kind != MTS_LUT_FLOAT || memcmp(&lut.fmt, f, sizeof *f)) {
+        if (lut->kind != MTS_LUT_FLOAT || memcmp(&lut->fmt, f, sizeof *f)) {
             char a[40], b[40] = "";
             mts_format_name(f, a, sizeof a);
-            if (lut.kind == MTS_LUT_FLOAT) mts_format_name(&lut.fmt, b, sizeof b);
-            mts_lut_free(&lut);
+            if (lut->kind == MTS_LUT_FLOAT) mts_format_name(&lut->fmt, b, sizeof b);
+            mts_lut_free(lut);
             return mts_fail(err, MTS_EINVAL, "%s: a float LUT of format %s is needed for this design, not %s",
-                            v->o->lut_path, a, lut.kind == MTS_LUT_FLOAT ? b : "an integer table");
+                            v->o->lut_path, a, lut->kind == MTS_LUT_FLOAT ? b : "an integer table");
         }
         have_lut = 1;
     } else {
-        rc = mts_rtl_lut(v->r, &lut, err);
+        rc = mts_rtl_lut(v->r, lut, err);
         if (rc == MTS_ENOTLUT) {
             v->not_repr = 1;
             snprintf(v->note, sizeof v->note, "not LUT-representable: %s", err ? err->msg : "");
@@ -237,100 +233,120 @@ int vfy_mul(vfy_ctx *v, mts_err *err)
             have_lut = 1;
         }
     }
-    if (have_lut) ref[nref++] = (vref){&lut, NULL, f, "lut", vfy_cmp_begin(v, "rtl vs lut (AMSim)")};
+    if (have_lut) ref[(*nref)++] = (vref){lut, NULL, f, "lut", vfy_cmp_begin(v, "rtl vs lut (AMSim)")};
     if (v->o->model) {
         const mts_model *m = mts_model_find(v->o->model);
         mts_mulop probe;
         rc = mts_mulop_model(&probe, v->o->model, f, err); /* names the models, checks M */
         if (rc) {
-            mts_lut_free(&lut);
+            mts_lut_free(lut);
             return rc;
         }
         char name[96];
         snprintf(name, sizeof name, "rtl vs model %s", m->name);
-        ref[nref++] = (vref){NULL, m, f, m->name, vfy_cmp_begin(v, name)};
+        ref[(*nref)++] = (vref){NULL, m, f, m->name, vfy_cmp_begin(v, name)};
     }
-    for (int r = 0; r < nref; r++)
+    for (int r = 0; r < *nref; r++)
         if (ref[r].cmp < 0) {
-            mts_lut_free(&lut);
+            mts_lut_free(lut);
             return mts_fail(err, MTS_ENOMEM, "out of memory");
         }
+    return MTS_OK;
+}
 
-    size_t npairs = (size_t)1 << (2 * M);
-    uint64_t *buf = malloc(npairs * sizeof *buf);
-    vfy_sink sink[2][VFY_THREADS];
-    memset(sink, 0, sizeof sink);
-    int bad = !buf;
-    for (int r = 0; r < nref; r++)
-        for (int t = 0; t < VFY_THREADS; t++) bad |= vfy_sink_init(&sink[r][t], v->max_report);
-    if (bad) {
-        rc = mts_fail(err, MTS_ENOMEM, "out of memory for %zu pairs", npairs);
-        goto done;
-    }
-    if (sig) {
-        rc = mts_rtl_sweep(v->r, M, 0, M, 0, buf, err); /* significands do not depend on exponents */
-        if (rc) goto done;
-    }
+/* Every mantissa pair at every exponent pair of the grid (count in *ng):
+ * significand designs are swept once (their products do not depend on the
+ * exponents), float designs once per grid point. buf holds 2^(2M) results. */
+static int check_grid(vfy_ctx *v, const vref *ref, int nref, uint64_t *buf, vfy_sink (*sink)[MTS_PAR_WORKERS],
+                      int *ng, mts_err *err)
+{
+    const mts_format *f = &v->in->fmt;
+    int M = f->M, sig = v->in->kind == MTS_RTL_SIG;
     int grid[MAX_GRID][2];
-    int ng = vfy_exp_grid(f, grid, MAX_GRID);
-    for (int g = 0; g < ng && nref; g++) {
+    *ng = vfy_exp_grid(f, grid, MAX_GRID);
+    if (sig) {
+        int rc = mts_rtl_sweep(v->r, M, 0, M, 0, buf, err);
+        if (rc) return rc;
+    }
+    for (int g = 0; g < *ng && nref; g++) {
         grid_job j = {f, sig, buf, buf, grid[g][0], grid[g][1], (uint32_t)g & 1u, ((uint32_t)g >> 1) & 1u,
                       nref, ref, sink};
         if (!sig) {
             uint32_t oa = (j.sa << (f->E + M)) | ((uint32_t)(j.ea + f->bias) << M);
             uint32_t ob = (j.sb << (f->E + M)) | ((uint32_t)(j.eb + f->bias) << M);
-            rc = mts_rtl_sweep(v->r, M, oa, M, ob, buf, err);
-            if (rc) goto done;
+            int rc = mts_rtl_sweep(v->r, M, oa, M, ob, buf, err);
+            if (rc) return rc;
         }
-        vfy_par_run(grid_part, &j);
+        mts_par_run(MTS_PAR_WORKERS, grid_part, &j);
         for (int r = 0; r < nref; r++)
-            for (int t = 0; t < VFY_THREADS; t++) vfy_cmp_merge(v, ref[r].cmp, &sink[r][t]);
+            for (int t = 0; t < MTS_PAR_WORKERS; t++) vfy_cmp_merge(v, ref[r].cmp, &sink[r][t]);
     }
+    return MTS_OK;
+}
 
-    /* special and boundary operands, through the mulop itself */
+/* Every pair of special and boundary operands (count in *ns), through the
+ * mulop for significand designs and as raw codes for float designs, into
+ * the thread-0 sinks. */
+static int check_specials(vfy_ctx *v, const vref *ref, int nref, vfy_sink (*sink)[MTS_PAR_WORKERS], int *ns,
+                          mts_err *err)
+{
+    const mts_format *f = &v->in->fmt;
+    int sig = v->in->kind == MTS_RTL_SIG;
     uint32_t sc[32];
-    int ns = special_codes(f, sc);
+    *ns = special_codes(f, sc);
     mts_format f32 = mts_format_e8(23);
     mts_mulop op;
-    rc = mts_rtl_mulop(v->r, &op, err);
-    if (rc) goto done;
-    for (int x = 0; x < ns; x++)
-        for (int y = 0; y < ns; y++) {
-            uint32_t ca = sc[x], cb = sc[y], dut;
+    int rc = mts_rtl_mulop(v->r, &op, err);
+    if (rc) return rc;
+    for (int x = 0; x < *ns; x++)
+        for (int y = 0; y < *ns; y++) {
+            uint32_t ca = sc[x], cb = sc[y], A = mts_fmt_decode(f, ca), B = mts_fmt_decode(f, cb), dut;
             if (sig) {
-                dut = op.fn(&op, mts_fmt_decode(f, ca), mts_fmt_decode(f, cb));
+                dut = op.fn(&op, A, B);
             } else {
                 uint64_t yv;
                 mts_rtl_eval(v->r, 1, &ca, &cb, &yv); /* raw codes: payloads and subnormals reach the design */
                 dut = (uint32_t)yv;
             }
-            uint32_t A = mts_fmt_decode(f, ca), B = mts_fmt_decode(f, cb);
-            for (int r = 0; r < nref; r++) {
-                int fits;
-                uint32_t refc = ref_result(f, sig, vref_mul(&ref[r], A, B), &fits);
-                sink[r][0].cases++;
-                if (dut != refc || !fits) {
-                    if (sink[r][0].n < sink[r][0].cap) { /* format only what will be listed */
-                        vfy_line l;
-                        mis_line(&l, f, sig ? &f32 : f, ca, cb, dut, refc, ref[r].label);
-                        vfy_sink_add(&sink[r][0], &l);
-                    } else {
-                        sink[r][0].mismatches++;
-                    }
-                }
-            }
+            for (int r = 0; r < nref; r++) compare(&sink[r][0], &ref[r], f, sig ? &f32 : f, sig, ca, cb, A, B, dut);
         }
-    for (int r = 0; r < nref; r++) {
-        vfy_cmp_merge(v, ref[r].cmp, &sink[r][0]);
-        vfy_cmp_report(v, ref[r].cmp);
+    return MTS_OK;
+}
+
+int vfy_mul(vfy_ctx *v, mts_err *err)
+{
+    const mts_rtl_info *in = v->in;
+    int M = in->fmt.M, rc;
+    if (M > 11)
+        return mts_fail(err, MTS_EINVAL, "%s: verification sweeps mantissa pairs of M <= 11 bits, not %d", in->top, M);
+    vref ref[2];
+    int nref;
+    mts_lut lut;
+    rc = load_refs(v, &lut, ref, &nref, err);
+    if (rc) return rc;
+
+    size_t npairs = (size_t)1 << (2 * M);
+    uint64_t *buf = malloc(npairs * sizeof *buf);
+    vfy_sink sink[2][MTS_PAR_WORKERS];
+    memset(sink, 0, sizeof sink);
+    int bad = !buf, ng = 0, ns = 0;
+    for (int r = 0; r < nref; r++)
+        for (int t = 0; t < MTS_PAR_WORKERS; t++) bad |= vfy_sink_init(&sink[r][t], v->max_report);
+    if (bad)
+        rc = mts_fail(err, MTS_ENOMEM, "out of memory for %zu pairs", npairs);
+    if (!rc) rc = check_grid(v, ref, nref, buf, sink, &ng, err);
+    if (!rc) rc = check_specials(v, ref, nref, sink, &ns, err);
+    if (!rc) {
+        for (int r = 0; r < nref; r++) {
+            vfy_cmp_merge(v, ref[r].cmp, &sink[r][0]);
+            vfy_cmp_report(v, ref[r].cmp);
+        }
+        if (v->o->out && nref)
+            fprintf(v->o->out, "  (%d exponent pairs x %zu mantissa pairs, plus %d x %d special operands)\n", ng,
+                    npairs, ns, ns);
     }
-    if (out && nref)
-        fprintf(out, "  (%d exponent pairs x %zu mantissa pairs, plus %d x %d special operands)\n", ng, npairs, ns,
-                ns);
-    rc = MTS_OK;
-done:
     for (int r = 0; r < 2; r++)
-        for (int t = 0; t < VFY_THREADS; t++) vfy_sink_free(&sink[r][t]);
+        for (int t = 0; t < MTS_PAR_WORKERS; t++) vfy_sink_free(&sink[r][t]);
     free(buf);
     mts_lut_free(&lut);
     return rc;

@@ -5,9 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "verify.h"
+#include "mantis/fs.h"
+#include "mantis/json.h"
+#include "verify_internal.h"
 
 int vfy_sink_init(vfy_sink *s, int cap)
 {
@@ -24,12 +25,6 @@ void vfy_sink_free(vfy_sink *s)
 {
     free(s->line);
     memset(s, 0, sizeof *s);
-}
-
-void vfy_sink_add(vfy_sink *s, const vfy_line *l)
-{
-    s->mismatches++;
-    if (s->n < s->cap) s->line[s->n++] = *l;
 }
 
 int vfy_cmp_begin(vfy_ctx *v, const char *name)
@@ -87,18 +82,6 @@ void vfy_fmt_qcode(char *buf, size_t n, const mts_qfmt *q, uint32_t code)
         snprintf(buf, n, "%0*X %c%0*X.%0*X", hexw(2 + E + M), code, s ? '-' : '+', hexw(E), e, hexw(M), m);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_body(const vfy_ctx *v, FILE *f)
 {
     const mts_rtl_info *in = v->in;
@@ -110,32 +93,32 @@ static void json_body(const vfy_ctx *v, FILE *f)
     char fmt[40] = "";
     if (in->kind == MTS_RTL_SIG || in->kind == MTS_RTL_FLOAT) mts_format_name(&in->fmt, fmt, sizeof fmt);
     fprintf(f, "{\n  \"design\": ");
-    json_str(f, v->o->design ? v->o->design : in->top);
+    mts_json_write_str(f, v->o->design ? v->o->design : in->top);
     fprintf(f, ",\n  \"top\": ");
-    json_str(f, in->top);
+    mts_json_write_str(f, in->top);
     fprintf(f, ",\n  \"kind\": \"%s\",\n  \"format\": \"%s\",\n  \"lut_representable\": %s,\n",
             mts_rtl_kind_name(in->kind), fmt, v->not_repr ? "false" : "true");
     fprintf(f, "  \"note\": ");
-    json_str(f, v->note);
+    mts_json_write_str(f, v->note);
     fprintf(f, ",\n  \"comparisons\": [");
     for (int i = 0; i < v->ncmp; i++) {
         const vfy_cmp *c = &v->cmp[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        json_str(f, c->name);
+        mts_json_write_str(f, c->name);
         fprintf(f, ", \"cases\": %llu, \"mismatches\": %llu, \"listed\": [", (unsigned long long)c->cases,
                 (unsigned long long)c->mismatches);
         for (int k = 0; k < c->all.n; k++) {
             const vfy_line *l = &c->all.line[k];
             fprintf(f, "%s\n      {\"a\": ", k ? "," : "");
-            json_str(f, l->a);
+            mts_json_write_str(f, l->a);
             fprintf(f, ", \"b\": ");
-            json_str(f, l->b);
+            mts_json_write_str(f, l->b);
             fprintf(f, ", \"rtl\": ");
-            json_str(f, l->dut);
+            mts_json_write_str(f, l->dut);
             fprintf(f, ", \"ref\": ");
-            json_str(f, l->ref);
+            mts_json_write_str(f, l->ref);
             fprintf(f, ", \"class\": ");
-            json_str(f, l->cls);
+            mts_json_write_str(f, l->cls);
             fprintf(f, "}");
         }
         fprintf(f, "%s]}", c->all.n ? "\n    " : "");
@@ -151,15 +134,14 @@ int vfy_write_json(const vfy_ctx *v, const char *path, mts_err *err)
         json_body(v, stdout);
         return MTS_OK;
     }
-    char tmp[1100];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= (int)sizeof tmp)
-        return mts_fail(err, MTS_EINVAL, "%s: path too long", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return mts_fail(err, MTS_EIO, "%s: cannot write the JSON report", tmp);
-    json_body(v, f);
-    if (fclose(f) || rename(tmp, path)) {
-        remove(tmp);
-        return mts_fail(err, MTS_EIO, "%s: cannot write the JSON report", path);
-    }
-    return MTS_OK;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return mts_fail(err, MTS_ENOMEM, "%s: out of memory for the JSON report", path);
+    json_body(v, m);
+    int rc = fclose(m) ? mts_fail(err, MTS_ENOMEM, "%s: out of memory for the JSON report", path) : MTS_OK;
+    const void *parts[1] = {buf};
+    if (!rc) rc = mts_fs_write_atomic(path, 1, parts, &len, err);
+    free(buf);
+    return rc;
 }

@@ -1,10 +1,9 @@
 /* verify_rtl.c - mts_verify_rtl: dispatches on the design's kind, prints the
  * header and summary lines and writes the JSON report. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "verify.h"
+#include "verify_internal.h"
 
 static void header(const vfy_ctx *v)
 {
@@ -69,26 +68,4 @@ int mts_verify_rtl(mts_rtl *r, const mts_verify_opts *opts, mts_verify_result *r
     }
     for (int i = 0; i < v.ncmp; i++) vfy_sink_free(&v.cmp[i].all);
     return rc;
-}
-
-typedef struct {
-    void (*fn)(void *, int);
-    void *ctx;
-} par_arg;
-
-static void *par_main(void *p)
-{
-    par_arg *a = p;
-    a->fn(a->ctx, 1);
-    return NULL;
-}
-
-void vfy_par_run(void (*fn)(void *ctx, int t), void *ctx)
-{
-    pthread_t th;
-    par_arg a = {fn, ctx};
-    int ok = pthread_create(&th, NULL, par_main, &a) == 0;
-    if (!ok) fn(ctx, 1);
-    fn(ctx, 0);
-    if (ok) pthread_join(th, NULL);
 }

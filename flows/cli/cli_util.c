@@ -40,3 +40,14 @@ int mts_parse_int(const char *s, long lo, long hi, long *out)
     *out = v;
     return 0;
 }
+
+int mts_parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9') return -1; /* strtoull would take "-1", " 1" and "+1" */
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (*end || errno) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}

@@ -23,4 +23,9 @@ int mts_parse_hex32(const char *s, uint32_t *out);
 /* Parses a decimal integer in [lo, hi]; 0 on success. */
 int mts_parse_int(const char *s, long lo, long hi, long *out);
 
+/* Parses an unsigned 64-bit integer (decimal, 0x hex or 0 octal, as strtoull
+ * with base 0) that starts with a digit, has nothing after it and fits; 0 on
+ * success. */
+int mts_parse_u64(const char *s, uint64_t *out);
+
 #endif

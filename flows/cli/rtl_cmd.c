@@ -9,7 +9,6 @@
 #include "commands.h"
 #include "mantis/json.h"
 #include "mantis/fs.h"
-#include "mantis/binio.h"
 #include "mantis/rtl.h"
 #include "mul_opts.h"
 
@@ -31,12 +30,15 @@ static void write_info(FILE *f, const mts_rtl_info *in, const char *path)
     fprintf(f, ", \"cache_hit\": %d, \"hash\": \"%s\"}\n", in->cache_hit, in->hash);
 }
 
+static const char usage[] =
+    "usage: mantis rtl info --rtl FILE.v [--param K=V]... [--kind K] [--json OUT]\n"
+    "Detects the design's drop-in shape (docs/rtl.md), builds or reuses its Verilated\n"
+    "model, and prints what was found.\n";
+
 int mts_cmd_rtl(int argc, char **argv)
 {
     if (argc < 2 || mts_is_help(argv[1])) {
-        printf("usage: mantis rtl info --rtl FILE.v [--param K=V]... [--kind K] [--json OUT]\n"
-               "Detects the design's drop-in shape (docs/rtl.md), builds or reuses its Verilated\n"
-               "model, and prints what was found.\n");
+        fputs(usage, stdout);
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "info")) return mts_cli_error("rtl", "unknown subcommand '%s' (expected info)", argv[1]);
@@ -45,6 +47,10 @@ int mts_cmd_rtl(int argc, char **argv)
     mts_err err;
     const char *json = NULL;
     for (int i = 2; i < argc; i++) {
+        if (mts_is_help(argv[i])) {
+            fputs(usage, stdout);
+            return 0;
+        }
         if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
             continue;

@@ -2,11 +2,13 @@
  * bit-exact with its LUT and C model? Exit 0 bit-exact, 1 mismatches (or not
  * LUT-representable), 2 could not run. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "mantis/rtl.h"
+#include "mantis/verify.h"
+#include "mul_opts.h"
 
 static const char usage[] =
     "usage: mantis verify --rtl FILE.v [--param K=V]... [--kind sig|float|int|acc]\n"
@@ -21,73 +23,87 @@ static const char usage[] =
     "One line per mismatch (first N, default 20), then a summary.\n"
     "Exit status: 0 bit-exact, 1 mismatches, 2 could not run. See docs/rtl.md.\n";
 
-static int fail(const char *msg)
+_Static_assert(MTS_MAX_PARAMS <= MTS_RTL_MAX_PARAMS, "every --param fits mts_rtl_opts");
+
+/* What the command line gives: the design and its references (--rtl,
+ * --param, --kind, --mul, --lut: the shared mts_mulsel options), then the
+ * RTL and verification options. */
+typedef struct {
+    mts_mulsel sel;
+    mts_rtl_opts ro;
+    mts_verify_opts vo;
+} verify_args;
+
+/* --max-report, --seed, --samples: a non-negative integer (strtoull syntax). */
+static int count_arg(verify_args *a, const char *opt, const char *val)
 {
-    fprintf(stderr, "mantis verify: %s\n", msg);
-    return 2;
+    uint64_t x;
+    if (mts_parse_u64(val, &x))
+        return mts_cli_error("verify", "%s '%s': expected a non-negative integer", opt, val);
+    if (!strcmp(opt, "--max-report")) a->vo.max_report = x > 100000 ? 100000 : (int)x;
+    else if (!strcmp(opt, "--seed")) a->vo.seed = x;
+    else a->vo.samples = x;
+    return 0;
+}
+
+/* Consumes argv[*i] and its value. 0, or the exit status of an error. */
+static int one_arg(verify_args *a, int argc, char **argv, int *i)
+{
+    const char *opt = argv[*i];
+    if (*i + 1 >= argc) {
+        if (!strncmp(opt, "--", 2)) return mts_cli_error("verify", "%s needs a value (see mantis verify --help)", opt);
+        return mts_cli_error("verify", "unexpected argument '%s' (see mantis verify --help)", opt);
+    }
+    /* the format is the design's: --format and --man-bits of the shared options do not apply */
+    if (strcmp(opt, "--format") && strcmp(opt, "--man-bits")) {
+        mts_err err;
+        int rc = mts_mulsel_arg(&a->sel, argc, argv, i, &err);
+        if (rc < 0) return mts_cli_error("verify", "%s", err.msg);
+        if (rc > 0) return 0;
+    }
+    const char *val = argv[++*i];
+    if (!strcmp(opt, "--json")) a->vo.json_path = val;
+    else if (!strcmp(opt, "--cache")) a->ro.cache_dir = val;
+    else if (!strcmp(opt, "--max-report") || !strcmp(opt, "--seed") || !strcmp(opt, "--samples"))
+        return count_arg(a, opt, val);
+    else return mts_cli_error("verify", "unknown option '%s' (see mantis verify --help)", opt);
+    return 0;
 }
 
 int mts_cmd_verify(int argc, char **argv)
 {
-    mts_rtl_opts ro;
-    memset(&ro, 0, sizeof ro);
-    mts_verify_opts vo;
-    memset(&vo, 0, sizeof vo);
-    vo.max_report = 20;
-    vo.out = stdout;
-    char msg[600];
+    verify_args a;
+    memset(&a, 0, sizeof a);
+    mts_mulsel_init(&a.sel);
+    a.vo.max_report = 20;
+    a.vo.out = stdout;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (mts_is_help(argv[i])) {
             fputs(usage, stdout);
             return 0;
         }
-        if (!strcmp(a, "--verbose")) {
-            ro.verbose = 1;
+        if (!strcmp(argv[i], "--verbose")) {
+            a.ro.verbose = 1;
             continue;
         }
-        if (i + 1 >= argc) {
-            snprintf(msg, sizeof msg, "%s needs a value (see mantis verify --help)", a);
-            if (!strncmp(a, "--", 2)) return fail(msg);
-            snprintf(msg, sizeof msg, "unexpected argument '%s' (see mantis verify --help)", a);
-            return fail(msg);
-        }
-        const char *val = argv[++i];
-        char *end;
-        if (!strcmp(a, "--rtl")) ro.path = val;
-        else if (!strcmp(a, "--mul")) vo.model = val;
-        else if (!strcmp(a, "--lut")) vo.lut_path = val;
-        else if (!strcmp(a, "--json")) vo.json_path = val;
-        else if (!strcmp(a, "--cache")) ro.cache_dir = val;
-        else if (!strcmp(a, "--param")) {
-            if (ro.nparams == MTS_RTL_MAX_PARAMS) return fail("too many --param options");
-            ro.param[ro.nparams++] = val;
-        } else if (!strcmp(a, "--kind")) {
-            mts_err e;
-            if (mts_rtl_kind_parse(val, &ro.kind, &e)) return fail(e.msg);
-        } else if (!strcmp(a, "--max-report") || !strcmp(a, "--seed") || !strcmp(a, "--samples")) {
-            unsigned long long x = strtoull(val, &end, 0);
-            if (!*val || *end || val[0] == '-') {
-                snprintf(msg, sizeof msg, "%s '%s': expected a non-negative integer", a, val);
-                return fail(msg);
-            }
-            if (!strcmp(a, "--max-report")) vo.max_report = x > 100000 ? 100000 : (int)x;
-            else if (!strcmp(a, "--seed")) vo.seed = x;
-            else vo.samples = x;
-        } else {
-            snprintf(msg, sizeof msg, "unknown option '%s' (see mantis verify --help)", a);
-            return fail(msg);
-        }
+        int st = one_arg(&a, argc, argv, &i);
+        if (st) return st;
     }
-    if (!ro.path) return fail("no design given: --rtl FILE.v (see mantis verify --help)");
-    vo.design = ro.path;
-    if (vo.json_path && !strcmp(vo.json_path, "-")) vo.out = stderr; /* keep stdout pure JSON */
-    mts_rtl *r;
     mts_err err;
-    if (mts_rtl_open(&ro, &r, &err)) return fail(err.msg);
+    if (a.sel.kind && mts_rtl_kind_parse(a.sel.kind, &a.ro.kind, &err)) return mts_cli_error("verify", "%s", err.msg);
+    if (!a.sel.rtl) return mts_cli_error("verify", "no design given: --rtl FILE.v (see mantis verify --help)");
+    a.ro.path = a.sel.rtl;
+    for (int k = 0; k < a.sel.nparams; k++) a.ro.param[a.ro.nparams++] = a.sel.params[k];
+    a.vo.model = a.sel.mul;
+    a.vo.lut_path = a.sel.lut;
+    a.vo.design = a.sel.rtl;
+    if (a.vo.json_path && !strcmp(a.vo.json_path, "-")) a.vo.out = stderr; /* keep stdout pure JSON */
+    mts_rtl *r;
+    int rc = mts_rtl_open(&a.ro, &r, &err);
+    if (rc) return mts_cli_error("verify", "%s", err.msg);
     mts_verify_result res;
-    int rc = mts_verify_rtl(r, &vo, &res, &err);
+    rc = mts_verify_rtl(r, &a.vo, &res, &err);
     mts_rtl_close(r);
-    if (rc) return fail(err.msg);
-    return res.mismatches || res.not_representable ? 1 : 0;
+    if (rc) return mts_cli_error("verify", "%s", err.msg);
+    return mts_cli_exit(res.mismatches || res.not_representable ? MTS_EMISMATCH : MTS_OK);
 }

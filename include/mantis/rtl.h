@@ -10,13 +10,13 @@
  *   INT   a, b: n-bit integers (n <= 8);   y: 2n-bit product
  *   ACC   p: Q_prod code, s: Q_acc code;   y: Q_acc(p + s) code (FMAq, fmaq.h)
  * A handle holds two model instances so sweeps use both cores; the per-call
- * entry points (mulop, int, acc) are thread-safe (they lock an instance). */
+ * entry points (mulop, int, acc) are thread-safe (they lock an instance).
+ * Checking a design against its LUT and C models is verify.h's. */
 #ifndef MANTIS_RTL_H
 #define MANTIS_RTL_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include "mantis/fmaq.h"
 #include "mantis/format.h"
 #include "mantis/lut.h"
@@ -98,7 +98,7 @@ int mts_rtl_mulop(mts_rtl *r, mts_mulop *op, mts_err *err);
 /* SIG, FLOAT: sweeps every mantissa pair (M <= 11) on both cores into a new
  * float LUT (lut.h). FLOAT designs are swept at several exponent pairs and
  * sign combinations away from overflow/underflow; when they disagree the
- * design is not LUT-representable: MTS_EREFUSED with one input pair in hex.
+ * design is not LUT-representable: MTS_ENOTLUT with one input pair in hex.
  * INT: the 2^(2n)-entry integer table. ACC: MTS_EINVAL. */
 int mts_rtl_lut(mts_rtl *r, mts_lut *lut, mts_err *err);
 
@@ -110,41 +110,6 @@ int mts_rtl_int_mul(mts_rtl *r, int32_t a, int32_t b, int32_t *y, mts_err *err);
  * to Q_prod and s to Q_acc with mts_q, encoded with mts_q_encode, and the
  * design's output decoded with mts_q_decode. */
 uint32_t mts_rtl_acc(mts_rtl *r, uint32_t p, uint32_t s);
-
-/* ---- verification (verify/): the design against its LUT and C models. */
-
-typedef struct mts_verify_opts {
-    const char *model;      /* --mul: also compare with this C model; NULL: none.
-                               INT designs accept "exact" (mts_intmul_exact). */
-    const char *lut_path;   /* --lut: compare with this table file instead of one swept from the design */
-    int max_report;         /* mismatch lines listed per comparison (all are counted); < 0: 20 */
-    uint64_t seed;          /* ACC formats above 13+13 bits: seeded random pairs */
-    uint64_t samples;       /* how many (0: 2^22) */
-    FILE *out;              /* the TestFloat-style report; NULL: none */
-    const char *json_path;  /* machine-readable report, written atomically; "-" = stdout; NULL: none */
-    const char *design;     /* the file name shown in reports (NULL: the top module) */
-} mts_verify_opts;
-
-typedef struct mts_verify_result {
-    int comparisons;        /* comparisons run */
-    uint64_t cases;         /* operand pairs compared, over all comparisons */
-    uint64_t mismatches;    /* pairs that differed */
-    int not_representable;  /* FLOAT design refused as a LUT (its mantissa depends on the exponents) */
-} mts_verify_result;
-
-/* Compares the design with its LUT (+ AMSim) and, if opts->model, with a C
- * model (docs/rtl.md, "Verification"):
- *   SIG, FLOAT: every mantissa pair at a grid of exponent pairs covering the
- *     normal range and every overflow/underflow boundary (carry and below-one
- *     adjustments included), both sign combinations, plus all pairs of
- *     zero, subnormal, inf, NaN and boundary operands;
- *   INT: every operand pair, per-call evaluation against the table written
- *     to a file and read back;
- *   ACC: against mts_fmaq, every code pair when 2+E+M <= 13 for both
- *     operands, else opts->samples seeded random pairs.
- * Returns MTS_OK when the comparisons ran (res says whether they agreed),
- * or an error when they could not run. */
-int mts_verify_rtl(mts_rtl *r, const mts_verify_opts *opts, mts_verify_result *res, mts_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* rtl_detect.c - the drop-in contract: which shape a Verilog design has.
+/* detect.c - the drop-in contract: which shape a Verilog design has.
  *
  * Verilator's front end (--xml-only) reads the design, so everything a real
  * parser knows is available: modules per file, who instantiates whom, port
@@ -338,8 +338,11 @@ static int prefix_err(mts_err *err, int rc, const char *path, const char *what)
     return mts_fail(err, rc, "%s: %s: %s", path, what, msg);
 }
 
-/* Decides the shape from names, widths, MANTIS_KIND and --kind. */
-static int classify(const mts_rtl_opts *o, rtl_design *d, const elab *el, mts_err *err)
+/* The three ports in contract order (x0, x1: the inputs, a before b and p
+ * before s by name, else as declared; y: the output), checked for count,
+ * direction and width, and recorded in d->info. */
+static int pick_ports(rtl_design *d, const elab *el, const port **px0, const port **px1, const port **py,
+                      mts_err *err)
 {
     mts_rtl_info *in = &d->info;
     const port *ins[MAX_PORTS], *outs[MAX_PORTS];
@@ -363,7 +366,17 @@ static int classify(const mts_rtl_opts *o, rtl_design *d, const elab *el, mts_er
     in->w0 = x0->width;
     in->w1 = x1->width;
     in->wout = y->width;
+    *px0 = x0;
+    *px1 = x1;
+    *py = y;
+    return MTS_OK;
+}
 
+/* The kind: --kind, else parameter MANTIS_KIND, else guessed from port names
+ * (p, s: accumulator) and widths (integer whenever that reading fits). */
+static int choose_kind(const mts_rtl_opts *o, const rtl_design *d, const elab *el, const port *x0, const port *x1,
+                       const port *y, mts_rtl_kind *kind, mts_err *err)
+{
     mts_rtl_kind k = o->kind;
     if (k == MTS_RTL_AUTO) {
         const param *kp = find_param(el, "MANTIS_KIND", NULL);
@@ -388,61 +401,90 @@ static int classify(const mts_rtl_opts *o, rtl_design *d, const elab *el, mts_er
         else
             return no_shape(d, el, "the output width matches no shape", err);
     }
-    in->kind = k;
-    switch (k) {
-    case MTS_RTL_SIG: {
-        if (x1->width != w || y->width != 2 * w + 2)
-            return no_shape(d, el, "a significand multiplier needs a[M], b[M], p[2M+2]", err);
-        if (w > 23) return no_shape(d, el, "a significand multiplier needs M <= 23", err);
-        in->fmt.E = int_param(el, "MANTIS_E", NULL, 8);
-        in->fmt.M = w;
-        in->fmt.bias = int_param(el, "MANTIS_BIAS", NULL, (1 << (in->fmt.E - 1)) - 1);
-        in->fmt.ieee = int_param(el, "MANTIS_IEEE", NULL, 1);
-        int rc = mts_format_check(&in->fmt, err);
-        if (rc) return prefix_err(err, rc, d->path, "format from MANTIS_E/MANTIS_BIAS");
-        break;
+    *kind = k;
+    return MTS_OK;
+}
+
+/* a[M], b[M] -> p[2M+2]; the format around it from MANTIS_E/BIAS/IEEE. */
+static int shape_sig(rtl_design *d, const elab *el, const port *x1, const port *y, int w, mts_err *err)
+{
+    mts_format *f = &d->info.fmt;
+    if (x1->width != w || y->width != 2 * w + 2)
+        return no_shape(d, el, "a significand multiplier needs a[M], b[M], p[2M+2]", err);
+    if (w > 23) return no_shape(d, el, "a significand multiplier needs M <= 23", err);
+    f->E = int_param(el, "MANTIS_E", NULL, 8);
+    f->M = w;
+    f->bias = int_param(el, "MANTIS_BIAS", NULL, (1 << (f->E - 1)) - 1);
+    f->ieee = int_param(el, "MANTIS_IEEE", NULL, 1);
+    int rc = mts_format_check(f, err);
+    return rc ? prefix_err(err, rc, d->path, "format from MANTIS_E/MANTIS_BIAS") : MTS_OK;
+}
+
+/* a, b, y of 1+E+M bits; E from MANTIS_E (or E), M what is left. */
+static int shape_float(rtl_design *d, const elab *el, const port *x1, const port *y, int w, mts_err *err)
+{
+    mts_format *f = &d->info.fmt;
+    if (x1->width != w || y->width != w) return no_shape(d, el, "a float multiplier needs a, b, y of equal width", err);
+    f->E = int_param(el, "MANTIS_E", "E", 8);
+    f->M = w - 1 - f->E;
+    f->bias = int_param(el, "MANTIS_BIAS", "BIAS", (1 << (f->E - 1)) - 1);
+    f->ieee = int_param(el, "MANTIS_IEEE", NULL, 1);
+    if (f->M < 1)
+        return mts_fail(err, MTS_EINVAL,
+                        "%s: float design '%s' is %d bits wide but E=%d leaves no mantissa; declare "
+                        "parameter MANTIS_E",
+                        d->path, d->info.top, w, f->E);
+    int rc = mts_format_check(f, err);
+    return rc ? prefix_err(err, rc, d->path, "float format from MANTIS_E/MANTIS_BIAS") : MTS_OK;
+}
+
+/* a[n], b[n] -> y[2n], n <= 8; signed if MANTIS_SIGNED (or SIGNED). */
+static int shape_int(rtl_design *d, const elab *el, const port *x1, const port *y, int w, mts_err *err)
+{
+    if (x1->width != w || w > 8 || y->width != 2 * w)
+        return no_shape(d, el, "an integer multiplier needs a[n], b[n], y[2n] with n <= 8", err);
+    d->info.int_bits = w;
+    d->info.int_signed = int_param(el, "MANTIS_SIGNED", "SIGNED", 0) != 0;
+    return MTS_OK;
+}
+
+/* p, s -> y: the FMAq formats from PM/PE/PB, AM/AE/AB and UF; the port
+ * widths must be those of their fmaq.h codes. */
+static int shape_acc(rtl_design *d, const elab *el, const port *x0, const port *x1, const port *y, mts_err *err)
+{
+    mts_rtl_info *in = &d->info;
+    int uf = int_param(el, "MANTIS_UF", "UF", 1) != 0;
+    if (!q_from_params(el, "PM", "PE", "PB", uf, &in->qprod) || !q_from_params(el, "AM", "AE", "AB", uf, &in->qacc))
+        return mts_fail(err, MTS_EINVAL,
+                        "%s: accumulator '%s' must declare parameters PM, PE (product format) and AM, AE "
+                        "(accumulator format); PB, AB (biases) and UF are optional",
+                        d->path, in->top);
+    int rc = mts_qfmt_check(&in->qprod, err);
+    if (!rc) rc = mts_qfmt_check(&in->qacc, err);
+    if (rc) return prefix_err(err, rc, d->path, "accumulator formats from PM/PE/PB, AM/AE/AB");
+    if (x0->width != mts_q_width(&in->qprod) || x1->width != mts_q_width(&in->qacc) ||
+        y->width != mts_q_width(&in->qacc))
+        return no_shape(d, el, "accumulator ports must be p[2+PE+PM], s[2+AE+AM], y[2+AE+AM] (fmaq.h codes)", err);
+    return MTS_OK;
+}
+
+/* Decides the shape from names, widths, MANTIS_KIND and --kind. */
+static int classify(const mts_rtl_opts *o, rtl_design *d, const elab *el, mts_err *err)
+{
+    const port *x0 = NULL, *x1 = NULL, *y = NULL;
+    int rc = pick_ports(d, el, &x0, &x1, &y, err);
+    if (!rc) rc = choose_kind(o, d, el, x0, x1, y, &d->info.kind, err);
+    if (rc) return rc;
+    int w = x0->width;
+    switch (d->info.kind) {
+    case MTS_RTL_SIG: rc = shape_sig(d, el, x1, y, w, err); break;
+    case MTS_RTL_FLOAT: rc = shape_float(d, el, x1, y, w, err); break;
+    case MTS_RTL_INT: rc = shape_int(d, el, x1, y, w, err); break;
+    case MTS_RTL_ACC: rc = shape_acc(d, el, x0, x1, y, err); break;
+    default: return mts_fail(err, MTS_EINVAL, "%s: unknown kind", d->path);
     }
-    case MTS_RTL_FLOAT: {
-        if (x1->width != w || y->width != w) return no_shape(d, el, "a float multiplier needs a, b, y of equal width", err);
-        in->fmt.E = int_param(el, "MANTIS_E", "E", 8);
-        in->fmt.M = w - 1 - in->fmt.E;
-        in->fmt.bias = int_param(el, "MANTIS_BIAS", "BIAS", (1 << (in->fmt.E - 1)) - 1);
-        in->fmt.ieee = int_param(el, "MANTIS_IEEE", NULL, 1);
-        if (in->fmt.M < 1)
-            return mts_fail(err, MTS_EINVAL,
-                            "%s: float design '%s' is %d bits wide but E=%d leaves no mantissa; declare "
-                            "parameter MANTIS_E",
-                            d->path, in->top, w, in->fmt.E);
-        int rc = mts_format_check(&in->fmt, err);
-        if (rc) return prefix_err(err, rc, d->path, "float format from MANTIS_E/MANTIS_BIAS");
-        break;
-    }
-    case MTS_RTL_INT:
-        if (x1->width != w || w > 8 || y->width != 2 * w)
-            return no_shape(d, el, "an integer multiplier needs a[n], b[n], y[2n] with n <= 8", err);
-        in->int_bits = w;
-        in->int_signed = int_param(el, "MANTIS_SIGNED", "SIGNED", 0) != 0;
-        break;
-    case MTS_RTL_ACC: {
-        int uf = int_param(el, "MANTIS_UF", "UF", 1) != 0;
-        if (!q_from_params(el, "PM", "PE", "PB", uf, &in->qprod) || !q_from_params(el, "AM", "AE", "AB", uf, &in->qacc))
-            return mts_fail(err, MTS_EINVAL,
-                            "%s: accumulator '%s' must declare parameters PM, PE (product format) and AM, AE "
-                            "(accumulator format); PB, AB (biases) and UF are optional",
-                            d->path, in->top);
-        int rc = mts_qfmt_check(&in->qprod, err);
-        if (!rc) rc = mts_qfmt_check(&in->qacc, err);
-        if (rc) return prefix_err(err, rc, d->path, "accumulator formats from PM/PE/PB, AM/AE/AB");
-        if (x0->width != mts_q_width(&in->qprod) || x1->width != mts_q_width(&in->qacc) ||
-            y->width != mts_q_width(&in->qacc))
-            return no_shape(d, el, "accumulator ports must be p[2+PE+PM], s[2+AE+AM], y[2+AE+AM] (fmaq.h codes)",
-                            err);
-        break;
-    }
-    default:
-        return mts_fail(err, MTS_EINVAL, "%s: unknown kind", d->path);
-    }
-    mts_fs_pathf(in->name, sizeof in->name, "rtl:%s", in->top); /* a label; long names are cut */
+    if (rc) return rc;
+    mts_fs_pathf(d->info.name, sizeof d->info.name, "rtl:%s", d->info.top); /* a label; long names are cut */
     return MTS_OK;
 }
 

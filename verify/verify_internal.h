@@ -1,15 +1,18 @@
-/* verify.h - internals of `mantis verify` (verify/verify*.c): comparisons,
- * per-thread mismatch sinks and the TestFloat-style report. */
-#ifndef MANTIS_VERIFY_H
-#define MANTIS_VERIFY_H
+/* verify_internal.h - internals of `mantis verify` shared by verify/verify*.c
+ * (not public API; that is include/mantis/verify.h): comparisons, per-thread
+ * mismatch sinks and the TestFloat-style report. Work is split over
+ * MTS_PAR_WORKERS threads (mts_par_run), one per RTL model instance. */
+#ifndef MANTIS_VERIFY_INTERNAL_H
+#define MANTIS_VERIFY_INTERNAL_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "mantis/par.h"
 #include "mantis/rtl.h"
+#include "mantis/verify.h"
 
 #define VFY_MAX_CMP 4
-#define VFY_THREADS 2
 
 /* One listed mismatch: operands and both results as hex codes, a class
  * ("special", "overflow", "underflow", "sign", "exponent", "mantissa", ...)
@@ -48,8 +51,13 @@ typedef struct vfy_ctx {
 /* verify_report.c */
 int vfy_sink_init(vfy_sink *s, int cap);
 void vfy_sink_free(vfy_sink *s);
-/* Records a mismatch (the line is copied only while under the cap). */
-void vfy_sink_add(vfy_sink *s, const vfy_line *l);
+/* Counts a mismatch; returns the slot to fill with its line while under the
+ * cap, else NULL (so only listed mismatches are formatted). */
+static inline vfy_line *vfy_sink_miss(vfy_sink *s)
+{
+    s->mismatches++;
+    return s->n < s->cap ? &s->line[s->n++] : NULL;
+}
 /* Starts comparison `name`; returns its index or -1 when full. */
 int vfy_cmp_begin(vfy_ctx *v, const char *name);
 /* Adds a thread's sink into comparison i (and empties the sink). */
@@ -75,9 +83,5 @@ int vfy_acc(vfy_ctx *v, mts_err *err);
  * including carries (+1) and below-one products (down to -(2M+1)).
  * Returns the count (at most max). */
 int vfy_exp_grid(const mts_format *f, int (*pairs)[2], int max);
-
-/* Runs fn(ctx, 0) here and fn(ctx, 1) on a second thread (the handle's two
- * model instances), then joins; without a thread both run here. */
-void vfy_par_run(void (*fn)(void *ctx, int t), void *ctx);
 
 #endif
