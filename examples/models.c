@@ -1,4 +1,4 @@
-/* models.c - the built-in models, written with the nn.h building API:
+/* models.c - the built-in models, written with the nn_net.h building API:
  *   lenet300  LeNet-300-100 (ApproxTrain Table III): 784-300-100-10, ReLU
  *   lenet5    LeNet-5 (ApproxTrain): conv 6@5x5 pad 2, maxpool 2, conv 16@5x5,
  *             maxpool 2, dense 120-84-10, ReLU
@@ -10,7 +10,7 @@
  *             zero padding ("option A"). */
 #include <string.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_net.h"
 
 #define TRY(x)                      \
     do {                            \

@@ -289,9 +289,8 @@ void check_provider_shape(const Named &np, int m, int n, int k, int specials, ui
                         if (!simd && threads != thread_counts.back()) continue;
                         mts_provider p = np.p;
                         p.threads = threads;
-                        int old = mts_gemm_simd(simd);
+                        p.scalar_only = !simd;
                         std::vector<float> got = run(p, false, tA, tB, m, n, k, A, B, beta, C0, ldc);
-                        mts_gemm_simd(old);
                         long d = first_diff(ref, got);
                         ASSERT_EQ(d, -1) << np.name << " m=" << m << " n=" << n << " k=" << k << " tA=" << tA
                                          << " tB=" << tB << " beta=" << beta << " threads=" << threads

@@ -17,6 +17,7 @@ extern "C" {
 #include "mantis/amsim.h"
 #include "mantis/fmaq.h"
 #include "mantis/nn.h"
+#include "test_nn_ctx.h"
 }
 
 namespace {
@@ -123,9 +124,9 @@ TEST(NnGrad, Dense)
     mts_provider p = native_prov();
     mts_err err;
     vecf y(N * out), dx(N * in), dw(out * in), db(out);
-    ASSERT_EQ(mts_dense_forward(&p, N, in, out, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_dense_forward(NnCtx(&p, &p).get(), N, in, out, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK) << err.msg;
     expect_close("dense y", y, dense_ref(N, in, out, to_d(x), to_d(w), to_d(b)));
-    ASSERT_EQ(mts_dense_backward(&p, &p, MTS_STE_IDENTITY, N, in, out, x.data(), w.data(), r.data(), dx.data(),
+    ASSERT_EQ(mts_dense_backward(NnCtx(&p, &p).get(), N, in, out, x.data(), w.data(), r.data(), dx.data(),
                                  dw.data(), db.data(), &err),
               MTS_OK);
     vecd X = to_d(x), W = to_d(w), B = to_d(b), R = to_d(r);
@@ -148,9 +149,9 @@ TEST(NnGrad, Conv2DStridePad)
     vecf x = rnd(nx, 5), w = rnd(nw, 6), b = rnd(g.cout, 7), r = rnd(ny, 8);
     vecf y(ny), dx(nx), dw(nw), db(g.cout);
     mts_provider p = native_prov();
-    ASSERT_EQ(mts_conv2d_forward(&p, &g, N, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_conv2d_forward(NnCtx(&p, &p).get(), &g, N, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK) << err.msg;
     expect_close("conv y", y, conv_ref(g, N, to_d(x), to_d(w), to_d(b)));
-    ASSERT_EQ(mts_conv2d_backward(&p, &g, N, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), &err),
+    ASSERT_EQ(mts_conv2d_backward(NnCtx(&p, &p).get(), &g, N, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), &err),
               MTS_OK);
     vecd X = to_d(x), W = to_d(w), B = to_d(b), R = to_d(r);
     check_grad("conv dx", [&](const vecd &v) { return dot(conv_ref(g, N, v, W, B), R); }, X, dx);
@@ -316,9 +317,9 @@ TEST(NnGrad, MatMul)
     mts_provider p = native_prov();
     mts_err err;
     vecf c(r.size()), da(a.size()), db(b.size());
-    ASSERT_EQ(mts_matmul_forward(&p, N, m, k, q, a.data(), b.data(), c.data(), &err), MTS_OK);
+    ASSERT_EQ(mts_matmul_forward(NnCtx(&p, &p).get(), N, m, k, q, a.data(), b.data(), c.data(), &err), MTS_OK);
     expect_close("matmul c", c, ref(A, B));
-    ASSERT_EQ(mts_matmul_backward(&p, N, m, k, q, a.data(), b.data(), r.data(), da.data(), db.data(), &err), MTS_OK);
+    ASSERT_EQ(mts_matmul_backward(NnCtx(&p, &p).get(), N, m, k, q, a.data(), b.data(), r.data(), da.data(), db.data(), &err), MTS_OK);
     check_grad("matmul da", [&](const vecd &v) { return dot(ref(v, B), R); }, A, da);
     check_grad("matmul db", [&](const vecd &v) { return dot(ref(A, v), R); }, B, db);
 }
@@ -346,15 +347,15 @@ TEST(NnGrad, ResidualNetInputGradientsReachParameters)
         // itself is differenced, with a step (2e-3) FP32 resolves well
         std::vector<float> save(net.param, net.param + net.nparam);
         for (size_t i = 0; i < net.nparam; i++) net.param[i] = (float)params[i];
-        EXPECT_EQ(mts_net_forward(&net, &p, 0, N, x.data(), &err), MTS_OK);
+        EXPECT_EQ(mts_net_forward(&net, NnCtx(&p, &p).get(), 0, N, x.data(), &err), MTS_OK);
         double L = mts_softmax_ce(N, 4, mts_net_output(&net), lab.data(), nullptr, nullptr);
         std::copy(save.begin(), save.end(), net.param);
         return L;
     };
     vecf dl(N * 4);
-    ASSERT_EQ(mts_net_forward(&net, &p, 0, N, x.data(), &err), MTS_OK);
+    ASSERT_EQ(mts_net_forward(&net, NnCtx(&p, &p).get(), 0, N, x.data(), &err), MTS_OK);
     mts_softmax_ce(N, 4, mts_net_output(&net), lab.data(), dl.data(), nullptr);
-    ASSERT_EQ(mts_net_backward(&net, &p, &p, N, x.data(), dl.data(), &err), MTS_OK);
+    ASSERT_EQ(mts_net_backward(&net, NnCtx(&p, &p).get(), N, x.data(), dl.data(), &err), MTS_OK);
     vecd P(net.param, net.param + net.nparam);
     for (size_t i = 0; i < net.nparam; i += 7) {
         vecd v = P;
@@ -436,8 +437,8 @@ void dense_bitexact(const NnLut &fx, const mts_provider &p)
     vecf x = rnd(N * in, 31), w = rnd(out * in, 32), b = rnd(out, 33), dy = rnd(N * out, 34);
     mts_err err;
     vecf y(N * out), dx(N * in), dw(out * in), db(out);
-    ASSERT_EQ(mts_dense_forward(&p, N, in, out, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK) << err.msg;
-    ASSERT_EQ(mts_dense_backward(&p, &p, MTS_STE_IDENTITY, N, in, out, x.data(), w.data(), dy.data(), dx.data(),
+    ASSERT_EQ(mts_dense_forward(NnCtx(&p, &p).get(), N, in, out, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_dense_backward(NnCtx(&p, &p).get(), N, in, out, x.data(), w.data(), dy.data(), dx.data(),
                                  dw.data(), db.data(), &err),
               MTS_OK);
     vecf ry(N * out), rdx(N * in), rdw(out * in);
@@ -474,8 +475,8 @@ void conv_bitexact(const NnLut &fx, const mts_provider &p)
     vecf x = rnd((size_t)N * g.cin * g.h * g.w, 35), w = rnd((size_t)g.cout * K, 36), b = rnd(g.cout, 37),
          dy = rnd((size_t)N * g.cout * P, 38);
     vecf y(dy.size()), dx(x.size()), dw(w.size()), db(g.cout);
-    ASSERT_EQ(mts_conv2d_forward(&p, &g, N, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK) << err.msg;
-    ASSERT_EQ(mts_conv2d_backward(&p, &g, N, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), &err),
+    ASSERT_EQ(mts_conv2d_forward(NnCtx(&p, &p).get(), &g, N, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_conv2d_backward(NnCtx(&p, &p).get(), &g, N, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), &err),
               MTS_OK);
     // the tap (r = (ci,ky,kx)) of output position (n, oy, ox): zero when it falls in the padding
     auto tap = [&](int n, int r, int q) {
@@ -522,8 +523,8 @@ void matmul_bitexact(const NnLut &fx, const mts_provider &p)
     vecf a = rnd((size_t)N * m * k, 39), b = rnd((size_t)N * k * q, 40), dc = rnd((size_t)N * m * q, 41);
     vecf c(dc.size()), da(a.size()), db(b.size());
     mts_err err;
-    ASSERT_EQ(mts_matmul_forward(&p, N, m, k, q, a.data(), b.data(), c.data(), &err), MTS_OK);
-    ASSERT_EQ(mts_matmul_backward(&p, N, m, k, q, a.data(), b.data(), dc.data(), da.data(), db.data(), &err), MTS_OK);
+    ASSERT_EQ(mts_matmul_forward(NnCtx(&p, &p).get(), N, m, k, q, a.data(), b.data(), c.data(), &err), MTS_OK);
+    ASSERT_EQ(mts_matmul_backward(NnCtx(&p, &p).get(), N, m, k, q, a.data(), b.data(), dc.data(), da.data(), db.data(), &err), MTS_OK);
     vecf rc(c.size()), rda(da.size()), rdb(db.size());
     for (int n = 0; n < N; n++) {
         const float *an = &a[(size_t)n * m * k], *bn = &b[(size_t)n * k * q], *dn = &dc[(size_t)n * m * q];
@@ -630,7 +631,7 @@ TEST_F(NnLut, SteRecomputationEqualsForward)
     vecf x = rnd(N * in, 50, -2, 2), w = rnd(out * in, 51, -2, 2), y(N * out);
     mts_err err;
     for (mts_provider p : {with_fmaq(lp), fmaq_native("M4E3", 3, 16)}) {
-        ASSERT_EQ(mts_dense_forward(&p, N, in, out, x.data(), w.data(), nullptr, y.data(), &err), MTS_OK);
+        ASSERT_EQ(mts_dense_forward(NnCtx(&p, &p).get(), N, in, out, x.data(), w.data(), nullptr, y.data(), &err), MTS_OK);
         for (mts_ste ste : {MTS_STE_IDENTITY, MTS_STE_REC_OF, MTS_STE_IMM_OF, MTS_STE_IMM_DIFF})
             for (int n = 0; n < N; n++)
                 for (int o = 0; o < out; o++) {
@@ -650,7 +651,7 @@ TEST(NnSte, MaskedDenseBackwardMatchesReference)
     mts_err err;
     for (mts_ste ste : {MTS_STE_REC_OF, MTS_STE_IMM_OF, MTS_STE_IMM_DIFF}) {
         vecf dx(N * in), dw(out * in), db(out);
-        ASSERT_EQ(mts_dense_backward(&b, &f, ste, N, in, out, x.data(), w.data(), dy.data(), dx.data(), dw.data(),
+        ASSERT_EQ(mts_dense_backward(NnCtx(&f, &b, ste).get(), N, in, out, x.data(), w.data(), dy.data(), dx.data(), dw.data(),
                                      db.data(), &err),
                   MTS_OK);
         std::vector<uint8_t> m((size_t)N * out * in);
@@ -685,11 +686,11 @@ TEST(NnSte, WideAccumulatorMasksEqualIdentity)
     mts_provider f = fmaq_native("M10E5", -1, 4), b = native_prov();
     mts_err err;
     vecf dx0(N * in), dw0(out * in), dx1(N * in), dw1(out * in);
-    ASSERT_EQ(mts_dense_backward(&b, &f, MTS_STE_IDENTITY, N, in, out, x.data(), w.data(), dy.data(), dx0.data(),
+    ASSERT_EQ(mts_dense_backward(NnCtx(&f, &b).get(), N, in, out, x.data(), w.data(), dy.data(), dx0.data(),
                                  dw0.data(), nullptr, &err),
               MTS_OK);
     for (mts_ste ste : {MTS_STE_REC_OF, MTS_STE_IMM_OF}) {
-        ASSERT_EQ(mts_dense_backward(&b, &f, ste, N, in, out, x.data(), w.data(), dy.data(), dx1.data(), dw1.data(),
+        ASSERT_EQ(mts_dense_backward(NnCtx(&f, &b, ste).get(), N, in, out, x.data(), w.data(), dy.data(), dx1.data(), dw1.data(),
                                      nullptr, &err),
                   MTS_OK);
         expect_bits("dx", dx1, dx0);

@@ -21,6 +21,7 @@ extern "C" {
 #include "mantis/hash.h"
 #include "mantis/fpbits.h"
 #include "mantis/nn.h"
+#include "test_nn_ctx.h"
 #include "mantis/trace.h"
 }
 
@@ -201,9 +202,9 @@ TEST(NnModels, ResNet20RunsOnCifarShapes)
     EXPECT_EQ(bns, 21);
     std::vector<float> x(2 * 3 * 32 * 32, 0.25f), dl(2 * 10, 0.01f);
     mts_provider p = prov(MTS_PROV_NATIVE, 1);
-    ASSERT_EQ(mts_net_forward(&net, &p, 1, 2, x.data(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_net_forward(&net, NnCtx(&p, &p).get(), 1, 2, x.data(), &err), MTS_OK) << err.msg;
     EXPECT_EQ(mts_net_outsize(&net), 10);
-    ASSERT_EQ(mts_net_backward(&net, &p, &p, 2, x.data(), dl.data(), &err), MTS_OK);
+    ASSERT_EQ(mts_net_backward(&net, NnCtx(&p, &p).get(), 2, x.data(), dl.data(), &err), MTS_OK);
     mts_net_free(&net);
 }
 
@@ -302,12 +303,11 @@ std::vector<float> train_steps(const ThreadCase &tc, int threads)
     }
     mts_net net;
     small_net(&net, 8, 3);
-    net.ste = tc.ste;
     mts_opt o;
     init_opt(&o, &net, MTS_OPT_SGD);
     mts_dataset d = synth(24, 1, 8, 8, 9);
     mts_epoch_stats st;
-    EXPECT_EQ(mts_train_epoch(&net, &o, &fwd, &p, &d, d.n, 8, 5, 0, 0.05f, nullptr, nullptr, &st, &err), MTS_OK)
+    EXPECT_EQ(mts_train_epoch(&net, &o, NnCtx(&fwd, &p, tc.ste).get(), &d, d.n, 8, 5, 0, 0.05f, nullptr, nullptr, &st, &err), MTS_OK)
         << err.msg;
     std::vector<float> out(net.param, net.param + net.nparam);
     out.insert(out.end(), net.state, net.state + net.nstate);
@@ -346,7 +346,7 @@ TEST(NnCheckpoint, ResumeIsBitIdentical)
     static mts_ckpt_meta meta;
     auto epoch = [&](mts_net *net, mts_opt *o, int e) {
         mts_epoch_stats st;
-        ASSERT_EQ(mts_train_epoch(net, o, &p, &p, &d, d.n, 8, 77, e, mts_opt_lr(o, e), nullptr, nullptr, &st, &err),
+        ASSERT_EQ(mts_train_epoch(net, o, NnCtx(&p, &p).get(), &d, d.n, 8, 77, e, mts_opt_lr(o, e), nullptr, nullptr, &st, &err),
                   MTS_OK);
     };
     for (mts_opt_kind k : {MTS_OPT_SGD, MTS_OPT_ADAM}) {
@@ -653,13 +653,13 @@ TEST(NnTrace, ReservoirIsUniformOverGemms)
     p.lut = &lut;
     const int m = 20, n = 20, k = 50;
     std::vector<float> a1(m * k, 1.0f), b1(k * n, 1.0f), a2(m * k, 2.0f), b2(k * n, 1.0f), c(m * n);
-    mts_nn_set_tracer(&t);
-    ASSERT_EQ(mts_nn_gemm(&p, 0, 0, m, n, k, a1.data(), k, b1.data(), n, 0, c.data(), n, &err), MTS_OK);
+    mts_nn_ctx tctx = mts_nn_ctx_cpu(&p, &p);
+    tctx.tracer = &t;
+    ASSERT_EQ(mts_nn_gemm(&tctx, &p, 0, 0, m, n, k, a1.data(), k, b1.data(), n, 0, c.data(), n, &err), MTS_OK);
     for (int r = 0; r < 3; r++)
-        ASSERT_EQ(mts_nn_gemm(&p, 0, 0, m, n, k, a2.data(), k, b2.data(), n, 0, c.data(), n, &err), MTS_OK);
+        ASSERT_EQ(mts_nn_gemm(&tctx, &p, 0, 0, m, n, k, a2.data(), k, b2.data(), n, 0, c.data(), n, &err), MTS_OK);
     mts_provider nat = prov(MTS_PROV_NATIVE, 1); // other format: not traced
-    ASSERT_EQ(mts_nn_gemm(&nat, 0, 0, m, n, k, a1.data(), k, b1.data(), n, 0, c.data(), n, &err), MTS_OK);
-    mts_nn_set_tracer(nullptr);
+    ASSERT_EQ(mts_nn_gemm(&tctx, &nat, 0, 0, m, n, k, a1.data(), k, b1.data(), n, 0, c.data(), n, &err), MTS_OK);
     EXPECT_EQ(t.seen, 4ull * m * n * k);
     ASSERT_EQ(t.have, 4000u);
     int first = 0;
@@ -695,9 +695,9 @@ TEST(NnMnist, LeNet300OneEpochOn5000ImagesExceeds90Percent)
     o.wd = 0;
     mts_provider p = prov(MTS_PROV_NATIVE, 0);
     mts_epoch_stats st;
-    ASSERT_EQ(mts_train_epoch(&net, &o, &p, &p, &train, 5000, 16, 1, 0, 0.01f, nullptr, nullptr, &st, &err), MTS_OK);
+    ASSERT_EQ(mts_train_epoch(&net, &o, NnCtx(&p, &p).get(), &train, 5000, 16, 1, 0, 0.01f, nullptr, nullptr, &st, &err), MTS_OK);
     double acc = 0;
-    ASSERT_EQ(mts_evaluate(&net, &p, &test, test.n, &acc, &err), MTS_OK);
+    ASSERT_EQ(mts_evaluate(&net, NnCtx(&p, &p).get(), &test, test.n, &acc, &err), MTS_OK);
     EXPECT_GT(acc, 0.90) << "train loss " << st.train_loss;
     std::printf("LeNet-300-100, 5000 MNIST images, 1 epoch: test accuracy %.4f\n", acc);
     mts_opt_free(&o);

@@ -18,6 +18,7 @@
 #include "mantis/gemm.h"
 #include "mantis/lut.h"
 #include "mantis/nn.h"
+#include "test_nn_ctx.h"
 #include "mantis/rtl.h"
 #include "mantis/verify.h"
 
@@ -203,15 +204,15 @@ TEST(RtlLoop, DenseLayerForwardAndBackwardThroughRtlEqualTheLut)
     std::vector<float> x = randoms((size_t)N * in, 3), w = randoms((size_t)out * in, 4), b = randoms(out, 5);
     std::vector<float> dy = randoms((size_t)N * out, 6);
     std::vector<float> y1((size_t)N * out), y2(y1.size());
-    ASSERT_EQ(mts_dense_forward(&prtl, N, in, out, x.data(), w.data(), b.data(), y1.data(), &err), MTS_OK) << err.msg;
-    ASSERT_EQ(mts_dense_forward(&plut, N, in, out, x.data(), w.data(), b.data(), y2.data(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_dense_forward(NnCtx(&prtl, &prtl).get(), N, in, out, x.data(), w.data(), b.data(), y1.data(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_dense_forward(NnCtx(&plut, &plut).get(), N, in, out, x.data(), w.data(), b.data(), y2.data(), &err), MTS_OK) << err.msg;
     EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
     std::vector<float> dx1(x.size()), dx2(x.size()), dw1(w.size()), dw2(w.size()), db1(out), db2(out);
-    ASSERT_EQ(mts_dense_backward(&prtl, &prtl, MTS_STE_IDENTITY, N, in, out, x.data(), w.data(), dy.data(),
+    ASSERT_EQ(mts_dense_backward(NnCtx(&prtl, &prtl).get(), N, in, out, x.data(), w.data(), dy.data(),
                                  dx1.data(), dw1.data(), db1.data(), &err),
               MTS_OK)
         << err.msg;
-    ASSERT_EQ(mts_dense_backward(&plut, &plut, MTS_STE_IDENTITY, N, in, out, x.data(), w.data(), dy.data(),
+    ASSERT_EQ(mts_dense_backward(NnCtx(&plut, &plut).get(), N, in, out, x.data(), w.data(), dy.data(),
                                  dx2.data(), dw2.data(), db2.data(), &err),
               MTS_OK)
         << err.msg;

@@ -85,3 +85,26 @@ int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
     }
     return mts_mulop_model(&h->op, s->mul, &f, err);
 }
+
+int mts_mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err)
+{
+    mts_mulsel_arith *m = ud;
+    if (!m->sel || !m->sel->rtl || strcmp(s->mul, "rtl")) return mts_arith_open(s, threads, a, err);
+    if (m->n == 3) return mts_fail(err, MTS_EINVAL, "--rtl: more than 3 instances");
+    mts_mulhandle *h = &m->h[m->n++]; /* counted now: a failed open may hold a half-open handle */
+    memset(a, 0, sizeof *a);
+    int rc = mts_mulsel_open(m->sel, h, err);
+    if (rc) return rc;
+    a->p.kind = h->is_int ? MTS_PROV_INT : MTS_PROV_MULOP;
+    a->p.lut = &h->lut;
+    a->p.mul = &h->op;
+    a->p.threads = threads;
+    snprintf(a->desc, sizeof a->desc, "rtl %s", m->sel->rtl);
+    return MTS_OK;
+}
+
+void mts_mulsel_arith_close(mts_mulsel_arith *m)
+{
+    for (int i = 0; i < m->n; i++) mts_mulhandle_close(&m->h[i]);
+    m->n = 0;
+}

@@ -8,6 +8,7 @@
 
 #include "mantis/lut.h"
 #include "mantis/mul.h"
+#include "mantis/nn_arith.h"
 
 #define MTS_MAX_PARAMS 16
 
@@ -36,6 +37,18 @@ int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err);
 /* Opens what s selects. Exactly one of --mul, --lut, --rtl must be given. */
 int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err);
 void mts_mulhandle_close(mts_mulhandle *h);
+
+/* The opener the training drivers take (mts_arith_open_fn, nn_arith.h): a
+ * spec whose mul is "rtl" opens sel's --rtl design (a new instance each
+ * time, at most 3), anything else goes to mts_arith_open. Close with
+ * mts_mulsel_arith_close after the mts_arith it filled. */
+typedef struct mts_mulsel_arith {
+    const mts_mulsel *sel;
+    mts_mulhandle h[3];
+    int n;
+} mts_mulsel_arith;
+int mts_mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err);
+void mts_mulsel_arith_close(mts_mulsel_arith *m);
 
 /* Help text for the options above. */
 extern const char mts_mulsel_help[];

@@ -12,7 +12,9 @@
  * A NaN stored into C is always 0x7FC00000 (payloads and the x86 "default
  * NaN" sign are not part of the contract).
  * Operands are quantized to the provider's input format with RNE before the
- * products (mts_fmt_quantize), except for the native FP32 providers.
+ * products (mts_fmt_quantize), except for the native FP32 providers; a LUT
+ * read through a wider in_fmt then has the extra bits truncated (RTZ) into
+ * the LUT's own format, as AMSim's rule 1 does.
  * See docs/gemm.md. */
 #ifndef MANTIS_GEMM_H
 #define MANTIS_GEMM_H
@@ -40,22 +42,25 @@ typedef struct mts_provider {
     mts_prov_kind kind;
     const mts_lut *lut;    /* LUT (float) or INT table */
     const mts_mulop *mul;  /* MULOP */
-    mts_format in_fmt;     /* operand format for LUT/MULOP (quantized RNE); all-zero (M == 0):
-                              the LUT's / mulop's own format */
+    mts_format in_fmt;     /* operand format for LUT/MULOP (quantized RNE; a LUT then truncates
+                              to its own format); all-zero (M == 0): the LUT's / mulop's own format */
     int fmaq;              /* 1: accumulate with FMAq (NATIVE, LUT, MULOP; BLAS uses NATIVE's
                               kernel then, INT refuses). NATIVE products are mts_model "fp32" */
     mts_qfmt qprod, qacc;
     int chunk;             /* FMAq chunk size, default 16 (<= 0 means 16) */
     int threads;           /* 0: all cores */
+    int scalar_only;       /* testing: 1 runs the portable scalar kernels even on a SIMD
+                              build (same results; lets tests check both paths) */
 } mts_provider;
 
 /* Runs the GEMM above. transA: A is stored [k][m] (lda its row stride); transB:
  * B is stored [n][k]. Leading dimensions must cover a row (lda >= k, or >= m
  * when transposed; same for ldb; ldc >= n). Returns MTS_OK, MTS_EINVAL (bad
  * shapes/provider, named in err) or MTS_ENOMEM. MTS_PROV_BLAS without
- * OpenBLAS in the build returns MTS_EREFUSED. A MULOP whose mulop is serial
- * runs on one thread. Thread-safe; freed packing buffers (O(mk + kn) words)
- * are kept process-wide for reuse by later calls. */
+ * OpenBLAS in the build returns MTS_EUNSUPPORTED. A MULOP whose mulop is serial
+ * runs on one thread. Thread-safe. Every setting comes from p (no global
+ * switch); the one process-wide state is the workspace cache: freed packing
+ * buffers (O(mk + kn) words) are kept for reuse by later calls (sim/gemm/ws.c). */
 int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
              mts_err *err);
@@ -69,11 +74,6 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
 int mts_gemm_ref(const mts_provider *p, int transA, int transB, int m, int n, int k,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                  mts_err *err);
-
-/* Testing hook: enable (1) or disable (0) the SIMD kernels process-wide, so
- * the portable scalar kernels can be checked on a SIMD build. Returns the
- * previous setting. Not for use while another thread is inside mts_gemm. */
-int mts_gemm_simd(int enable);
 
 /* Which SIMD kernel family this build uses: "avx512", "avx2" or "scalar". */
 const char *mts_gemm_isa(void);

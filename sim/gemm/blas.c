@@ -1,4 +1,4 @@
-/* gemm_blas.c - the baseline provider: FP32 SGEMM through OpenBLAS, with
+/* blas.c - the baseline provider: FP32 SGEMM through OpenBLAS, with
  * OpenBLAS's own (undocumented, thread-dependent) summation order. Built
  * only when CMake found OpenBLAS (MTS_HAVE_OPENBLAS); otherwise the provider
  * refuses with a message saying so. */

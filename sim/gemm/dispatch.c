@@ -1,4 +1,4 @@
-/* gemm.c - mts_gemm: argument checks, operand quantization (RNE into the
+/* dispatch.c - mts_gemm: argument checks, operand quantization (RNE into the
  * provider's input format) and packing into dense [m][k] / [k][n] arrays,
  * then dispatch to the kernel family of the provider (docs/gemm.md). */
 #include <stdlib.h>
@@ -8,17 +8,6 @@
 #endif
 
 #include "gemm_internal.h"
-
-static int simd_enabled = 1;
-
-int mts_gemm_simd(int enable)
-{
-    int old = simd_enabled;
-    simd_enabled = enable ? 1 : 0;
-    return old;
-}
-
-int mts__gemm_simd_on(void) { return simd_enabled; }
 
 const char *mts_gemm_isa(void)
 {
@@ -195,9 +184,8 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     g->A = Aq;
     g->B = Bq;
 
-    int simd = mts__gemm_simd_on();
     if (g->prod == GEMM_PROD_MULOP) rc = mts__gemm_mulop(g, err);
-    else if (!simd) rc = mts__gemm_scalar(g, err);
+    else if (p->scalar_only) rc = mts__gemm_scalar(g, err);
     else if (g->fmaq) rc = mts__gemm_fmaq(g, err);
     else if (g->prod == GEMM_PROD_LUT) rc = mts__gemm_lut(g, err);
     else rc = mts__gemm_native(g, err);

@@ -1,10 +1,10 @@
-/* gemm_fmaq.c - FMAq GEMM (quantized product and accumulator, chunked), the
+/* fmaq.c - FMAq GEMM (quantized product and accumulator, chunked), the
  * order of mts_fmaq_dot, vectorised across n.
  *
  * Products are formed exactly as in the LUT kernel (gathers or byte
  * permutes) or, for native products (mts_model "fp32"), as a*b; with
  * operands limited to |exponent| <= 62 both are exact and normal
- * (gemm_lut.c). For RTZ
+ * (lut.c). For RTZ
  * quantizers (the paper's, the default) FMAq needs no wide arithmetic:
  *  - Q(x) at M bits is a mask of the mantissa, then min() with R_OF's bits
  *    and a flush below R_UF's bits (vi_q_rtz);

@@ -1,4 +1,4 @@
-/* gemm_internal.h - private to sim/gemm*.c: the packed problem that
+/* gemm_internal.h - private to the files of sim/gemm/: the packed problem that
  * mts_gemm hands to a kernel, the scalar product/accumulate helpers shared by
  * the kernels, and the tile driver. Not a public header. */
 #ifndef MANTIS_GEMM_INTERNAL_H
@@ -71,7 +71,7 @@ typedef void (*gemm_tile_fn)(const gemm_job *g, void *ctx, int i0, int i1, int p
 void mts__gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx);
 
 /* Kernels (each file one family). Return MTS_OK or MTS_ENOMEM. */
-int mts__gemm_scalar(const gemm_job *g, mts_err *err);  /* any job (gemm_tile.c) */
+int mts__gemm_scalar(const gemm_job *g, mts_err *err);  /* any job (tile.c) */
 int mts__gemm_native(const gemm_job *g, mts_err *err);  /* GEMM_PROD_F32, no FMAq */
 int mts__gemm_lut(const gemm_job *g, mts_err *err);     /* GEMM_PROD_LUT, no FMAq */
 int mts__gemm_fmaq(const gemm_job *g, mts_err *err);    /* FMAq with FP32M or LUT products */
@@ -84,7 +84,7 @@ int mts__gemm_int(const mts_lut *lut, int threads, int transA, int transB, int m
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   mts_err *err);
 
-/* Shared by the LUT and FMAq kernels (gemm_lut.c). The table as floats
+/* Shared by the LUT and FMAq kernels (lut.c). The table as floats
  * Tf = 2^adj (1.man) (0 for zero entries), or NULL when the format is not
  * E8 IEEE or an adjustment is outside [-2, 1]. */
 float *mts__gemm_lut_table(const mts_lut *lut);
@@ -110,7 +110,7 @@ static inline int mts__gemm_exp_ok(uint32_t x)
  * then one all-zero row (used for a = 0); NULL otherwise. */
 unsigned char *mts__gemm_lut_bytes(const mts_lut *lut);
 
-/* Packed operands of the SIMD LUT / FMAq kernels (gemm_pack.c). */
+/* Packed operands of the SIMD LUT / FMAq kernels (pack.c). */
 typedef struct gemm_lutpack {
     int NR;
     float *Tf;              /* float table (gather path) or NULL */
@@ -129,13 +129,10 @@ typedef struct gemm_lutpack {
 int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err);
 void mts__gemm_lutpack_free(gemm_lutpack *lp);
 
-/* Workspace for packed operands (gemm_ws.c): like malloc / calloc (zero)
+/* Workspace for packed operands (ws.c): like malloc / calloc (zero)
  * and free, but freed blocks are kept for the next call. */
 void *mts__gemm_ws_alloc(size_t bytes, int zero);
 void mts__gemm_ws_free(void *p);
-
-/* Whether SIMD kernels may run (mts_gemm_simd). */
-int mts__gemm_simd_on(void);
 
 /* Operand element (r, c) of opX where X is stored [rows][ld] or transposed. */
 static inline float gemm_at(const float *X, int ld, int trans, int r, int c)

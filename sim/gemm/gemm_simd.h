@@ -1,4 +1,4 @@
-/* gemm_simd.h - private to sim/gemm*.c: one small vector vocabulary over
+/* gemm_simd.h - private to the files of sim/gemm/: one small vector vocabulary over
  * AVX-512 (16 lanes) or AVX2 (8 lanes), so each SIMD kernel is written once.
  * GEMM_SIMD is 0 when neither is available (the scalar kernel runs then).
  *

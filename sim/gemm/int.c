@@ -1,4 +1,4 @@
-/* gemm_int.c - the integer provider (TFApprox): each operand tensor is
+/* int.c - the integer provider (TFApprox): each operand tensor is
  * quantized per call with the affine map of intmul.h over its own finite
  * min/max (NaN -> zero point, +-inf -> the end codes, mts_affine_quantize),
  * every product qa*qb is read from the n-bit table, the sums are exact

@@ -1,4 +1,4 @@
-/* gemm_lut.c - LUT + AMSim GEMM, vectorised across n: table gathers
+/* lut.c - LUT + AMSim GEMM, vectorised across n: table gathers
  * (AVX2/AVX-512), or in-register byte permutes (AVX-512 VBMI) for bf16-class
  * tables.
  *

@@ -1,4 +1,4 @@
-/* gemm_mulop.c - the MULOP provider: any mts_mulop per product (C models,
+/* mulop.c - the MULOP provider: any mts_mulop per product (C models,
  * RTL-in-the-loop). There is no fast path: the product is an opaque call, so
  * the scalar kernel runs it, in parallel unless the mulop is serial. */
 #include "gemm_internal.h"

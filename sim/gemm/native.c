@@ -1,4 +1,4 @@
-/* gemm_native.c - native FP32 multiply through our own kernel ("ATnG" of
+/* native.c - native FP32 multiply through our own kernel ("ATnG" of
  * ApproxTrain: the same blocking and order as the LUT kernel, with a*b in
  * place of the lookup), vectorised across n. Per output: acc = +0, then
  * acc = acc + fl(a*b) for k ascending (mul and add, never fused). */

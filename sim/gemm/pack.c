@@ -1,7 +1,7 @@
-/* gemm_pack.c - operand packing for the SIMD LUT and FMAq kernels: A as
+/* pack.c - operand packing for the SIMD LUT and FMAq kernels: A as
  * per-element (index part, power of two) pairs, B as column panels of NR
  * lanes (zero-padded past n) with the same split, plus per-row and
- * per-panel flags for operands the kernels do not take (gemm_lut.c has the
+ * per-panel flags for operands the kernels do not take (lut.c has the
  * exactness argument). Native FMAq products keep a and b as they are. */
 #include <stdlib.h>
 

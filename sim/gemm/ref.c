@@ -1,4 +1,4 @@
-/* gemm_ref.c - the naive reference of mts_gemm (gemm.h): a triple loop that
+/* ref.c - the naive reference of mts_gemm (gemm.h): a triple loop that
  * reads each operand, quantizes it as documented and forms every product
  * with the scalar function and every sum in the documented order. It shares
  * no code with the kernels beyond the scalar arithmetic they all define

@@ -1,4 +1,4 @@
-/* gemm_tile.c - the portable scalar kernel (one output at a time, in the
+/* tile.c - the portable scalar kernel (one output at a time, in the
  * documented order) and the OpenMP tile driver every kernel uses. The scalar
  * kernel is what non-SIMD builds run, and what SIMD kernels fall back to for
  * tiles whose operands they do not handle (NaN, inf, extreme exponents). */

@@ -1,4 +1,4 @@
-/* gemm_ws.c - reusable workspace for the packed operands. Each GEMM packs
+/* ws.c - reusable workspace for the packed operands. Each GEMM packs
  * a few arrays of O(mk + kn) words; allocating them fresh every call makes
  * glibc map and unmap them (page faults cost up to a fifth of a 512^3 LUT
  * GEMM), so freed blocks wait in a few global slots for the next call. The

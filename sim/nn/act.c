@@ -1,5 +1,5 @@
-/* nn_act.c - ReLU (FP32). */
-#include "mantis/nn.h"
+/* act.c - ReLU (FP32). */
+#include "mantis/nn_ops.h"
 
 void mts_relu_forward(size_t n, const float *x, float *y)
 {

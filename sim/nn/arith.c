@@ -1,11 +1,11 @@
-/* nn_arith.c - turns an arithmetic choice written as text (mts_arith_spec)
+/* arith.c - turns an arithmetic choice written as text (mts_arith_spec)
  * into an mts_provider: LUT sweep of a C model, LUT file, native FP32,
  * OpenBLAS, plus FMAq accumulation. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_arith.h"
 
 void mts_arith_spec_init(mts_arith_spec *s)
 {

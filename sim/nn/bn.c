@@ -1,9 +1,9 @@
-/* nn_bn.c - BatchNorm over (N, H, W) per channel, FP32 values with double
+/* bn.c - BatchNorm over (N, H, W) per channel, FP32 values with double
  * reductions in a fixed order (deterministic, and no catastrophic
  * cancellation in the variance). */
 #include <math.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_ops.h"
 
 void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
                     float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd)

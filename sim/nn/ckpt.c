@@ -1,4 +1,4 @@
-/* nn_ckpt.c - training checkpoints: everything a resumed run needs to
+/* ckpt.c - training checkpoints: everything a resumed run needs to
  * continue bit-identically (parameters, BN statistics, optimizer moments
  * and step count, epochs done, per-epoch history, the run's configuration).
  *
@@ -13,7 +13,7 @@
 #include "mantis/fs.h"
 #include "mantis/binio.h"
 #include "mantis/fpbits.h"
-#include "mantis/nn.h"
+#include "mantis/nn_ckpt.h"
 
 #define CK_MAGIC "MTSCKPT"
 #define CK_VERSION 1u
@@ -154,4 +154,9 @@ int mts_ckpt_load(const char *path, mts_net *net, mts_opt *opt, mts_ckpt_meta *m
     get_f32s(p, opt ? opt->v : NULL, np);
     free(b);
     return MTS_OK;
+}
+
+int mts_ckpt_path(const char *dir, char *buf, size_t n)
+{
+    return mts_fs_pathf(buf, n, "%s/checkpoint.mtsckpt", dir);
 }

@@ -1,4 +1,4 @@
-/* nn_conv.c - Conv2D as im2col + GEMM; backward as two GEMMs + col2im.
+/* conv.c - Conv2D as im2col + GEMM; backward as two GEMMs + col2im.
  *
  * The whole batch is unrolled into one col matrix [K][N*P] (K = cin*k*k,
  * P = oh*ow) so that each pass is a single GEMM whose reductions (over K
@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_ops.h"
+#include "mantis/nn_trace.h"
 
 int mts_conv_geom_init(mts_conv_geom *g, mts_err *err)
 {
@@ -68,7 +69,7 @@ void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
         }
 }
 
-int mts_conv2d_forward(const mts_provider *p, const mts_conv_geom *g, int N, const float *x,
+int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                        const float *w, const float *b, float *y, mts_err *err)
 {
     int K = g->cin * g->k * g->k, P = g->oh * g->ow;
@@ -82,7 +83,7 @@ int mts_conv2d_forward(const mts_provider *p, const mts_conv_geom *g, int N, con
     }
     mts_im2col(g, N, x, col);
     /* t[N*P][cout] = col^T * w^T: a = activation, b = weight, sum over K in order */
-    rc = mts_nn_gemm(p, 1, 1, (int)NP, g->cout, K, col, (int)NP, w, K, 0.0f, t, g->cout, err);
+    rc = mts_nn_gemm(ctx, ctx->fwd, 1, 1, (int)NP, g->cout, K, col, (int)NP, w, K, 0.0f, t, g->cout, err);
     if (rc == MTS_OK)
         for (int n = 0; n < N; n++)
             for (int co = 0; co < g->cout; co++) {
@@ -96,7 +97,7 @@ done:
     return rc;
 }
 
-int mts_conv2d_backward(const mts_provider *bwd, const mts_conv_geom *g, int N, const float *x,
+int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                         const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err)
 {
     int K = g->cin * g->k * g->k, P = g->oh * g->ow, C = g->cout;
@@ -122,11 +123,11 @@ int mts_conv2d_backward(const mts_provider *bwd, const mts_conv_geom *g, int N, 
     if (dw) {
         mts_im2col(g, N, x, col);
         /* dw[cout][K] = dyt^T * col^T: a = gradient, b = activation, sum over N*P in order */
-        rc = mts_nn_gemm(bwd, 1, 1, C, K, (int)NP, dyt, C, col, (int)NP, 0.0f, dw, K, err);
+        rc = mts_nn_gemm(ctx, ctx->bwd, 1, 1, C, K, (int)NP, dyt, C, col, (int)NP, 0.0f, dw, K, err);
     }
     if (rc == MTS_OK && dx) {
         /* dcol[N*P][K] = dyt * w: a = gradient, b = weight, sum over cout in order */
-        rc = mts_nn_gemm(bwd, 0, 0, (int)NP, K, C, dyt, C, w, K, 0.0f, dcol, K, err);
+        rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, (int)NP, K, C, dyt, C, w, K, 0.0f, dcol, K, err);
         if (rc == MTS_OK) mts_col2im(g, N, dcol, dx);
     }
 done:

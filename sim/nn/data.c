@@ -1,4 +1,4 @@
-/* nn_data.c - data set loaders: IDX (MNIST, Fashion-MNIST) and CIFAR-10
+/* data.c - data set loaders: IDX (MNIST, Fashion-MNIST) and CIFAR-10
  * binary, fully validated; every failure is one line naming the file and
  * saying how to get the data. */
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "mantis/fs.h"
 #include "mantis/binio.h"
-#include "mantis/nn.h"
+#include "mantis/nn_data.h"
 
 static uint32_t be32(const uint8_t *p)
 {
@@ -165,10 +165,12 @@ static void standardize(mts_dataset *d, const float *mean, const float *std)
 int mts_dataset_load(const char *name, const char *dir, int train, mts_dataset *d, mts_err *err)
 {
     char a[1024], b[1024];
+    /* the directory as two parts: dir, or "data/" and the set's name */
+    const char *d0 = dir ? dir : "data/", *d1 = dir ? "" : name;
     if (!strcmp(name, "mnist") || !strcmp(name, "fashion-mnist")) {
         const char *pre = train ? "train" : "t10k";
-        snprintf(a, sizeof a, "%s/%s-images-idx3-ubyte", dir, pre);
-        snprintf(b, sizeof b, "%s/%s-labels-idx1-ubyte", dir, pre);
+        snprintf(a, sizeof a, "%s%s/%s-images-idx3-ubyte", d0, d1, pre);
+        snprintf(b, sizeof b, "%s%s/%s-labels-idx1-ubyte", d0, d1, pre);
         char hint[64];
         snprintf(hint, sizeof hint, "run `mantis data fetch %s`", name);
         int rc = idx_load(a, b, hint, d, err);
@@ -185,8 +187,8 @@ int mts_dataset_load(const char *name, const char *dir, int train, mts_dataset *
         const char *fp[6];
         int nf = train ? 5 : 1;
         for (int i = 0; i < nf; i++) {
-            if (train) snprintf(files[i], sizeof files[i], "%s/data_batch_%d.bin", dir, i + 1);
-            else snprintf(files[i], sizeof files[i], "%s/test_batch.bin", dir);
+            if (train) snprintf(files[i], sizeof files[i], "%s%s/data_batch_%d.bin", d0, d1, i + 1);
+            else snprintf(files[i], sizeof files[i], "%s%s/test_batch.bin", d0, d1);
             fp[i] = files[i];
         }
         static const float cm[3] = {0.4914f, 0.4822f, 0.4465f}, cs[3] = {0.2470f, 0.2435f, 0.2616f};

@@ -1,4 +1,4 @@
-/* nn_dense.c - fully connected layer: forward and both gradients as GEMMs
+/* dense.c - fully connected layer: forward and both gradients as GEMMs
  * through the providers, with the FMAq STE masks of the accumulator paper. */
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +6,8 @@
 #include <omp.h>
 #endif
 
-#include "mantis/nn.h"
+#include "mantis/nn_ops.h"
+#include "mantis/nn_trace.h"
 
 static int nthreads(const mts_provider *p)
 {
@@ -18,11 +19,11 @@ static int nthreads(const mts_provider *p)
 #endif
 }
 
-int mts_dense_forward(const mts_provider *p, int N, int in, int out, const float *x, const float *w,
+int mts_dense_forward(const mts_nn_ctx *ctx, int N, int in, int out, const float *x, const float *w,
                       const float *b, float *y, mts_err *err)
 {
     /* y = x * w^T: a = activation, b = weight; sum over in, in order */
-    int rc = mts_nn_gemm(p, 0, 1, N, out, in, x, in, w, in, 0.0f, y, out, err);
+    int rc = mts_nn_gemm(ctx, ctx->fwd, 0, 1, N, out, in, x, in, w, in, 0.0f, y, out, err);
     if (rc != MTS_OK) return rc;
     if (b)
         for (int n = 0; n < N; n++)
@@ -42,10 +43,11 @@ static void bias_grad(int N, int out, const float *dy, float *db)
 /* Masked backward: the STE mask m[n][o][i] zeroes individual products, so
  * each gradient row is its own GEMM over masked operands (a masked operand
  * is replaced by 0, which the provider multiplies like any other value). */
-static int dense_backward_masked(const mts_provider *bwd, const mts_provider *fwd, mts_ste ste, int N,
-                                 int in, int out, const float *x, const float *w, const float *dy,
-                                 float *dx, float *dw, mts_err *err)
+static int dense_backward_masked(const mts_nn_ctx *ctx, int N, int in, int out, const float *x, const float *w,
+                                 const float *dy, float *dx, float *dw, mts_err *err)
 {
+    const mts_provider *fwd = ctx->fwd;
+    mts_ste ste = ctx->ste;
     size_t nm = (size_t)N * out * in;
     uint8_t *mask = malloc(nm);
     float *tmp = malloc(sizeof(float) * (size_t)(N > out ? N : out) * in);
@@ -68,8 +70,8 @@ static int dense_backward_masked(const mts_provider *bwd, const mts_provider *fw
         for (int n = 0; n < N && rc == MTS_OK; n++) {
             const uint8_t *mn = mask + (size_t)n * out * in;
             for (size_t j = 0; j < (size_t)out * in; j++) tmp[j] = mn[j] ? w[j] : 0.0f;
-            rc = mts_nn_gemm(bwd, 0, 0, 1, in, out, dy + (size_t)n * out, out, tmp, in, 0.0f,
-                          dx + (size_t)n * in, in, err);
+            rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, 1, in, out, dy + (size_t)n * out, out, tmp, in, 0.0f,
+                             dx + (size_t)n * in, in, err);
         }
     if (dw)
         for (int o = 0; o < out && rc == MTS_OK; o++) {
@@ -80,7 +82,7 @@ static int dense_backward_masked(const mts_provider *bwd, const mts_provider *fw
                 for (int i = 0; i < in; i++) tn[i] = m[i] ? xn[i] : 0.0f;
                 g[n] = dy[(size_t)n * out + o];
             }
-            rc = mts_nn_gemm(bwd, 0, 0, 1, in, N, g, N, tmp, in, 0.0f, dw + (size_t)o * in, in, err);
+            rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, 1, in, N, g, N, tmp, in, 0.0f, dw + (size_t)o * in, in, err);
         }
 done:
     free(mask);
@@ -89,21 +91,21 @@ done:
     return rc;
 }
 
-int mts_dense_backward(const mts_provider *bwd, const mts_provider *fwd, mts_ste ste, int N, int in,
-                       int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                       float *db, mts_err *err)
+int mts_dense_backward(const mts_nn_ctx *ctx, int N, int in, int out, const float *x, const float *w,
+                       const float *dy, float *dx, float *dw, float *db, mts_err *err)
 {
+    const mts_provider *fwd = ctx->fwd;
     if (db) bias_grad(N, out, dy, db);
-    if (fwd && fwd->fmaq && ste != MTS_STE_IDENTITY) {
+    if (fwd && fwd->fmaq && ctx->ste != MTS_STE_IDENTITY) {
         if (fwd->kind == MTS_PROV_INT)
             return mts_fail(err, MTS_EINVAL, "dense backward: STE %s needs a float provider, not an integer table",
-                            mts_ste_name(ste));
-        return dense_backward_masked(bwd, fwd, ste, N, in, out, x, w, dy, dx, dw, err);
+                            mts_ste_name(ctx->ste));
+        return dense_backward_masked(ctx, N, in, out, x, w, dy, dx, dw, err);
     }
     int rc = MTS_OK;
     /* dx[N][in] = dy[N][out] * w[out][in]: a = gradient, b = weight */
-    if (dx) rc = mts_nn_gemm(bwd, 0, 0, N, in, out, dy, out, w, in, 0.0f, dx, in, err);
+    if (dx) rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, N, in, out, dy, out, w, in, 0.0f, dx, in, err);
     /* dw[out][in] = dy^T * x: a = gradient, b = activation, sum over n in order */
-    if (rc == MTS_OK && dw) rc = mts_nn_gemm(bwd, 1, 0, out, in, N, dy, out, x, in, 0.0f, dw, in, err);
+    if (rc == MTS_OK && dw) rc = mts_nn_gemm(ctx, ctx->bwd, 1, 0, out, in, N, dy, out, x, in, 0.0f, dw, in, err);
     return rc;
 }

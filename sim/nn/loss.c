@@ -1,7 +1,7 @@
-/* nn_loss.c - softmax cross-entropy (FP32 values, double loss sum). */
+/* loss.c - softmax cross-entropy (FP32 values, double loss sum). */
 #include <math.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_ops.h"
 
 double mts_softmax_ce(int N, int classes, const float *logits, const uint8_t *labels, float *dlogits,
                       int *correct)

@@ -1,4 +1,4 @@
-/* nn_net.c - networks as a list of nodes in topological order (sequential
+/* net.c - networks as a list of nodes in topological order (sequential
  * layers plus branches for residual blocks): building, allocation,
  * deterministic initialisation, forward and backward passes. */
 #include <math.h>
@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_net.h"
+#include "mantis/rng.h"
 
 #define BN_MOMENTUM 0.1f
 #define BN_EPS 1e-5f
@@ -212,7 +213,7 @@ oom:
 const float *mts_net_output(const mts_net *net) { return net->l[net->n - 1].y; }
 int mts_net_outsize(const mts_net *net) { return (int)node_size(&net->l[net->n - 1]); }
 
-int mts_net_forward(mts_net *net, const mts_provider *p, int train, int N, const float *x, mts_err *err)
+int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const float *x, mts_err *err)
 {
     if (!net->built || N < 1 || N > net->batch)
         return mts_fail(err, MTS_EINVAL, "net %s: forward of %d samples (capacity %d)", net->name, N, net->batch);
@@ -225,9 +226,9 @@ int mts_net_forward(mts_net *net, const mts_provider *p, int train, int N, const
         int rc = MTS_OK;
         switch (l->kind) {
         case MTS_L_DENSE:
-            rc = mts_dense_forward(p, N, (int)node_size(a), l->units, a->y, w, w + l->nweight, l->y, err);
+            rc = mts_dense_forward(ctx, N, (int)node_size(a), l->units, a->y, w, w + l->nweight, l->y, err);
             break;
-        case MTS_L_CONV: rc = mts_conv2d_forward(p, &l->g, N, a->y, w, w + l->nweight, l->y, err); break;
+        case MTS_L_CONV: rc = mts_conv2d_forward(ctx, &l->g, N, a->y, w, w + l->nweight, l->y, err); break;
         case MTS_L_MAXPOOL: mts_maxpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y, l->argmax); break;
         case MTS_L_AVGPOOL: mts_avgpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y); break;
         case MTS_L_GAP: mts_gap_forward(N, a->c, a->h * a->w, a->y, l->y); break;
@@ -243,7 +244,7 @@ int mts_net_forward(mts_net *net, const mts_provider *p, int train, int N, const
         }
         case MTS_L_FLATTEN: memcpy(l->y, a->y, sizeof(float) * sz); break;
         case MTS_L_MATMUL:
-            rc = mts_matmul_forward(p, N, a->h, a->w, l->w, a->y, net->l[l->in1].y, l->y, err);
+            rc = mts_matmul_forward(ctx, N, a->h, a->w, l->w, a->y, net->l[l->in1].y, l->y, err);
             break;
         default: break;
         }
@@ -258,8 +259,8 @@ static void acc(float *dst, const float *src, size_t n)
     for (size_t j = 0; j < n; j++) dst[j] += src[j];
 }
 
-int mts_net_backward(mts_net *net, const mts_provider *bwd, const mts_provider *fwd, int N, const float *x,
-                     const float *dlast, mts_err *err)
+int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x, const float *dlast,
+                     mts_err *err)
 {
     (void)x; /* the input is kept in node 0 by the forward pass */
     if (!net->built || N < 1 || N > net->batch)
@@ -284,10 +285,10 @@ int mts_net_backward(mts_net *net, const mts_provider *bwd, const mts_provider *
         float *dx = l->in0 > 0 ? tmp : NULL; /* the input image needs no gradient */
         switch (l->kind) {
         case MTS_L_DENSE:
-            rc = mts_dense_backward(bwd, fwd, net->ste, N, (int)node_size(a), l->units, a->y, w, l->dy, dx, g,
-                                    g + l->nweight, err);
+            rc = mts_dense_backward(ctx, N, (int)node_size(a), l->units, a->y, w, l->dy, dx, g, g + l->nweight,
+                                    err);
             break;
-        case MTS_L_CONV: rc = mts_conv2d_backward(bwd, &l->g, N, a->y, w, l->dy, dx, g, g + l->nweight, err); break;
+        case MTS_L_CONV: rc = mts_conv2d_backward(ctx, &l->g, N, a->y, w, l->dy, dx, g, g + l->nweight, err); break;
         case MTS_L_MAXPOOL:
             if (dx) mts_maxpool_backward(N, a->c, a->h, a->w, l->k, l->stride, l->dy, l->argmax, dx);
             break;
@@ -312,7 +313,7 @@ int mts_net_backward(mts_net *net, const mts_provider *bwd, const mts_provider *
             break;
         case MTS_L_MATMUL: {
             mts_layer *b = &net->l[l->in1];
-            rc = mts_matmul_backward(bwd, N, a->h, a->w, l->w, a->y, b->y, l->dy, dx, l->in1 > 0 ? tmp2 : NULL, err);
+            rc = mts_matmul_backward(ctx, N, a->h, a->w, l->w, a->y, b->y, l->dy, dx, l->in1 > 0 ? tmp2 : NULL, err);
             if (rc == MTS_OK && l->in1 > 0) acc(b->dy, tmp2, node_size(b) * (size_t)N);
             break;
         }

@@ -1,11 +1,11 @@
-/* nn_optim.c - SGD with momentum and weight decay, Adam; step and cosine
+/* optim.c - SGD with momentum and weight decay, Adam; step and cosine
  * learning-rate schedules (per epoch). Updates are FP32, elementwise, in
  * parameter order: independent of threads. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_optim.h"
 
 int mts_opt_init(mts_opt *o, size_t nparam, mts_err *err)
 {
@@ -63,4 +63,38 @@ void mts_opt_step(mts_opt *o, mts_net *net, float lr)
             }
         }
     }
+}
+
+static const char *const opt_names[] = {"sgd", "adam"};
+static const char *const sched_names[] = {"const", "step", "cosine"};
+
+/* index of s in names[0..n), or -1 */
+static int find_name(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+const char *mts_opt_name(mts_opt_kind k) { return k == MTS_OPT_ADAM ? opt_names[1] : opt_names[0]; }
+
+int mts_opt_parse(const char *s, mts_opt_kind *k)
+{
+    int i = find_name(opt_names, 2, s);
+    if (i < 0) return -1;
+    *k = (mts_opt_kind)i;
+    return 0;
+}
+
+const char *mts_sched_name(mts_sched_kind k)
+{
+    return (unsigned)k < 3u ? sched_names[k] : sched_names[0];
+}
+
+int mts_sched_parse(const char *s, mts_sched_kind *k)
+{
+    int i = find_name(sched_names, 3, s);
+    if (i < 0) return -1;
+    *k = (mts_sched_kind)i;
+    return 0;
 }

@@ -1,7 +1,7 @@
-/* nn_pool.c - max, average and global average pooling (FP32, no GEMM). */
+/* pool.c - max, average and global average pooling (FP32, no GEMM). */
 #include <string.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_ops.h"
 
 int mts_pool_out(int in, int k, int s) { return in < k ? 0 : (in - k) / s + 1; }
 

@@ -1,4 +1,4 @@
-/* nn_ste.c - straight-through estimators for FMAq accumulation
+/* ste.c - straight-through estimators for FMAq accumulation
  * (accumulator paper, appendix D): recompute one dot product in the GEMM's
  * documented order (fmaq.h: chunks accumulated sequentially from 0, then
  * the chunk sums added left to right) and mark which products pass their
@@ -6,8 +6,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "mantis/amsim.h"
-#include "mantis/nn.h"
+#include "mantis/fmaq.h"
+#include "mantis/fpbits.h"
+#include "mantis/nn_ops.h"
+#include "nn_internal.h"
 
 int mts_ste_parse(const char *s, mts_ste *ste, mts_err *err)
 {
@@ -34,46 +36,6 @@ const char *mts_ste_name(mts_ste ste)
     }
 }
 
-/* Operand quantization exactly as mts_gemm packs operands (gemm.c): RNE
- * into in_fmt (or the implementation's own format when in_fmt is all zero),
- * then, for a LUT read through a wider in_fmt, RTZ into the LUT's format. */
-static uint32_t quant(const mts_provider *p, const mts_format *own, uint32_t x)
-{
-    const mts_format *qf = (p->in_fmt.M == 0 && p->in_fmt.E == 0) ? own : &p->in_fmt;
-    x = mts_fmt_quantize(qf, x, MTS_RNE);
-    if (p->kind == MTS_PROV_LUT && memcmp(qf, own, sizeof *qf)) x = mts_fmt_quantize(own, x, MTS_RTZ);
-    return x;
-}
-
-/* One product as the GEMM forms it; fp32 = the "fp32" model, used by FMAq
- * GEMMs for native products (gemm.h), looked up once by the caller. */
-static uint32_t prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a, uint32_t b)
-{
-    static const mts_format f32 = {8, 23, 127, 1};
-    switch (p->kind) {
-    case MTS_PROV_LUT: return mts_amsim(p->lut, quant(p, &p->lut->fmt, a), quant(p, &p->lut->fmt, b));
-    case MTS_PROV_MULOP: return p->mul->fn(p->mul, quant(p, &p->mul->fmt, a), quant(p, &p->mul->fmt, b));
-    default:
-        if (p->fmaq && fp32) {
-            /* fast path: normal operands with a normal host product give the
-             * model's result (both are the exact product rounded RNE at 23
-             * bits); zeros, subnormals, inf/NaN and over/underflow go to the model */
-            uint32_t ea = (a >> 23) & 0xFFu, eb = (b >> 23) & 0xFFu;
-            if (ea - 1u < 254u && eb - 1u < 254u) {
-                uint32_t r = mts_f2u(mts_u2f(a) * mts_u2f(b)), er = (r >> 23) & 0xFFu;
-                if (er - 1u < 254u) return r;
-            }
-            return mts_model_mul(fp32, &f32, a, b);
-        }
-        return mts_f2u(mts_u2f(a) * mts_u2f(b));
-    }
-}
-
-uint32_t mts_prov_mul(const mts_provider *p, uint32_t a, uint32_t b)
-{
-    return prov_mul(p, mts_model_find("fp32"), a, b);
-}
-
 uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const float *w, size_t n,
                       size_t ws, uint8_t *mask)
 {
@@ -90,7 +52,7 @@ uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const 
         uint32_t s = 0;
         size_t last_of = 0; /* recursive: terms [c0, last_of) zeroed */
         for (size_t i = c0; i < c1; i++) {
-            uint32_t pr = prov_mul(p, fp32, mts_f2u(x[i]), mts_f2u(w[i * ws]));
+            uint32_t pr = mts__prov_mul(p, fp32, mts_f2u(x[i]), mts_f2u(w[i * ws]));
             uint32_t qp = mts_q(&p->qprod, pr);
             uint32_t z = mts_qadd(&p->qacc, qp, s); /* = mts_fmaq(qprod, qacc, pr, s) */
             int keep = 1;

@@ -1,4 +1,4 @@
-/* nn_trace.c - operand traces of training: a uniform sample of the operand
+/* trace.c - operand traces of training: a uniform sample of the operand
  * pairs that reach the multiplier, for power estimation from real
  * workloads (synth --power-trace; trace format in include/mantis/trace.h).
  *
@@ -10,12 +10,9 @@
 #include <string.h>
 
 #include "mantis/fpbits.h"
-#include "mantis/nn.h"
+#include "mantis/nn_arith.h"
+#include "mantis/nn_trace.h"
 #include "mantis/trace.h"
-
-static mts_nn_tracer *active;
-
-void mts_nn_set_tracer(mts_nn_tracer *t) { active = t; }
 
 /* uniform in (0, 1): never 0, so its log is finite */
 static double u01(mts_rng *r) { return ((double)(mts_rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
@@ -57,22 +54,14 @@ void mts_nn_tracer_free(mts_nn_tracer *t)
     memset(t, 0, sizeof *t);
 }
 
-mts_format mts_prov_format(const mts_provider *p)
-{
-    int own = p->in_fmt.M == 0 && p->in_fmt.E == 0;
-    if (p->kind == MTS_PROV_LUT && p->lut) return p->lut->fmt; /* AMSim reads the LUT's own bits */
-    if (p->kind == MTS_PROV_MULOP && p->mul) return own ? p->mul->fmt : p->in_fmt;
-    return mts_format_e8(23);
-}
-
-static void record(mts_nn_tracer *t, const mts_format *f, size_t slot, uint64_t off, int transA, int transB,
+static void record(mts_nn_tracer *t, const mts_provider *p, size_t slot, uint64_t off, int transA, int transB,
                    int n, int k, const float *A, int lda, const float *B, int ldb)
 {
     int i = (int)(off / ((uint64_t)n * k)), j = (int)(off / (uint64_t)k % (uint64_t)n), kk = (int)(off % (uint64_t)k);
     float a = transA ? A[(size_t)kk * lda + i] : A[(size_t)i * lda + kk];
     float b = transB ? B[(size_t)j * ldb + kk] : B[(size_t)kk * ldb + j];
-    t->a[slot] = mts_fmt_quantize(f, mts_f2u(a), MTS_RNE);
-    t->b[slot] = mts_fmt_quantize(f, mts_f2u(b), MTS_RNE);
+    t->a[slot] = mts_prov_operand(p, mts_f2u(a));
+    t->b[slot] = mts_prov_operand(p, mts_f2u(b));
 }
 
 static void sample(mts_nn_tracer *t, const mts_provider *p, int transA, int transB, int m, int n, int k,
@@ -84,21 +73,24 @@ static void sample(mts_nn_tracer *t, const mts_provider *p, int transA, int tran
     /* filling: every pair is taken until the reservoir is full (have == seen) */
     while (t->have < t->cap && (uint64_t)t->have < end) {
         size_t slot = t->have++;
-        record(t, &f, slot, (uint64_t)slot - start, transA, transB, n, k, A, lda, B, ldb);
+        record(t, p, slot, (uint64_t)slot - start, transA, transB, n, k, A, lda, B, ldb);
     }
     /* then Algorithm L: the pair at position next replaces a random slot */
     while (t->have == t->cap && t->next < end) {
         size_t slot = (size_t)mts_rng_below(&t->rng, (uint32_t)t->cap);
-        record(t, &f, slot, t->next - start, transA, transB, n, k, A, lda, B, ldb);
+        record(t, p, slot, t->next - start, transA, transB, n, k, A, lda, B, ldb);
         advance(t);
     }
     t->seen = end;
 }
 
-int mts_nn_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
-                const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+int mts_nn_gemm(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int transB, int m, int n, int k,
+                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
-    if (active && m > 0 && n > 0 && k > 0) sample(active, p, transA, transB, m, n, k, A, lda, B, ldb);
+    if (ctx->device != MTS_DEVICE_CPU)
+        return mts_fail(err, MTS_EUNSUPPORTED, "nn: device %d is not the CPU; these ops run on the CPU only",
+                        ctx->device);
+    if (ctx->tracer && m > 0 && n > 0 && k > 0) sample(ctx->tracer, p, transA, transB, m, n, k, A, lda, B, ldb);
     return mts_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 }
 

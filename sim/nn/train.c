@@ -1,10 +1,11 @@
-/* nn_train.c - the training loop pieces: per-epoch sample order, one epoch
- * of mini-batch training, evaluation. */
+/* train.c - the training loop pieces: per-epoch sample order, one epoch
+ * of mini-batch training, evaluation (the whole-run driver is driver.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "mantis/nn.h"
+#include "mantis/nn_train.h"
+#include "mantis/rng.h"
 
 void mts_epoch_order(uint64_t seed, int epoch, int n, int32_t *order)
 {
@@ -25,10 +26,9 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_provider *fwd, const mts_provider *bwd,
-                    const mts_dataset *d, int n, int batch, uint64_t seed, int epoch, float lr,
-                    void (*progress)(void *ctx, int done, int total), void *ctx, mts_epoch_stats *st,
-                    mts_err *err)
+int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts_dataset *d, int n, int batch,
+                    uint64_t seed, int epoch, float lr, void (*progress)(void *pctx, int done, int total),
+                    void *pctx, mts_epoch_stats *st, mts_err *err)
 {
     int classes = mts_net_outsize(net);
     size_t ss = (size_t)d->c * d->h * d->w;
@@ -52,15 +52,15 @@ int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_provider *fwd, const m
             memcpy(xb + (size_t)i * ss, d->x + (size_t)order[b0 + i] * ss, sizeof(float) * ss);
             yb[i] = d->y[order[b0 + i]];
         }
-        rc = mts_net_forward(net, fwd, 1, N, xb, err);
+        rc = mts_net_forward(net, ctx, 1, N, xb, err);
         if (rc != MTS_OK) break;
         int ok = 0;
         loss += mts_softmax_ce(N, classes, mts_net_output(net), yb, dl, &ok) * N;
         correct += ok;
-        rc = mts_net_backward(net, bwd, fwd, N, xb, dl, err);
+        rc = mts_net_backward(net, ctx, N, xb, dl, err);
         if (rc != MTS_OK) break;
         mts_opt_step(opt, net, lr);
-        if (progress) progress(ctx, b0 + N, n);
+        if (progress) progress(pctx, b0 + N, n);
     }
     if (rc == MTS_OK && st) {
         double dt = now_s() - t0;
@@ -78,7 +78,7 @@ done:
     return rc;
 }
 
-int mts_evaluate(mts_net *net, const mts_provider *p, const mts_dataset *d, int n, double *acc, mts_err *err)
+int mts_evaluate(mts_net *net, const mts_nn_ctx *ctx, const mts_dataset *d, int n, double *acc, mts_err *err)
 {
     int classes = mts_net_outsize(net);
     size_t ss = (size_t)d->c * d->h * d->w;
@@ -86,7 +86,7 @@ int mts_evaluate(mts_net *net, const mts_provider *p, const mts_dataset *d, int 
     long correct = 0;
     for (int b0 = 0; b0 < n; b0 += net->batch) {
         int N = n - b0 < net->batch ? n - b0 : net->batch;
-        int rc = mts_net_forward(net, p, 0, N, d->x + (size_t)b0 * ss, err);
+        int rc = mts_net_forward(net, ctx, 0, N, d->x + (size_t)b0 * ss, err);
         if (rc != MTS_OK) return rc;
         int ok = 0;
         mts_softmax_ce(N, classes, mts_net_output(net), d->y + b0, NULL, &ok);

@@ -1,0 +1,158 @@
+/* nn_ops.h - the layer ops of the training engine: the contract a CUDA
+ * backend mirrors op for op (same names, same arguments, same results).
+ *
+ *  - Every op is a plain function on float arrays in NCHW layout with an
+ *    explicit batch size N.
+ *  - Ops that multiply take an mts_nn_ctx: the providers (gemm.h), the FMAq
+ *    STE, the operand tracer and the device. Every multiply of a forward,
+ *    weight-gradient or input-gradient GEMM goes through mts_gemm with
+ *    ctx->fwd (forward ops; the test provider during evaluation) or ctx->bwd
+ *    (both backward GEMMs). Elementwise ops, pooling, BatchNorm, softmax and
+ *    the optimizer stay FP32, as in ApproxTrain (docs/training.md).
+ *  - GEMM operand order (A x B, which matters for a non-commutative
+ *    multiplier): forward activation x weight; weight gradient
+ *    output-gradient x activation; input gradient output-gradient x weight.
+ *  - Nothing depends on the thread count except inside mts_gemm, whose
+ *    accumulation order is fixed (gemm.h), so results are bit-identical for
+ *    any provider->threads.
+ * All ops return MTS_OK or an error from mts_gemm / allocation. Backward ops
+ * overwrite (not accumulate) their outputs; pass NULL for a gradient that is
+ * not needed. */
+#ifndef MANTIS_NN_OPS_H
+#define MANTIS_NN_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "mantis/gemm.h"
+#include "mantis/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ----------------------------------------------------- STE for FMAq */
+
+/* Backward estimators for FMAq accumulation in dense layers (accumulator
+ * paper, appendix D). Conv and MatMul layers always use IDENTITY. */
+typedef enum {
+    MTS_STE_IDENTITY = 0, /* d(FMAq)/d(inputs) = 1: plain backward GEMMs */
+    MTS_STE_REC_OF = 1,   /* Recursive/OF: an overflow zeroes every earlier term it absorbs */
+    MTS_STE_IMM_OF = 2,   /* Immediate/OF: a term is zeroed if its own FMAq overflowed */
+    MTS_STE_IMM_DIFF = 3  /* Immediate/DIFF: zeroed if |z-s|/(|p|+eps1) <= eps2 (OF, UF, swamping) */
+} mts_ste;
+
+/* DIFF thresholds (the paper gives no values): eps1 guards 0/0, eps2 binarises alpha. */
+#define MTS_STE_DIFF_EPS1 1e-30
+#define MTS_STE_DIFF_EPS2 0.5
+
+/* Parses "identity", "rec-of", "imm-of", "imm-diff" (also "recursive/of",
+ * "immediate/of", "immediate/diff"). */
+int mts_ste_parse(const char *s, mts_ste *ste, mts_err *err);
+const char *mts_ste_name(mts_ste ste);
+
+/* STE mask of one FMAq dot product y = sum_i x[i]*w[i*ws] computed by
+ * provider p (p->fmaq = 1) in mts_fmaq_dot order: mask[i] = 0 or 1 is the
+ * factor "dy/d(x_i w_i)" of the chosen estimator. Recomputes the forward
+ * accumulation (nothing is stored in the forward pass), with operands and
+ * products as mts_prov_operand / mts_prov_mul (nn_arith.h) form them.
+ * Returns the recomputed y (FP32 bits), which equals the forward GEMM output. */
+uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const float *w, size_t n,
+                      size_t ws, uint8_t *mask);
+
+/* ---------------------------------------------------------- context */
+
+/* Where the ops run. A CUDA backend (gpu/) adds its device here. */
+typedef enum { MTS_DEVICE_CPU = 0 } mts_device;
+
+typedef struct mts_nn_tracer mts_nn_tracer; /* nn_trace.h */
+
+/* Everything an op needs besides its arrays; passed by the caller to every
+ * op that multiplies (no process-wide settings). The CPU ops refuse another
+ * device with MTS_EUNSUPPORTED. */
+typedef struct mts_nn_ctx {
+    const mts_provider *fwd; /* forward GEMMs; the test provider during evaluation */
+    const mts_provider *bwd; /* both backward GEMMs (may be NULL for forward-only use) */
+    mts_ste ste;             /* FMAq STE of dense layers (with fwd->fmaq) */
+    mts_nn_tracer *tracer;   /* NULL: none; else samples the operands of every GEMM */
+    int device;              /* mts_device */
+} mts_nn_ctx;
+
+/* A CPU context with providers fwd and bwd, IDENTITY STE and no tracer. */
+mts_nn_ctx mts_nn_ctx_cpu(const mts_provider *fwd, const mts_provider *bwd);
+
+/* ------------------------------------------------------------- ops */
+
+/* Dense: y[N][out] = x[N][in] * w[out][in]^T + b, through ctx->fwd. */
+int mts_dense_forward(const mts_nn_ctx *ctx, int N, int in, int out, const float *x, const float *w,
+                      const float *b, float *y, mts_err *err);
+/* dx = dy*w, dw = dy^T*x (ctx->bwd), db = column sums of dy (FP32, n order).
+ * With ctx->fwd->fmaq and ctx->ste != IDENTITY the products are masked per
+ * (n, o, i) by the STE of the forward accumulation (recomputed with
+ * ctx->fwd) before the bwd GEMMs. */
+int mts_dense_backward(const mts_nn_ctx *ctx, int N, int in, int out, const float *x, const float *w,
+                       const float *dy, float *dx, float *dw, float *db, mts_err *err);
+
+/* Conv2D geometry: square kernel k, stride, zero padding. */
+typedef struct mts_conv_geom {
+    int cin, h, w;      /* input */
+    int cout, k, stride, pad;
+    int oh, ow;         /* output, filled by mts_conv_geom_init */
+} mts_conv_geom;
+int mts_conv_geom_init(mts_conv_geom *g, mts_err *err);
+
+/* Forward: im2col of the whole batch into col[K][N*P] (K = cin*k*k,
+ * P = oh*ow), one GEMM W[cout][K] x col through ctx->fwd, bias added in FP32. */
+int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
+                       const float *w, const float *b, float *y, mts_err *err);
+/* Backward (ctx->bwd): dW = dY[cout][N*P] x col^T (one GEMM, k = N*P);
+ * dcol = W^T x dY (one GEMM, k = cout) then col2im adds overlapping taps in
+ * FP32 in a fixed (channel, ky, kx, oy, ox) order; db = sums of dY in (n, p)
+ * order. */
+int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
+                        const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err);
+
+/* im2col of sample layout x[N][cin][h][w] into col[K][N*P]. */
+void mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col);
+/* col2im: dx = sum of the taps of dcolT[N*P][K] (the input-gradient GEMM's
+ * output layout), dx overwritten, in (n, ci, ky, kx, oy, ox) order. */
+void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx);
+
+/* Max / average pooling, window k, stride s, no padding (floor). argmax
+ * (int32 per output, index into the input plane) is saved for backward. */
+int mts_pool_out(int in, int k, int s);
+void mts_maxpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, int32_t *argmax);
+void mts_maxpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, const int32_t *argmax,
+                          float *dx);
+void mts_avgpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y);
+void mts_avgpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, float *dx);
+/* Global average pool: y[N][C] = mean over H*W. */
+void mts_gap_forward(int N, int C, int HW, const float *x, float *y);
+void mts_gap_backward(int N, int C, int HW, const float *dy, float *dx);
+
+void mts_relu_forward(size_t n, const float *x, float *y);
+void mts_relu_backward(size_t n, const float *y, const float *dy, float *dx);
+
+/* BatchNorm over (N, H, W) per channel. train = 1: batch statistics (double
+ * sums, fixed order), running stats updated with momentum mom; saves
+ * xhat[N*C*HW] and invstd[C] for backward. train = 0: running stats. */
+void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
+                    float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd);
+void mts_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                     const float *invstd, float *dx, float *dgamma, float *dbeta);
+
+/* Softmax cross-entropy, mean over the batch. Returns the loss; fills
+ * dlogits = (softmax - onehot)/N and *correct (argmax == label). */
+double mts_softmax_ce(int N, int classes, const float *logits, const uint8_t *labels, float *dlogits,
+                      int *correct);
+
+/* MatMul per sample: c[n][m][q] = a[n][m][k] x b[n][k][q] (ctx->fwd);
+ * backward da = dc x b^T, db = a^T x dc (ctx->bwd). */
+int mts_matmul_forward(const mts_nn_ctx *ctx, int N, int m, int k, int q, const float *a, const float *b,
+                       float *c, mts_err *err);
+int mts_matmul_backward(const mts_nn_ctx *ctx, int N, int m, int k, int q, const float *a, const float *b,
+                        const float *dc, float *da, float *db, mts_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,132 @@
+/* nn_train.h - training: the per-epoch sample order, one epoch of
+ * mini-batch training, evaluation, and the two drivers behind `mantis train`
+ * and `mantis test` (whole runs: data, providers, model, optimizer, resume,
+ * checkpoints, JSON, traces). The drivers never print or exit: they return
+ * a status with err filled, and report progress through a callback. */
+#ifndef MANTIS_NN_TRAIN_H
+#define MANTIS_NN_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "mantis/nn_arith.h"
+#include "mantis/nn_ckpt.h"
+#include "mantis/nn_data.h"
+#include "mantis/nn_net.h"
+#include "mantis/nn_ops.h"
+#include "mantis/nn_optim.h"
+#include "mantis/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Order of epoch e's samples: a Fisher-Yates shuffle seeded by (seed, e),
+ * so it depends on nothing but these (resume needs no RNG state). */
+void mts_epoch_order(uint64_t seed, int epoch, int n, int32_t *order);
+
+/* One training epoch over the first `n` samples of d (n <= d->n) in
+ * mts_epoch_order, forward and backward through ctx (nn_ops.h);
+ * progress(pctx, done, n) is called after each batch (may be NULL). Fills
+ * loss/acc/seconds/lr of st. */
+int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts_dataset *d, int n, int batch,
+                    uint64_t seed, int epoch, float lr, void (*progress)(void *pctx, int done, int total),
+                    void *pctx, mts_epoch_stats *st, mts_err *err);
+/* Accuracy over the first n samples of d in batches (eval mode), forward
+ * through ctx->fwd (the test provider). */
+int mts_evaluate(mts_net *net, const mts_nn_ctx *ctx, const mts_dataset *d, int n, double *acc, mts_err *err);
+
+/* ------------------------------------------------- the training driver */
+
+typedef enum {
+    MTS_TRAIN_RESUMED = 0, /* info->start epochs were loaded from info->ckpt */
+    MTS_TRAIN_STARTED,     /* data, providers and model are ready: info describes the run */
+    MTS_TRAIN_BATCH,       /* done of total samples of epoch info->epoch are trained */
+    MTS_TRAIN_EPOCH,       /* epoch info->epoch finished: info->last */
+    MTS_TRAIN_TRACED       /* the operand trace was written (info->trace_have of trace_seen) */
+} mts_train_event;
+
+/* What a run reports, filled as it goes. */
+typedef struct mts_train_info {
+    int ntrain, ntest;           /* samples trained / evaluated per epoch */
+    size_t nparam;
+    char fwd[192], bwd[192], test[192]; /* provider descriptions (mts_arith.desc) */
+    char ckpt[1100];             /* checkpoint file, "" without --checkpoint */
+    int start;                   /* epochs done before this run (resume) */
+    int epoch;                   /* 1-based: the epoch being trained (BATCH) or just finished (EPOCH) */
+    mts_epoch_stats last;        /* the finished epoch's results */
+    double final_test_acc;       /* test accuracy of the last epoch in the history (0: none) */
+    size_t trace_have;           /* operand pairs sampled */
+    uint64_t trace_seen;         /* of this many streamed */
+} mts_train_info;
+
+typedef void (*mts_train_progress_fn)(void *ud, mts_train_event ev, const mts_train_info *info, int done,
+                                      int total);
+
+/* A run's settings (mts_train_config_init gives the defaults of
+ * docs/training.md). Everything that changes results is recorded in the
+ * checkpoint's config string, and --resume refuses a checkpoint whose
+ * string differs. */
+typedef struct mts_train_config {
+    const char *model, *data;
+    const char *data_dir;        /* NULL: data/<data> */
+    mts_arith_spec fwd, bwd, test; /* the three providers (docs/training.md) */
+    mts_arith_open_fn open;      /* NULL: mts_arith_open */
+    void *open_ud;
+    const char *ste;             /* as given ("imm-diff", "immediate/diff", ...): recorded verbatim */
+    uint64_t seed;
+    int epochs, batch, threads;
+    int subset, test_subset;     /* 0: all samples */
+    mts_opt_kind opt;
+    mts_sched_kind sched;
+    double lr;                   /* < 0: 0.01 for SGD, 1e-3 for Adam */
+    double momentum, wd, gamma;
+    int step_size;
+    const char *ckdir;           /* NULL: no checkpoints */
+    int resume;                  /* continue from ckdir's checkpoint */
+    const char *json;            /* NULL: no JSON; else rewritten atomically after each epoch */
+    const char *trace;           /* NULL: no operand trace */
+    int trace_kind;              /* MTS_TRACE_SIG or MTS_TRACE_FLOAT */
+    int trace_samples;
+    mts_train_progress_fn progress; /* NULL: silent */
+    void *progress_ud;
+} mts_train_config;
+
+void mts_train_config_init(mts_train_config *c);
+
+/* Runs the whole training: loads both splits, opens the providers, builds
+ * the model and optimizer, resumes if asked, then per epoch trains (traced
+ * if asked; evaluation is not traced), evaluates with the test provider,
+ * checkpoints and rewrites the JSON; writes the trace at the end. Returns
+ * MTS_OK with *info complete, or an error code with one line in err. */
+int mts_train_run(const mts_train_config *c, mts_train_info *info, mts_err *err);
+
+/* ---------------------------------------------- checkpoint evaluation */
+
+typedef struct mts_test_config {
+    const char *ckdir;           /* the run's --checkpoint DIR */
+    const char *data_dir;        /* NULL: data/<data set of the run> */
+    const char *json;            /* NULL: none; else {"model", "data", "mul_test", "samples", "test_acc"} */
+    const mts_arith_spec *spec;  /* NULL: the run's own test provider, from the checkpoint */
+    const mts_arith_spec *acc;   /* with spec NULL: FMAq settings replacing the run's (NULL: keep) */
+    int test_subset;             /* 0: all test samples */
+    int threads;
+    mts_arith_open_fn open;      /* NULL: mts_arith_open */
+    void *open_ud;
+} mts_test_config;
+
+typedef struct mts_test_result {
+    char model[64], data[64];
+    char desc[192];              /* the provider (mts_arith.desc) */
+    int samples;
+    double acc;
+} mts_test_result;
+
+/* Rebuilds the model named in the checkpoint, loads it and evaluates the
+ * test split ("train with X, test with Y"). A run trained with mul "rtl" is
+ * refused unless spec is given. */
+int mts_test_run(const mts_test_config *c, mts_test_result *r, mts_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

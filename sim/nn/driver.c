@@ -1,0 +1,268 @@
+/* driver.c - a whole training run (mts_train_run, nn_train.h): data,
+ * providers, model and optimizer, resume, the epochs, checkpoints, the JSON
+ * results and the operand trace. What `mantis train` does between parsing
+ * its options and printing; it reports through the caller's callback and
+ * never prints. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mantis/fs.h"
+#include "mantis/nn_trace.h"
+#include "mantis/nn_train.h"
+#include "mantis/trace.h"
+#include "nn_internal.h"
+
+void mts_train_config_init(mts_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    mts_arith_spec_init(&c->fwd);
+    mts_arith_spec_init(&c->bwd);
+    mts_arith_spec_init(&c->test);
+    c->ste = "identity";
+    c->seed = 1;
+    c->epochs = 10;
+    c->batch = 64;
+    c->opt = MTS_OPT_SGD;
+    c->sched = MTS_SCHED_CONST;
+    c->lr = -1;
+    c->momentum = 0.9;
+    c->gamma = 0.95;
+    c->step_size = 1;
+    c->trace_kind = MTS_TRACE_SIG;
+    c->trace_samples = 100000;
+}
+
+/* What a run holds; run_free releases it. */
+typedef struct run {
+    const mts_train_config *c;
+    mts_train_info *info;
+    double lr;             /* c->lr, or the optimizer's default */
+    mts_ste ste;
+    mts_dataset train, test;
+    mts_arith af, ab, at;  /* forward, backward, test providers */
+    mts_net net;
+    mts_opt opt;
+    mts_nn_tracer tracer;
+    mts_ckpt_meta *meta;   /* large: the history of up to 1024 epochs */
+} run;
+
+static void run_free(run *r)
+{
+    mts_nn_tracer_free(&r->tracer);
+    mts_opt_free(&r->opt);
+    mts_net_free(&r->net);
+    mts_arith_close(&r->af);
+    mts_arith_close(&r->ab);
+    mts_arith_close(&r->at);
+    mts_dataset_free(&r->train);
+    mts_dataset_free(&r->test);
+    free(r->meta);
+}
+
+static void report(const run *r, mts_train_event ev, int done, int total)
+{
+    if (r->c->progress) r->c->progress(r->c->progress_ud, ev, r->info, done, total);
+}
+
+int mts__nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s, int threads, mts_arith *a,
+                       mts_err *err)
+{
+    return open ? open(ud, s, threads, a, err) : mts_arith_open(s, threads, a, err);
+}
+
+static int open_providers(run *r, mts_err *err)
+{
+    const mts_train_config *c = r->c;
+    const mts_arith_spec *spec[3] = {&c->fwd, &c->bwd, &c->test};
+    mts_arith *a[3] = {&r->af, &r->ab, &r->at};
+    static const char *const what[3] = {"forward", "backward", "test"};
+    for (int i = 0; i < 3; i++) {
+        mts_err e2;
+        int rc = mts__nn_open_arith(c->open, c->open_ud, spec[i], c->threads, a[i], &e2);
+        if (rc != MTS_OK) return mts_fail(err, rc, "%s multiplier: %s", what[i], e2.msg);
+    }
+    snprintf(r->info->fwd, sizeof r->info->fwd, "%s", r->af.desc);
+    snprintf(r->info->bwd, sizeof r->info->bwd, "%s", r->ab.desc);
+    snprintf(r->info->test, sizeof r->info->test, "%s", r->at.desc);
+    return MTS_OK;
+}
+
+static int build_model(run *r, mts_err *err)
+{
+    const mts_train_config *c = r->c;
+    int rc;
+    if ((rc = mts_nn_model_build(&r->net, c->model, r->train.c, r->train.h, r->train.w, r->train.classes, err)) ||
+        (rc = mts_net_build(&r->net, c->batch, c->seed, err)))
+        return rc;
+    mts_opt *o = &r->opt;
+    o->kind = c->opt;
+    o->lr = (float)r->lr;
+    o->momentum = (float)c->momentum;
+    o->wd = (float)c->wd;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    o->sched = c->sched;
+    o->step_size = c->step_size;
+    o->gamma = (float)c->gamma;
+    o->epochs = c->epochs;
+    r->info->nparam = r->net.nparam;
+    return mts_opt_init(o, r->net.nparam, err);
+}
+
+/* The run's identity: everything that changes its results (not the epoch
+ * count unless the schedule depends on it, not threads, JSON or checkpoint). */
+static void config_str(const run *r, char *buf, size_t n)
+{
+    const mts_train_config *c = r->c;
+    char sf[700], sb[700], st[700];
+    mts_arith_spec_str(&c->fwd, sf, sizeof sf);
+    mts_arith_spec_str(&c->bwd, sb, sizeof sb);
+    mts_arith_spec_str(&c->test, st, sizeof st);
+    int len = snprintf(buf, n,
+                       "model=%s\ndata=%s\nseed=%llu\nbatch=%d\nsubset=%d\nopt=%s\nlr=%.9g\nmomentum=%.9g\nwd=%.9g\n"
+                       "sched=%s\nstep_size=%d\ngamma=%.9g\nste=%s\nfwd=%s\nbwd=%s\n",
+                       c->model, c->data, (unsigned long long)c->seed, c->batch, c->subset, mts_opt_name(c->opt),
+                       r->lr, c->momentum, c->wd, mts_sched_name(c->sched), c->step_size, c->gamma, c->ste, sf,
+                       sb);
+    if (len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, "test=%s\n", st);
+    if (c->sched == MTS_SCHED_COSINE) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "epochs=%d\n", c->epochs);
+    }
+}
+
+/* Checkpoint directory and file; with resume, the state to continue from. */
+static int prepare_checkpoint(run *r, mts_err *err)
+{
+    const mts_train_config *c = r->c;
+    if (!c->ckdir) return MTS_OK;
+    if (mkdir(c->ckdir, 0777) && errno != EEXIST)
+        return mts_fail(err, MTS_EIO, "%s: cannot create checkpoint directory (%s)", c->ckdir, strerror(errno));
+    if (mts_ckpt_path(c->ckdir, r->info->ckpt, sizeof r->info->ckpt))
+        return mts_fail(err, MTS_EINVAL, "%s: checkpoint path too long", c->ckdir);
+    if (!c->resume) return MTS_OK;
+    char want[sizeof r->meta->config];
+    memcpy(want, r->meta->config, sizeof want);
+    int rc = mts_ckpt_load(r->info->ckpt, &r->net, &r->opt, r->meta, err);
+    if (rc != MTS_OK) return rc;
+    if (strcmp(want, r->meta->config))
+        return mts_fail(err, MTS_EINVAL, "%s: was written by a run with other settings; resume with the same options",
+                        r->info->ckpt);
+    r->info->start = r->info->epoch = r->meta->epoch;
+    report(r, MTS_TRAIN_RESUMED, 0, 0);
+    return MTS_OK;
+}
+
+static int prepare_trace(run *r, mts_err *err)
+{
+    const mts_train_config *c = r->c;
+    if (!c->trace) return MTS_OK;
+    if (r->af.p.kind == MTS_PROV_INT)
+        return mts_fail(err, MTS_EUNSUPPORTED, "--trace-operands: integer tables are not traced yet");
+    mts_format tf = mts_prov_format(&r->af.p);
+    return mts_nn_tracer_init(&r->tracer, (size_t)c->trace_samples, &tf, c->trace_kind, c->seed, err);
+}
+
+static int write_json(const run *r, mts_err *err)
+{
+    const mts_train_config *c = r->c;
+    const mts_ckpt_meta *m = r->meta;
+    size_t cap = 4096 + (size_t)m->nhist * 256, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", c->json);
+    len += (size_t)snprintf(buf + len, cap - len,
+                            "{\n  \"model\": \"%s\",\n  \"data\": \"%s\",\n  \"seed\": %llu,\n  \"batch\": %d,\n"
+                            "  \"mul_fwd\": \"%s\",\n  \"mul_bwd\": \"%s\",\n  \"mul_test\": \"%s\",\n  \"ste\": \"%s\",\n"
+                            "  \"epochs\": [",
+                            c->model, c->data, (unsigned long long)c->seed, c->batch, r->af.desc, r->ab.desc,
+                            r->at.desc, c->ste);
+    for (int i = 0; i < m->nhist; i++) {
+        const mts_epoch_stats *s = &m->hist[i];
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "%s\n    {\"epoch\": %d, \"lr\": %.6g, \"train_loss\": %.6f, \"train_acc\": %.6f, "
+                                "\"test_acc\": %.6f, \"seconds\": %.3f, \"samples_per_s\": %.1f}",
+                                i ? "," : "", i + 1, s->lr, s->train_loss, s->train_acc, s->test_acc, s->seconds,
+                                s->samples_per_s);
+    }
+    len += (size_t)snprintf(buf + len, cap - len, "\n  ],\n  \"final_test_acc\": %.6f\n}\n",
+                            m->nhist ? m->hist[m->nhist - 1].test_acc : 0.0);
+    const void *parts[1] = {buf};
+    int rc = mts_fs_write_atomic(c->json, 1, parts, &len, err);
+    free(buf);
+    return rc;
+}
+
+static void on_batch(void *ud, int done, int total) { report(ud, MTS_TRAIN_BATCH, done, total); }
+
+/* Epoch e (0-based): train (traced if asked), evaluate with the test
+ * provider (never traced), record, checkpoint, rewrite the JSON. */
+static int run_epoch(run *r, int e, mts_err *err)
+{
+    const mts_train_config *c = r->c;
+    mts_nn_ctx train = mts_nn_ctx_cpu(&r->af.p, &r->ab.p), eval = mts_nn_ctx_cpu(&r->at.p, NULL);
+    train.ste = r->ste;
+    train.tracer = c->trace ? &r->tracer : NULL;
+    mts_epoch_stats st;
+    r->info->epoch = e + 1;
+    int rc = mts_train_epoch(&r->net, &r->opt, &train, &r->train, r->info->ntrain, c->batch, c->seed, e,
+                             mts_opt_lr(&r->opt, e), c->progress ? on_batch : NULL, r, &st, err);
+    if (rc == MTS_OK) rc = mts_evaluate(&r->net, &eval, &r->test, r->info->ntest, &st.test_acc, err);
+    if (rc != MTS_OK) return rc;
+    r->meta->hist[r->meta->nhist++] = st;
+    r->meta->epoch = e + 1;
+    r->info->last = st;
+    r->info->final_test_acc = st.test_acc;
+    report(r, MTS_TRAIN_EPOCH, 0, 0);
+    if (c->ckdir && (rc = mts_ckpt_save(r->info->ckpt, &r->net, &r->opt, r->meta, err)) != MTS_OK) return rc;
+    if (c->json && (rc = write_json(r, err)) != MTS_OK) return rc;
+    return MTS_OK;
+}
+
+static int run_all(run *r, mts_err *err)
+{
+    const mts_train_config *c = r->c;
+    mts_train_info *info = r->info;
+    int rc;
+    if ((rc = mts_ste_parse(c->ste, &r->ste, err)) != MTS_OK) return rc;
+    if ((rc = mts_dataset_load(c->data, c->data_dir, 1, &r->train, err)) != MTS_OK ||
+        (rc = mts_dataset_load(c->data, c->data_dir, 0, &r->test, err)) != MTS_OK)
+        return rc;
+    if ((rc = open_providers(r, err)) != MTS_OK || (rc = build_model(r, err)) != MTS_OK) return rc;
+    config_str(r, r->meta->config, sizeof r->meta->config);
+    if ((rc = prepare_checkpoint(r, err)) != MTS_OK || (rc = prepare_trace(r, err)) != MTS_OK) return rc;
+    info->final_test_acc = r->meta->nhist ? r->meta->hist[r->meta->nhist - 1].test_acc : 0.0;
+    info->ntrain = c->subset && c->subset < r->train.n ? c->subset : r->train.n;
+    info->ntest = c->test_subset && c->test_subset < r->test.n ? c->test_subset : r->test.n;
+    report(r, MTS_TRAIN_STARTED, 0, 0);
+    for (int e = info->start; e < c->epochs; e++)
+        if ((rc = run_epoch(r, e, err)) != MTS_OK) return rc;
+    if (c->json && info->start >= c->epochs && (rc = write_json(r, err)) != MTS_OK) return rc;
+    if (c->trace) {
+        if ((rc = mts_nn_tracer_write(&r->tracer, c->trace, err)) != MTS_OK) return rc;
+        info->trace_have = r->tracer.have;
+        info->trace_seen = r->tracer.seen;
+        report(r, MTS_TRAIN_TRACED, 0, 0);
+    }
+    return MTS_OK;
+}
+
+int mts_train_run(const mts_train_config *c, mts_train_info *info, mts_err *err)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    memset(info, 0, sizeof *info);
+    r.c = c;
+    r.info = info;
+    r.lr = c->lr >= 0 ? c->lr : c->opt == MTS_OPT_ADAM ? 1e-3 : 0.01;
+    if (!c->model || !c->data) return mts_fail(err, MTS_EINVAL, "train: a model and a data set are required");
+    if (c->resume && !c->ckdir) return mts_fail(err, MTS_EINVAL, "train: resume needs a checkpoint directory");
+    r.meta = calloc(1, sizeof *r.meta);
+    if (!r.meta) return mts_fail(err, MTS_ENOMEM, "train: out of memory");
+    int rc = run_all(&r, err);
+    run_free(&r);
+    return rc;
+}

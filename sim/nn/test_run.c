@@ -1,0 +1,105 @@
+/* test_run.c - evaluation of a training checkpoint (mts_test_run,
+ * nn_train.h): rebuilds the run's model from the checkpoint's config,
+ * loads it and measures test accuracy with the run's own test provider or
+ * another one ("train with X, test with Y", ApproxTrain Table IV). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mantis/fs.h"
+#include "mantis/nn_train.h"
+#include "nn_internal.h"
+
+/* Value of "key=" in the checkpoint's config lines, copied into out. */
+static int config_get(const char *cfg, const char *key, char *out, size_t n)
+{
+    size_t kl = strlen(key);
+    for (const char *p = cfg; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, key, kl) && p[kl] == '=') {
+            const char *v = p + kl + 1, *e = strchr(v, '\n');
+            size_t l = e ? (size_t)(e - v) : strlen(v);
+            if (l >= n) l = n - 1;
+            memcpy(out, v, l);
+            out[l] = 0;
+            return 0;
+        }
+    return -1;
+}
+
+/* The provider to evaluate with: c->spec, or the run's test spec with
+ * c->acc's FMAq settings in place of its own. */
+static int choose_spec(const mts_test_config *c, const char *path, const char *tspec, mts_arith_spec *spec,
+                       mts_err *err)
+{
+    if (c->spec) {
+        *spec = *c->spec;
+        return MTS_OK;
+    }
+    mts_err e2;
+    if (mts_arith_spec_parse(tspec, spec, &e2)) return mts_fail(err, MTS_EFORMAT, "%s: %s", path, e2.msg);
+    if (!strcmp(spec->mul, "rtl"))
+        return mts_fail(err, MTS_EINVAL, "%s: the run used --rtl; give --rtl FILE.v again", path);
+    if (c->acc) {
+        snprintf(spec->acc, sizeof spec->acc, "%s", c->acc->acc);
+        snprintf(spec->prod, sizeof spec->prod, "%s", c->acc->prod);
+        spec->acc_bias = c->acc->acc_bias;
+        spec->prod_bias = c->acc->prod_bias;
+        spec->chunk = c->acc->chunk;
+        spec->no_underflow = c->acc->no_underflow;
+    }
+    return MTS_OK;
+}
+
+static int write_json(const char *path, const mts_test_result *r, mts_err *err)
+{
+    char buf[1024];
+    size_t len = (size_t)snprintf(buf, sizeof buf,
+                                  "{\"model\": \"%s\", \"data\": \"%s\", \"mul_test\": \"%s\", \"samples\": %d, "
+                                  "\"test_acc\": %.6f}\n",
+                                  r->model, r->data, r->desc, r->samples, r->acc);
+    const void *parts[1] = {buf};
+    return mts_fs_write_atomic(path, 1, parts, &len, err);
+}
+
+/* Opens the provider, loads the model and evaluates the test split. */
+static int evaluate(const mts_test_config *c, const char *path, const mts_arith_spec *spec,
+                    const mts_dataset *test, mts_arith *ar, mts_net *net, mts_test_result *r, mts_err *err)
+{
+    int rc;
+    if ((rc = mts__nn_open_arith(c->open, c->open_ud, spec, c->threads, ar, err)) != MTS_OK) return rc;
+    if ((rc = mts_nn_model_build(net, r->model, test->c, test->h, test->w, test->classes, err)) != MTS_OK ||
+        (rc = mts_net_build(net, 256, 0, err)) != MTS_OK || (rc = mts_ckpt_load(path, net, NULL, NULL, err)) != MTS_OK)
+        return rc;
+    r->samples = c->test_subset && c->test_subset < test->n ? c->test_subset : test->n;
+    snprintf(r->desc, sizeof r->desc, "%s", ar->desc);
+    mts_nn_ctx ctx = mts_nn_ctx_cpu(&ar->p, NULL);
+    if ((rc = mts_evaluate(net, &ctx, test, r->samples, &r->acc, err)) != MTS_OK) return rc;
+    return c->json ? write_json(c->json, r, err) : MTS_OK;
+}
+
+int mts_test_run(const mts_test_config *c, mts_test_result *r, mts_err *err)
+{
+    char path[1100], cfg[1024], tspec[800];
+    int rc;
+    memset(r, 0, sizeof *r);
+    if (!c->ckdir) return mts_fail(err, MTS_EINVAL, "test: a checkpoint directory is required");
+    if (mts_ckpt_path(c->ckdir, path, sizeof path))
+        return mts_fail(err, MTS_EINVAL, "%s: checkpoint path too long", c->ckdir);
+    if ((rc = mts_ckpt_peek(path, cfg, sizeof cfg, err)) != MTS_OK) return rc;
+    if (config_get(cfg, "model", r->model, sizeof r->model) || config_get(cfg, "data", r->data, sizeof r->data) ||
+        config_get(cfg, "test", tspec, sizeof tspec))
+        return mts_fail(err, MTS_EFORMAT, "%s: checkpoint configuration lacks model, data or test multiplier", path);
+    mts_arith_spec spec;
+    if ((rc = choose_spec(c, path, tspec, &spec, err)) != MTS_OK) return rc;
+    mts_dataset test = {0};
+    if ((rc = mts_dataset_load(r->data, c->data_dir, 0, &test, err)) != MTS_OK) return rc;
+    mts_net net;
+    memset(&net, 0, sizeof net);
+    mts_arith ar;
+    memset(&ar, 0, sizeof ar);
+    rc = evaluate(c, path, &spec, &test, &ar, &net, r, err);
+    mts_net_free(&net);
+    mts_arith_close(&ar);
+    mts_dataset_free(&test);
+    return rc;
+}
