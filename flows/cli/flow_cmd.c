@@ -111,6 +111,32 @@ static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, c
     return 0;
 }
 
+/* Workload power: operands recorded from a short training run with the
+ * design's LUT (step lut), then synthesis with that trace. */
+static int plan_power(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, const char *kind,
+                      int lut, const char *content, mts_err *err)
+{
+    const char *argv[STEP_MAX_ARGS];
+    char data[FLOW_PATH], samples[16], subset[16];
+    snprintf(samples, sizeof samples, "%d", c->trace_samples);
+    snprintf(subset, sizeof subset, "%d", c->trace_subset);
+    mts_fs_pathf(data, sizeof data, "%s/%s", c->data_dir, c->datasets[0]);
+    const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
+                         "--data-dir", data, "--epochs", "1", "--subset", subset, "--seed", "1",
+                         "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples,
+                         "--trace-kind", strcmp(kind, "float") ? "sig" : "float"};
+    int n = (int)(sizeof pre / sizeof pre[0]);
+    for (int i = 0; i < n; i++) argv[i] = pre[i];
+    argv[n] = NULL;
+    int dep[1] = {lut};
+    int tr = flow_add(g, dname, "trace", "trace", argv, dep, 1, content, err);
+    if (tr < 0) return -1;
+    dep[0] = tr;
+    int pw = flow_add(g, dname, "power", "json",
+                      ARGV("synth", "--rtl", path, "--power-trace", "{DEP0}", "--json", "{OUT}"), dep, 1, content, err);
+    return pw < 0 ? -1 : 0;
+}
+
 /* Steps of one detected design. det: its `rtl info` JSON. */
 static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, int detect,
                        const mts_json *det, mts_err *err)
@@ -146,29 +172,8 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
     dep[0] = lut;
     if (flow_add(g, dname, "metrics", "json", ARGV("metrics", "--lut", "{DEP0}", "--json"), dep, 1, content, err) < 0)
         return -1;
-    /* workload power: operands recorded from a short training run (the trainer
-     * records float operands; integer designs get uniform-operand power only) */
-    if (strcmp(kind, "int")) {
-        const char *argv[STEP_MAX_ARGS];
-        char store[8][FLOW_PATH], samples[16], subset[16];
-        snprintf(samples, sizeof samples, "%d", c->trace_samples);
-        snprintf(subset, sizeof subset, "%d", c->trace_subset);
-        const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
-                             "--data-dir", store[0], "--epochs", "1", "--subset", subset, "--seed", "1",
-                             "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples,
-                             "--trace-kind", strcmp(kind, "float") ? "sig" : "float"};
-        mts_fs_pathf(store[0], FLOW_PATH, "%s/%s", c->data_dir, c->datasets[0]);
-        int n = (int)(sizeof pre / sizeof pre[0]);
-        for (int i = 0; i < n; i++) argv[i] = pre[i];
-        argv[n] = NULL;
-        int tr = flow_add(g, dname, "trace", "trace", argv, dep, 1, content, err);
-        if (tr < 0) return -1;
-        int pdep[1] = {tr};
-        if (flow_add(g, dname, "power", "json",
-                     ARGV("synth", "--rtl", path, "--power-trace", "{DEP0}", "--json", "{OUT}"), pdep, 1, content,
-                     err) < 0)
-            return -1;
-    }
+    /* the trainer records float operands; integer designs get uniform-operand power only */
+    if (strcmp(kind, "int") && plan_power(g, c, path, dname, kind, lut, content, err)) return -1;
     const char *mul[] = {"--lut", "{DEP0}"};
     int deps[2] = {lut, verify};
     return add_trainings(g, c, dname, mul, 2, deps, 2, 2, content, err);
