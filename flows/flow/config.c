@@ -1,4 +1,4 @@
-/* flow_config.c - the flow configuration file (docs/flow.md). */
+/* config.c - the flow configuration file (docs/flow.md). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "mantis/fs.h"
 #include "mantis/status.h"
 
@@ -79,16 +80,16 @@ typedef struct flow_graph {
 int flow_add(flow_graph *g, const char *design, const char *name, const char *ext, const char *const *argv,
              const int *deps, int ndeps, const char *content, mts_err *err);
 
-/* Runs every pending step, at most `jobs` at once, printing one line per start
- * and finish. Returns 0, or 130/143 when interrupted (children killed, nothing
- * half-written). */
-int flow_run(flow_graph *g, int jobs);
+/* Runs every pending step, at most `jobs` at once, each in its own process
+ * group. Writes one progress line per start, finish and skip to `progress`
+ * (NULL: none; the library never prints on its own). Returns 0, or 130/143
+ * when interrupted (children killed, nothing half-written). */
+int flow_run(flow_graph *g, int jobs, FILE *progress);
 void flow_free(flow_graph *g);
 
-/* sha256 of a file's bytes as hex (64 chars + NUL); "" when unreadable. */
-void flow_file_hash(const char *path, char out[65]);
-
-/* Writes results.csv, results.json, charts and report.html into g->root. */
-int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts_err *err);
+/* Writes results.csv, results.json, charts/ and report.html into g->root,
+ * then the summary table and the report's path to `out` (NULL: none).
+ * MTS_EIO/MTS_EINVAL naming the file that could not be written, MTS_ENOMEM. */
+int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, mts_err *err);
 
 #endif

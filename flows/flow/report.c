@@ -1,17 +1,15 @@
-/* flow_report.c - the flow's results: one row per design x model x dataset in
+/* report.c - the flow's results: one row per design x model x dataset in
  * results.csv / results.json, Pareto charts drawn by gnuplot (PNG and SVG),
  * and report.html, a single self-contained page (SVG charts inline). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "flow.h"
 #include "mantis/json.h"
 #include "mantis/fs.h"
-#include "mantis/binio.h"
+#include "mantis/proc.h"
 
 typedef struct row {
     char design[64], kind[16], format[24], verify[64], model[32], data[32], status[256];
@@ -126,6 +124,19 @@ static void fill_train(const flow_graph *g, row *r)
     mts_json_free(j);
 }
 
+/* The numeric columns of a row, in results.csv / results.json order. */
+#define NCOLS 13
+static const char *const col_names[NCOLS] = {
+    "test_acc", "train_acc", "mred", "nmed", "error_rate", "bias", "wce",
+    "area_um2", "nand2_eq", "delay_ps", "power_uniform_uw", "energy_pj_per_op", "power_workload_uw"};
+
+static void row_values(const row *r, double v[NCOLS])
+{
+    const double x[NCOLS] = {r->test_acc, r->train_acc, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
+                             r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work};
+    memcpy(v, x, sizeof x);
+}
+
 static void num(FILE *f, double v, const char *fmt)
 {
     if (isnan(v)) fputs("", f); else fprintf(f, fmt, v);
@@ -154,19 +165,19 @@ static int pareto(const row *rows, int n, int i, int x)
     return 1;
 }
 
-static int chart(const char *dir, const char *base, const row *rows, int n, int x, const char *title,
-                 const char *xlabel)
+#define CHART_MAX 256 /* rows one chart plots */
+
+/* The chart's data file: three blocks (0 designs, 1 the Pareto front sorted
+ * by x, 2 baselines). Returns the number of points, -1 when unwritable. */
+static int chart_data(const char *dat, const row *rows, int n, int x)
 {
-    char dat[FLOW_PATH + 64], gp[FLOW_PATH + 64];
-    if (mts_fs_pathf(dat, sizeof dat, "%s/%s.dat", dir, base) || mts_fs_pathf(gp, sizeof gp, "%s/%s.gp", dir, base))
-        return -1;
     FILE *f = fopen(dat, "w");
     if (!f) return -1;
     int pts = 0;
-    for (int pass = 0; pass < 3; pass++) { /* 0 designs, 1 Pareto front (sorted by x), 2 baselines */
+    for (int pass = 0; pass < 3; pass++) {
         if (pass) fprintf(f, "\n\n");
-        int idx[256], m = 0;
-        for (int i = 0; i < n && m < 256; i++) {
+        int idx[CHART_MAX], m = 0;
+        for (int i = 0; i < n && m < CHART_MAX; i++) {
             if (isnan(xval(&rows[i], x)) || isnan(rows[i].test_acc)) continue;
             if ((pass == 2) != rows[i].baseline) continue;
             if (pass == 1 && !pareto(rows, n, i, x)) continue;
@@ -182,25 +193,44 @@ static int chart(const char *dir, const char *base, const row *rows, int n, int 
         pts += m;
     }
     fclose(f);
-    if (!pts) return 1;
-    /* y range: the best accuracy and everything within 12 points of it, so one
-     * collapsed design does not flatten the others; it is named instead */
+    return pts;
+}
+
+/* The chart's y range: the best accuracy and everything within 12 points of
+ * it, so one collapsed design does not flatten the others; those below are
+ * named in `omitted` instead. */
+typedef struct yrange {
+    double lo, hi;
+    char omitted[512];
+} yrange;
+
+static void chart_range(const row *rows, int n, int x, yrange *y)
+{
     double best = -1, lo = 101;
     for (int i = 0; i < n; i++)
         if (!isnan(xval(&rows[i], x)) && rows[i].test_acc > best) best = rows[i].test_acc;
-    char omitted[512] = "";
+    y->omitted[0] = '\0';
     for (int i = 0; i < n; i++) {
         double a = rows[i].test_acc;
         if (isnan(xval(&rows[i], x)) || isnan(a)) continue;
         if (a >= best - 12) {
             if (a < lo) lo = a;
         } else {
-            size_t u = strlen(omitted);
-            snprintf(omitted + u, sizeof omitted - u, "%s%.40s %.1f%%", u ? ", " : "below the range: ", rows[i].design, a);
+            size_t u = strlen(y->omitted);
+            snprintf(y->omitted + u, sizeof y->omitted - u, "%s%.40s %.1f%%", u ? ", " : "below the range: ",
+                     rows[i].design, a);
         }
     }
     double pad = (best - lo) * 0.15 + 0.2;
-    f = fopen(gp, "w");
+    y->lo = lo - pad;
+    y->hi = best + 2.5 * pad;
+}
+
+/* The gnuplot script: the same plot as PNG and as SVG. */
+static int chart_script(const char *gp, const char *dir, const char *base, const char *dat, const char *title,
+                        const char *xlabel, const yrange *y)
+{
+    FILE *f = fopen(gp, "w");
     if (!f) return -1;
     for (int t = 0; t < 2; t++) {
         fprintf(f, t ? "set terminal svg size 760,460 dynamic font 'sans,11'\n"
@@ -215,12 +245,26 @@ static int chart(const char *dir, const char *base, const row *rows, int n, int 
                    "     '' index 2 using 1:2 with points pt 9 ps 1.8 lc rgb '#228833' title 'baselines', \\\n"
                    "     '' index 0 using 1:2:3 with labels rotate by 35 left offset 0.6,0.4 font 'sans,8' notitle, \\\n"
                    "     '' index 2 using 1:2:3 with labels rotate by 35 left offset 0.6,0.4 font 'sans,8' notitle\n",
-                title, xlabel, lo - pad, best + 2.5 * pad, omitted, dat);
+                title, xlabel, y->lo, y->hi, y->omitted, dat);
     }
-    fclose(f);
-    char cmd[3 * FLOW_PATH];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' >/dev/null 2>&1", gp);
-    return system(cmd) == 0 ? 0 : -1;
+    return fclose(f) ? -1 : 0;
+}
+
+/* One chart, dir/base.{dat,gp,png,svg}: 0 drawn, 1 nothing to plot, -1
+ * failed (the script stays in dir). */
+static int chart(const char *dir, const char *base, const row *rows, int n, int x, const char *title,
+                 const char *xlabel)
+{
+    char dat[FLOW_PATH + 64], gp[FLOW_PATH + 64];
+    if (mts_fs_pathf(dat, sizeof dat, "%s/%s.dat", dir, base) || mts_fs_pathf(gp, sizeof gp, "%s/%s.gp", dir, base))
+        return -1;
+    int pts = chart_data(dat, rows, n, x);
+    if (pts <= 0) return pts < 0 ? -1 : 1;
+    yrange y;
+    chart_range(rows, n, x, &y);
+    if (chart_script(gp, dir, base, dat, title, xlabel, &y)) return -1;
+    char *argv[] = {"gnuplot", gp, NULL}; /* its output is of no use: the files are the result */
+    return mts_proc_run(argv, NULL) == 0 ? 0 : -1;
 }
 
 static void html_esc(FILE *f, const char *s)
@@ -243,25 +287,12 @@ static void inline_file(FILE *out, const char *path)
     free(b);
 }
 
-static void tool_version(const char *cmd, char *buf, size_t n)
+/* The first line `tool flag` prints, "not found" when it printed nothing. */
+static void tool_version(const char *tool, const char *flag, char *buf, size_t n)
 {
-    FILE *p = popen(cmd, "r");
-    buf[0] = '\0';
-    if (p) {
-        if (!fgets(buf, (int)n, p)) buf[0] = '\0';
-        pclose(p);
-    }
-    buf[strcspn(buf, "\n")] = '\0';
+    char *argv[] = {(char *)tool, (char *)flag, NULL};
+    mts_proc_first_line(argv, buf, n);
     if (!buf[0]) snprintf(buf, n, "not found");
-}
-
-/* Writes a whole text file atomically from a memory stream. */
-static int commit(const char *path, char *buf, size_t len, mts_err *err)
-{
-    const void *parts[1] = {buf};
-    int rc = mts_fs_write_atomic(path, 1, parts, &len, err);
-    free(buf);
-    return rc;
 }
 
 static void cell(FILE *h, double v, const char *fmt)
@@ -271,42 +302,71 @@ static void cell(FILE *h, double v, const char *fmt)
     fputs("</td>", h);
 }
 
-int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts_err *err)
+/* Everything one report is made from. */
+#define NAXES 3
+typedef struct report {
+    const flow_cfg *c;
+    const flow_graph *g;
+    const char *cmdline;
+    char designs[256][64];     /* in step order */
+    int nd;
+    row *rows;                 /* design x model x dataset */
+    int n;
+    char cdir[FLOW_PATH + 16]; /* charts/ */
+    int chart_rc[FLOW_MAX_LIST][FLOW_MAX_LIST][NAXES]; /* chart()'s result per model, dataset, axis */
+} report;
+
+static const char *const axis_name[NAXES] = {"area", "power", "mred"};
+static const char *const axis_label[NAXES] = {
+    "multiplier area (um^2, mantis45 liberty)",
+    "multiplier power (uW at 1 GHz; workload trace, else uniform operands)",
+    "mean relative error distance (MRED)"};
+
+static void chart_names(const report *rp, int m, int s, int x, char base[128], char title[160])
 {
-    /* the designs in step order, then rows design x model x dataset */
-    char designs[256][64];
-    int nd = 0;
-    for (int i = 0; i < g->n && nd < 256; i++) {
+    const flow_cfg *c = rp->c;
+    snprintf(base, 128, "%s-%s-%s", axis_name[x], c->models[m], c->datasets[s]);
+    snprintf(title, 160, "%s on %s: test accuracy vs %s", c->models[m], c->datasets[s], axis_name[x]);
+}
+
+/* Step 1: the designs in step order, then one row per design x model x
+ * dataset with its figures from the step outputs. */
+static int collect_rows(report *rp, mts_err *err)
+{
+    const flow_cfg *c = rp->c;
+    const flow_graph *g = rp->g;
+    for (int i = 0; i < g->n && rp->nd < 256; i++) {
         int seen = 0;
-        for (int k = 0; k < nd; k++) seen |= !strcmp(designs[k], g->s[i].design);
-        if (!seen) snprintf(designs[nd++], 64, "%s", g->s[i].design);
+        for (int k = 0; k < rp->nd; k++) seen |= !strcmp(rp->designs[k], g->s[i].design);
+        if (!seen) snprintf(rp->designs[rp->nd++], 64, "%s", g->s[i].design);
     }
-    int cap = nd * c->nmodels * c->ndatasets + 1, n = 0;
-    row *rows = calloc((size_t)cap, sizeof *rows);
-    if (!rows) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
-    for (int d = 0; d < nd; d++)
+    rp->rows = calloc((size_t)(rp->nd * c->nmodels * c->ndatasets + 1), sizeof *rp->rows);
+    if (!rp->rows) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
+    for (int d = 0; d < rp->nd; d++)
         for (int m = 0; m < c->nmodels; m++)
             for (int s = 0; s < c->ndatasets; s++) {
-                row *r = &rows[n++];
-                memcpy(r->design, designs[d], sizeof r->design); /* same size, NUL-terminated */
+                row *r = &rp->rows[rp->n++];
+                memcpy(r->design, rp->designs[d], sizeof r->design); /* same size, NUL-terminated */
                 snprintf(r->model, sizeof r->model, "%s", c->models[m]);
                 snprintf(r->data, sizeof r->data, "%s", c->datasets[s]);
-                r->baseline = !strncmp(designs[d], "baseline-", 9);
-                fill_design(g, designs[d], r);
+                r->baseline = !strncmp(rp->designs[d], "baseline-", 9);
+                fill_design(g, rp->designs[d], r);
                 fill_train(g, r);
             }
-    /* results.csv and results.json */
-    char *buf;
-    size_t len;
-    FILE *f = open_memstream(&buf, &len);
-    fprintf(f, "design,kind,format,verify,model,dataset,test_acc,train_acc,mred,nmed,error_rate,"
-               "bias,wce,area_um2,nand2_eq,delay_ps,power_uniform_uw,energy_pj_per_op,power_workload_uw,status\n");
-    for (int i = 0; i < n; i++) {
-        row *r = &rows[i];
+    return MTS_OK;
+}
+
+static void write_csv(FILE *f, const report *rp)
+{
+    fprintf(f, "design,kind,format,verify,model,dataset");
+    for (int k = 0; k < NCOLS; k++) fprintf(f, ",%s", col_names[k]);
+    fprintf(f, ",status\n");
+    for (int i = 0; i < rp->n; i++) {
+        const row *r = &rp->rows[i];
         fprintf(f, "%s,%s,%s,%s,%s,%s,", r->design, r->kind, r->format, r->verify, r->model, r->data);
-        double v[] = {r->test_acc, r->train_acc, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
-                      r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work};
-        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        double v[NCOLS];
+        row_values(r, v);
+        for (int k = 0; k < NCOLS; k++) {
             num(f, v[k], "%.9g");
             fputc(',', f);
         }
@@ -314,25 +374,34 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
         for (const char *p = r->status; *p; p++) fputs(*p == '"' ? "\"\"" : (char[]){*p, 0}, f);
         fputs("\"\n", f);
     }
-    fclose(f);
-    char path[FLOW_PATH + 64];
-    snprintf(path, sizeof path, "%s/results.csv", g->root);
-    if (commit(path, buf, len, err)) { free(rows); return MTS_EIO; }
-    f = open_memstream(&buf, &len);
-    fprintf(f, "{\"mantis\": \"%s\", \"rows\": [", MANTIS_VERSION);
-    for (int i = 0; i < n; i++) {
-        row *r = &rows[i];
-        fprintf(f, "%s\n  {\"design\": ", i ? "," : "");
-        mts_json_write_str(f, r->design);
-        fprintf(f, ", \"kind\": \"%s\", \"format\": \"%s\", \"verify\": \"%s\", \"model\": \"%s\", \"dataset\": \"%s\", ",
-                r->kind, r->format, r->verify, r->model, r->data);
-        const char *k[] = {"test_acc", "train_acc", "mred", "nmed", "error_rate", "bias", "wce",
-                           "area_um2", "nand2_eq", "delay_ps", "power_uniform_uw", "energy_pj_per_op",
-                           "power_workload_uw"};
-        double v[] = {r->test_acc, r->train_acc, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
-                      r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work};
-        for (size_t q = 0; q < sizeof v / sizeof v[0]; q++) {
-            jnum(f, k[q], v[q]);
+}
+
+/* `"key": "value", ` with the value a JSON string. */
+static void jstr(FILE *f, const char *k, const char *v)
+{
+    fprintf(f, "\"%s\": ", k);
+    mts_json_write_str(f, v);
+    fputs(", ", f);
+}
+
+static void write_json(FILE *f, const report *rp)
+{
+    fputc('{', f);
+    jstr(f, "mantis", MANTIS_VERSION);
+    fprintf(f, "\"rows\": [");
+    for (int i = 0; i < rp->n; i++) {
+        const row *r = &rp->rows[i];
+        fprintf(f, "%s\n  {", i ? "," : "");
+        jstr(f, "design", r->design);
+        jstr(f, "kind", r->kind);
+        jstr(f, "format", r->format);
+        jstr(f, "verify", r->verify);
+        jstr(f, "model", r->model);
+        jstr(f, "dataset", r->data);
+        double v[NCOLS];
+        row_values(r, v);
+        for (int k = 0; k < NCOLS; k++) {
+            jnum(f, col_names[k], v[k]);
             fputs(", ", f);
         }
         fprintf(f, "\"baseline\": %s, \"status\": ", r->baseline ? "true" : "false");
@@ -340,50 +409,63 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
         fputc('}', f);
     }
     fprintf(f, "\n]}\n");
-    fclose(f);
-    snprintf(path, sizeof path, "%s/results.json", g->root);
-    if (commit(path, buf, len, err)) { free(rows); return MTS_EIO; }
-    /* charts per model x dataset */
-    char cdir[FLOW_PATH + 16];
-    snprintf(cdir, sizeof cdir, "%s/charts", g->root);
-    mkdir(cdir, 0755);
-    static const char *xn[] = {"area", "power", "mred"};
-    static const char *xl[] = {"multiplier area (um^2, mantis45 liberty)",
-                               "multiplier power (uW at 1 GHz; workload trace, else uniform operands)",
-                               "mean relative error distance (MRED)"};
-    f = open_memstream(&buf, &len);
-    char ver[3][256];
-    tool_version("verilator --version 2>/dev/null", ver[0], sizeof ver[0]);
-    tool_version("yosys -V 2>/dev/null", ver[1], sizeof ver[1]);
-    tool_version("gnuplot --version 2>/dev/null", ver[2], sizeof ver[2]);
+}
+
+/* Step: the charts of every model x dataset into charts/ (their results go
+ * into the page). */
+static void draw_charts(report *rp)
+{
+    const flow_cfg *c = rp->c;
+    snprintf(rp->cdir, sizeof rp->cdir, "%s/charts", rp->g->root);
+    mts_fs_mkdirs(rp->cdir, NULL); /* a failure shows as failed charts */
+    row *sub = malloc(CHART_MAX * sizeof *sub);
+    for (int m = 0; m < c->nmodels; m++)
+        for (int s = 0; s < c->ndatasets; s++) {
+            int ns = 0;
+            for (int i = 0; sub && i < rp->n && ns < CHART_MAX; i++)
+                if (!strcmp(rp->rows[i].model, c->models[m]) && !strcmp(rp->rows[i].data, c->datasets[s]))
+                    sub[ns++] = rp->rows[i];
+            for (int x = 0; x < NAXES; x++) {
+                char base[128], title[160];
+                chart_names(rp, m, s, x, base, title);
+                rp->chart_rc[m][s][x] = sub ? chart(rp->cdir, base, sub, ns, x, title, axis_label[x]) : -1;
+            }
+        }
+    free(sub);
+}
+
+static void html_head(FILE *f, const report *rp)
+{
+    const flow_cfg *c = rp->c;
     fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Mantis report</title>\n<style>"
                "body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
                "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
                "td:first-child,th:first-child{text-align:left}.ok{color:#176d1b;font-weight:bold}"
                ".bad{color:#b00020;font-weight:bold}.st{text-align:left;font-size:12px;color:#555}"
                "figure{display:inline-block;margin:0 1em 1em 0}</style></head><body>\n"
-               "<h1>Mantis report</h1>\n<p>%d designs and %d baselines; models: ", nd - c->nbaselines,
+               "<h1>Mantis report</h1>\n<p>%d designs and %d baselines; models: ", rp->nd - c->nbaselines,
             c->nbaselines);
     for (int m = 0; m < c->nmodels; m++) fprintf(f, "%s%s", m ? ", " : "", c->models[m]);
     fprintf(f, "; data sets: ");
     for (int s = 0; s < c->ndatasets; s++) fprintf(f, "%s%s", s ? ", " : "", c->datasets[s]);
     fprintf(f, "; %d epoch(s)%s.</p>\n", c->epochs, c->quick ? ", quick profile (subset of the training data)" : "");
+}
+
+/* The charts inline (SVG), or why one is missing. */
+static void html_charts(FILE *f, const report *rp)
+{
+    const flow_cfg *c = rp->c;
     for (int m = 0; m < c->nmodels; m++)
         for (int s = 0; s < c->ndatasets; s++) {
-            row sub[256];
-            int ns = 0;
-            for (int i = 0; i < n && ns < 256; i++)
-                if (!strcmp(rows[i].model, c->models[m]) && !strcmp(rows[i].data, c->datasets[s])) sub[ns++] = rows[i];
             fprintf(f, "<h2>%s on %s</h2>\n", c->models[m], c->datasets[s]);
-            for (int x = 0; x < 3; x++) {
+            for (int x = 0; x < NAXES; x++) {
                 char base[128], title[160];
-                snprintf(base, sizeof base, "%s-%s-%s", xn[x], c->models[m], c->datasets[s]);
-                snprintf(title, sizeof title, "%s on %s: test accuracy vs %s", c->models[m], c->datasets[s], xn[x]);
-                int rc = chart(cdir, base, sub, ns, x, title, xl[x]);
+                chart_names(rp, m, s, x, base, title);
+                int rc = rp->chart_rc[m][s][x];
                 fprintf(f, "<figure>");
                 if (rc == 0) {
                     char svg[FLOW_PATH + 200];
-                    snprintf(svg, sizeof svg, "%s/%s.svg", cdir, base);
+                    snprintf(svg, sizeof svg, "%s/%s.svg", rp->cdir, base);
                     inline_file(f, svg);
                 } else {
                     fprintf(f, "<p>%s: %s</p>", title, rc > 0 ? "no trained design has this figure yet" :
@@ -392,13 +474,17 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
                 fprintf(f, "</figure>\n");
             }
         }
+}
+
+static void html_table(FILE *f, const report *rp)
+{
     fprintf(f, "<h2>Designs</h2>\n<table><tr><th>design</th><th>kind</th><th>format</th><th>verification</th>"
                "<th>model</th><th>data</th><th>test acc %%</th><th>train acc %%</th><th>test acc per epoch</th>"
                "<th>MRED</th><th>NMED</th><th>error rate</th><th>bias</th><th>area um&sup2;</th><th>NAND2 eq</th>"
                "<th>delay ps</th><th>power uW (uniform)</th><th>pJ/op</th><th>power uW (workload)</th>"
                "<th>notes</th></tr>\n");
-    for (int i = 0; i < n; i++) {
-        row *r = &rows[i];
+    for (int i = 0; i < rp->n; i++) {
+        const row *r = &rp->rows[i];
         int ok = !strcmp(r->verify, "bit-exact");
         fprintf(f, "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s%s</td><td>%s</td><td>%s</td>",
                 r->design, r->kind, r->format, ok ? "ok" : r->baseline ? "" : "bad", ok ? "&#10004; " : "",
@@ -420,15 +506,24 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
         html_esc(f, r->status);
         fprintf(f, "</td></tr>\n");
     }
-    fprintf(f, "</table>\n<h2>How this was made</h2>\n<pre>");
-    html_esc(f, cmdline);
-    fprintf(f, "\nmantis %s\n", MANTIS_VERSION);
-    html_esc(f, ver[0]);
-    fputc('\n', f);
-    html_esc(f, ver[1]);
-    fputc('\n', f);
-    html_esc(f, ver[2]);
+    fprintf(f, "</table>\n");
+}
+
+/* How this was made: the command, the tool versions, every step's command. */
+static void html_provenance(FILE *f, const report *rp)
+{
+    static const char *const tools[3][2] = {{"verilator", "--version"}, {"yosys", "-V"}, {"gnuplot", "--version"}};
+    fprintf(f, "<h2>How this was made</h2>\n<pre>");
+    html_esc(f, rp->cmdline);
+    fprintf(f, "\nmantis %s", MANTIS_VERSION);
+    for (int t = 0; t < 3; t++) {
+        char ver[256];
+        tool_version(tools[t][0], tools[t][1], ver, sizeof ver);
+        fputc('\n', f);
+        html_esc(f, ver);
+    }
     fprintf(f, "</pre>\n<p>Step commands (each output is keyed by a hash of its inputs; logs in logs/):</p><pre>");
+    const flow_graph *g = rp->g;
     for (int i = 0; i < g->n; i++) {
         fprintf(f, "%s/%s: mantis", g->s[i].design, g->s[i].name);
         for (int a = 0; a < g->s[i].argc; a++) {
@@ -439,21 +534,67 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, mts
     }
     fprintf(f, "</pre>\n<p>Area, delay and power are relative 45 nm estimates from the project's own liberty "
                "(synth/mantis45.lib) for ranking designs, not sign-off numbers.</p>\n</body></html>\n");
+}
+
+static void write_html(FILE *f, const report *rp)
+{
+    html_head(f, rp);
+    html_charts(f, rp);
+    html_table(f, rp);
+    html_provenance(f, rp);
+}
+
+/* Writes root/name atomically from what fn prints; its path into path. */
+static int emit(const report *rp, const char *name, void (*fn)(FILE *, const report *), char *path, size_t cap,
+                mts_err *err)
+{
+    if (mts_fs_pathf(path, cap, "%s/%s", rp->g->root, name))
+        return mts_fail(err, MTS_EINVAL, "%s: results path too long", rp->g->root);
+    char *buf;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
+    fn(f, rp);
     fclose(f);
-    snprintf(path, sizeof path, "%s/report.html", g->root);
-    int rc = commit(path, buf, len, err);
-    /* summary table */
-    printf("\n%-22s %-12s %-9s %-22s %-18s %8s %10s %10s %9s\n", "design", "kind", "format", "verification",
-           "model/data", "test%", "area um2", "uW(work)", "MRED");
-    for (int i = 0; i < n; i++) {
-        row *r = &rows[i];
+    const void *parts[1] = {buf};
+    int rc = mts_fs_write_atomic(path, 1, parts, &len, err);
+    free(buf);
+    return rc;
+}
+
+/* The summary table on the progress stream. */
+static void print_summary(FILE *out, const report *rp, const char *html)
+{
+    fprintf(out, "\n%-22s %-12s %-9s %-22s %-18s %8s %10s %10s %9s\n", "design", "kind", "format", "verification",
+            "model/data", "test%", "area um2", "uW(work)", "MRED");
+    for (int i = 0; i < rp->n; i++) {
+        const row *r = &rp->rows[i];
         char md[72];
         snprintf(md, sizeof md, "%.31s/%.31s", r->model, r->data);
-        printf("%-22s %-12s %-9s %-22s %-18s %8.2f %10.1f %10.1f %9.3g\n", r->design, r->kind, r->format,
-               r->baseline ? "C model" : r->verify, md, r->test_acc, r->area,
-               isnan(r->pw_work) ? r->pw_uniform : r->pw_work, r->mred);
+        fprintf(out, "%-22s %-12s %-9s %-22s %-18s %8.2f %10.1f %10.1f %9.3g\n", r->design, r->kind, r->format,
+                r->baseline ? "C model" : r->verify, md, r->test_acc, r->area,
+                isnan(r->pw_work) ? r->pw_uniform : r->pw_work, r->mred);
     }
-    printf("\nreport: %s\n", path);
-    free(rows);
+    fprintf(out, "\nreport: %s\n", html);
+}
+
+int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, mts_err *err)
+{
+    report *rp = calloc(1, sizeof *rp);
+    if (!rp) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
+    rp->c = c;
+    rp->g = g;
+    rp->cmdline = cmdline;
+    char path[FLOW_PATH + 64];
+    int rc = collect_rows(rp, err);
+    if (!rc) rc = emit(rp, "results.csv", write_csv, path, sizeof path, err);
+    if (!rc) rc = emit(rp, "results.json", write_json, path, sizeof path, err);
+    if (!rc) {
+        draw_charts(rp);
+        rc = emit(rp, "report.html", write_html, path, sizeof path, err);
+        if (out) print_summary(out, rp, path); /* the table is worth seeing even when the page failed */
+    }
+    free(rp->rows);
+    free(rp);
     return rc;
 }
