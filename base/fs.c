@@ -95,6 +95,20 @@ int mts_fs_write_text(const char *path, const char *text, mts_err *err)
     return mts_fs_write_atomic(path, 1, d, l, err);
 }
 
+int mts_fs_write_stream(const char *path, void (*fn)(FILE *f, void *ctx), void *ctx, mts_err *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
+    fn(m, ctx);
+    int rc = fclose(m) ? mts_fail(err, MTS_ENOMEM, "%s: out of memory", path) : MTS_OK;
+    const void *parts[1] = {buf};
+    if (!rc) rc = mts_fs_write_atomic(path, 1, parts, &len, err);
+    free(buf);
+    return rc;
+}
+
 int mts_fs_mkdirs(const char *path, mts_err *err)
 {
     char buf[4096];

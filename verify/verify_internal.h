@@ -68,8 +68,8 @@ void vfy_cmp_report(vfy_ctx *v, int i);
 void vfy_fmt_fcode(char *buf, size_t n, const mts_format *f, uint32_t code);
 /* Split of an fmaq.h Q code: "0A3F +0A.3F", "Z-" zero flag, "NaN". */
 void vfy_fmt_qcode(char *buf, size_t n, const mts_qfmt *q, uint32_t code);
-/* Writes the JSON report (atomically unless path is "-"). */
-int vfy_write_json(const vfy_ctx *v, const char *path, mts_err *err);
+/* Writes the JSON report to opts->json_out and/or, atomically, opts->json_path. */
+int vfy_write_json(const vfy_ctx *v, mts_err *err);
 
 /* verify_mul.c: SIG and FLOAT designs. */
 int vfy_mul(vfy_ctx *v, mts_err *err);

@@ -128,20 +128,11 @@ static void json_body(const vfy_ctx *v, FILE *f)
             (mism || v->not_repr) ? "mismatch" : "bit-exact");
 }
 
-int vfy_write_json(const vfy_ctx *v, const char *path, mts_err *err)
+static void json_body_fn(FILE *f, void *v) { json_body(v, f); }
+
+int vfy_write_json(const vfy_ctx *v, mts_err *err)
 {
-    if (!strcmp(path, "-")) {
-        json_body(v, stdout);
-        return MTS_OK;
-    }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    if (!m) return mts_fail(err, MTS_ENOMEM, "%s: out of memory for the JSON report", path);
-    json_body(v, m);
-    int rc = fclose(m) ? mts_fail(err, MTS_ENOMEM, "%s: out of memory for the JSON report", path) : MTS_OK;
-    const void *parts[1] = {buf};
-    if (!rc) rc = mts_fs_write_atomic(path, 1, parts, &len, err);
-    free(buf);
-    return rc;
+    if (v->o->json_out) json_body(v, v->o->json_out);
+    if (!v->o->json_path) return MTS_OK;
+    return mts_fs_write_stream(v->o->json_path, json_body_fn, (void *)v, err);
 }

@@ -64,7 +64,7 @@ int mts_verify_rtl(mts_rtl *r, const mts_verify_opts *opts, mts_verify_result *r
                     v.ncmp == 1 ? "" : "s", (unsigned long long)res->cases, (unsigned long long)res->mismatches,
                     v.not_repr ? ", not LUT-representable" : "",
                     res->mismatches || v.not_repr ? "MISMATCH" : "bit-exact");
-        if (opts->json_path) rc = vfy_write_json(&v, opts->json_path, err);
+        if (opts->json_path || opts->json_out) rc = vfy_write_json(&v, err);
     }
     for (int i = 0; i < v.ncmp; i++) vfy_sink_free(&v.cmp[i].all);
     return rc;

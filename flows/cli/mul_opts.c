@@ -39,7 +39,7 @@ int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err)
         int rc = value(argc, argv, i, &v, err);
         if (rc < 0) return rc;
         if (!strchr(v, '=')) return mts_fail(err, MTS_EINVAL, "--param '%s': expected NAME=VALUE", v);
-        if (s->nparams == MTS_MAX_PARAMS) return mts_fail(err, MTS_EINVAL, "too many --param (max %d)", MTS_MAX_PARAMS);
+        if (s->nparams == MTS_RTL_MAX_PARAMS) return mts_fail(err, MTS_EINVAL, "too many --param (max %d)", MTS_RTL_MAX_PARAMS);
         s->params[s->nparams++] = v;
         return 1;
     }
@@ -56,7 +56,6 @@ int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err)
     return 0;
 }
 
-int mts_mulsel_rtl_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err); /* mul_opts_rtl.c */
 
 int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
 {

@@ -8,14 +8,14 @@
 
 #include "mantis/lut.h"
 #include "mantis/mul.h"
+#include "mantis/rtl.h"
 #include "mantis/nn_arith.h"
 
-#define MTS_MAX_PARAMS 16
 
 typedef struct mts_mulsel {
     const char *mul, *lut, *rtl, *format, *kind;
     int man_bits; /* -1: not given */
-    const char *params[MTS_MAX_PARAMS];
+    const char *params[MTS_RTL_MAX_PARAMS];
     int nparams;
 } mts_mulsel;
 
@@ -37,6 +37,14 @@ int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err);
 /* Opens what s selects. Exactly one of --mul, --lut, --rtl must be given. */
 int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err);
 void mts_mulhandle_close(mts_mulhandle *h);
+
+/* The Verilator options --rtl/--kind/--param select (o->path = s->rtl, kind
+ * parsed, parameters copied; everything else zero). MTS_EINVAL for a bad --kind. */
+int mts_mulsel_rtl_opts(const mts_mulsel *s, mts_rtl_opts *o, mts_err *err);
+/* Opens an --rtl selection into h (mul_opts_rtl.c): a mulop for float and
+ * significand designs, the exhaustive table for integer ones, nothing more for
+ * accumulators (h->is_acc). */
+int mts_mulsel_rtl_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err);
 
 /* The opener the training drivers take (mts_arith_open_fn, nn_arith.h): a
  * spec whose mul is "rtl" opens sel's --rtl design (a new instance each

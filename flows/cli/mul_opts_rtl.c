@@ -4,19 +4,26 @@
 #include "mantis/rtl.h"
 #include "mul_opts.h"
 
+int mts_mulsel_rtl_opts(const mts_mulsel *s, mts_rtl_opts *o, mts_err *err)
+{
+    memset(o, 0, sizeof *o);
+    o->path = s->rtl;
+    o->kind = MTS_RTL_AUTO;
+    if (s->kind) {
+        int rc = mts_rtl_kind_parse(s->kind, &o->kind, err);
+        if (rc) return rc;
+    }
+    for (int i = 0; i < s->nparams; i++) o->param[o->nparams++] = s->params[i];
+    return MTS_OK;
+}
+
 int mts_mulsel_rtl_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
 {
     mts_rtl_opts o;
-    memset(&o, 0, sizeof o);
-    o.path = s->rtl;
-    o.kind = MTS_RTL_AUTO;
-    if (s->kind) {
-        int rc = mts_rtl_kind_parse(s->kind, &o.kind, err);
-        if (rc) return rc;
-    }
-    for (int i = 0; i < s->nparams; i++) o.param[o.nparams++] = s->params[i];
+    int rc = mts_mulsel_rtl_opts(s, &o, err);
+    if (rc) return rc;
     mts_rtl *r;
-    int rc = mts_rtl_open(&o, &r, err);
+    rc = mts_rtl_open(&o, &r, err);
     if (rc) return rc;
     h->rtl = r;
     const mts_rtl_info *info = mts_rtl_get_info(r);

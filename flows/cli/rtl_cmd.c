@@ -35,6 +35,17 @@ static const char usage[] =
     "Detects the design's drop-in shape (docs/rtl.md), builds or reuses its Verilated\n"
     "model, and prints what was found.\n";
 
+typedef struct info_json {
+    const mts_rtl_info *in;
+    const char *path;
+} info_json;
+
+static void write_info_fn(FILE *f, void *ctx)
+{
+    const info_json *ij = ctx;
+    write_info(f, ij->in, ij->path);
+}
+
 int mts_cmd_rtl(int argc, char **argv)
 {
     if (argc < 2 || mts_is_help(argv[1])) {
@@ -65,26 +76,15 @@ int mts_cmd_rtl(int argc, char **argv)
     }
     if (!sel.rtl) return mts_cli_error("rtl", "missing --rtl FILE.v");
     mts_rtl_opts o;
-    memset(&o, 0, sizeof o);
-    o.path = sel.rtl;
-    if (sel.kind && mts_rtl_kind_parse(sel.kind, &o.kind, &err)) return mts_cli_error("rtl", "%s", err.msg);
-    for (int i = 0; i < sel.nparams; i++) o.param[o.nparams++] = sel.params[i];
+    if (mts_mulsel_rtl_opts(&sel, &o, &err)) return mts_cli_error("rtl", "%s", err.msg);
     mts_rtl *r;
     if (mts_rtl_open(&o, &r, &err)) return mts_cli_error("rtl", "%s", err.msg);
     const mts_rtl_info *in = mts_rtl_get_info(r);
     write_info(stdout, in, sel.rtl);
     int status = 0;
     if (json) {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *m = open_memstream(&buf, &len);
-        if (m) {
-            write_info(m, in, sel.rtl);
-            fclose(m);
-            const void *parts[1] = {buf};
-            if (mts_fs_write_atomic(json, 1, parts, &len, &err)) status = mts_cli_error("rtl", "%s", err.msg);
-        }
-        free(buf);
+        info_json ij = {in, sel.rtl};
+        if (mts_fs_write_stream(json, write_info_fn, &ij, &err)) status = mts_cli_error("rtl", "%s", err.msg);
     }
     mts_rtl_close(r);
     return status;

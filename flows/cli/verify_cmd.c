@@ -23,7 +23,6 @@ static const char usage[] =
     "One line per mismatch (first N, default 20), then a summary.\n"
     "Exit status: 0 bit-exact, 1 mismatches, 2 could not run. See docs/rtl.md.\n";
 
-_Static_assert(MTS_MAX_PARAMS <= MTS_RTL_MAX_PARAMS, "every --param fits mts_rtl_opts");
 
 /* What the command line gives: the design and its references (--rtl,
  * --param, --kind, --mul, --lut: the shared mts_mulsel options), then the
@@ -90,14 +89,19 @@ int mts_cmd_verify(int argc, char **argv)
         if (st) return st;
     }
     mts_err err;
-    if (a.sel.kind && mts_rtl_kind_parse(a.sel.kind, &a.ro.kind, &err)) return mts_cli_error("verify", "%s", err.msg);
+    mts_rtl_opts given = a.ro; /* --cache and --verbose, set while parsing */
+    if (mts_mulsel_rtl_opts(&a.sel, &a.ro, &err)) return mts_cli_error("verify", "%s", err.msg);
+    a.ro.cache_dir = given.cache_dir;
+    a.ro.verbose = given.verbose;
     if (!a.sel.rtl) return mts_cli_error("verify", "no design given: --rtl FILE.v (see mantis verify --help)");
-    a.ro.path = a.sel.rtl;
-    for (int k = 0; k < a.sel.nparams; k++) a.ro.param[a.ro.nparams++] = a.sel.params[k];
     a.vo.model = a.sel.mul;
     a.vo.lut_path = a.sel.lut;
     a.vo.design = a.sel.rtl;
-    if (a.vo.json_path && !strcmp(a.vo.json_path, "-")) a.vo.out = stderr; /* keep stdout pure JSON */
+    if (a.vo.json_path && !strcmp(a.vo.json_path, "-")) { /* JSON on stdout: keep it pure, the report goes to stderr */
+        a.vo.json_path = NULL;
+        a.vo.json_out = stdout;
+        a.vo.out = stderr;
+    }
     mts_rtl *r;
     int rc = mts_rtl_open(&a.ro, &r, &err);
     if (rc) return mts_cli_error("verify", "%s", err.msg);

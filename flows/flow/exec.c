@@ -14,7 +14,6 @@
 #include "mantis/hash.h"
 #include "mantis/fs.h"
 #include "mantis/proc.h"
-#include "mantis/nn.h"
 
 static volatile sig_atomic_t stop_signal;
 

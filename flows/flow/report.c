@@ -545,21 +545,24 @@ static void write_html(FILE *f, const report *rp)
 }
 
 /* Writes root/name atomically from what fn prints; its path into path. */
+typedef struct emit_ctx {
+    void (*fn)(FILE *, const report *);
+    const report *rp;
+} emit_ctx;
+
+static void emit_fn(FILE *f, void *ctx)
+{
+    const emit_ctx *ec = ctx;
+    ec->fn(f, ec->rp);
+}
+
 static int emit(const report *rp, const char *name, void (*fn)(FILE *, const report *), char *path, size_t cap,
                 mts_err *err)
 {
     if (mts_fs_pathf(path, cap, "%s/%s", rp->g->root, name))
         return mts_fail(err, MTS_EINVAL, "%s: results path too long", rp->g->root);
-    char *buf;
-    size_t len;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
-    fn(f, rp);
-    fclose(f);
-    const void *parts[1] = {buf};
-    int rc = mts_fs_write_atomic(path, 1, parts, &len, err);
-    free(buf);
-    return rc;
+    emit_ctx ec = {fn, rp};
+    return mts_fs_write_stream(path, emit_fn, &ec, err);
 }
 
 /* The summary table on the progress stream. */

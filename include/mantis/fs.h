@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "mantis/status.h"
 
 #ifdef __cplusplus
@@ -22,6 +23,10 @@ int mts_fs_read(const char *path, uint8_t **buf, size_t *len, mts_err *err);
 int mts_fs_write_atomic(const char *path, int n, const void *const *data, const size_t *len, mts_err *err);
 /* Writes a NUL-terminated text atomically. */
 int mts_fs_write_text(const char *path, const char *text, mts_err *err);
+
+/* Renders fn(f, ctx) into memory, then writes it to path atomically, so a
+ * report appears complete or not at all. MTS_ENOMEM, or fs_write_atomic's codes. */
+int mts_fs_write_stream(const char *path, void (*fn)(FILE *f, void *ctx), void *ctx, mts_err *err);
 
 /* mkdir -p with mode 0755. MTS_EIO names the component that failed;
  * MTS_EINVAL when the path is too long. */

@@ -23,7 +23,8 @@ typedef struct mts_verify_opts {
     uint64_t seed;          /* ACC formats above 13+13 bits: seeded random pairs */
     uint64_t samples;       /* how many (0: 2^22) */
     FILE *out;              /* the TestFloat-style report; NULL: none */
-    const char *json_path;  /* machine-readable report, written atomically; "-" = stdout; NULL: none */
+    const char *json_path;  /* machine-readable report, written atomically; NULL: none */
+    FILE *json_out;         /* non-NULL: the same JSON written to this stream (the CLI's "--json -") */
     const char *design;     /* the file name shown in reports (NULL: the top module) */
 } mts_verify_opts;
 
