@@ -74,3 +74,13 @@ void mts_synth_csv_row(const mts_synth_result *r, char *buf, size_t cap)
              (unsigned long long)r->power_ops, r->toggles_per_op, r->energy_pj, r->clock_ghz, r->dyn_uw, r->leak_uw,
              r->total_uw, r->hash);
 }
+
+int mts_synth_write_csv(const mts_synth_result *r, const char *path, mts_err *err)
+{
+    char row[2048];
+    mts_synth_csv_row(r, row, sizeof row);
+    const char *head = mts_synth_csv_header();
+    const void *d[4] = {head, "\n", row, "\n"};
+    size_t len[4] = {strlen(head), 1, strlen(row), 1};
+    return mts_fs_write_atomic(path, 4, d, len, err);
+}
