@@ -1,6 +1,7 @@
 /* cache.c - the synth cache: the content key of a run, the synth.txt
  * metadata an entry keeps besides its netlist, and publishing a finished
- * work directory as the entry (or keeping a failed one for its logs). */
+ * work directory as the entry (or keeping a failed one for its logs); with
+ * the path and file-copy helpers the entry's files are made with. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
