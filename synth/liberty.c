@@ -122,7 +122,7 @@ static int parse_stmt(lex *L, lnode **out, mts_err *err)
     if (L->kind != 'w') return syntax(L, err, "an attribute or group name");
     lnode *g = calloc(1, sizeof *g);
     if (!g) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", L->path);
-    MTS_SNPRINTF(g->name, sizeof g->name, "%s", L->tok);
+    snprintf(g->name, sizeof g->name, "%.*s", (int)sizeof g->name - 1, L->tok);
     int rc = MTS_OK;
     next(L);
     if (L->kind == ':') {
@@ -270,7 +270,7 @@ static double first_value(const lnode *g)
 static int read_cell(const char *path, const lnode *c, mts_lcell *cell, mts_err *err)
 {
     memset(cell, 0, sizeof *cell);
-    MTS_SNPRINTF(cell->name, sizeof cell->name, "%s", c->nargs ? c->args[0] : "?");
+    snprintf(cell->name, sizeof cell->name, "%.*s", (int)sizeof cell->name - 1, c->nargs ? c->args[0] : "?");
     const char *function = NULL;
     int nout = 0;
     for (int i = 0; i < c->nkids; i++) {
@@ -298,12 +298,12 @@ static int read_cell(const char *path, const lnode *c, mts_lcell *cell, mts_err 
                 if (cell->nin == MTS_LIB_MAX_PINS)
                     return mts_fail(err, MTS_EFORMAT, "%s: cell %s has more than %d inputs", path, cell->name,
                                     MTS_LIB_MAX_PINS);
-                MTS_SNPRINTF(cell->in[cell->nin], sizeof cell->in[0], "%s", k->args[0]);
+                snprintf(cell->in[cell->nin], sizeof cell->in[0], "%.*s", (int)sizeof cell->in[0] - 1, k->args[0]);
                 cell->cap[cell->nin++] = cap;
                 if (ne) cell->e_int_fj += e / ne; /* e.g. a flip-flop's clock pin */
             } else if (!strcmp(dir, "output")) {
                 nout++;
-                MTS_SNPRINTF(cell->out, sizeof cell->out, "%s", k->args[0]);
+                snprintf(cell->out, sizeof cell->out, "%.*s", (int)sizeof cell->out - 1, k->args[0]);
                 function = fn;
                 if (ne) cell->e_int_fj += e / ne;
             }

@@ -23,7 +23,7 @@ typedef struct nettab {
     int nslot;
 } nettab;
 
-static uint64_t hstr(const char *s) { return mts_hash_fnv1a(1469598103934665603ull, s, strlen(s)); }
+static uint64_t hstr(const char *s) { return mts_hash_fnv1a(MTS_FNV64_BASIS, s, strlen(s)); }
 
 static int net_id(nettab *t, const char *name)
 {
@@ -111,7 +111,7 @@ static int make_ports(const char *path, char **names, int *ids, int nbits, mts_g
                 free(port);
                 return mts_fail(err, MTS_EINVAL, "%s: more than %d ports", path, MTS_GL_MAX_PORTS);
             }
-            MTS_SNPRINTF(ports[np].name, sizeof ports[np].name, "%s", base);
+            snprintf(ports[np].name, sizeof ports[np].name, "%s", base);
             lo[np] = hi[np] = idx[i] < 0 ? 0 : idx[i];
             np++;
         }
@@ -147,307 +147,397 @@ typedef struct rawnode {
     uint64_t tt;
 } rawnode;
 
+/* What mts_gl_load builds on the way to the mts_gl. */
+typedef struct loader {
+    const char *path;
+    const mts_lib *lib;
+    mts_gl *gl;
+    char *text;                 /* the BLIF file, tokenised in place */
+    nettab nt;
+    rawnode *nodes;             /* cells and covers in file order, then without buffers */
+    int nnodes, capn;
+    rawnode *cur;               /* the .names node receiving cover lines */
+    char **in_names, **out_names;
+    int nin, nout, *in_ids, *out_ids;
+    int *parent;                /* union-find over nets: buffer outputs alias their input */
+    int (*alias)[2];
+    int nalias, alias_cap;
+    int *driver;                /* per net: driving node, -2 primary input, -1 none */
+    int *state, *fanout, *order;
+} loader;
+
+static void loader_free(loader *L)
+{
+    free(L->driver);
+    free(L->state);
+    free(L->fanout);
+    free(L->order);
+    free(L->parent);
+    free(L->alias);
+    free(L->nodes);
+    free(L->in_names);
+    free(L->out_names);
+    free(L->in_ids);
+    free(L->out_ids);
+    nettab_free(&L->nt);
+    free(L->text);
+}
+
+static int oom(const loader *L, mts_err *err) { return mts_fail(err, MTS_ENOMEM, "%s: out of memory", L->path); }
+
+/* Reads the file and joins its continuation lines. */
+static int read_blif(loader *L, mts_err *err)
+{
+    uint8_t *buf;
+    size_t len;
+    int rc = mts_fs_read(L->path, &buf, &len, err);
+    if (rc) return rc;
+    char *text = (char *)buf;
+    for (size_t i = 0; i + 1 < len; i++)
+        if (text[i] == '\\' && text[i + 1] == '\n') text[i] = text[i + 1] = ' ';
+    L->text = text;
+    return MTS_OK;
+}
+
+/* A cover line ("01- 1") of the current .names: ORs its cubes into tt. */
+static int parse_cover(loader *L, char **tok, int ntok, mts_err *err)
+{
+    rawnode *cur = L->cur;
+    if (!cur) return mts_fail(err, MTS_EFORMAT, "%s: cover line outside .names", L->path);
+    const char *pat = cur->nin ? tok[0] : "";
+    const char *val = cur->nin ? (ntok > 1 ? tok[1] : "") : tok[0];
+    if ((int)strlen(pat) != cur->nin || (val[0] != '0' && val[0] != '1'))
+        return mts_fail(err, MTS_EFORMAT, "%s: bad .names cover line", L->path);
+    for (unsigned m = 0; m < (1u << cur->nin); m++) {
+        int hit = 1;
+        for (int j = 0; j < cur->nin; j++)
+            if (pat[j] != '-' && (unsigned)(pat[j] - '0') != ((m >> j) & 1)) hit = 0;
+        if (hit) cur->tt |= 1ull << m;
+    }
+    if (val[0] == '0') cur->cell = -2; /* OFF-set cover: complemented in resolve_aliases */
+    return MTS_OK;
+}
+
+/* .inputs / .outputs: the port bits, in order. */
+static int parse_ports(loader *L, int isin, char **tok, int ntok, mts_err *err)
+{
+    char ***names = isin ? &L->in_names : &L->out_names;
+    int **ids = isin ? &L->in_ids : &L->out_ids, *cnt = isin ? &L->nin : &L->nout;
+    char **nn = realloc(*names, (size_t)(*cnt + ntok) * sizeof *nn);
+    if (nn) *names = nn;
+    int *ni = realloc(*ids, (size_t)(*cnt + ntok) * sizeof *ni);
+    if (ni) *ids = ni;
+    if (!nn || !ni) return oom(L, err);
+    for (int k = 1; k < ntok; k++) {
+        (*ids)[*cnt] = net_id(&L->nt, tok[k]);
+        (*names)[*cnt] = L->nt.names[(*ids)[*cnt]];
+        (*cnt)++;
+    }
+    return MTS_OK;
+}
+
+/* A zeroed slot at the end of nodes (not yet counted in nnodes). */
+static rawnode *new_node(loader *L)
+{
+    if (L->nnodes == L->capn) {
+        int cap = L->capn ? L->capn * 2 : 1024;
+        rawnode *nn = realloc(L->nodes, (size_t)cap * sizeof *nn);
+        if (!nn) return NULL;
+        L->nodes = nn;
+        L->capn = cap;
+    }
+    rawnode *n = &L->nodes[L->nnodes];
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+/* ".names in... out": a cover whose lines follow. */
+static int parse_names(loader *L, char **tok, int ntok, mts_err *err)
+{
+    rawnode *n = new_node(L);
+    if (!n) return oom(L, err);
+    if (ntok < 2 || ntok - 2 > MTS_LIB_MAX_PINS)
+        return mts_fail(err, MTS_EFORMAT, "%s: .names with %d inputs (at most %d)", L->path, ntok - 2, MTS_LIB_MAX_PINS);
+    n->cell = -1;
+    n->nin = ntok - 2;
+    for (int k = 0; k < n->nin; k++) n->in[k] = net_id(&L->nt, tok[1 + k]);
+    n->out = net_id(&L->nt, tok[ntok - 1]);
+    L->cur = n;
+    L->nnodes++;
+    return MTS_OK;
+}
+
+/* ".subckt CELL PIN=net...": a liberty cell. Flip-flops are only counted
+ * (with their area and leakage): the flow refuses sequential designs. */
+static int parse_subckt(loader *L, char **tok, int ntok, mts_err *err)
+{
+    rawnode *n = new_node(L);
+    if (!n) return oom(L, err);
+    const mts_lcell *c = ntok > 1 ? mts_lib_find(L->lib, tok[1]) : NULL;
+    if (!c)
+        return mts_fail(err, MTS_EFORMAT, "%s: cell '%s' is not in the liberty file", L->path, ntok > 1 ? tok[1] : "?");
+    if (c->seq) {
+        L->gl->nseq++;
+        L->gl->area += c->area;
+        L->gl->leak_nw += c->leak_nw;
+        return MTS_OK;
+    }
+    n->cell = (int)(c - L->lib->cells);
+    n->nin = c->nin;
+    n->out = -1;
+    for (int k = 0; k < c->nin; k++) n->in[k] = -1;
+    for (int k = 2; k < ntok; k++) {
+        char *eq = strchr(tok[k], '=');
+        if (!eq) continue;
+        *eq = 0;
+        int id = net_id(&L->nt, eq + 1);
+        if (!strcmp(tok[k], c->out)) n->out = id;
+        for (int j = 0; j < c->nin; j++)
+            if (!strcmp(tok[k], c->in[j])) n->in[j] = id;
+    }
+    int ok = n->out >= 0;
+    for (int j = 0; j < c->nin; j++) ok &= n->in[j] >= 0;
+    if (!ok) return mts_fail(err, MTS_EFORMAT, "%s: instance of %s with unconnected pins", L->path, c->name);
+    n->tt = c->tt;
+    L->nnodes++;
+    return MTS_OK;
+}
+
+#define MAX_TOKENS (2 + MTS_LIB_MAX_PINS + 64)
+
+/* Splits a line into words up to a '#' comment; the number of words. */
+static int tokenise(char *line, char **tok)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(line, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
+        if (w[0] == '#') break;
+        if (n < MAX_TOKENS) tok[n++] = w;
+    }
+    return n;
+}
+
+/* One line: a cover line or a dot command. 1 at .end. */
+static int parse_line(loader *L, char *line, mts_err *err)
+{
+    char *tok[MAX_TOKENS];
+    int ntok = tokenise(line, tok);
+    if (!ntok) return MTS_OK;
+    if (tok[0][0] != '.') return parse_cover(L, tok, ntok, err);
+    L->cur = NULL;
+    if (!strcmp(tok[0], ".model")) {
+        if (ntok > 1) snprintf(L->gl->model, sizeof L->gl->model, "%s", tok[1]);
+    } else if (!strcmp(tok[0], ".inputs") || !strcmp(tok[0], ".outputs")) {
+        return parse_ports(L, tok[0][1] == 'i', tok, ntok, err);
+    } else if (!strcmp(tok[0], ".names")) {
+        return parse_names(L, tok, ntok, err);
+    } else if (!strcmp(tok[0], ".subckt")) {
+        return parse_subckt(L, tok, ntok, err);
+    } else if (!strcmp(tok[0], ".latch")) {
+        L->gl->nseq++;
+    } else if (!strcmp(tok[0], ".end")) {
+        return 1;
+    }
+    return MTS_OK;
+}
+
+static int parse_blif(loader *L, mts_err *err)
+{
+    char *save = NULL;
+    int rc = MTS_OK;
+    for (char *line = strtok_r(L->text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save))
+        rc = parse_line(L, line, err);
+    if (rc > 0) rc = MTS_OK;
+    if (!rc && L->nt.n == 0) rc = mts_fail(err, MTS_EFORMAT, "%s: empty netlist", L->path);
+    return rc;
+}
+
+/* Finishes covers; pure buffers (Yosys writes wire assignments as
+ * `.names a b / 1 1`) are dropped and their output becomes an alias of their
+ * input net (union-find in parent). */
+static int resolve_aliases(loader *L, mts_err *err)
+{
+    if (!(L->parent = malloc((size_t)L->nt.n * sizeof *L->parent))) return oom(L, err);
+    for (int i = 0; i < L->nt.n; i++) L->parent[i] = i;
+    int w = 0;
+    for (int i = 0; i < L->nnodes; i++) {
+        rawnode *n = &L->nodes[i];
+        if (n->cell == -2) {
+            n->cell = -1;
+            n->tt = ~n->tt & (n->nin == 6 ? ~0ull : ((1ull << (1u << n->nin)) - 1));
+        }
+        if (n->cell == -1 && n->nin == 1 && n->tt == 2) {
+            if (L->nalias == L->alias_cap) {
+                L->alias_cap = L->alias_cap ? L->alias_cap * 2 : 256;
+                void *na = realloc(L->alias, (size_t)L->alias_cap * sizeof *L->alias);
+                if (!na) return oom(L, err);
+                L->alias = na;
+            }
+            L->alias[L->nalias][0] = n->out;
+            L->alias[L->nalias++][1] = n->in[0];
+            continue;
+        }
+        L->nodes[w++] = *n;
+    }
+    L->nnodes = w;
+    for (int i = 0; i < L->nalias; i++) {
+        int a = uf_find(L->parent, L->alias[i][0]), b = uf_find(L->parent, L->alias[i][1]);
+        if (a != b) L->parent[a] = b;
+    }
+    return MTS_OK;
+}
+
+/* The per-net and per-node arrays of the later steps and of the mts_gl. */
+static int alloc_arrays(loader *L, mts_err *err)
+{
+    int nn = L->nt.n, nodes = L->nnodes ? L->nnodes : 1;
+    mts_gl *gl = L->gl;
+    gl->nnets = nn;
+    L->driver = malloc((size_t)nn * sizeof *L->driver);
+    L->state = calloc((size_t)nn, sizeof *L->state);
+    L->fanout = calloc((size_t)nn, sizeof *L->fanout);
+    L->order = malloc((size_t)nodes * sizeof *L->order);
+    gl->cap_ff = calloc((size_t)nn, sizeof *gl->cap_ff);
+    gl->e_tog_fj = calloc((size_t)nn, sizeof *gl->e_tog_fj);
+    gl->depth = calloc((size_t)nn, sizeof *gl->depth);
+    gl->nodes = malloc((size_t)nodes * sizeof *gl->nodes);
+    if (!L->driver || !L->state || !L->fanout || !L->order || !gl->cap_ff || !gl->e_tog_fj || !gl->depth || !gl->nodes)
+        return oom(L, err);
+    return MTS_OK;
+}
+
+/* Replaces aliased nets by their representative and records each net's
+ * single driver. */
+static int connect_drivers(loader *L, mts_err *err)
+{
+    for (int i = 0; i < L->nt.n; i++) L->driver[i] = -1;
+    for (int i = 0; i < L->nin; i++) L->in_ids[i] = uf_find(L->parent, L->in_ids[i]), L->driver[L->in_ids[i]] = -2;
+    for (int i = 0; i < L->nout; i++) L->out_ids[i] = uf_find(L->parent, L->out_ids[i]);
+    for (int i = 0; i < L->nnodes; i++) {
+        rawnode *n = &L->nodes[i];
+        n->out = uf_find(L->parent, n->out);
+        for (int j = 0; j < n->nin; j++) n->in[j] = uf_find(L->parent, n->in[j]);
+        if (L->driver[n->out] != -1)
+            return mts_fail(err, MTS_EFORMAT, "%s: net %s has more than one driver", L->path, L->nt.names[n->out]);
+        L->driver[n->out] = i;
+    }
+    return MTS_OK;
+}
+
+/* Depth-first topological order of the nodes into order[]; state per net:
+ * 0 new, 1 on the stack, 2 done. Undriven nets (Yosys $undef) read as 0. */
+static int topo_sort(loader *L, mts_err *err)
+{
+    int nord = 0, rc = MTS_OK;
+    int *stack = malloc((size_t)(2 * L->nnodes + 2) * sizeof *stack);
+    if (!stack) return oom(L, err);
+    for (int root = 0; root < L->nnodes && !rc; root++) {
+        if (L->state[L->nodes[root].out]) continue;
+        int sp = 0;
+        stack[sp++] = root;
+        while (sp && !rc) {
+            int i = stack[sp - 1];
+            rawnode *n = &L->nodes[i];
+            if (L->state[n->out] == 0) L->state[n->out] = 1;
+            int pushed = 0;
+            for (int j = 0; j < n->nin && !pushed; j++) {
+                int in = n->in[j], d = L->driver[in];
+                if (d < 0 || L->state[in] == 2) continue;
+                if (L->state[in] == 1) {
+                    rc = mts_fail(err, MTS_EUNSUPPORTED, "%s: combinational loop through net %s", L->path,
+                                  L->nt.names[in]);
+                    break;
+                }
+                stack[sp++] = d;
+                pushed = 1;
+            }
+            if (!pushed && !rc) {
+                L->state[n->out] = 2;
+                L->order[nord++] = i;
+                sp--;
+            }
+        }
+    }
+    free(stack);
+    return rc;
+}
+
+/* Copies the nodes into the mts_gl in topological order and annotates the
+ * nets: load capacitance (fanout pins, primary-output load, wire load),
+ * energy per toggle (0.5 C V^2 + the driving cell's internal energy),
+ * logic depth; and the cells' area and leakage. */
+static void annotate(loader *L)
+{
+    mts_gl *gl = L->gl;
+    const mts_lib *lib = L->lib;
+    gl->nnodes = L->nnodes;
+    for (int k = 0; k < L->nnodes; k++) {
+        const rawnode *n = &L->nodes[L->order[k]];
+        struct mts_gnode *g = &gl->nodes[k];
+        g->cell = n->cell;
+        g->nin = n->nin;
+        memcpy(g->in, n->in, sizeof g->in);
+        g->out = n->out;
+        g->tt = n->tt;
+        int dmax = 0;
+        for (int j = 0; j < n->nin; j++) {
+            if (n->cell >= 0) {
+                gl->cap_ff[n->in[j]] += lib->cells[n->cell].cap[j];
+                L->fanout[n->in[j]]++;
+            }
+            if (gl->depth[n->in[j]] > dmax) dmax = gl->depth[n->in[j]];
+        }
+        gl->depth[n->out] = dmax + (n->cell >= 0);
+        if (gl->depth[n->out] > gl->depth_max) gl->depth_max = gl->depth[n->out];
+        if (n->cell >= 0) {
+            gl->area += lib->cells[n->cell].area;
+            gl->leak_nw += lib->cells[n->cell].leak_nw;
+        }
+    }
+    for (int i = 0; i < L->nout; i++) {
+        gl->cap_ff[L->out_ids[i]] += PO_LOAD_FF;
+        L->fanout[L->out_ids[i]]++;
+    }
+    double v2 = lib->voltage * lib->voltage;
+    for (int i = 0; i < L->nt.n; i++) {
+        if (uf_find(L->parent, i) != i) continue;
+        gl->cap_ff[i] += mts_lib_wire_cap(lib, L->fanout[i]);
+        gl->e_tog_fj[i] = 0.5 * gl->cap_ff[i] * v2;
+        int d = L->driver[i];
+        if (d >= 0 && L->nodes[d].cell >= 0) gl->e_tog_fj[i] += lib->cells[L->nodes[d].cell].e_int_fj;
+    }
+}
+
+/* The input and output ports and their packed bit -> net maps. */
+static int build_ports(loader *L, mts_err *err)
+{
+    mts_gl *gl = L->gl;
+    int bits = make_ports(L->path, L->in_names, L->in_ids, L->nin, gl->in_ports, &gl->nin_ports, &gl->in_net, err);
+    if (bits < 0) return bits;
+    gl->nin_bits = bits;
+    bits = make_ports(L->path, L->out_names, L->out_ids, L->nout, gl->out_ports, &gl->nout_ports, &gl->out_net, err);
+    if (bits < 0) return bits;
+    gl->nout_bits = bits;
+    /* A gap in an output port's bit range reads as the constant 0; an input
+     * port may not have one. */
+    for (int i = 0; i < gl->nin_bits; i++)
+        if (gl->in_net[i] < 0) return mts_fail(err, MTS_EFORMAT, "%s: input port bits are not contiguous", L->path);
+    return MTS_OK;
+}
+
 int mts_gl_load(const char *path, const mts_lib *lib, mts_gl *gl, mts_err *err)
 {
     memset(gl, 0, sizeof *gl);
-    uint8_t *buf;
-    size_t len;
-    int rc = mts_fs_read(path, &buf, &len, err);
-    if (rc) return rc;
-    char *text = realloc(buf, len + 1);
-    if (!text) {
-        free(buf);
-        return mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
-    }
-    text[len] = 0;
-    for (size_t i = 0; i + 1 < len; i++) /* join continuation lines */
-        if (text[i] == '\\' && text[i + 1] == '\n') text[i] = text[i + 1] = ' ';
-
-    nettab nt = {0};
-    rawnode *nodes = NULL;
-    int nnodes = 0, capn = 0;
-    char **in_names = NULL, **out_names = NULL;
-    int nin = 0, nout = 0, *in_ids = NULL, *out_ids = NULL;
-    int *parent = NULL;
-    int alias_cap = 0, nalias = 0, (*alias)[2] = NULL;
-    rawnode *cur = NULL; /* the .names node receiving cover lines */
-    int lineno = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
-        lineno++;
-        char *tok[2 + MTS_LIB_MAX_PINS + 64];
-        int nt_ = 0;
-        char *s2 = NULL;
-        for (char *w = strtok_r(line, " \t\r", &s2); w; w = strtok_r(NULL, " \t\r", &s2)) {
-            if (w[0] == '#') break;
-            if (nt_ < (int)(sizeof tok / sizeof tok[0])) tok[nt_++] = w;
-        }
-        if (!nt_) continue;
-        if (tok[0][0] != '.') { /* a cover line of the current .names */
-            if (!cur) {
-                rc = mts_fail(err, MTS_EFORMAT, "%s: cover line outside .names", path);
-                break;
-            }
-            const char *pat = cur->nin ? tok[0] : "";
-            const char *val = cur->nin ? (nt_ > 1 ? tok[1] : "") : tok[0];
-            if ((int)strlen(pat) != cur->nin || (val[0] != '0' && val[0] != '1')) {
-                rc = mts_fail(err, MTS_EFORMAT, "%s: bad .names cover line", path);
-                break;
-            }
-            for (unsigned m = 0; m < (1u << cur->nin); m++) {
-                int hit = 1;
-                for (int j = 0; j < cur->nin; j++)
-                    if (pat[j] != '-' && (unsigned)(pat[j] - '0') != ((m >> j) & 1)) hit = 0;
-                if (hit) cur->tt |= 1ull << m;
-            }
-            if (val[0] == '0') cur->cell = -2; /* OFF-set cover: complemented at the end */
-            continue;
-        }
-        cur = NULL;
-        if (!strcmp(tok[0], ".model")) {
-            if (nt_ > 1) snprintf(gl->model, sizeof gl->model, "%s", tok[1]);
-        } else if (!strcmp(tok[0], ".inputs") || !strcmp(tok[0], ".outputs")) {
-            int isin = tok[0][1] == 'i';
-            char ***names = isin ? &in_names : &out_names;
-            int **ids = isin ? &in_ids : &out_ids, *cnt = isin ? &nin : &nout;
-            char **nn = realloc(*names, (size_t)(*cnt + nt_) * sizeof *nn);
-            int *ni = realloc(*ids, (size_t)(*cnt + nt_) * sizeof *ni);
-            if (nn) *names = nn;
-            if (ni) *ids = ni;
-            if (!nn || !ni) {
-                rc = mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
-                break;
-            }
-            for (int k = 1; k < nt_; k++) {
-                (*ids)[*cnt] = net_id(&nt, tok[k]);
-                (*names)[*cnt] = nt.names[(*ids)[*cnt]];
-                (*cnt)++;
-            }
-        } else if (!strcmp(tok[0], ".names") || !strcmp(tok[0], ".subckt")) {
-            if (nnodes == capn) {
-                capn = capn ? capn * 2 : 1024;
-                rawnode *nn = realloc(nodes, (size_t)capn * sizeof *nn);
-                if (!nn) {
-                    rc = mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
-                    break;
-                }
-                nodes = nn;
-            }
-            rawnode *n = &nodes[nnodes];
-            memset(n, 0, sizeof *n);
-            if (tok[0][1] == 'n') {
-                if (nt_ < 2 || nt_ - 2 > MTS_LIB_MAX_PINS) {
-                    rc = mts_fail(err, MTS_EFORMAT, "%s: .names with %d inputs (at most %d)", path, nt_ - 2,
-                                  MTS_LIB_MAX_PINS);
-                    break;
-                }
-                n->cell = -1;
-                n->nin = nt_ - 2;
-                for (int k = 0; k < n->nin; k++) n->in[k] = net_id(&nt, tok[1 + k]);
-                n->out = net_id(&nt, tok[nt_ - 1]);
-                cur = n;
-                nnodes++;
-            } else {
-                const mts_lcell *c = nt_ > 1 ? mts_lib_find(lib, tok[1]) : NULL;
-                if (!c) {
-                    rc = mts_fail(err, MTS_EFORMAT, "%s: cell '%s' is not in the liberty file", path,
-                                  nt_ > 1 ? tok[1] : "?");
-                    break;
-                }
-                if (c->seq) {
-                    gl->nseq++;
-                    gl->area += c->area;
-                    gl->leak_nw += c->leak_nw;
-                    continue;
-                }
-                n->cell = (int)(c - lib->cells);
-                n->nin = c->nin;
-                n->out = -1;
-                for (int k = 0; k < c->nin; k++) n->in[k] = -1;
-                for (int k = 2; k < nt_; k++) {
-                    char *eq = strchr(tok[k], '=');
-                    if (!eq) continue;
-                    *eq = 0;
-                    int id = net_id(&nt, eq + 1);
-                    if (!strcmp(tok[k], c->out)) n->out = id;
-                    for (int j = 0; j < c->nin; j++)
-                        if (!strcmp(tok[k], c->in[j])) n->in[j] = id;
-                }
-                int ok = n->out >= 0;
-                for (int j = 0; j < c->nin; j++) ok &= n->in[j] >= 0;
-                if (!ok) {
-                    rc = mts_fail(err, MTS_EFORMAT, "%s: instance of %s with unconnected pins", path, c->name);
-                    break;
-                }
-                n->tt = c->tt;
-                nnodes++;
-            }
-        } else if (!strcmp(tok[0], ".latch")) {
-            gl->nseq++;
-        } else if (!strcmp(tok[0], ".end")) {
-            break;
-        }
-    }
-    if (!rc && nt.n == 0) rc = mts_fail(err, MTS_EFORMAT, "%s: empty netlist", path);
-    if (!rc && !(parent = malloc((size_t)nt.n * sizeof *parent))) rc = mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
-    if (!rc) {
-        for (int i = 0; i < nt.n; i++) parent[i] = i;
-        /* Finish covers; pure buffers (Yosys writes wire assignments as
-         * `.names a b / 1 1`) become aliases of their input net. */
-        int w = 0;
-        for (int i = 0; i < nnodes; i++) {
-            rawnode *n = &nodes[i];
-            if (n->cell == -2) {
-                n->cell = -1;
-                n->tt = ~n->tt & (n->nin == 6 ? ~0ull : ((1ull << (1u << n->nin)) - 1));
-            }
-            if (n->cell == -1 && n->nin == 1 && n->tt == 2) {
-                if (nalias == alias_cap) {
-                    alias_cap = alias_cap ? alias_cap * 2 : 256;
-                    void *na = realloc(alias, (size_t)alias_cap * sizeof *alias);
-                    if (!na) {
-                        rc = mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
-                        break;
-                    }
-                    alias = na;
-                }
-                alias[nalias][0] = n->out;
-                alias[nalias++][1] = n->in[0];
-                continue;
-            }
-            nodes[w++] = *n;
-        }
-        nnodes = w;
-        for (int i = 0; i < nalias; i++) {
-            int a = uf_find(parent, alias[i][0]), b = uf_find(parent, alias[i][1]);
-            if (a != b) parent[a] = b;
-        }
-    }
-    /* Resolve aliases, check single drivers, sort topologically. */
-    int *driver = NULL, *state = NULL, *fanout = NULL, *order = NULL;
-    if (!rc) {
-        gl->nnets = nt.n;
-        driver = malloc((size_t)nt.n * sizeof *driver);
-        state = calloc((size_t)nt.n, sizeof *state);
-        fanout = calloc((size_t)nt.n, sizeof *fanout);
-        order = malloc((size_t)(nnodes ? nnodes : 1) * sizeof *order);
-        gl->cap_ff = calloc((size_t)nt.n, sizeof *gl->cap_ff);
-        gl->e_tog_fj = calloc((size_t)nt.n, sizeof *gl->e_tog_fj);
-        gl->depth = calloc((size_t)nt.n, sizeof *gl->depth);
-        gl->nodes = malloc((size_t)(nnodes ? nnodes : 1) * sizeof *gl->nodes);
-        if (!driver || !state || !fanout || !order || !gl->cap_ff || !gl->e_tog_fj || !gl->depth || !gl->nodes)
-            rc = mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
-    }
-    if (!rc) {
-        for (int i = 0; i < nt.n; i++) driver[i] = -1;
-        for (int i = 0; i < nin; i++) in_ids[i] = uf_find(parent, in_ids[i]), driver[in_ids[i]] = -2;
-        for (int i = 0; i < nout; i++) out_ids[i] = uf_find(parent, out_ids[i]);
-        for (int i = 0; i < nnodes && !rc; i++) {
-            rawnode *n = &nodes[i];
-            n->out = uf_find(parent, n->out);
-            for (int j = 0; j < n->nin; j++) n->in[j] = uf_find(parent, n->in[j]);
-            if (driver[n->out] != -1)
-                rc = mts_fail(err, MTS_EFORMAT, "%s: net %s has more than one driver", path, nt.names[n->out]);
-            driver[n->out] = i;
-        }
-    }
-    if (!rc) {
-        /* Kahn-style DFS order; state: 0 new, 1 on stack, 2 done. Undriven
-         * nets (Yosys $undef) read as constant 0. */
-        int nord = 0;
-        int *stack = malloc((size_t)(2 * nnodes + 2) * sizeof *stack);
-        if (!stack) rc = mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
-        for (int root = 0; root < nnodes && !rc; root++) {
-            if (state[nodes[root].out]) continue;
-            int sp = 0;
-            stack[sp++] = root;
-            while (sp && !rc) {
-                int i = stack[sp - 1];
-                rawnode *n = &nodes[i];
-                if (state[n->out] == 0) state[n->out] = 1;
-                int pushed = 0;
-                for (int j = 0; j < n->nin && !pushed; j++) {
-                    int d = driver[n->in[j]];
-                    if (d < 0 || state[n->in[j]] == 2) continue;
-                    if (state[n->in[j]] == 1) {
-                        rc = mts_fail(err, MTS_EUNSUPPORTED, "%s: combinational loop through net %s", path,
-                                      nt.names[n->in[j]]);
-                        break;
-                    }
-                    stack[sp++] = d;
-                    pushed = 1;
-                }
-                if (!pushed && !rc) {
-                    state[n->out] = 2;
-                    order[nord++] = i;
-                    sp--;
-                }
-            }
-        }
-        free(stack);
-    }
-    if (!rc) {
-        gl->nnodes = nnodes;
-        for (int k = 0; k < nnodes; k++) {
-            const rawnode *n = &nodes[order[k]];
-            struct mts_gnode *g = &gl->nodes[k];
-            g->cell = n->cell;
-            g->nin = n->nin;
-            memcpy(g->in, n->in, sizeof g->in);
-            g->out = n->out;
-            g->tt = n->tt;
-            int dmax = 0;
-            for (int j = 0; j < n->nin; j++) {
-                if (n->cell >= 0) {
-                    gl->cap_ff[n->in[j]] += lib->cells[n->cell].cap[j];
-                    fanout[n->in[j]]++;
-                }
-                if (gl->depth[n->in[j]] > dmax) dmax = gl->depth[n->in[j]];
-            }
-            gl->depth[n->out] = dmax + (n->cell >= 0);
-            if (gl->depth[n->out] > gl->depth_max) gl->depth_max = gl->depth[n->out];
-            if (n->cell >= 0) {
-                gl->area += lib->cells[n->cell].area;
-                gl->leak_nw += lib->cells[n->cell].leak_nw;
-            }
-        }
-        for (int i = 0; i < nout; i++) {
-            gl->cap_ff[out_ids[i]] += PO_LOAD_FF;
-            fanout[out_ids[i]]++;
-        }
-        double v2 = lib->voltage * lib->voltage;
-        for (int i = 0; i < nt.n; i++) {
-            if (uf_find(parent, i) != i) continue;
-            gl->cap_ff[i] += mts_lib_wire_cap(lib, fanout[i]);
-            gl->e_tog_fj[i] = 0.5 * gl->cap_ff[i] * v2;
-            int d = driver[i];
-            if (d >= 0 && nodes[d].cell >= 0) gl->e_tog_fj[i] += lib->cells[nodes[d].cell].e_int_fj;
-        }
-        int r1 = make_ports(path, in_names, in_ids, nin, gl->in_ports, &gl->nin_ports, &gl->in_net, err);
-        if (r1 < 0) rc = r1;
-        else gl->nin_bits = r1;
-    }
-    if (!rc) {
-        int r2 = make_ports(path, out_names, out_ids, nout, gl->out_ports, &gl->nout_ports, &gl->out_net, err);
-        if (r2 < 0) rc = r2;
-        else gl->nout_bits = r2;
-    }
-    if (!rc) /* gaps in a port's bit range read as the constant 0 net */
-        for (int i = 0; i < gl->nin_bits; i++)
-            if (gl->in_net[i] < 0) rc = mts_fail(err, MTS_EFORMAT, "%s: input port bits are not contiguous", path);
-    free(driver);
-    free(state);
-    free(fanout);
-    free(order);
-    free(parent);
-    free(alias);
-    free(nodes);
-    free(in_names);
-    free(out_names);
-    free(in_ids);
-    free(out_ids);
-    nettab_free(&nt);
-    free(text);
+    loader L = {.path = path, .lib = lib, .gl = gl};
+    int rc = read_blif(&L, err);
+    if (!rc) rc = parse_blif(&L, err);
+    if (!rc) rc = resolve_aliases(&L, err);
+    if (!rc) rc = alloc_arrays(&L, err);
+    if (!rc) rc = connect_drivers(&L, err);
+    if (!rc) rc = topo_sort(&L, err);
+    if (!rc) annotate(&L);
+    if (!rc) rc = build_ports(&L, err);
+    loader_free(&L);
     if (rc) mts_gl_free(gl);
     return rc;
 }

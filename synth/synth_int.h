@@ -1,20 +1,15 @@
 /* synth_int.h - internals shared by the synth/ files (not a public header):
- * the liberty reader, the gate-level netlist simulator and small process and
- * file helpers. */
+ * the liberty reader, the gate-level netlist simulator, and the steps of
+ * mts_synth_run (driver.c) that live in cache.c, yosys.c, equiv.c and
+ * power.c. */
 #ifndef MANTIS_SYNTH_INT_H
 #define MANTIS_SYNTH_INT_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "mantis/hash.h"
-#include "mantis/proc.h"
-#include "mantis/fs.h"
 #include "mantis/status.h"
-
-/* snprintf for places where truncation is acceptable (names cut short;
- * over-long paths are refused before they get here). Returns snprintf's value. */
-int mts_bprintf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#define MTS_SNPRINTF mts_bprintf
+#include "mantis/synth.h"
 
 #define MTS_LIB_MAX_CELLS 64
 #define MTS_LIB_MAX_PINS 6
@@ -96,11 +91,64 @@ void mts_gl_free(mts_gl *gl);
 int mts_gl_sim(const mts_gl *gl, const uint64_t *vecs, uint64_t n, uint64_t *outs, uint64_t *toggles,
                mts_err *err);
 
-/* Helpers (synth_util.c). */
-/* Runs `sh -c cmd` with stdout+stderr to log_path; returns the exit status
- * (127 when the shell could not run the tool). */
-int mts_run_logged(const char *cmd, const char *log_path);
-/* Appends a single-quoted shell word for s to buf (size cap). */
-void mts_shq(char *buf, size_t cap, const char *s);
+/* ---- the synth flow (driver.c and its steps) ---- */
+
+/* Bumped when the flow changes what it produces: part of every cache key. */
+#define MTS_SYNTH_FLOW_VERSION "mantis-synth-1"
+
+/* One mts_synth_run: its options, the absolute paths it works with and the
+ * loaded liberty. */
+typedef struct mts_synth_ctx {
+    const mts_synth_opts *o;
+    char design[PATH_MAX];      /* the design file (realpath) */
+    char design_dir[PATH_MAX];  /* its directory: submodules are found there */
+    char base[256];             /* its file name without extension: names the design in messages */
+    char liberty[PATH_MAX], tpl[PATH_MAX], cells_v[PATH_MAX], harness[PATH_MAX];
+    char root[PATH_MAX];        /* the cache directory */
+    char entry[PATH_MAX];       /* root/<key>: the finished cache entry */
+    char work[PATH_MAX];        /* entry.tmp.<pid>: where a run builds it ("" before) */
+    mts_lib lib;
+} mts_synth_ctx;
+
+/* path = dir/name; MTS_EINVAL when it does not fit in PATH_MAX (a path is
+ * never cut short). */
+int mts_synth_path(char path[PATH_MAX], const char *dir, const char *name, mts_err *err);
+
+/* MTS_ETOOL "<design>: <tool>: <first error line of log> (full log: <log>)". */
+int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const char *const *markers,
+                         mts_err *err);
+
+/* cache.c: the content key of the run (FLOW_VERSION, design name, design
+ * file, every .v/.sv beside it, parameters, liberty, flow files, options
+ * that change the result) as 32 hex digits. */
+int mts_synth_key(const mts_synth_ctx *c, char hex[33], mts_err *err);
+/* Writes synth.txt (top, area, delay, equivalence figures) into dir. */
+int mts_synth_meta_save(const char *dir, const mts_synth_result *r, mts_err *err);
+/* Reads dir/synth.txt into r; 1 when it is there and complete, else 0. */
+int mts_synth_meta_load(const char *dir, mts_synth_result *r);
+/* Renames the finished work directory to the cache entry; when another
+ * process got there first, its entry is used (r reloaded from it). */
+int mts_synth_publish(mts_synth_ctx *c, mts_synth_result *r, mts_err *err);
+/* After a failed run: keeps the work directory as <entry>.failed with its
+ * logs and rewrites the work path in err to point there. */
+void mts_synth_keep_failed(mts_synth_ctx *c, mts_err *err);
+/* Copies a file's bytes to dst (atomically; dst gets a fresh mtime). */
+int mts_synth_copy(const char *src, const char *dst, mts_err *err);
+
+/* yosys.c: fills synth/synth.ys for the design, runs Yosys in c->work
+ * (netlist.v, netlist.blif, stat.txt, yosys.log there) and reads the top
+ * module, chip area and ABC delay. */
+int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, double *delay_ps,
+                    mts_err *err);
+
+/* equiv.c: Verilates the RTL and the netlist side by side in c->work/eq,
+ * compares them (exhaustively up to 22 input bits, else on seeded random
+ * vectors) and checks the C simulator against both. MTS_EMISMATCH on any
+ * difference; fills r->eq_*. */
+int mts_synth_equiv(const mts_synth_ctx *c, const char *top, const mts_gl *gl, mts_synth_result *r, mts_err *err);
+
+/* power.c: switching power of the operand stream (uniform or trace) through
+ * gl; fills r's power fields. */
+int mts_synth_power(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_result *r, mts_err *err);
 
 #endif

@@ -461,21 +461,28 @@ TEST(SynthPower, TraceMustFitTheDesignPorts)
 
 // ---------------------------------------------------- errors and the CLI
 
-TEST(SynthFlow, WrongCellModelIsCaughtByEquivalence)
+// A liberty whose NAND2 claims to be an AND (cheaper than AND2, so ABC uses
+// it as one): the netlist, simulated with the true cell models of cells.v,
+// then differs from the RTL. Returns its path ("" if the NAND2 was not found).
+std::string WriteWrongLiberty(const std::string &name)
 {
-    REQUIRE_TOOLS();
-    // A liberty whose NAND2 claims to be an AND (cheaper than AND2, so ABC
-    // uses it as one): the netlist, simulated with the true cell models of
-    // cells.v, then differs from the RTL.
     std::ifstream in(kSrc + "/synth/mantis45.lib");
     std::stringstream ss;
     ss << in.rdbuf();
     std::string lib = ss.str();
     size_t at = lib.find("function : \"!(A & B)\"");
-    ASSERT_NE(at, std::string::npos);
+    if (at == std::string::npos) return "";
     lib.replace(at, std::strlen("function : \"!(A & B)\""), "function : \"(A & B)\"");
-    std::string p = TmpPath("wrong.lib");
+    std::string p = TmpPath(name);
     std::ofstream(p) << lib;
+    return p;
+}
+
+TEST(SynthFlow, WrongCellModelIsCaughtByEquivalence)
+{
+    REQUIRE_TOOLS();
+    std::string p = WriteWrongLiberty("wrong.lib");
+    ASSERT_NE(p, "");
     const SynthRun &r = Synth(kData + "/synth/mul4.v", {}, 1, "", p);
     unlink(p.c_str());
     EXPECT_EQ(r.rc, MTS_EMISMATCH) << r.msg;
@@ -518,6 +525,21 @@ TEST(SynthFlow, BrokenDesignGivesOneLineError)
     ASSERT_NE(at, std::string::npos) << out;
     std::string log = out.substr(at + 10, out.find(')', at) - at - 10);
     EXPECT_EQ(access(log.c_str(), R_OK), 0) << log;
+}
+
+TEST(SynthFlow, CliExitsOneOnMismatchAndTwoOnAMissingFile)
+{
+    REQUIRE_TOOLS();
+    std::string lib = WriteWrongLiberty("wrong_cli.lib");
+    ASSERT_NE(lib, "");
+    int st;
+    std::string out = RunCli("--rtl " + kData + "/synth/mul4.v --liberty " + lib + " --cache " + CacheDir(), &st);
+    unlink(lib.c_str());
+    EXPECT_EQ(st, 1) << out; // a check ran and found a difference
+    EXPECT_NE(out.find("differs from the RTL"), std::string::npos) << out;
+    out = RunCli("--rtl " + kData + "/synth/no_such_design.v --cache " + CacheDir(), &st);
+    EXPECT_EQ(st, 2) << out; // nothing was checked
+    EXPECT_NE(out.find("no_such_design.v: cannot open"), std::string::npos) << out;
 }
 
 TEST(SynthFlow, CliPrintsTableAndWritesJson)

@@ -1,15 +1,14 @@
 /* synth_cmd.c - `mantis synth`: area, delay, equivalence and power of a
  * Verilog design (include/mantis/synth.h). */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
-#include "mantis/fs.h"
-#include "mantis/binio.h"
 #include "cli_util.h"
+#include "mul_opts.h"
 #include "mantis/synth.h"
 
 static void usage(FILE *f)
@@ -24,14 +23,74 @@ static void usage(FILE *f)
             "Figures are relative 45 nm estimates for ranking designs (docs/synth.md).\n");
 }
 
-static int parse_u64(const char *s, uint64_t *v)
+static int is_number_option(const char *a)
 {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-') return 0;
-    *v = x;
-    return 1;
+    return !strcmp(a, "--seed") || !strcmp(a, "--ops") || !strcmp(a, "--clock-ghz");
+}
+
+/* --seed, --ops and --clock-ghz; 0, or 2 after printing the message. */
+static int number_option(mts_synth_opts *o, const char *a, const char *v)
+{
+    if (!strcmp(a, "--clock-ghz")) {
+        char *end;
+        o->clock_ghz = strtod(v, &end);
+        if (end == v || *end || !(o->clock_ghz > 0 && o->clock_ghz < 1e3))
+            return mts_cli_error("synth", "--clock-ghz '%s': expected a frequency in GHz > 0", v);
+        return 0;
+    }
+    long x;
+    if (mts_parse_int(v, 0, LONG_MAX, &x))
+        return mts_cli_error("synth", "%s '%s': expected a non-negative integer", a, v);
+    if (!strcmp(a, "--seed")) o->seed = (uint64_t)x;
+    else o->power_ops = (uint64_t)x;
+    return 0;
+}
+
+/* Where a string option's value goes; NULL if a is not one. */
+static const char **string_option(mts_synth_opts *o, const char *a, const char **json, const char **csv)
+{
+    if (!strcmp(a, "--json")) return json;
+    if (!strcmp(a, "--csv")) return csv;
+    if (!strcmp(a, "--power-trace")) return &o->power_trace;
+    if (!strcmp(a, "--liberty")) return &o->liberty;
+    if (!strcmp(a, "--cache")) return &o->cache_dir;
+    return NULL;
+}
+
+_Static_assert(MTS_MAX_PARAMS <= MTS_SYNTH_MAX_PARAMS, "every --param the shared parser takes fits mts_synth_opts");
+
+/* Parses argv into o; 0, 1 after --help (printed), 2 after an error (printed). */
+static int parse_args(int argc, char **argv, mts_synth_opts *o, const char **json, const char **csv)
+{
+    mts_mulsel sel; /* --rtl and --param mean what they mean for every command */
+    mts_mulsel_init(&sel);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], **dst;
+        mts_err err = {{0}};
+        if (mts_is_help(a)) {
+            usage(stdout);
+            return 1;
+        } else if (!strcmp(a, "--no-equiv")) {
+            o->no_equiv = 1;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            o->verbose = 1;
+        } else if (!strcmp(a, "--rtl") || !strcmp(a, "--param")) {
+            if (mts_mulsel_arg(&sel, argc, argv, &i, &err) < 0)
+                return mts_cli_error("synth", "%s (see mantis synth --help)", err.msg);
+        } else if ((dst = string_option(o, a, json, csv)) || is_number_option(a)) {
+            if (i + 1 >= argc) return mts_cli_error("synth", "option %s needs a value (see mantis synth --help)", a);
+            const char *v = argv[++i];
+            if (dst) *dst = v;
+            else if (number_option(o, a, v)) return 2;
+        } else {
+            return mts_cli_error("synth", "unknown option '%s' (see mantis synth --help)", a);
+        }
+    }
+    if (!sel.rtl) return mts_cli_error("synth", "--rtl FILE.v is required (see mantis synth --help)");
+    o->rtl = sel.rtl;
+    o->nparams = sel.nparams;
+    for (int i = 0; i < sel.nparams; i++) o->param[i] = sel.params[i];
+    return 0;
 }
 
 int mts_cmd_synth(int argc, char **argv)
@@ -39,69 +98,13 @@ int mts_cmd_synth(int argc, char **argv)
     mts_synth_opts o = {0};
     o.seed = 1;
     const char *json = NULL, *csv = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--no-equiv")) {
-            o.no_equiv = 1;
-            takes = 0;
-        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            o.verbose = 1;
-            takes = 0;
-        } else if (!v) {
-            fprintf(stderr, "mantis synth: option %s needs a value (see mantis synth --help)\n", a);
-            return 2;
-        } else if (!strcmp(a, "--rtl")) {
-            o.rtl = v;
-        } else if (!strcmp(a, "--param")) {
-            if (o.nparams == MTS_SYNTH_MAX_PARAMS) {
-                fprintf(stderr, "mantis synth: at most %d --param options\n", MTS_SYNTH_MAX_PARAMS);
-                return 2;
-            }
-            o.param[o.nparams++] = v;
-        } else if (!strcmp(a, "--json")) {
-            json = v;
-        } else if (!strcmp(a, "--csv")) {
-            csv = v;
-        } else if (!strcmp(a, "--power-trace")) {
-            o.power_trace = v;
-        } else if (!strcmp(a, "--liberty")) {
-            o.liberty = v;
-        } else if (!strcmp(a, "--cache")) {
-            o.cache_dir = v;
-        } else if (!strcmp(a, "--seed") || !strcmp(a, "--ops")) {
-            uint64_t x;
-            if (!parse_u64(v, &x)) {
-                fprintf(stderr, "mantis synth: %s '%s': expected a non-negative integer\n", a, v);
-                return 2;
-            }
-            if (a[2] == 's') o.seed = x;
-            else o.power_ops = x;
-        } else if (!strcmp(a, "--clock-ghz")) {
-            char *end;
-            o.clock_ghz = strtod(v, &end);
-            if (end == v || *end || !(o.clock_ghz > 0 && o.clock_ghz < 1e3)) {
-                fprintf(stderr, "mantis synth: --clock-ghz '%s': expected a frequency in GHz > 0\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "mantis synth: unknown option '%s' (see mantis synth --help)\n", a);
-            return 2;
-        }
-        i += takes;
-    }
-    if (!o.rtl) {
-        fprintf(stderr, "mantis synth: --rtl FILE.v is required (see mantis synth --help)\n");
-        return 2;
-    }
+    int st = parse_args(argc, argv, &o, &json, &csv);
+    if (st) return st == 1 ? 0 : st;
     mts_synth_result r;
     mts_err err = {{0}};
     int rc = mts_synth_run(&o, &r, &err);
     if (rc) {
-        fprintf(stderr, "mantis synth: %s\n", err.msg);
+        mts_cli_error("synth", "%s", err.msg);
         return mts_cli_exit(rc);
     }
     printf("design       %s (top %s%s%s)%s\n", r.design, r.top, r.params[0] ? ", " : "", r.params,
@@ -124,19 +127,8 @@ int mts_cmd_synth(int argc, char **argv)
     printf("%.4f pJ/op, %.2f net toggles/op\n", r.energy_pj, r.toggles_per_op);
     printf("             %.2f uW dynamic @ %g GHz + %.3f uW leakage = %.2f uW\n", r.dyn_uw, r.clock_ghz, r.leak_uw,
            r.total_uw);
-    if (json && (rc = mts_synth_write_json(&r, json, &err))) {
-        fprintf(stderr, "mantis synth: %s\n", err.msg);
-        return 2;
-    }
-    if (csv) {
-        char row[2048];
-        mts_synth_csv_row(&r, row, sizeof row);
-        const void *d[4] = {mts_synth_csv_header(), "\n", row, "\n"};
-        size_t len[4] = {strlen(mts_synth_csv_header()), 1, strlen(row), 1};
-        if ((rc = mts_fs_write_atomic(csv, 4, d, len, &err))) {
-            fprintf(stderr, "mantis synth: %s\n", err.msg);
-            return 2;
-        }
-    }
-    return 0;
+    if (json && !rc) rc = mts_synth_write_json(&r, json, &err);
+    if (csv && !rc) rc = mts_synth_write_csv(&r, csv, &err);
+    if (rc) mts_cli_error("synth", "%s", err.msg);
+    return mts_cli_exit(rc);
 }

@@ -26,7 +26,8 @@ typedef struct mts_synth_opts {
     int nparams;
     const char *param[MTS_SYNTH_MAX_PARAMS]; /* each "NAME=VALUE" */
     const char *liberty;        /* NULL: <source>/synth/mantis45.lib */
-    const char *cache_dir;      /* NULL: $MANTIS_CACHE/synth, else ~/.cache/mantis/synth */
+    const char *cache_dir;      /* NULL: mts_fs_cache_dir("synth") ($MANTIS_CACHE/synth,
+                                   $XDG_CACHE_HOME/mantis/synth or ~/.cache/mantis/synth) */
     const char *power_trace;    /* NULL: uniform random operands */
     uint64_t seed;              /* uniform stream seed (used as given; the CLI defaults to 1) */
     uint64_t power_ops;         /* uniform stream length; 0: 65536 */
@@ -68,13 +69,16 @@ typedef struct mts_synth_result {
     double total_uw;
 } mts_synth_result;
 
-/* Synthesizes (or finds in the cache), checks equivalence and measures power.
+/* Synthesizes (or finds in the cache), checks equivalence and measures power;
+ * also writes result.json and result.csv into the cache entry (res->dir).
  * MTS_ETOOL: yosys/verilator missing or failing: one line naming the design
  * and the tool's first error line, with the path of the full log.
- * MTS_EREFUSED: the mapped netlist differs from the RTL (first mismatching
- * vector in the message), or the design is sequential or wider than 64 input
- * or output bits. MTS_EINVAL: bad options or a trace that does not fit the
- * design's two input ports. */
+ * MTS_EMISMATCH: the mapped netlist differs from the RTL (first mismatching
+ * vector in the message), or the C gate-level simulator disagrees with
+ * Verilator. MTS_EUNSUPPORTED: the design is sequential, has more than 64
+ * input or output bits, or a combinational loop. MTS_EINVAL: bad options,
+ * paths with spaces or quotes, or a trace that does not fit the design's two
+ * input ports. MTS_EIO: the design or liberty cannot be read. */
 int mts_synth_run(const mts_synth_opts *opts, mts_synth_result *res, mts_err *err);
 
 /* Writes the result as JSON, atomically. */
@@ -83,6 +87,8 @@ int mts_synth_write_json(const mts_synth_result *res, const char *path, mts_err 
 /* CSV: the header line and one row for res (no newline), into buf. */
 const char *mts_synth_csv_header(void);
 void mts_synth_csv_row(const mts_synth_result *res, char *buf, size_t cap);
+/* Writes the header and res's row (each with a newline), atomically. */
+int mts_synth_write_csv(const mts_synth_result *res, const char *path, mts_err *err);
 
 #ifdef __cplusplus
 }

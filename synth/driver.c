@@ -1,0 +1,258 @@
+/* driver.c - `mantis synth` as a library call (include/mantis/synth.h), as
+ * a sequence of steps: resolve paths -> cache key -> cache lookup, else
+ * (Yosys -> load netlist -> equivalence -> publish the entry) -> cell
+ * report -> power -> result files. The steps live in cache.c, yosys.c,
+ * netlist.c, equiv.c and power.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mantis/fs.h"
+#include "mantis/proc.h"
+#include "mantis/synth.h"
+#include "synth_int.h"
+
+int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const char *const *markers,
+                         mts_err *err)
+{
+    char line[400] = "";
+    if (!mts_proc_log_find(log, markers, line, sizeof line)) snprintf(line, sizeof line, "failed (no error line found)");
+    /* The log lives in the work directory, which mts_synth_keep_failed moves
+     * to <entry>.failed (rewriting the path in this message). */
+    return mts_fail(err, MTS_ETOOL, "%s: %s: %s (full log: %s)", c->base, tool, line, log);
+}
+
+/* Paths and parameters end up inside the Yosys script, unquoted. */
+static int safe_word(const char *s)
+{
+    for (; *s; s++)
+        if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '"' || *s == ';' || *s == '\'') return 0;
+    return 1;
+}
+
+/* The design (realpath), its directory and base name. */
+static int resolve_design(mts_synth_ctx *c, mts_err *err)
+{
+    const char *rtl = c->o->rtl;
+    if (!rtl) return mts_fail(err, MTS_EINVAL, "no design given (--rtl FILE.v)");
+    if (!realpath(rtl, c->design)) return mts_fail(err, MTS_EIO, "%s: cannot open: %s", rtl, strerror(errno));
+    snprintf(c->design_dir, sizeof c->design_dir, "%s", c->design);
+    *strrchr(c->design_dir, '/') = 0;
+    snprintf(c->base, sizeof c->base, "%s", strrchr(c->design, '/') + 1);
+    char *dot = strrchr(c->base, '.');
+    if (dot) *dot = 0;
+    return MTS_OK;
+}
+
+/* The flow's own files (under MANTIS_SOURCE_DIR) and the liberty. */
+static int resolve_flow_files(mts_synth_ctx *c, mts_err *err)
+{
+    const char *src = getenv("MANTIS_SOURCE_DIR");
+    if (!src) src = MANTIS_SOURCE_DIR;
+    char dir[PATH_MAX];
+    int rc = mts_synth_path(dir, src, "synth", err);
+    if (!rc && c->o->liberty && !realpath(c->o->liberty, c->liberty))
+        rc = mts_fail(err, MTS_EIO, "%s: cannot open: %s", c->o->liberty, strerror(errno));
+    if (!rc && !c->o->liberty) rc = mts_synth_path(c->liberty, dir, "mantis45.lib", err);
+    if (!rc) rc = mts_synth_path(c->tpl, dir, "synth.ys", err);
+    if (!rc) rc = mts_synth_path(c->cells_v, dir, "cells.v", err);
+    if (!rc) rc = mts_synth_path(c->harness, dir, "eq_harness.cpp", err);
+    return rc;
+}
+
+/* opts.cache_dir, else mts_fs_cache_dir("synth"); made absolute, because
+ * the tools run inside the entry's work directory. */
+static int resolve_cache_root(mts_synth_ctx *c, mts_err *err)
+{
+    char root[PATH_MAX], cwd[PATH_MAX];
+    const char *dir = c->o->cache_dir;
+    if (!dir) {
+        int rc = mts_fs_cache_dir("synth", root, sizeof root, err);
+        if (rc) return rc;
+        dir = root;
+    }
+    if (dir[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd)) return mts_fail(err, MTS_EIO, "current directory: %s", strerror(errno));
+        return mts_synth_path(c->root, cwd, dir, err);
+    }
+    if (mts_fs_pathf(c->root, sizeof c->root, "%s", dir))
+        return mts_fail(err, MTS_EINVAL, "%s: path too long (over %d characters)", dir, PATH_MAX - 1);
+    return MTS_OK;
+}
+
+static int check_options(const mts_synth_ctx *c, mts_err *err)
+{
+    const mts_synth_opts *o = c->o;
+    if (o->nparams < 0 || o->nparams > MTS_SYNTH_MAX_PARAMS)
+        return mts_fail(err, MTS_EINVAL, "too many --param (max %d)", MTS_SYNTH_MAX_PARAMS);
+    const char *paths[] = {c->design, c->design_dir, c->liberty, c->root, c->cells_v};
+    for (int i = 0; i < 5; i++)
+        if (!safe_word(paths[i]))
+            return mts_fail(err, MTS_EINVAL, "%s: paths with spaces or quotes are not supported by the synth flow", paths[i]);
+    for (int i = 0; i < o->nparams; i++) {
+        const char *eq = strchr(o->param[i], '=');
+        if (!eq || eq == o->param[i] || !eq[1] || !safe_word(o->param[i]))
+            return mts_fail(err, MTS_EINVAL, "parameter '%s': expected NAME=VALUE", o->param[i]);
+    }
+    return MTS_OK;
+}
+
+static int resolve_paths(mts_synth_ctx *c, mts_err *err)
+{
+    int rc = resolve_design(c, err);
+    if (!rc) rc = resolve_flow_files(c, err);
+    if (!rc) rc = resolve_cache_root(c, err);
+    if (!rc) rc = check_options(c, err);
+    return rc;
+}
+
+/* The cache key names the entry; the result says what was synthesized. */
+static int name_entry(mts_synth_ctx *c, mts_synth_result *r, mts_err *err)
+{
+    int rc = mts_synth_key(c, r->hash, err);
+    if (!rc) rc = mts_synth_path(c->entry, c->root, r->hash, err);
+    if (!rc && mts_fs_pathf(r->dir, sizeof r->dir, "%s", c->entry))
+        rc = mts_fail(err, MTS_EINVAL, "%s: cache path too long (over %zu characters)", c->entry, sizeof r->dir - 1);
+    if (rc) return rc;
+    snprintf(r->design, sizeof r->design, "%s", strrchr(c->design, '/') + 1);
+    for (int i = 0; i < c->o->nparams; i++) {
+        size_t l = strlen(r->params);
+        snprintf(r->params + l, sizeof r->params - l, "%s%s", i ? "," : "", c->o->param[i]);
+    }
+    return mts_fs_mkdirs(c->root, err);
+}
+
+/* dir/netlist.blif; errors name the design. */
+static int load_netlist(const mts_synth_ctx *c, const char *dir, mts_gl *gl, mts_err *err)
+{
+    char blif[PATH_MAX];
+    int rc = mts_synth_path(blif, dir, "netlist.blif", err);
+    if (!rc) rc = mts_gl_load(blif, &c->lib, gl, err);
+    if (rc && err) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        rc = mts_fail(err, rc, "%s: %s", c->base, msg);
+    }
+    return rc;
+}
+
+/* A cache hit (r already holds the entry's synth.txt): its netlist. */
+static int use_entry(const mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mts_err *err)
+{
+    r->cache_hit = 1;
+    return load_netlist(c, c->entry, gl, err);
+}
+
+static int check_tools(const mts_synth_ctx *c, mts_err *err)
+{
+    if (!mts_proc_which("yosys")) return mts_fail(err, MTS_ETOOL, "%s: yosys not found on PATH", c->base);
+    if (!c->o->no_equiv && !mts_proc_which("verilator"))
+        return mts_fail(err, MTS_ETOOL, "%s: verilator not found on PATH (needed for the equivalence check)", c->base);
+    return MTS_OK;
+}
+
+/* <entry>.tmp.<pid>, empty: renamed into place only when everything passed. */
+static int make_work(mts_synth_ctx *c, mts_err *err)
+{
+    if (mts_fs_pathf(c->work, sizeof c->work, "%s.tmp.%ld", c->entry, (long)getpid())) {
+        c->work[0] = 0;
+        return mts_fail(err, MTS_EINVAL, "%s: cache path too long", c->entry);
+    }
+    mts_fs_rmtree(c->work);
+    return mts_fs_mkdirs(c->work, err);
+}
+
+/* What the flow handles: combinational, with inputs and outputs, and the
+ * netlist's own area agreeing with Yosys' report. */
+static int check_netlist(const mts_synth_ctx *c, const mts_gl *gl, const mts_synth_result *r, mts_err *err)
+{
+    if (gl->nseq)
+        return mts_fail(err, MTS_EUNSUPPORTED,
+                        "%s: %d flip-flops after synthesis; the synth flow handles combinational designs only", c->base,
+                        gl->nseq);
+    if (gl->nin_bits < 1 || gl->nout_bits < 1)
+        return mts_fail(err, MTS_EUNSUPPORTED, "%s: design has no inputs or no outputs after synthesis", c->base);
+    if (fabs(gl->area - r->area_um2) > 1e-3 * (1 + r->area_um2))
+        return mts_fail(err, MTS_EFORMAT, "%s: netlist area %.3f um^2 disagrees with yosys stat %.3f um^2", c->base,
+                        gl->area, r->area_um2);
+    return MTS_OK;
+}
+
+/* A cache miss: synthesize and check in the work directory, then publish it
+ * as the entry; a failed run keeps its logs in <entry>.failed. */
+static int synthesize(mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mts_err *err)
+{
+    char top[128];
+    int rc = check_tools(c, err);
+    if (!rc) rc = make_work(c, err);
+    if (!rc) rc = mts_synth_yosys(c, top, sizeof top, &r->area_um2, &r->delay_ps, err);
+    if (!rc) rc = load_netlist(c, c->work, gl, err);
+    if (!rc) rc = check_netlist(c, gl, r, err);
+    if (!rc) snprintf(r->top, sizeof r->top, "%s", top);
+    if (!rc && !c->o->no_equiv) rc = mts_synth_equiv(c, top, gl, r, err);
+    if (!rc) rc = mts_synth_meta_save(c->work, r, err);
+    if (!rc) rc = mts_synth_publish(c, r, err);
+    else mts_synth_keep_failed(c, err);
+    return rc;
+}
+
+/* Cell counts by type, NAND2 equivalents, depth and widths. */
+static void report_cells(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_result *r)
+{
+    r->ncells = 0;
+    r->ntypes = 0;
+    for (int k = 0; k < gl->nnodes; k++) {
+        if (gl->nodes[k].cell < 0) continue;
+        const char *name = c->lib.cells[gl->nodes[k].cell].name;
+        int t = 0;
+        while (t < r->ntypes && strcmp(r->cells[t].name, name)) t++;
+        if (t == r->ntypes && t < MTS_SYNTH_MAX_CELLTYPES) {
+            snprintf(r->cells[t].name, sizeof r->cells[t].name, "%s", name);
+            r->cells[t].count = 0;
+            r->ntypes++;
+        }
+        if (t < r->ntypes) r->cells[t].count++;
+        r->ncells++;
+    }
+    const mts_lcell *nand = NULL;
+    for (int i = 0; i < c->lib.ncells && !nand; i++)
+        if (strstr(c->lib.cells[i].name, "NAND2")) nand = &c->lib.cells[i];
+    r->nand2_eq = nand && nand->area > 0 ? r->area_um2 / nand->area : 0;
+    r->logic_depth = gl->depth_max;
+    r->in_bits = gl->nin_bits;
+    r->out_bits = gl->nout_bits;
+}
+
+/* result.json and result.csv in the entry (this call's power figures). */
+static int write_results(const mts_synth_ctx *c, const mts_synth_result *r, mts_err *err)
+{
+    char json[PATH_MAX], csv[PATH_MAX];
+    int rc = mts_synth_path(json, c->entry, "result.json", err);
+    if (!rc) rc = mts_synth_path(csv, c->entry, "result.csv", err);
+    if (!rc) rc = mts_synth_write_json(r, json, err);
+    if (!rc) rc = mts_synth_write_csv(r, csv, err);
+    return rc;
+}
+
+int mts_synth_run(const mts_synth_opts *o, mts_synth_result *r, mts_err *err)
+{
+    memset(r, 0, sizeof *r);
+    mts_synth_ctx *c = calloc(1, sizeof *c);
+    if (!c) return mts_fail(err, MTS_ENOMEM, "out of memory");
+    c->o = o;
+    mts_gl gl = {0};
+    int rc = resolve_paths(c, err);
+    if (!rc) rc = mts_lib_load(c->liberty, &c->lib, err);
+    if (!rc) rc = name_entry(c, r, err);
+    if (!rc) rc = mts_synth_meta_load(c->entry, r) ? use_entry(c, &gl, r, err) : synthesize(c, &gl, r, err);
+    if (!rc) report_cells(c, &gl, r);
+    if (!rc) rc = mts_synth_power(c, &gl, r, err);
+    if (!rc) rc = write_results(c, r, err);
+    mts_gl_free(&gl);
+    free(c);
+    return rc;
+}
