@@ -38,11 +38,10 @@ static int number_option(mts_synth_opts *o, const char *a, const char *v)
             return mts_cli_error("synth", "--clock-ghz '%s': expected a frequency in GHz > 0", v);
         return 0;
     }
-    long x;
-    if (mts_parse_int(v, 0, LONG_MAX, &x))
-        return mts_cli_error("synth", "%s '%s': expected a non-negative integer", a, v);
-    if (!strcmp(a, "--seed")) o->seed = (uint64_t)x;
-    else o->power_ops = (uint64_t)x;
+    uint64_t x;
+    if (mts_parse_u64(v, &x)) return mts_cli_error("synth", "%s '%s': expected a non-negative integer", a, v);
+    if (!strcmp(a, "--seed")) o->seed = x;
+    else o->power_ops = x;
     return 0;
 }
 
