@@ -56,7 +56,7 @@ static const char **string_option(mts_synth_opts *o, const char *a, const char *
     return NULL;
 }
 
-_Static_assert(MTS_MAX_PARAMS <= MTS_SYNTH_MAX_PARAMS, "every --param the shared parser takes fits mts_synth_opts");
+_Static_assert(MTS_RTL_MAX_PARAMS <= MTS_SYNTH_MAX_PARAMS, "every --param the shared parser takes fits mts_synth_opts");
 
 /* Parses argv into o; 0, 1 after --help (printed), 2 after an error (printed). */
 static int parse_args(int argc, char **argv, mts_synth_opts *o, const char **json, const char **csv)
