@@ -228,22 +228,13 @@ static int build_model(const mts_rtl_opts *o, const rtl_design *d, const char *t
     argv[n++] = "Vmts";
     argv[n++] = "-Mdir";
     argv[n++] = objdir;
-    argv[n++] = "--top-module";
-    argv[n++] = (char *)d->info.top;
-    for (int i = 0; i < o->nparams; i++) {
-        mts_fs_pathf(gbuf[i], sizeof gbuf[i], "-G%s", o->param[i]);
-        argv[n++] = gbuf[i];
-    }
-    argv[n++] = "-y";
-    argv[n++] = (char *)d->dir;
+    n = rtl_verilator_common(argv, n, gbuf, o, d->dir, d->info.top);
     argv[n++] = "-O3";
     argv[n++] = "--x-assign";
     argv[n++] = "fast";
     argv[n++] = "--x-initial";
     argv[n++] = "fast";
     argv[n++] = "--no-timing";
-    argv[n++] = "-Wno-fatal";
-    argv[n++] = "-Wno-MULTITOP";
     argv[n++] = (char *)d->path;
     argv[n] = NULL;
     int rc = run_step(argv, log, "verilator", o->verbose, err);

@@ -62,18 +62,7 @@ static int run_front_end(const mts_rtl_opts *o, const char *tmpdir, const char *
     argv[n++] = xml;
     argv[n++] = "-Mdir";
     argv[n++] = mdir;
-    argv[n++] = "-Wno-fatal";
-    argv[n++] = "-Wno-MULTITOP";
-    argv[n++] = "-y";
-    argv[n++] = (char *)d->dir;
-    if (top) {
-        argv[n++] = "--top-module";
-        argv[n++] = (char *)top;
-        for (int i = 0; i < o->nparams; i++) {
-            snprintf(gbuf[i], sizeof gbuf[i], "-G%s", o->param[i]);
-            argv[n++] = gbuf[i];
-        }
-    }
+    n = rtl_verilator_common(argv, n, gbuf, o, d->dir, top);
     argv[n++] = (char *)d->path;
     argv[n] = NULL;
     mts_proc_io io = {.log = log, .log_append = 1, .echo = o->verbose ? "mantis rtl" : NULL};

@@ -39,6 +39,12 @@ void rtl_log_first_error(const char *log_path, char *buf, size_t n);
 const char *rtl_verilator(void);
 /* The C++ compiler: $MANTIS_CXX, else $CXX, else "g++". */
 const char *rtl_cxx(void);
+/* Appends the options every Verilator run of a design takes to argv[n..]:
+ * warnings not fatal, several tops allowed, -y the design's directory, and
+ * when top is non-NULL --top-module top with each parameter override as -G
+ * (formatted into gbuf). Returns the new n; argv needs 6 + nparams more slots. */
+int rtl_verilator_common(char **argv, int n, char gbuf[][300], const mts_rtl_opts *o, const char *dir,
+                         const char *top);
 
 /* ---- detect.c: which drop-in shape the design has. */
 typedef struct rtl_design {

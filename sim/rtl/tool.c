@@ -45,3 +45,21 @@ void rtl_log_first_error(const char *log_path, char *buf, size_t n)
     }
     free(text);
 }
+
+int rtl_verilator_common(char **argv, int n, char gbuf[][300], const mts_rtl_opts *o, const char *dir,
+                         const char *top)
+{
+    argv[n++] = "-Wno-fatal";
+    argv[n++] = "-Wno-MULTITOP";
+    argv[n++] = "-y";
+    argv[n++] = (char *)dir;
+    if (top) {
+        argv[n++] = "--top-module";
+        argv[n++] = (char *)top;
+        for (int i = 0; i < o->nparams; i++) {
+            snprintf(gbuf[i], 300, "-G%s", o->param[i]);
+            argv[n++] = gbuf[i];
+        }
+    }
+    return n;
+}
