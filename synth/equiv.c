@@ -198,21 +198,44 @@ static int parse_eq_output(const char *log, uint64_t *vectors, char *first, size
 
 /* Runs the equivalence simulator: exhaustive up to EXHAUSTIVE_MAX_BITS
  * input bits, else eq_samples seeded random vectors. */
+/* Writes eq_samples seeded random input vectors to dir/eq_vectors.bin for the
+ * simulator's file mode (the one random generator: mts_rng). */
+static int write_samples(const eqpaths *p, const mts_gl *gl, uint64_t samples, mts_err *err)
+{
+    char path[PATH_MAX];
+    int rc = mts_synth_path(path, p->dir, "eq_vectors.bin", err);
+    if (rc) return rc;
+    uint64_t *vec = malloc(samples * sizeof *vec), s = EQ_SEED, mask = in_mask(gl);
+    if (!vec) return mts_fail(err, MTS_ENOMEM, "out of memory for %llu equivalence vectors", (unsigned long long)samples);
+    for (uint64_t i = 0; i < samples; i++) vec[i] = mts_rng_splitmix64(&s) & mask;
+    const void *d[1] = {vec};
+    size_t len[1] = {samples * sizeof *vec};
+    rc = mts_fs_write_atomic(path, 1, d, len, err);
+    free(vec);
+    return rc;
+}
+
 static int compare(const mts_synth_ctx *c, const eqpaths *p, const mts_gl *gl, mts_synth_result *r, mts_err *err)
 {
     uint64_t samples = c->o->eq_samples ? c->o->eq_samples : (1ull << 20);
-    char bits[16], count[24], seed[24];
+    char bits[16];
     snprintf(bits, sizeof bits, "%d", gl->nin_bits);
-    snprintf(count, sizeof count, "%llu", (unsigned long long)samples);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)EQ_SEED);
     r->eq_exhaustive = gl->nin_bits <= EXHAUSTIVE_MAX_BITS;
     char *exhaustive[] = {"obj/eqsim", "exhaustive", bits, NULL};
-    char *sampled[] = {"obj/eqsim", "random", bits, count, seed, NULL};
+    char *sampled[] = {"obj/eqsim", "file", "eq_vectors.bin", "-", NULL};
+    if (!r->eq_exhaustive) {
+        int rc = write_samples(p, gl, samples, err);
+        if (rc) return rc;
+    }
     mts_proc_io io = {.cwd = p->dir, .log = p->eq_log, .echo = c->o->verbose ? "mantis synth" : NULL};
     int st = mts_proc_run(r->eq_exhaustive ? exhaustive : sampled, &io);
     char first[400];
     uint64_t vectors = 0;
     int parsed = parse_eq_output(p->eq_log, &vectors, first, sizeof first);
+    if (!r->eq_exhaustive) {
+        char path[PATH_MAX];
+        if (!mts_synth_path(path, p->dir, "eq_vectors.bin", NULL)) unlink(path); /* 8 MB: not worth caching */
+    }
     if (st == 1 && first[0])
         return mts_fail(err, MTS_EMISMATCH, "%s: the mapped netlist differs from the RTL: %s (log: %s)", c->base, first,
                         p->eq_log);

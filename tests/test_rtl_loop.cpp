@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "test_rng.h"
 #include "mantis/gemm.h"
 #include "mantis/lut.h"
 #include "mantis/nn.h"
@@ -61,18 +62,10 @@ std::string slurp(const std::string &path)
     return ss.str();
 }
 
-uint64_t splitmix(uint64_t &s)
-{
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 std::vector<float> randoms(size_t n, uint64_t seed)
 {
     std::vector<float> v(n);
-    for (auto &x : v) x = (float)((double)(splitmix(seed) >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+    for (auto &x : v) x = (float)((double)(splitmix64(&seed) >> 11) / 9007199254740992.0 * 4.0 - 2.0);
     return v;
 }
 
