@@ -69,7 +69,8 @@ static int parse_opts(int argc, char **argv, gemm_opts *o)
             if (parse_sizes(v, o))
                 return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..8192 separated by commas", v);
         } else if (!strcmp(a, "--threads")) {
-            if (mts_parse_int(v, 0, 1024, &x)) return mts_cli_error(CMD, "--threads '%s': expected 0 (all cores) .. 1024", v);
+            if (mts_parse_int(v, 0, 1024, &x))
+                return mts_cli_error(CMD, "--threads '%s': expected 0 (all cores) .. 1024", v);
             o->threads = (int)x;
         } else if (!strcmp(a, "--reps")) {
             if (mts_parse_int(v, 1, 1000, &x)) return mts_cli_error(CMD, "--reps '%s': expected 1 .. 1000", v);
