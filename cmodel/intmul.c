@@ -32,7 +32,7 @@ int mts_intmul_exact_lut(int bits, int is_signed, mts_lut *lut, mts_err *err)
     char name[32];
     if (bits < 1 || bits > 8)
         return mts_fail(err, MTS_EINVAL, "exact integer multiplier: %d-bit operands, expected 1..8", bits);
-    snprintf(name, sizeof name, "exact_int%d%c", bits, f.is_signed ? 's' : 'u');
+    snprintf(name, sizeof name, "exact-int%d%c", bits, f.is_signed ? 's' : 'u');
     return mts_lut_generate_int(bits, f.is_signed, mts_intmul_exact, &f, name, lut, err);
 }
 

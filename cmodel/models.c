@@ -33,10 +33,13 @@ static uint64_t mbm_corr(int M)
     return c;
 }
 
-/* Minimally biased multiplier (Saadat, Bokhari, Parameswaran, IEEE TCAD 2018),
- * the "AFM" of ApproxTrain: set the last retained bit of each mantissa, add the
- * mantissas (Mitchell), add the correction C (C/2 when x+y >= 1), and skip the
- * correction when it would carry past 2. Units of 2^-(M+1). */
+/* Minimally biased multiplier (Saadat, Bokhari, Parameswaran, IEEE TCAD 2018)
+ * as ApproxTrain's FPmultMBM_fast10/12/14/16 compute it (M = 1, 3, 5, 7),
+ * generalised: set the last bit of each mantissa, add the mantissas
+ * (Mitchell), add the correction C (C/2 when x+y >= 1), and skip the
+ * correction when it would carry past 2. Units of 2^-(M+1). At M = 23 this is
+ * NOT FPmultMBM_fast32, which keeps the last bit and uses C = 2^-4 + 2^-6
+ * (docs/models.md). */
 static uint64_t sig_mbm(uint32_t ma, uint32_t mb, int M, int *F)
 {
     uint64_t one = 1ull << M, c = mbm_corr(M);
@@ -57,7 +60,9 @@ static const mts_model models[] = {
     {"trunc", "exact product truncated (toward zero) at M bits", MTS_OUT_RTZ, 1, 23, sig_exact},
     {"mitchell", "Mitchell logarithmic: 1+x+y if x+y<1, else 2(x+y); exact in M bits", MTS_OUT_FULL, 1, 23,
      sig_mitchell},
-    {"mbm", "minimally biased multiplier (Saadat et al. TCAD 2018; ApproxTrain AFM), truncated at M bits",
+    {"mbm",
+     "minimally biased multiplier (Saadat et al. TCAD 2018), truncated at M bits; ApproxTrain's AFM at M=1,3,5,7 "
+     "(bf16 AFM16 at 7), a generalisation elsewhere: at M=23 not its FP32 AFM32 (docs/models.md)",
      MTS_OUT_RTZ, 1, 23, sig_mbm},
 };
 #define N_MODELS ((int)(sizeof models / sizeof models[0]))

@@ -93,6 +93,7 @@ TEST(Cli, LutgenInfoAndEvalThroughTheLut) {
 TEST(Cli, IntegerTablesTakeDecimals) {
     std::string lut = tmpdir() + "/int8s.lut";
     ASSERT_EQ(run("lutgen --int-exact 8 --signed -o " + lut).status, 0);
+    EXPECT_NE(run("lut info " + lut).out.find("model:      exact-int8s"), std::string::npos);
     Result r = run("eval --lut " + lut, "-128 -128\n127 -3\n0 5\n");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "16384\n-381\n0\n");
@@ -106,8 +107,9 @@ TEST(Cli, ApproxTrainImportExportViaCli) {
     ASSERT_EQ(run("lutgen --mul mitchell --man-bits 5 -o " + lut).status, 0);
     Result e = run("lutgen --lut " + lut + " --export-approxtrain " + bin);
     ASSERT_EQ(e.status, 0) << e.err;
-    Result i = run("lutgen --import-approxtrain " + bin + " --man-bits 5 -o " + lut2);
+    Result i = run("lutgen --import-approxtrain " + bin + " --man-bits 5 --entry-bytes 1 -o " + lut2);
     ASSERT_EQ(i.status, 0) << i.err;
+    EXPECT_NE(i.out.find("read 1024 1-byte ApproxTrain entries at M=5"), std::string::npos) << i.out;
     std::string input = "3fa00000 3fe00000\n40100000 c0500000\n";
     EXPECT_EQ(run("eval --lut " + lut2, input).out, run("eval --mul mitchell --man-bits 5", input).out);
 }
@@ -155,6 +157,39 @@ TEST(Cli, HelpOnEveryCommand) {
         Result r = run(std::string(cmd) + " --help");
         EXPECT_EQ(r.status, 0) << cmd;
         EXPECT_NE(r.out.find("usage"), std::string::npos) << cmd << ": " << r.out;
+    }
+}
+
+// Without --entry-bytes a size two layouts share is refused, naming both and
+// the option; a zero-filled table is refused with its reason.
+TEST(Cli, ApproxTrainImportNeverGuessesTheLayout) {
+    std::string lut = tmpdir() + "/mit7.lut", bin = tmpdir() + "/MIT_7.bin", out = tmpdir() + "/at.lut";
+    ASSERT_EQ(run("lutgen --mul mitchell --man-bits 7 -o " + lut).status, 0);
+    ASSERT_EQ(run("lutgen --lut " + lut + " --export-approxtrain " + bin).status, 0);
+    for (const char *m : {"6", "7"}) {
+        Result r = run("lutgen --import-approxtrain " + bin + " --man-bits " + m + " -o " + out);
+        EXPECT_EQ(r.status, 2) << r.err;
+        EXPECT_EQ(lines(r.err), 1) << r.err;
+        EXPECT_NE(r.err.find("1-byte entries (M=7)"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("4-byte entries (M=6)"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("--entry-bytes"), std::string::npos) << r.err;
+    }
+    Result ok = run("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 1 -o " + out);
+    ASSERT_EQ(ok.status, 0) << ok.err;
+    EXPECT_NE(ok.out.find("read 16384 1-byte ApproxTrain entries at M=7"), std::string::npos) << ok.out;
+    EXPECT_EQ(run("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 2 -o " + out).status, 2);
+    std::ofstream(bin, std::ios::binary | std::ios::trunc) << std::string(16384, '\0');
+    Result zero = run("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 1 -o " + out);
+    EXPECT_EQ(zero.status, 2);
+    EXPECT_NE(zero.err.find("every entry is 0"), std::string::npos) << zero.err;
+}
+
+TEST(Cli, LutInfoHelpIsHelp) {
+    for (const char *args : {"lut info --help", "lut info -h", "lut --help"}) {
+        Result r = run(args);
+        EXPECT_EQ(r.status, 0) << args << ": " << r.err;
+        EXPECT_NE(r.out.find("usage: mantis lut info"), std::string::npos) << args << ": " << r.out;
+        EXPECT_EQ(r.err.find("cannot open"), std::string::npos) << args << ": " << r.err;
     }
 }
 

@@ -283,7 +283,8 @@ TEST(Lut, ApproxTrainRoundTripAndReject) {
     ASSERT_EQ(bytes.size(), 16384u);
     // independent decode of one entry: 1.0 * 1.5 -> mantissa 0.5, no carry
     EXPECT_EQ(bytes[(0 << 7) | 64], 64);
-    ASSERT_EQ(mts_lut_import_approxtrain(p.c_str(), 7, &back, &err), MTS_OK) << err.msg;
+    int one = 1;
+    ASSERT_EQ(mts_lut_import_approxtrain(p.c_str(), 7, &one, &back, &err), MTS_OK) << err.msg;
     for (size_t i = 0; i < lut.n; i++) ASSERT_EQ(back.entry[i], lut.entry[i]) << i;
     mts_lut_free(&back);
     // 4-byte entries (older ApproxTrain revisions) import the same
@@ -291,17 +292,75 @@ TEST(Lut, ApproxTrainRoundTripAndReject) {
     for (size_t i = 0; i < lut.n; i++)
         mts_put_le32(&wide[4 * i], (uint32_t)mts_lut_adj(lut.entry[i]) << 31 | (lut.entry[i] & MTS_LUT_MAN));
     write_all(p, wide);
-    ASSERT_EQ(mts_lut_import_approxtrain(p.c_str(), 7, &back, &err), MTS_OK) << err.msg;
+    int any = 0;
+    ASSERT_EQ(mts_lut_import_approxtrain(p.c_str(), 7, &any, &back, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(any, 4);  // 65536 bytes at M=7: 1-byte entries cannot hold M=8, so only 4-byte fits
     for (size_t i = 0; i < lut.n; i++) ASSERT_EQ(back.entry[i], lut.entry[i]) << i;
     mts_lut_free(&back);
     mts_lut_free(&lut);
     // wrong size, and a table ApproxTrain cannot hold (a zero product)
     write_all(p, std::vector<uint8_t>(100));
-    EXPECT_EQ(mts_lut_import_approxtrain(p.c_str(), 7, &back, &err), MTS_EFORMAT);
+    any = 0;
+    EXPECT_EQ(mts_lut_import_approxtrain(p.c_str(), 7, &any, &back, &err), MTS_EFORMAT);
     EXPECT_NE(std::string(err.msg).find("16384"), std::string::npos) << err.msg;
     mts_mulop q = {quarter_or_zero, nullptr, mts_format_e8(5), "quarter", 0};
     ASSERT_EQ(mts_lut_generate(&q, &lut, &err), MTS_OK);
     EXPECT_EQ(mts_lut_export_approxtrain(&lut, p.c_str(), &err), MTS_EUNSUPPORTED);
+    mts_lut_free(&lut);
+}
+
+// The entry size is never guessed: 4*2^(2M) bytes are 4-byte entries at M or
+// 1-byte entries at M+1, so such a size needs the caller to say which.
+TEST(Lut, ApproxTrainLayoutIsGivenOrUnambiguous) {
+    mts_mulop op;
+    mts_lut lut, back;
+    make_lut("mitchell", 7, &op, &lut);
+    std::string p = tmpdir() + "/MIT_7b.bin";
+    mts_err err;
+    ASSERT_EQ(mts_lut_export_approxtrain(&lut, p.c_str(), &err), MTS_OK) << err.msg;  // 16384 bytes
+    for (int M : {6, 7}) {
+        int eb = 0;
+        EXPECT_EQ(mts_lut_import_approxtrain(p.c_str(), M, &eb, &back, &err), MTS_EINVAL) << M;
+        std::string msg = err.msg;
+        EXPECT_NE(msg.find("16384 1-byte entries (M=7)"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("4096 4-byte entries (M=6)"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("--entry-bytes"), std::string::npos) << msg;
+        EXPECT_EQ(eb, 0);
+    }
+    // read as 4-byte entries at M=6, the 1-byte table has bits no such entry has
+    int four = 4;
+    EXPECT_EQ(mts_lut_import_approxtrain(p.c_str(), 6, &four, &back, &err), MTS_EFORMAT);
+    EXPECT_NE(std::string(err.msg).find("outside carry"), std::string::npos) << err.msg;
+    // an explicit size must match the file exactly
+    four = 4;
+    EXPECT_EQ(mts_lut_import_approxtrain(p.c_str(), 7, &four, &back, &err), MTS_EFORMAT);
+    EXPECT_NE(std::string(err.msg).find("16384 4-byte ApproxTrain entries at M=7 take 65536 bytes"),
+              std::string::npos)
+        << err.msg;
+    int one = 1;
+    EXPECT_EQ(mts_lut_import_approxtrain(p.c_str(), 8, &one, &back, &err), MTS_EINVAL);
+    // a size no layout has at M says bytes and entries apart
+    int eb = 0;
+    EXPECT_EQ(mts_lut_import_approxtrain(p.c_str(), 5, &eb, &back, &err), MTS_EFORMAT);
+    EXPECT_NE(std::string(err.msg).find("16384 bytes: an ApproxTrain LUT at M=5 has 1024 entries: 1024 bytes of "
+                                        "1-byte entries or 4096 bytes of 4-byte entries"),
+              std::string::npos)
+        << err.msg;
+    // 1-byte entries at M=1 (4 bytes) fit no 4-byte layout: inferred
+    write_all(p, std::vector<uint8_t>{0x00, 0x01, 0x01, 0x80});
+    eb = 0;
+    ASSERT_EQ(mts_lut_import_approxtrain(p.c_str(), 1, &eb, &back, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(eb, 1);
+    EXPECT_EQ(back.entry[3], 1u << 24);  // 1.5 * 1.5 -> carry, mantissa 0
+    EXPECT_EQ(back.entry[1], 1u << 22);  // 1.0 * 1.5 -> mantissa .1
+    mts_lut_free(&back);
+    // all zero: every product exactly 1.0, what a blank file holds; refused in both layouts
+    for (int bytes : {1, 4}) {
+        write_all(p, std::vector<uint8_t>((size_t)bytes << 14));
+        eb = bytes;
+        EXPECT_EQ(mts_lut_import_approxtrain(p.c_str(), 7, &eb, &back, &err), MTS_EFORMAT) << bytes;
+        EXPECT_NE(std::string(err.msg).find("every entry is 0"), std::string::npos) << err.msg;
+    }
     mts_lut_free(&lut);
 }
 

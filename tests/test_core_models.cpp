@@ -210,6 +210,54 @@ TEST(Models, MbmMatchesApproxTrainAfm16) {
         }
 }
 
+// ApproxTrain's FPmultMBM_fast10/12/14 (M = 1, 3, 5) re-expressed like
+// afm16 above: the correction is 2^-4 + 2^-6 (halved on carry) cut to the M
+// kept bits, so 2^-4 (2^-5 on carry) at M = 5 and none at M = 1, 3; products
+// truncated to M bits, as ApproxTrain's lut_gen.cc stores them.
+uint32_t approxtrain_afm_m(uint32_t a, uint32_t b, int M) {
+    const uint32_t keep = ((1u << M) - 1u) << (23 - M), setbit = 1u << (23 - M);
+    uint32_t s = ((a & keep) | setbit) + ((b & keep) | setbit);
+    uint32_t carry = s >= (1u << 23);
+    uint32_t sc = (s & 0x7FFFFFu) + ((655360u >> carry) & keep);
+    if (carry && sc >= (1u << 23)) sc = s;
+    uint64_t whole = (uint64_t)((1u << 23) + sc) << carry;
+    int up = whole >= (1u << 24);
+    uint32_t man = (uint32_t)(up ? whole >> 1 : whole) & keep;
+    int e = (int)((a >> 23) & 0xFF) + (int)((b >> 23) & 0xFF) - 127 + up;
+    return ((a ^ b) & 0x80000000u) | (uint32_t)e << 23 | man;
+}
+
+TEST(Models, MbmMatchesApproxTrainAfmAtOneThreeFiveBits) {
+    for (int M : {1, 3, 5}) {
+        mts_format f = mts_format_e8(M);
+        mts_mulop op;
+        mts_err err;
+        ASSERT_EQ(mts_mulop_model(&op, "mbm", &f, &err), MTS_OK);
+        for (uint32_t ma = 0; ma < (1u << M); ma++)
+            for (uint32_t mb = 0; mb < (1u << M); mb++) {
+                uint32_t a = 0x3F800000u | ma << (23 - M), b = 0xC1000000u | mb << (23 - M);
+                ASSERT_EQ(hex(op.fn(&op, a, b)), hex(approxtrain_afm_m(a, b, M))) << M << ": " << ma << " " << mb;
+            }
+    }
+}
+
+// At M = 23 mbm is the generalisation, not ApproxTrain's FPmultMBM_fast32
+// (which keeps the last bit and corrects by 2^-4 + 2^-6 only): 1.0 * 1.0
+// pins both (docs/models.md).
+TEST(Models, MbmAt23IsNotApproxTrainAfm32) {
+    mts_format f = mts_format_e8(23);
+    mts_mulop op;
+    mts_err err;
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f, &err), MTS_OK);
+    const uint32_t one = 0x3F800000u;
+    // fast32 at 1.0 * 1.0: S = 0, no carry, mantissa = 655360 = 2^-4 + 2^-6
+    const uint32_t afm32 = one | 655360u;
+    // here: x' = y' = 2^-23, C = 2^-4 + 2^-6 + ... + 2^-22
+    const uint32_t mbm23 = one | (2u + 0xAAAAAu);
+    EXPECT_EQ(hex(op.fn(&op, one, one)), hex(mbm23));
+    EXPECT_NE(mbm23, afm32);
+}
+
 TEST(Models, SpecialCaseRulesHoldForEveryModel) {
     const uint32_t nan = 0x7FC00000u;
     for (int i = 0; mts_model_at(i); i++) {

@@ -56,6 +56,18 @@ TEST(IntMul, ExactTablesEqualProductForAllPairs)
     }
 }
 
+// One name for the exact table, whoever builds it (mantis lutgen --int-exact
+// calls the same function and stores this name in the LUT header).
+TEST(IntMul, ExactTableName)
+{
+    Lut u, s;
+    mts_err err;
+    ASSERT_EQ(mts_intmul_exact_lut(8, 0, &u.l, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_intmul_exact_lut(4, 1, &s.l, &err), MTS_OK) << err.msg;
+    EXPECT_STREQ(u.l.model, "exact-int8u");
+    EXPECT_STREQ(s.l.model, "exact-int4s");
+}
+
 TEST(IntMul, OperandValues)
 {
     mts_intfmt s8 = {8, 1}, u8 = {8, 0}, s3 = {3, 1};

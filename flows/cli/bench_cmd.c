@@ -6,10 +6,6 @@
 #include "cli_util.h"
 #include "commands.h"
 
-int mts_bench_core(int argc, char **argv);
-int mts_bench_gemm(int argc, char **argv); /* sim/bench_gemm.c */
-int mts_bench_rtl(int argc, char **argv);  /* verify/bench_rtl.c */
-
 static const mts_command benches[] = {
     {"core", mts_bench_core, "scalar AMSim, C models and FMAq vs native FP32 multiply and add"},
     {"gemm", mts_bench_gemm, "GEMM providers (native, LUT, FMAq) vs OpenBLAS SGEMM"},

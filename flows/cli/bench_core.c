@@ -5,22 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "cli_util.h"
+#include "commands.h"
 #include "mantis/amsim.h"
 #include "mantis/fmaq.h"
 #include "mantis/fpbits.h"
 #include "mantis/lut.h"
-#include "mantis/nn.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
+#include "mantis/rng.h"
 
 typedef struct {
     size_t n;
@@ -74,17 +67,17 @@ static double best(uint32_t (*k)(const ctx *), const ctx *x, int reps, uint32_t 
 {
     double t = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = mts_bench_now();
         *sink ^= k(x);
-        double dt = now() - t0;
+        double dt = mts_bench_now() - t0;
         if (dt < t) t = dt;
     }
     return t * 1e9 / (double)x->n;
 }
 
-int mts_bench_core(int argc, char **argv)
+/* --n / --reps from argv: 1 parsed, 0 help printed, 2 error printed. */
+static int parse_opts(int argc, char **argv, long *n, long *reps)
 {
-    long n = 1 << 22, reps = 5;
     for (int i = 1; i < argc; i++) {
         if (mts_is_help(argv[i])) {
             printf("usage: mantis bench core [--n N] [--reps R]\n"
@@ -93,13 +86,56 @@ int mts_bench_core(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--n") && i + 1 < argc) {
-            if (mts_parse_int(argv[++i], 1024, 1L << 28, &n)) return mts_cli_error("bench", "--n: expected 1024..2^28");
+            if (mts_parse_int(argv[++i], 1024, 1L << 28, n)) return mts_cli_error("bench", "--n: expected 1024..2^28");
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (mts_parse_int(argv[++i], 1, 1000, &reps)) return mts_cli_error("bench", "--reps: expected 1..1000");
+            if (mts_parse_int(argv[++i], 1, 1000, reps)) return mts_cli_error("bench", "--reps: expected 1..1000");
         } else {
             return mts_cli_error("bench", "unknown option '%s'", argv[i]);
         }
     }
+    return 1;
+}
+
+/* n operand pairs from seed 1: normal numbers in [2^-8, 2^8), random signs. */
+static void fill_operands(long n, uint32_t *a, uint32_t *b)
+{
+    mts_rng rng = {1};
+    for (long i = 0; i < n; i++) {
+        uint64_t r = mts_rng_next(&rng);
+        a[i] = (uint32_t)(r & 0x807FFFFFu) | (uint32_t)(119 + (r >> 32) % 16) << 23;
+        b[i] = (uint32_t)((r >> 8) & 0x807FFFFFu) | (uint32_t)(119 + (r >> 40) % 16) << 23;
+    }
+}
+
+/* Times every kernel over x and prints ns/op and the ratio to its native
+ * baseline (multiply or add), timed in the same run. */
+static void run_kernels(const ctx *x, long reps)
+{
+    uint32_t sink = 0;
+    double mul = best(k_native_mul, x, (int)reps, &sink), add = best(k_native_add, x, (int)reps, &sink);
+    struct {
+        const char *name, *base;
+        double t, bt;
+    } rows[] = {
+        {"native FP32 multiply", "mul", mul, mul},
+        {"AMSim e8 fast path (bf16 LUT)", "mul", best(k_amsim_e8, x, (int)reps, &sink), mul},
+        {"AMSim generic (bf16 LUT)", "mul", best(k_amsim, x, (int)reps, &sink), mul},
+        {"mbm C model (direct simulation)", "mul", best(k_model, x, (int)reps, &sink), mul},
+        {"native FP32 add (sequential sum)", "add", add, add},
+        {"Q quantizer M7E4", "add", best(k_q, x, (int)reps, &sink), add},
+        {"FMAq M7E4 (sequential, exact add)", "add", best(k_fmaq, x, (int)reps, &sink), add},
+    };
+    printf("mantis bench core: %zu operands, best of %ld, one core (checksum %08x)\n", x->n, reps, sink);
+    printf("%-36s %10s %10s\n", "kernel", "ns/op", "x native");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        printf("%-36s %10.3f %9.1fx %s\n", rows[i].name, rows[i].t, rows[i].t / rows[i].bt, rows[i].base);
+}
+
+int mts_bench_core(int argc, char **argv)
+{
+    long n = 1 << 22, reps = 5;
+    int rc = parse_opts(argc, argv, &n, &reps);
+    if (rc != 1) return rc;
     mts_err err;
     mts_format bf16 = mts_format_e8(7);
     mts_mulop op;
@@ -107,38 +143,20 @@ int mts_bench_core(int argc, char **argv)
     if (mts_mulop_model(&op, "mbm", &bf16, &err) || mts_lut_generate(&op, &lut, &err))
         return mts_cli_error("bench", "%s", err.msg);
     mts_qfmt qp, qa;
-    if (mts_qfmt_parse("M7E4", 12, &qp, &err) || mts_qfmt_parse("M7E4", 10, &qa, &err))
-        return mts_cli_error("bench", "%s", err.msg);
     uint32_t *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *c = malloc((size_t)n * 4);
-    if (!a || !b || !c) return mts_cli_error("bench", "out of memory for %ld operands", n);
-    mts_rng rng = {1};
-    for (long i = 0; i < n; i++) { /* normal operands in [2^-8, 2^8), random signs */
-        uint64_t r = mts_rng_next(&rng);
-        a[i] = (uint32_t)(r & 0x807FFFFFu) | (uint32_t)(119 + (r >> 32) % 16) << 23;
-        b[i] = (uint32_t)((r >> 8) & 0x807FFFFFu) | (uint32_t)(119 + (r >> 40) % 16) << 23;
+    if (mts_qfmt_parse("M7E4", 12, &qp, &err) || mts_qfmt_parse("M7E4", 10, &qa, &err))
+        rc = mts_cli_error("bench", "%s", err.msg);
+    else if (!a || !b || !c)
+        rc = mts_cli_error("bench", "out of memory for %ld operands", n);
+    if (rc == 1) {
+        fill_operands(n, a, b);
+        ctx x = {(size_t)n, a, b, c, &lut, &op, &qp, &qa};
+        run_kernels(&x, reps);
+        rc = 0;
     }
-    ctx x = {(size_t)n, a, b, c, &lut, &op, &qp, &qa};
-    uint32_t sink = 0;
-    double mul = best(k_native_mul, &x, (int)reps, &sink), add = best(k_native_add, &x, (int)reps, &sink);
-    struct {
-        const char *name, *base;
-        double t, bt;
-    } rows[] = {
-        {"native FP32 multiply", "mul", mul, mul},
-        {"AMSim e8 fast path (bf16 LUT)", "mul", best(k_amsim_e8, &x, (int)reps, &sink), mul},
-        {"AMSim generic (bf16 LUT)", "mul", best(k_amsim, &x, (int)reps, &sink), mul},
-        {"mbm C model (direct simulation)", "mul", best(k_model, &x, (int)reps, &sink), mul},
-        {"native FP32 add (sequential sum)", "add", add, add},
-        {"Q quantizer M7E4", "add", best(k_q, &x, (int)reps, &sink), add},
-        {"FMAq M7E4 (sequential, exact add)", "add", best(k_fmaq, &x, (int)reps, &sink), add},
-    };
-    printf("mantis bench core: %ld operands, best of %ld, one core (checksum %08x)\n", n, reps, sink);
-    printf("%-36s %10s %10s\n", "kernel", "ns/op", "x native");
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        printf("%-36s %10.3f %9.1fx %s\n", rows[i].name, rows[i].t, rows[i].t / rows[i].bt, rows[i].base);
     free(a);
     free(b);
     free(c);
     mts_lut_free(&lut);
-    return 0;
+    return rc;
 }

@@ -3,7 +3,8 @@
  * (the same LUT, M7E4 product/accumulator with the paper's biases 12/10,
  * chunk 16) at n^3 for each size, on all cores by default, and prints the
  * times and the ratios against the issue's goals (LUT <= 4x OpenBLAS, FMAq
- * <= 3x LUT). Each figure is the best of --reps runs after one warm-up. */
+ * <= 3x LUT). Each figure is the best of --reps runs after one warm-up.
+ * docs/benchmarks.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,35 +14,22 @@
 #include <omp.h>
 #endif
 
+#include "bench_util.h"
+#include "cli_util.h"
+#include "commands.h"
 #include "mantis/gemm.h"
-#include "mantis/fpbits.h"
+#include "mantis/rng.h"
 
-int mts_bench_gemm(int argc, char **argv);
+#define CMD "bench gemm"
+#define N_PROV 4 /* openblas, native, lut, fmaq: in this order */
 
-static double clock_s(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static const char *const prov_names[N_PROV] = {"openblas", "native", "lut", "fmaq"};
 
-static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Strict integer option value in [lo, hi]; -1 if malformed. */
-static long int_opt(const char *v, long lo, long hi)
-{
-    char *end;
-    long x = strtol(v, &end, 10);
-    return (end == v || *end || x < lo || x > hi) ? -1 : x;
-}
+typedef struct gemm_opts {
+    int sizes[8], nsizes, threads, reps;
+    const char *model;
+    uint64_t seed;
+} gemm_opts;
 
 static void usage(FILE *f)
 {
@@ -51,6 +39,75 @@ static void usage(FILE *f)
                "  GEMMs at N^3 (default sizes 512,1024; threads 0 = all cores; reps 3; model mbm)\n");
 }
 
+/* "N[,N...]" into o->sizes (at most 8); -1 if malformed. */
+static int parse_sizes(const char *v, gemm_opts *o)
+{
+    o->nsizes = 0;
+    for (const char *s = v; *s && o->nsizes < 8;) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s || x < 1 || x > 8192 || (*end && *end != ',')) return -1;
+        o->sizes[o->nsizes++] = (int)x;
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* Fills o from argv: 1 parsed, 0 help printed, 2 error printed. */
+static int parse_opts(int argc, char **argv, gemm_opts *o)
+{
+    *o = (gemm_opts){{512, 1024}, 2, 0, 3, "mbm", 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+        if (mts_is_help(a)) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v) return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
+        if (!strcmp(a, "--sizes")) {
+            if (parse_sizes(v, o))
+                return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..8192 separated by commas", v);
+        } else if (!strcmp(a, "--threads")) {
+            if (mts_parse_int(v, 0, 1024, &x))
+                return mts_cli_error(CMD, "--threads '%s': expected 0 (all cores) .. 1024", v);
+            o->threads = (int)x;
+        } else if (!strcmp(a, "--reps")) {
+            if (mts_parse_int(v, 1, 1000, &x)) return mts_cli_error(CMD, "--reps '%s': expected 1 .. 1000", v);
+            o->reps = (int)x;
+        } else if (!strcmp(a, "--model")) {
+            o->model = v;
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            o->seed = strtoull(v, &end, 10);
+            if (end == v || *end) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
+        } else {
+            return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
+        }
+        i++;
+    }
+    return 1;
+}
+
+/* The four providers on o->threads threads, in prov_names order; lut is the
+ * bf16 table of o->model both LUT providers multiply through. */
+static int make_providers(const gemm_opts *o, const mts_lut *lut, mts_provider p[N_PROV], mts_err *err)
+{
+    memset(p, 0, N_PROV * sizeof *p);
+    p[0].kind = MTS_PROV_BLAS;
+    p[0].threads = o->threads;
+    p[1] = p[0];
+    p[1].kind = MTS_PROV_NATIVE;
+    p[2] = p[0];
+    p[2].kind = MTS_PROV_LUT;
+    p[2].lut = lut;
+    p[3] = p[2];
+    p[3].fmaq = 1;
+    p[3].chunk = 16;
+    int rc = mts_qfmt_parse("M7E4", 12, &p[3].qprod, err);
+    return rc ? rc : mts_qfmt_parse("M7E4", 10, &p[3].qacc, err);
+}
+
 /* Best wall time of reps runs of one provider (one warm-up first), and the
  * process CPU time (all threads, spinning included) of that run. */
 static int time_gemm(const mts_provider *p, int n, const float *A, const float *B, float *C, int reps,
@@ -58,9 +115,9 @@ static int time_gemm(const mts_provider *p, int n, const float *A, const float *
 {
     *best = 1e30;
     for (int r = -1; r < reps; r++) {
-        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), t0 = now_s();
+        double c0 = mts_bench_clock(CLOCK_PROCESS_CPUTIME_ID), t0 = mts_bench_now();
         int rc = mts_gemm(p, 0, 0, n, n, n, A, n, B, n, 0.0f, C, n, err);
-        double t = now_s() - t0, c = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        double t = mts_bench_now() - t0, c = mts_bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
         if (rc != MTS_OK) return rc;
         if (r >= 0 && t < *best) {
             *best = t;
@@ -82,141 +139,93 @@ static double loadavg(void)
     return l;
 }
 
+/* nn operands U(-1, 1), typical activations and weights, from seed: A and B
+ * alternate draws. */
+static void fill_operands(uint64_t seed, size_t nn, float *A, float *B)
+{
+    mts_rng rng = {seed};
+    for (size_t i = 0; i < nn; i++) {
+        A[i] = (float)((double)(mts_rng_next(&rng) >> 40) / 8388608.0 * 2.0 - 1.0);
+        B[i] = (float)((double)(mts_rng_next(&rng) >> 40) / 8388608.0 * 2.0 - 1.0);
+    }
+}
+
+/* Times every provider at n^3 into t[] / cpu[] (0 for OpenBLAS when the build
+ * has none). */
+static int time_size(const gemm_opts *o, const mts_provider p[N_PROV], int n, double t[N_PROV], double cpu[N_PROV],
+                     mts_err *err)
+{
+    size_t nn = (size_t)n * (size_t)n;
+    float *A = malloc(nn * sizeof *A), *B = malloc(nn * sizeof *B), *C = malloc(nn * sizeof *C);
+    int rc = MTS_OK;
+    if (!A || !B || !C) rc = mts_fail(err, MTS_ENOMEM, "out of memory at size %d", n);
+    if (!rc) fill_operands(o->seed, nn, A, B);
+    for (int q = 0; q < N_PROV && !rc; q++) {
+        t[q] = cpu[q] = 0;
+        if (q == 0 && !mts_gemm_have_blas()) continue;
+        /* let the previous provider's idle workers (OpenBLAS threads,
+         * OpenMP's team) stop spinning, or they steal the cores */
+        struct timespec pause = {0, 300000000L};
+        nanosleep(&pause, NULL);
+        rc = time_gemm(&p[q], n, A, B, C, o->reps, &t[q], &cpu[q], err);
+    }
+    free(A);
+    free(B);
+    free(C);
+    return rc;
+}
+
+/* One row per provider, then the goals (ratios against OpenBLAS and LUT). */
+static void print_size(int n, const double t[N_PROV], const double cpu[N_PROV])
+{
+    double macs = (double)n * n * n;
+    for (int q = 0; q < N_PROV; q++) {
+        if (t[q] == 0) {
+            printf("%-6d %-8s %10s (built without OpenBLAS)\n", n, prov_names[q], "-");
+            continue;
+        }
+        char xb[16] = "-", xl[16] = "-";
+        if (t[0] > 0) snprintf(xb, sizeof xb, "%.2f", t[q] / t[0]);
+        if (q == 3) snprintf(xl, sizeof xl, "%.2f", t[3] / t[2]);
+        printf("%-6d %-8s %10.2f %10.2f %10.2f %9s %9s\n", n, prov_names[q], 1e3 * t[q], 1e3 * cpu[q],
+               macs / t[q] * 1e-9, xb, xl);
+    }
+    if (t[0] > 0)
+        printf("%-6d goal LUT <= 4x OpenBLAS: %.2fx %s\n", n, t[2] / t[0], t[2] <= 4 * t[0] ? "met" : "MISSED");
+    printf("%-6d goal FMAq <= 3x LUT: %.2fx %s\n", n, t[3] / t[2], t[3] <= 3 * t[2] ? "met" : "MISSED");
+}
+
 int mts_bench_gemm(int argc, char **argv)
 {
-    int sizes[8] = {512, 1024}, nsizes = 2, threads = 0, reps = 3;
-    const char *model = "mbm";
-    uint64_t seed = 1;
+    gemm_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc != 1) return rc;
     mts_err err;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--sizes") && v) {
-            nsizes = 0;
-            for (char *s = (char *)v, *end; *s && nsizes < 8; s = *end ? end + 1 : end) {
-                long x = strtol(s, &end, 10);
-                if (end == s || x < 1 || x > 8192 || (*end && *end != ',')) {
-                    fprintf(stderr, "mantis bench gemm: --sizes '%s': expected sizes 1..8192 separated by commas\n", v);
-                    return 2;
-                }
-                sizes[nsizes++] = (int)x;
-            }
-            i++;
-        } else if (!strcmp(a, "--threads") && v) {
-            if ((threads = (int)int_opt(v, 0, 1024)) < 0) {
-                fprintf(stderr, "mantis bench gemm: --threads '%s': expected 0 (all cores) .. 1024\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--reps") && v) {
-            if ((reps = (int)int_opt(v, 1, 1000)) < 0) {
-                fprintf(stderr, "mantis bench gemm: --reps '%s': expected 1 .. 1000\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--model") && v) {
-            model = v;
-            i++;
-        } else if (!strcmp(a, "--seed") && v) {
-            char *end;
-            seed = strtoull(v, &end, 10);
-            if (end == v || *end) {
-                fprintf(stderr, "mantis bench gemm: --seed '%s': expected an unsigned integer\n", v);
-                return 2;
-            }
-            i++;
-        } else {
-            fprintf(stderr, "mantis bench gemm: unknown or incomplete option '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-
     mts_format bf16 = mts_format_e8(7);
     mts_mulop op;
     mts_lut lut;
-    if (mts_mulop_model(&op, model, &bf16, &err) != MTS_OK || mts_lut_generate(&op, &lut, &err) != MTS_OK) {
-        fprintf(stderr, "mantis bench gemm: %s\n", err.msg);
-        return 2;
-    }
-    mts_provider pb, pn, pl, pf;
-    memset(&pb, 0, sizeof pb);
-    pb.kind = MTS_PROV_BLAS;
-    pb.threads = threads;
-    pn = pb;
-    pn.kind = MTS_PROV_NATIVE;
-    pl = pb;
-    pl.kind = MTS_PROV_LUT;
-    pl.lut = &lut;
-    pf = pl;
-    pf.fmaq = 1;
-    pf.chunk = 16;
-    if (mts_qfmt_parse("M7E4", 12, &pf.qprod, &err) != MTS_OK || mts_qfmt_parse("M7E4", 10, &pf.qacc, &err) != MTS_OK) {
-        fprintf(stderr, "mantis bench gemm: %s\n", err.msg);
+    if (mts_mulop_model(&op, o.model, &bf16, &err) != MTS_OK || mts_lut_generate(&op, &lut, &err) != MTS_OK)
+        return mts_cli_error(CMD, "%s", err.msg);
+    mts_provider p[N_PROV];
+    if (make_providers(&o, &lut, p, &err) != MTS_OK) {
         mts_lut_free(&lut);
-        return 2;
+        return mts_cli_error(CMD, "%s", err.msg);
     }
     int cores = 1;
 #ifdef _OPENMP
-    cores = threads > 0 ? threads : omp_get_num_procs();
+    cores = o.threads > 0 ? o.threads : omp_get_num_procs();
 #endif
-    int blas = mts_gemm_have_blas();
     printf("mantis bench gemm: isa %s, %d thread%s, LUT %s e8m7 (bf16), FMAq M7E4 prod bias 12 / acc bias 10, "
-           "chunk 16, best of %d, load average %.2f\n", mts_gemm_isa(), cores, cores == 1 ? "" : "s", model, reps,
-           loadavg());
+           "chunk 16, best of %d, load average %.2f\n",
+           mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, loadavg());
     printf("%-6s %-8s %10s %10s %10s %9s %9s\n", "size", "gemm", "wall ms", "cpu ms", "GMAC/s", "x blas", "x lut");
     int status = 0;
-    for (int s = 0; s < nsizes; s++) {
-        int n = sizes[s];
-        size_t nn = (size_t)n * (size_t)n;
-        float *A = malloc(nn * sizeof *A), *B = malloc(nn * sizeof *B), *C = malloc(nn * sizeof *C);
-        if (!A || !B || !C) {
-            fprintf(stderr, "mantis bench gemm: out of memory at size %d\n", n);
-            free(A); free(B); free(C);
-            status = 2;
-            break;
-        }
-        uint64_t st = seed;
-        for (size_t i = 0; i < nn; i++) { /* U(-1, 1): typical activations and weights */
-            A[i] = (float)((double)(splitmix64(&st) >> 40) / 8388608.0 * 2.0 - 1.0);
-            B[i] = (float)((double)(splitmix64(&st) >> 40) / 8388608.0 * 2.0 - 1.0);
-        }
-        const mts_provider *ps[4] = {&pb, &pn, &pl, &pf};
-        const char *names[4] = {"openblas", "native", "lut", "fmaq"};
-        double t[4] = {0, 0, 0, 0}, cpu[4] = {0, 0, 0, 0};
-        for (int q = 0; q < 4 && !status; q++) {
-            if (q == 0 && !blas) continue;
-            /* let the previous provider's idle workers (OpenBLAS threads,
-             * OpenMP's team) stop spinning, or they steal the cores */
-            struct timespec pause = {0, 300000000L};
-            nanosleep(&pause, NULL);
-            if (time_gemm(ps[q], n, A, B, C, reps, &t[q], &cpu[q], &err) != MTS_OK) {
-                fprintf(stderr, "mantis bench gemm: %s\n", err.msg);
-                status = 2;
-            }
-        }
-        double macs = (double)n * n * n;
-        for (int q = 0; q < 4 && !status; q++) {
-            if (t[q] == 0) {
-                printf("%-6d %-8s %10s (built without OpenBLAS)\n", n, names[q], "-");
-                continue;
-            }
-            char xb[16] = "-", xl[16] = "-";
-            if (t[0] > 0) snprintf(xb, sizeof xb, "%.2f", t[q] / t[0]);
-            if (q == 3) snprintf(xl, sizeof xl, "%.2f", t[3] / t[2]);
-            printf("%-6d %-8s %10.2f %10.2f %10.2f %9s %9s\n", n, names[q], 1e3 * t[q], 1e3 * cpu[q],
-                   macs / t[q] * 1e-9, xb, xl);
-        }
-        if (!status) {
-            if (t[0] > 0)
-                printf("%-6d goal LUT <= 4x OpenBLAS: %.2fx %s\n", n, t[2] / t[0], t[2] <= 4 * t[0] ? "met" : "MISSED");
-            printf("%-6d goal FMAq <= 3x LUT: %.2fx %s\n", n, t[3] / t[2], t[3] <= 3 * t[2] ? "met" : "MISSED");
-        }
-        free(A);
-        free(B);
-        free(C);
+    for (int s = 0; s < o.nsizes && !status; s++) {
+        double t[N_PROV], cpu[N_PROV];
+        if (time_size(&o, p, o.sizes[s], t, cpu, &err) != MTS_OK)
+            status = mts_cli_error(CMD, "%s", err.msg);
+        else
+            print_size(o.sizes[s], t, cpu);
     }
     mts_lut_free(&lut);
     return status;

@@ -41,7 +41,8 @@ int32_t mts_int_value(const mts_intfmt *f, int32_t code);
 int32_t mts_intmul_exact(void *ctx, int32_t a, int32_t b);
 
 /* Builds the exact n-bit product table (signed or unsigned) through
- * mts_lut_generate_int; the model name is "exact_int<n>s" / "exact_int<n>u". */
+ * mts_lut_generate_int; the table is named "exact-int<n>s" / "exact-int<n>u"
+ * (the one name for it: `mantis lutgen --int-exact` builds it here). */
 int mts_intmul_exact_lut(int bits, int is_signed, mts_lut *lut, mts_err *err);
 
 /* Product of operand values a, b through an integer table: the entry at

@@ -42,11 +42,13 @@ typedef struct mts_lut {
 /* Sweeps all 2^(2M) mantissa pairs of op (M = op->fmt.M, 1..11) into a new
  * float LUT. The sweep evaluates every pair at several exponent pairs and
  * both sign combinations; if the product's mantissa, adjustment or sign rule
- * differs between them the model is not LUT-representable and MTS_EREFUSED
+ * differs between them the model is not LUT-representable and MTS_ENOTLUT
  * names one input pair (hex) where it differs. */
 int mts_lut_generate(const mts_mulop *op, mts_lut *lut, mts_err *err);
 
-/* Builds an integer table from a function on n-bit operand codes. */
+/* Builds an integer table from fn on n-bit operands (1..8): fn gets the
+ * operand values (two's complement codes sign-extended when is_signed); the
+ * table is named name. MTS_EINVAL for n outside 1..8. */
 int mts_lut_generate_int(int n, int is_signed, int32_t (*fn)(void *ctx, int32_t a, int32_t b),
                          void *ctx, const char *name, mts_lut *lut, mts_err *err);
 
@@ -60,11 +62,26 @@ int mts_lut_save(const mts_lut *lut, const char *path, mts_err *err);
  * checksums. Each malformation is a distinct message naming the file. */
 int mts_lut_load(const char *path, mts_lut *lut, mts_err *err);
 
-/* Peers' tables. ApproxTrain: raw NAME_M.bin, one byte per entry (bit 7
- * carry, low bits mantissa), M <= 7; E defaults to 8. TFApprox/EvoApprox:
- * 65,536 little-endian uint16, index (a << 8) | b, 8-bit operands. */
-int mts_lut_import_approxtrain(const char *path, int M, mts_lut *lut, mts_err *err);
+/* Imports an ApproxTrain NAME_M.bin as a (1,8,M) float LUT: 2^(2M) entries,
+ * index (ma << M) | mb, each 1 byte (bit 7 carry, low M bits mantissa;
+ * M <= 7) or, from older revisions, 4 bytes little-endian (bit 31 carry,
+ * bits 22..0 the FP32 mantissa field). *entry_bytes is in/out: 1 or 4 reads
+ * that layout; 0 infers it from the file size only where the size fits no
+ * other layout at M-1 or M+1 (MTS_EINVAL naming both layouts otherwise).
+ * On success *entry_bytes is the layout read. MTS_EFORMAT for a size that
+ * fits neither, an entry with bits outside carry and M mantissa bits, or an
+ * all-zero table (every product exactly 1.0: a blank file, no multiplier). */
+int mts_lut_import_approxtrain(const char *path, int M, int *entry_bytes, mts_lut *lut, mts_err *err);
+
+/* Writes a float LUT (M <= 7) as 1-byte ApproxTrain entries. MTS_EINVAL for
+ * other tables; MTS_EUNSUPPORTED naming the first entry the format cannot
+ * hold (a zero product, an adjustment other than 0/1, more than M bits). */
 int mts_lut_export_approxtrain(const mts_lut *lut, const char *path, mts_err *err);
+
+/* TFApprox/EvoApprox 8-bit tables: 65,536 little-endian uint16 products,
+ * index (a << 8) | b; signed tables hold the 16-bit two's complement.
+ * Import: MTS_EFORMAT for any other size. Export: MTS_EINVAL unless an 8-bit
+ * integer table, MTS_EUNSUPPORTED for a product that does not fit 16 bits. */
 int mts_lut_import_8bit(const char *path, int is_signed, mts_lut *lut, mts_err *err);
 int mts_lut_export_8bit(const mts_lut *lut, const char *path, mts_err *err);
 
