@@ -9,38 +9,10 @@
 #include <sstream>
 #include <string>
 
+#include "test_util.h"
 #include "ref_float.h"
 
 namespace {
-
-struct Result {
-    int status;
-    std::string out, err;
-};
-
-std::string tmpdir() {
-    static std::string d;
-    if (d.empty()) {
-        char t[] = "/tmp/mantis-cli-XXXXXX";
-        d = mkdtemp(t);
-    }
-    return d;
-}
-
-std::string slurp(const std::string &p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-Result run(const std::string &args, const std::string &input = "") {
-    std::string in = tmpdir() + "/in", out = tmpdir() + "/out", err = tmpdir() + "/err";
-    std::ofstream(in) << input;
-    std::string cmd = std::string(MANTIS_BIN) + " " + args + " <" + in + " >" + out + " 2>" + err;
-    int st = std::system(cmd.c_str());
-    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
-}
 
 int lines(const std::string &s) {
     int n = 0;
@@ -61,7 +33,7 @@ TEST(Cli, EvalExactBf16MatchesIndependentRneReference) {
         snprintf(line, sizeof line, i % 2 ? "%08x %08x\n" : "0x%08X\t0x%08x\n", a, b);
         input += line;
     }
-    Result res = run("eval --mul exact --man-bits 7", input);
+    CliResult res = run_cli("eval --mul exact --man-bits 7", input);
     ASSERT_EQ(res.status, 0) << res.err;
     std::istringstream out(res.out);
     mts_format bf16 = {8, 7, 127, 1};
@@ -76,14 +48,14 @@ TEST(Cli, EvalExactBf16MatchesIndependentRneReference) {
 
 TEST(Cli, LutgenInfoAndEvalThroughTheLut) {
     std::string lut = tmpdir() + "/mbm7.lut";
-    Result g = run("lutgen --mul mbm --man-bits 7 -o " + lut);
+    CliResult g = run_cli("lutgen --mul mbm --man-bits 7 -o " + lut);
     ASSERT_EQ(g.status, 0) << g.err;
-    Result info = run("lut info " + lut);
+    CliResult info = run_cli("lut info " + lut);
     ASSERT_EQ(info.status, 0) << info.err;
     EXPECT_NE(info.out.find("model:      mbm"), std::string::npos) << info.out;
     EXPECT_NE(info.out.find("bf16"), std::string::npos) << info.out;
     std::string input = "3f800000 3f800000\n3fc00000 bfc00000\n7f800000 0\n00000001 3f800000\n";
-    Result via_lut = run("eval --lut " + lut, input), via_model = run("eval --mul mbm", input);
+    CliResult via_lut = run_cli("eval --lut " + lut, input), via_model = run_cli("eval --mul mbm", input);
     ASSERT_EQ(via_lut.status, 0) << via_lut.err;
     EXPECT_EQ(via_lut.out, via_model.out);
     EXPECT_EQ(lines(via_lut.out), 4);
@@ -92,33 +64,33 @@ TEST(Cli, LutgenInfoAndEvalThroughTheLut) {
 
 TEST(Cli, IntegerTablesTakeDecimals) {
     std::string lut = tmpdir() + "/int8s.lut";
-    ASSERT_EQ(run("lutgen --int-exact 8 --signed -o " + lut).status, 0);
-    EXPECT_NE(run("lut info " + lut).out.find("model:      exact-int8s"), std::string::npos);
-    Result r = run("eval --lut " + lut, "-128 -128\n127 -3\n0 5\n");
+    ASSERT_EQ(run_cli("lutgen --int-exact 8 --signed -o " + lut).status, 0);
+    EXPECT_NE(run_cli("lut info " + lut).out.find("model:      exact-int8s"), std::string::npos);
+    CliResult r = run_cli("eval --lut " + lut, "-128 -128\n127 -3\n0 5\n");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "16384\n-381\n0\n");
-    Result bad = run("eval --lut " + lut, "200 1\n");
+    CliResult bad = run_cli("eval --lut " + lut, "200 1\n");
     EXPECT_EQ(bad.status, 2);
     EXPECT_NE(bad.err.find("line 1"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, ApproxTrainImportExportViaCli) {
     std::string lut = tmpdir() + "/mit5.lut", bin = tmpdir() + "/MIT_5.bin", lut2 = tmpdir() + "/mit5b.lut";
-    ASSERT_EQ(run("lutgen --mul mitchell --man-bits 5 -o " + lut).status, 0);
-    Result e = run("lutgen --lut " + lut + " --export-approxtrain " + bin);
+    ASSERT_EQ(run_cli("lutgen --mul mitchell --man-bits 5 -o " + lut).status, 0);
+    CliResult e = run_cli("lutgen --lut " + lut + " --export-approxtrain " + bin);
     ASSERT_EQ(e.status, 0) << e.err;
-    Result i = run("lutgen --import-approxtrain " + bin + " --man-bits 5 --entry-bytes 1 -o " + lut2);
+    CliResult i = run_cli("lutgen --import-approxtrain " + bin + " --man-bits 5 --entry-bytes 1 -o " + lut2);
     ASSERT_EQ(i.status, 0) << i.err;
     EXPECT_NE(i.out.find("read 1024 1-byte ApproxTrain entries at M=5"), std::string::npos) << i.out;
     std::string input = "3fa00000 3fe00000\n40100000 c0500000\n";
-    EXPECT_EQ(run("eval --lut " + lut2, input).out, run("eval --mul mitchell --man-bits 5", input).out);
+    EXPECT_EQ(run_cli("eval --lut " + lut2, input).out, run_cli("eval --mul mitchell --man-bits 5", input).out);
 }
 
 TEST(Cli, MetricsOfExactAreZeroAgainstRne) {
-    Result m = run("metrics --mul exact --man-bits 6 --ref rne --json");
+    CliResult m = run_cli("metrics --mul exact --man-bits 6 --ref rne --json");
     ASSERT_EQ(m.status, 0) << m.err;
     EXPECT_NE(m.out.find("\"errors\": 0"), std::string::npos) << m.out;
-    Result t = run("metrics --mul trunc --man-bits 6 --ref rne --json");
+    CliResult t = run_cli("metrics --mul trunc --man-bits 6 --ref rne --json");
     ASSERT_EQ(t.status, 0) << t.err;
     EXPECT_EQ(t.out.find("\"errors\": 0"), std::string::npos) << t.out;
 }
@@ -145,7 +117,7 @@ TEST(Cli, BadInputGivesOneLineErrors) {
         {"frobnicate", "", "unknown command"},
     };
     for (const Case &c : cases) {
-        Result r = run(c.args, c.input);
+        CliResult r = run_cli(c.args, c.input);
         EXPECT_EQ(r.status, 2) << c.args << ": " << r.err;
         EXPECT_EQ(lines(r.err), 1) << c.args << ": " << r.err;
         EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << ": " << r.err;
@@ -154,7 +126,7 @@ TEST(Cli, BadInputGivesOneLineErrors) {
 
 TEST(Cli, HelpOnEveryCommand) {
     for (const char *cmd : {"eval", "lutgen", "lut", "metrics", "bench", "models"}) {
-        Result r = run(std::string(cmd) + " --help");
+        CliResult r = run_cli(std::string(cmd) + " --help");
         EXPECT_EQ(r.status, 0) << cmd;
         EXPECT_NE(r.out.find("usage"), std::string::npos) << cmd << ": " << r.out;
     }
@@ -164,29 +136,29 @@ TEST(Cli, HelpOnEveryCommand) {
 // the option; a zero-filled table is refused with its reason.
 TEST(Cli, ApproxTrainImportNeverGuessesTheLayout) {
     std::string lut = tmpdir() + "/mit7.lut", bin = tmpdir() + "/MIT_7.bin", out = tmpdir() + "/at.lut";
-    ASSERT_EQ(run("lutgen --mul mitchell --man-bits 7 -o " + lut).status, 0);
-    ASSERT_EQ(run("lutgen --lut " + lut + " --export-approxtrain " + bin).status, 0);
+    ASSERT_EQ(run_cli("lutgen --mul mitchell --man-bits 7 -o " + lut).status, 0);
+    ASSERT_EQ(run_cli("lutgen --lut " + lut + " --export-approxtrain " + bin).status, 0);
     for (const char *m : {"6", "7"}) {
-        Result r = run("lutgen --import-approxtrain " + bin + " --man-bits " + m + " -o " + out);
+        CliResult r = run_cli("lutgen --import-approxtrain " + bin + " --man-bits " + m + " -o " + out);
         EXPECT_EQ(r.status, 2) << r.err;
         EXPECT_EQ(lines(r.err), 1) << r.err;
         EXPECT_NE(r.err.find("1-byte entries (M=7)"), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("4-byte entries (M=6)"), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("--entry-bytes"), std::string::npos) << r.err;
     }
-    Result ok = run("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 1 -o " + out);
+    CliResult ok = run_cli("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 1 -o " + out);
     ASSERT_EQ(ok.status, 0) << ok.err;
     EXPECT_NE(ok.out.find("read 16384 1-byte ApproxTrain entries at M=7"), std::string::npos) << ok.out;
-    EXPECT_EQ(run("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 2 -o " + out).status, 2);
+    EXPECT_EQ(run_cli("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 2 -o " + out).status, 2);
     std::ofstream(bin, std::ios::binary | std::ios::trunc) << std::string(16384, '\0');
-    Result zero = run("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 1 -o " + out);
+    CliResult zero = run_cli("lutgen --import-approxtrain " + bin + " --man-bits 7 --entry-bytes 1 -o " + out);
     EXPECT_EQ(zero.status, 2);
     EXPECT_NE(zero.err.find("every entry is 0"), std::string::npos) << zero.err;
 }
 
 TEST(Cli, LutInfoHelpIsHelp) {
     for (const char *args : {"lut info --help", "lut info -h", "lut --help"}) {
-        Result r = run(args);
+        CliResult r = run_cli(args);
         EXPECT_EQ(r.status, 0) << args << ": " << r.err;
         EXPECT_NE(r.out.find("usage: mantis lut info"), std::string::npos) << args << ": " << r.out;
         EXPECT_EQ(r.err.find("cannot open"), std::string::npos) << args << ": " << r.err;
@@ -209,19 +181,19 @@ TEST(Cli, EvalAndLutgenWithRtlDesign) {
         snprintf(line, sizeof line, "%08x %08x\n", r.u32(), r.u32());
         input += line;
     }
-    Result rtl = run("eval --rtl " + design, input), model = run("eval --mul mbm --man-bits 7", input);
+    CliResult rtl = run_cli("eval --rtl " + design, input), model = run_cli("eval --mul mbm --man-bits 7", input);
     ASSERT_EQ(rtl.status, 0) << rtl.err;
     EXPECT_EQ(rtl.out, model.out);
     std::string lut = tmpdir() + "/rtl_mbm.lut";
-    Result g = run("lutgen --rtl " + design + " -o " + lut);
+    CliResult g = run_cli("lutgen --rtl " + design + " -o " + lut);
     ASSERT_EQ(g.status, 0) << g.err;
-    EXPECT_EQ(run("eval --lut " + lut, input).out, model.out);
+    EXPECT_EQ(run_cli("eval --lut " + lut, input).out, model.out);
     // the accumulator design sums: 1 + 1 = 2, 2 + 1 = 3 (exact in M7E4)
-    Result acc = run("eval --rtl " + std::string(MANTIS_TEST_DATA) + "/../../rtl/fmaq_acc.v",
+    CliResult acc = run_cli("eval --rtl " + std::string(MANTIS_TEST_DATA) + "/../../rtl/fmaq_acc.v",
                      "3f800000 3f800000\n40000000 3f800000\n");
     ASSERT_EQ(acc.status, 0) << acc.err;
     EXPECT_EQ(acc.out, "40000000\n40400000\n");
-    Result bad = run("eval --rtl " + std::string(MANTIS_TEST_DATA) + "/flow/three_inputs.v", "");
+    CliResult bad = run_cli("eval --rtl " + std::string(MANTIS_TEST_DATA) + "/flow/three_inputs.v", "");
     EXPECT_EQ(bad.status, 2);
     EXPECT_EQ(lines(bad.err), 1) << bad.err;
     EXPECT_NE(bad.err.find("fits no drop-in shape"), std::string::npos) << bad.err;

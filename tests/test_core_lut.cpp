@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "mantis/amsim.h"
 #include "mantis/binio.h"
 #include "mantis/fpbits.h"
@@ -22,15 +23,6 @@ std::string hex(uint32_t x) {
     char b[16];
     snprintf(b, sizeof b, "%08x", x);
     return b;
-}
-
-std::string tmpdir() {
-    static std::string d;
-    if (d.empty()) {
-        char t[] = "/tmp/mantis-test-XXXXXX";
-        d = mkdtemp(t);
-    }
-    return d;
 }
 
 // Exponent pairs (biased, E = 8) whose sums cover every overflow and

@@ -16,25 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 const std::string src = std::string(MANTIS_TEST_DATA) + "/../..";
 
-std::string slurp(const std::string &p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
 bool exists(const std::string &p) {
     struct stat st;
     return stat(p.c_str(), &st) == 0;
-}
-
-int sh(const std::string &cmd) {
-    int st = std::system(cmd.c_str());
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 std::vector<std::string> split_lines(const std::string &s) {

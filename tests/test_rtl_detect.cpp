@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "test_util.h"
 #include "mantis/rtl.h"
 
 namespace {
@@ -17,10 +18,9 @@ namespace {
 const std::string kRtl = std::string(MANTIS_SOURCE_DIR) + "/rtl/";
 const std::string kData = std::string(MANTIS_TEST_DATA) + "/rtl/";
 
-bool have_verilator() { return std::system("verilator --version > /dev/null 2>&1") == 0; }
 
 #define NEED_VERILATOR() \
-    if (!have_verilator()) GTEST_SKIP() << "verilator is not installed (needed to read Verilog)"
+    if (!have_tool("verilator")) GTEST_SKIP() << "verilator is not installed (needed to read Verilog)"
 
 struct Detected {
     int rc = 0;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "test_rng.h"
 #include "mantis/gemm.h"
 #include "mantis/lut.h"
@@ -27,15 +28,6 @@ namespace {
 
 const std::string kRtl = std::string(MANTIS_SOURCE_DIR) + "/rtl/";
 const std::string kData = std::string(MANTIS_TEST_DATA) + "/rtl/";
-
-bool have_tools()
-{
-    return std::system("verilator --version > /dev/null 2>&1") == 0 &&
-           std::system("g++ --version > /dev/null 2>&1") == 0;
-}
-
-#define NEED_TOOLS() \
-    if (!have_tools()) GTEST_SKIP() << "verilator or g++ is not installed (needed to build RTL models)"
 
 std::string cache_dir()
 {
@@ -54,14 +46,6 @@ struct Handle {
     ~Handle() { mts_rtl_close(r); }
 };
 
-std::string slurp(const std::string &path)
-{
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 std::vector<float> randoms(size_t n, uint64_t seed)
 {
     std::vector<float> v(n);
@@ -71,7 +55,7 @@ std::vector<float> randoms(size_t n, uint64_t seed)
 
 TEST(RtlLoop, DesignOutsideRtlIsCachedBySecondOpen)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     // a fresh copy with a unique comment: new content, so a new cache entry
     char dir[] = "/tmp/mantis-rtl-test-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
@@ -144,7 +128,7 @@ std::vector<float> gemm_by(const mts_mulop &op, const std::vector<float> &A, con
 
 TEST(RtlLoop, GemmThroughRtlEqualsGemmThroughItsLut)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     Handle h;
     mts_rtl_opts o{};
     std::string path = kRtl + "mul_mbm.v";
@@ -177,7 +161,7 @@ TEST(RtlLoop, GemmThroughRtlEqualsGemmThroughItsLut)
 
 TEST(RtlLoop, DenseLayerForwardAndBackwardThroughRtlEqualTheLut)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     Handle h;
     mts_rtl_opts o{};
     std::string path = kRtl + "mul_mbm.v";
@@ -231,7 +215,7 @@ int run_cli(const std::string &args, std::string &out)
 
 TEST(RtlLoop, VerifyCommandExitCodesReportAndJson)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     std::string out;
     char json[] = "/tmp/mantis-verify-json-XXXXXX";
     int fd = mkstemp(json);

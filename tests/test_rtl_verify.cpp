@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "mantis/intmul.h"
 #include "mantis/rtl.h"
 #include "mantis/verify.h"
@@ -18,15 +19,6 @@ namespace {
 
 const std::string kRtl = std::string(MANTIS_SOURCE_DIR) + "/rtl/";
 const std::string kData = std::string(MANTIS_TEST_DATA) + "/rtl/";
-
-bool have_tools()
-{
-    return std::system("verilator --version > /dev/null 2>&1") == 0 &&
-           std::system("g++ --version > /dev/null 2>&1") == 0;
-}
-
-#define NEED_TOOLS() \
-    if (!have_tools()) GTEST_SKIP() << "verilator or g++ is not installed (needed to build RTL models)"
 
 class RtlEnv : public ::testing::Environment {
   public:
@@ -79,7 +71,7 @@ void expect_bit_exact(const std::string &path, const char *model, std::vector<co
 
 TEST(RtlVerify, SignificandDesignsMatchTheirModelsAtM7)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     // mul_exact outputs every product bit: the full-precision model
     expect_bit_exact(kRtl + "mul_exact.v", "exact-wide");
     expect_bit_exact(kRtl + "mul_trunc.v", "trunc");
@@ -89,20 +81,20 @@ TEST(RtlVerify, SignificandDesignsMatchTheirModelsAtM7)
 
 TEST(RtlVerify, SignificandDesignsAtOtherWidths)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     expect_bit_exact(kRtl + "mul_exact.v", "exact-wide", {"M=4"});
     expect_bit_exact(kRtl + "mul_mbm.v", "mbm", {"M=4"});
 }
 
 TEST(RtlVerify, Bfloat16DesignMatchesTheRoundedExactModel)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     expect_bit_exact(kRtl + "bf16_mul.v", "exact");
 }
 
 TEST(RtlVerify, DesignsOfDeclaredFormats)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     // float: parameter E (default 5, M = 2): fp8 e5m2, then an E4M3 with IEEE specials
     expect_bit_exact(kData + "fp_mul.v", "exact");
     expect_bit_exact(kData + "fp_mul.v", "exact", {"E=4", "M=3"});
@@ -121,7 +113,7 @@ TEST(RtlVerify, DesignsOfDeclaredFormats)
 
 TEST(RtlVerify, SpecialCaseMismatchesAreReportedAsSuch)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     Handle h;
     open_design(h, kData + "nan_sign.v");
     if (!h.r) return;
@@ -151,7 +143,7 @@ TEST(RtlVerify, SpecialCaseMismatchesAreReportedAsSuch)
 
 TEST(RtlVerify, DifferencesAreFound)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     Handle h;
     open_design(h, kRtl + "mul_trunc.v");
     if (!h.r) return;
@@ -163,7 +155,7 @@ TEST(RtlVerify, DifferencesAreFound)
 
 TEST(RtlVerify, ExponentDependentFloatDesignIsNotLutRepresentable)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     Handle h;
     open_design(h, kData + "exp_dependent.v");
     if (!h.r) return;
@@ -177,7 +169,7 @@ TEST(RtlVerify, ExponentDependentFloatDesignIsNotLutRepresentable)
 
 TEST(RtlVerify, IntegerDesigns)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     expect_bit_exact(kRtl + "int8_exact.v", "exact");
 
     // the broken-array multiplier: equal to its own table, and to an
@@ -211,7 +203,7 @@ TEST(RtlVerify, IntegerDesigns)
 
 TEST(RtlVerify, AccumulatorMatchesFmaqExhaustively)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     Handle h;
     // 9-bit products, 10-bit sums: every one of the 2^19 code pairs
     open_design(h, kRtl + "fmaq_acc.v", {"PM=3", "PE=4", "AM=5", "AE=3", "AB=3"});
@@ -223,7 +215,7 @@ TEST(RtlVerify, AccumulatorMatchesFmaqExhaustively)
 
 TEST(RtlVerify, Accumulator13BitDefaultMatchesFmaqExhaustively)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     Handle h;
     open_design(h, kRtl + "fmaq_acc.v");
     if (!h.r) return;
@@ -243,7 +235,7 @@ TEST(RtlVerify, Accumulator13BitDefaultMatchesFmaqExhaustively)
 
 TEST(RtlVerify, AccumulatorWideFormatsAreSampled)
 {
-    NEED_TOOLS();
+    NEED_RTL_TOOLS();
     Handle h;
     open_design(h, kRtl + "fmaq_acc.v", {"PM=4", "PE=3", "PB=4", "AM=12", "AE=5", "AB=16"});
     if (!h.r) return;

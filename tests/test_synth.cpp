@@ -18,6 +18,7 @@
 #include <vector>
 
 extern "C" {
+#include "test_util.h"
 #include "mantis/synth.h"
 #include "mantis/trace.h"
 #include "../synth/synth_int.h"
@@ -28,16 +29,10 @@ namespace {
 const std::string kSrc = MANTIS_SOURCE_DIR;
 const std::string kData = MANTIS_TEST_DATA;
 
-bool HaveTool(const char *tool)
-{
-    std::string cmd = std::string("command -v ") + tool + " >/dev/null 2>&1";
-    return std::system(cmd.c_str()) == 0;
-}
-
 #define REQUIRE_TOOLS()                                                              \
     do {                                                                             \
-        if (!HaveTool("yosys")) GTEST_SKIP() << "yosys not installed";               \
-        if (!HaveTool("verilator")) GTEST_SKIP() << "verilator not installed";       \
+        if (!have_tool("yosys")) GTEST_SKIP() << "yosys not installed";               \
+        if (!have_tool("verilator")) GTEST_SKIP() << "verilator not installed";       \
     } while (0)
 
 // A cache next to the test binaries: repeated test runs reuse syntheses.
