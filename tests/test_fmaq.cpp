@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "test_rng.h"
 
 extern "C" {
@@ -18,17 +19,6 @@ extern "C" {
 
 namespace {
 
-
-mts_qfmt fmt(int M, int E, int bias, int uf = 1, mts_round r = MTS_RTZ)
-{
-    mts_qfmt q;
-    q.M = M;
-    q.E = E;
-    q.bias = bias;
-    q.underflow = uf;
-    q.rnd = r;
-    return q;
-}
 
 uint32_t bits(float f) { return mts_f2u(f); }
 float val(uint32_t u) { return mts_u2f(u); }
@@ -114,7 +104,7 @@ TEST(FmaqQuantizer, MatchesEq2ReferenceOnEdgesAndRandom)
     for (auto &s : shapes) {
         for (int uf = 0; uf <= 1; uf++) {
             for (mts_round r : {MTS_RTZ, MTS_RNE}) {
-                mts_qfmt q = fmt(s[0], s[1], s[2], uf, r);
+                mts_qfmt q = qfmt(s[0], s[1], s[2], uf, r);
                 mts_err err;
                 ASSERT_EQ(mts_qfmt_check(&q, &err), MTS_OK) << err.msg;
                 for (uint32_t x : inputs(q, seed++)) {
@@ -130,7 +120,7 @@ TEST(FmaqQuantizer, MatchesEq2ReferenceOnEdgesAndRandom)
 
 TEST(FmaqQuantizer, LimitsOfM7E4)
 {
-    mts_qfmt q = fmt(7, 4, 8);  // the paper's default bias 2^(E-1)
+    mts_qfmt q = qfmt(7, 4, 8);  // the paper's default bias 2^(E-1)
     EXPECT_EQ(val(mts_q_rof(&q)), 255.0f);             // 2^(15-8) * (2 - 2^-7)
     EXPECT_EQ(val(mts_q_ruf(&q)), std::ldexp(1.0f, -8));
     EXPECT_EQ(val(mts_q(&q, bits(255.0f))), 255.0f);
@@ -143,7 +133,7 @@ TEST(FmaqQuantizer, LimitsOfM7E4)
 
 TEST(FmaqQuantizer, UnderflowBoundary)
 {
-    mts_qfmt q = fmt(7, 4, 8);
+    mts_qfmt q = qfmt(7, 4, 8);
     float ruf = std::ldexp(1.0f, -8);
     float below = std::nextafter(ruf, 0.0f);
     EXPECT_EQ(val(mts_q(&q, bits(ruf))), ruf);                  // at R_UF: kept
@@ -164,7 +154,7 @@ TEST(FmaqQuantizer, UnderflowBoundary)
 
 TEST(FmaqQuantizer, RoundingModesAndNegatives)
 {
-    mts_qfmt q = fmt(7, 4, 8);
+    mts_qfmt q = qfmt(7, 4, 8);
     // 254.9 at exponent 7 (ulp 1): floor of the magnitude -> 254, RNE -> 255
     EXPECT_EQ(val(mts_q(&q, bits(254.9f))), 254.0f);
     EXPECT_EQ(val(mts_q(&q, bits(-254.9f))), -254.0f);  // toward zero, not toward -inf
@@ -182,8 +172,8 @@ TEST(FmaqQuantizer, RoundingModesAndNegatives)
 TEST(FmaqAdd, ExactAdditionBeatsDoubleRounding)
 {
     // Q_prod without underflow lets tiny products through unchanged.
-    mts_qfmt qprod = fmt(23, 5, 16, 0);
-    mts_qfmt qacc = fmt(7, 4, 8);
+    mts_qfmt qprod = qfmt(23, 5, 16, 0);
+    mts_qfmt qacc = qfmt(7, 4, 8);
     float tiny = std::ldexp(1.0f, -60);
     // 1 - 2^-60 truncates to 1 - 2^-8. In double, 1.0 - 2^-60 rounds to 1.0
     // first, and Q(1.0) = 1.0 would be wrong.
@@ -200,7 +190,7 @@ TEST(FmaqAdd, ExactAdditionBeatsDoubleRounding)
 
 TEST(FmaqAdd, FullSwampingSameSignAndOppositeSign)
 {
-    mts_qfmt qp = fmt(7, 4, 8), qa = fmt(7, 4, 8);
+    mts_qfmt qp = qfmt(7, 4, 8), qa = qfmt(7, 4, 8);
     // |z1| = 96 > 2^(M+1) |z2| = 256 * 0.25: z2 vanishes when it has z1's sign
     EXPECT_EQ(val(mts_fmaq(&qp, &qa, bits(0.25f), bits(96.0f))), 96.0f);
     EXPECT_EQ(val(mts_fmaq(&qp, &qa, bits(-0.25f), bits(-96.0f))), -96.0f);
@@ -211,7 +201,7 @@ TEST(FmaqAdd, FullSwampingSameSignAndOppositeSign)
 
 TEST(FmaqAdd, SpecialValues)
 {
-    mts_qfmt q = fmt(7, 4, 8);
+    mts_qfmt q = qfmt(7, 4, 8);
     EXPECT_EQ(mts_qadd(&q, bits(3.0f), bits(-3.0f)), 0u);                    // +0
     EXPECT_EQ(mts_qadd(&q, bits(-0.0f), bits(-0.0f)), MTS_F32_SIGN);        // -0
     EXPECT_EQ(mts_qadd(&q, bits(-0.0f), bits(0.0f)), 0u);
@@ -232,8 +222,8 @@ TEST(FmaqAdd, RandomAgainstLongDoubleReference)
     const int shapes[][3] = {{7, 4, 10}, {4, 3, 5}, {10, 5, 14}, {23, 6, 32}};
     for (auto &sh : shapes) {
         for (int mode = 0; mode < 4; mode++) {
-            mts_qfmt qacc = fmt(sh[0], sh[1], sh[2], mode & 1, (mode & 2) ? MTS_RNE : MTS_RTZ);
-            mts_qfmt qprod = fmt(23, 6, 40, 0);
+            mts_qfmt qacc = qfmt(sh[0], sh[1], sh[2], mode & 1, (mode & 2) ? MTS_RNE : MTS_RTZ);
+            mts_qfmt qprod = qfmt(23, 6, 40, 0);
             int emax = (1 << qacc.E) - 1 - qacc.bias;
             int checked = 0;
             for (int it = 0; it < 20000; it++) {
@@ -262,10 +252,10 @@ TEST(FmaqAdd, RandomAgainstLongDoubleReference)
 TEST(FmaqAdd, PowerOfTwoMinusSmallAddendAtFullPrecision)
 {
     if (LDBL_MANT_DIG < 64) GTEST_SKIP() << "long double has only " << LDBL_MANT_DIG << " bits here";
-    mts_qfmt qprod = fmt(23, 7, 60, 0);
+    mts_qfmt qprod = qfmt(23, 7, 60, 0);
     uint64_t seed = 4242;
     for (mts_round r : {MTS_RTZ, MTS_RNE}) {
-        mts_qfmt qacc = fmt(23, 6, 32, 1, r);
+        mts_qfmt qacc = qfmt(23, 6, 32, 1, r);
         for (int d = 20; d <= 39; d++) {
             for (int i = 0; i < 300; i++) {
                 uint32_t s = (uint32_t)(127 + 3) << 23;  // 8.0
@@ -284,10 +274,10 @@ TEST(FmaqAdd, PowerOfTwoMinusSmallAddendAtFullPrecision)
 TEST(FmaqAdd, TinyAddendActsLikeAnyTinyAddend)
 {
     if (LDBL_MANT_DIG < 64) GTEST_SKIP() << "long double has only " << LDBL_MANT_DIG << " bits here";
-    mts_qfmt qprod = fmt(23, 7, 60, 0);
+    mts_qfmt qprod = qfmt(23, 7, 60, 0);
     uint64_t seed = 99;
     for (int mode = 0; mode < 2; mode++) {
-        mts_qfmt qacc = fmt(7, 4, 8, 1, mode ? MTS_RNE : MTS_RTZ);
+        mts_qfmt qacc = qfmt(7, 4, 8, 1, mode ? MTS_RNE : MTS_RTZ);
         for (int it = 0; it < 5000; it++) {
             uint64_t r = splitmix64(&seed);
             int es = -8 + (int)(r % 16);
@@ -307,7 +297,7 @@ TEST(FmaqAdd, TinyAddendActsLikeAnyTinyAddend)
 // truncation; products are small integers, exact in FP32 and Q_prod.
 TEST(FmaqDot, ChunkOrderHandComputed)
 {
-    mts_qfmt qp = fmt(23, 7, 63), qa = fmt(2, 4, 8);
+    mts_qfmt qp = qfmt(23, 7, 63), qa = qfmt(2, 4, 8);
     std::vector<uint32_t> x = {bits(8), bits(1), bits(1), bits(1), bits(1), bits(1), bits(1), bits(1)};
     std::vector<uint32_t> w(8, bits(1.0f));
     // sequential: 8+1 = 9 -> 8 every time (swamped): 8
@@ -336,7 +326,7 @@ uint32_t const_quarter(const mts_mulop *, uint32_t, uint32_t) { return 0x3E80000
 
 TEST(FmaqDot, UsesTheGivenMultiplierAndStride)
 {
-    mts_qfmt qp = fmt(23, 7, 63), qa = fmt(7, 4, 8);
+    mts_qfmt qp = qfmt(23, 7, 63), qa = qfmt(7, 4, 8);
     mts_mulop op = {};
     op.fn = const_quarter;
     std::vector<uint32_t> x(10, bits(3.0f)), w(20, bits(5.0f));
@@ -349,7 +339,7 @@ TEST(FmaqDot, UsesTheGivenMultiplierAndStride)
 
 TEST(FmaqDot, GemmFollowsTheDotOrder)
 {
-    mts_qfmt qp = fmt(23, 7, 63), qa = fmt(2, 4, 8);
+    mts_qfmt qp = qfmt(23, 7, 63), qa = qfmt(2, 4, 8);
     const size_t m = 2, k = 8, n = 3;
     std::vector<uint32_t> A(m * k), B(k * n), C(m * n, 0xDEADBEEFu);
     uint64_t seed = 5;
@@ -369,7 +359,7 @@ TEST(FmaqCode, RoundTripExhaustiveSmallFormats)
     const int shapes[][3] = {{1, 1, 0}, {1, 2, 1}, {3, 2, 2}, {2, 3, 4}, {3, 4, 8}, {7, 4, 10}, {4, 5, 16}, {10, 3, 4}};
     for (auto &s : shapes) {
         for (mts_round r : {MTS_RTZ, MTS_RNE}) {
-            mts_qfmt q = fmt(s[0], s[1], s[2], 1, r);
+            mts_qfmt q = qfmt(s[0], s[1], s[2], 1, r);
             int W = mts_q_width(&q);
             ASSERT_EQ(W, 2 + s[0] + s[1]);
             uint32_t ncodes = 1u << W, allones = ncodes - 1u;
@@ -418,7 +408,7 @@ TEST(FmaqCode, RoundTripExhaustiveSmallFormats)
 
 TEST(FmaqCode, EncodeTreatsUnderflowAsOn)
 {
-    mts_qfmt q = fmt(7, 4, 8, 0);
+    mts_qfmt q = qfmt(7, 4, 8, 0);
     float below = std::ldexp(1.0f, -10);  // no code below R_UF = 2^-8
     EXPECT_EQ(mts_q_encode(&q, bits(below)), 1u << (mts_q_width(&q) - 1));
     EXPECT_EQ(mts_q_encode(&q, bits(-below)), 3u << (mts_q_width(&q) - 2));

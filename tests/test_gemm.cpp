@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "test_rng.h"
 
 extern "C" {
@@ -78,17 +79,6 @@ std::vector<uint32_t> bits_of(const std::vector<float> &c)
     std::vector<uint32_t> b(c.size());
     for (size_t i = 0; i < c.size(); i++) b[i] = mts_f2u(c[i]);
     return b;
-}
-
-mts_qfmt qfmt(int M, int E, int bias, int uf = 1, mts_round r = MTS_RTZ)
-{
-    mts_qfmt q;
-    q.M = M;
-    q.E = E;
-    q.bias = bias;
-    q.underflow = uf;
-    q.rnd = r;
-    return q;
 }
 
 mts_provider prov(mts_prov_kind kind)

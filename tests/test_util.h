@@ -1,6 +1,6 @@
 // test_util.h - what several test programs need, one copy: reading a whole
 // file, one temporary directory per test process, running a shell command or
-// the `mantis` binary, and skipping when an external tool is missing.
+// the `mantis` binary, skipping when an external tool is missing, FMAq formats.
 #ifndef MANTIS_TEST_UTIL_H
 #define MANTIS_TEST_UTIL_H
 
@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "mantis/fmaq.h"
 
 // A file's bytes ("" when it cannot be read).
 inline std::string slurp(const std::string &path)
@@ -59,6 +61,18 @@ inline CliResult run_cli(const std::string &args, const std::string &input = "")
     std::ofstream(in) << input;
     int st = sh(std::string(MANTIS_BIN) + " " + args + " <" + in + " >" + out + " 2>" + err);
     return {st, slurp(out), slurp(err)};
+}
+
+// An FMAq format (fmaq.h) in one expression: M mantissa bits, E exponent bits, bias.
+inline mts_qfmt qfmt(int M, int E, int bias, int uf = 1, mts_round r = MTS_RTZ)
+{
+    mts_qfmt q;
+    q.M = M;
+    q.E = E;
+    q.bias = bias;
+    q.underflow = uf;
+    q.rnd = r;
+    return q;
 }
 
 #endif
