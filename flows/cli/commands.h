@@ -1,8 +1,8 @@
-/* commands.h - the CLI's subcommands. Each stage owns its command in its own
- * *_cmd.c file; flows/main.c dispatches on argv[1]. A command returns the
- * process exit status (0 success, 1 a negative result such as a mismatch,
- * 2 could not run) and prints its one-line errors itself as
- * "mantis CMD: message". */
+/* commands.h - the CLI's subcommands, one flows/cli/*_cmd.c file each (the
+ * bench subcommands in bench_*.c); flows/cli/main.c dispatches on argv[1]. A
+ * command returns the process exit status (0 success, 1 a negative result
+ * such as a mismatch, 2 could not run; mts_cli_exit maps a library status)
+ * and prints its one-line errors itself as "mantis CMD: message". */
 #ifndef MANTIS_COMMANDS_H
 #define MANTIS_COMMANDS_H
 
