@@ -1,4 +1,4 @@
-/* commands.h - the CLI's subcommands, one flows/cli/*_cmd.c file each (the
+/* commands.h - the CLI's subcommands, one NAME_cmd.c file each (the
  * bench subcommands in bench_*.c); flows/cli/main.c dispatches on argv[1]. A
  * command returns the process exit status (0 success, 1 a negative result
  * such as a mismatch, 2 could not run; mts_cli_exit maps a library status)
