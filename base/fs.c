@@ -95,6 +95,18 @@ int mts_fs_write_text(const char *path, const char *text, mts_err *err)
     return mts_fs_write_atomic(path, 1, d, l, err);
 }
 
+int mts_fs_copy(const char *src, const char *dst, mts_err *err)
+{
+    uint8_t *buf;
+    size_t len;
+    int rc = mts_fs_read(src, &buf, &len, err);
+    if (rc) return rc;
+    const void *d[1] = {buf};
+    rc = mts_fs_write_atomic(dst, 1, d, &len, err);
+    free(buf);
+    return rc;
+}
+
 int mts_fs_write_stream(const char *path, void (*fn)(FILE *f, void *ctx), void *ctx, mts_err *err)
 {
     char *buf = NULL;

@@ -1,7 +1,7 @@
 /* cache.c - the synth cache: the content key of a run, the synth.txt
  * metadata an entry keeps besides its netlist, and publishing a finished
  * work directory as the entry (or keeping a failed one for its logs); with
- * the path and file-copy helpers the entry's files are made with. */
+ * the path helper the entry's files are named with. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -19,18 +19,6 @@ int mts_synth_path(char path[PATH_MAX], const char *dir, const char *name, mts_e
     if (mts_fs_pathf(path, PATH_MAX, "%s/%s", dir, name))
         return mts_fail(err, MTS_EINVAL, "%s/%s: path too long (over %d characters)", dir, name, PATH_MAX - 1);
     return MTS_OK;
-}
-
-int mts_synth_copy(const char *src, const char *dst, mts_err *err)
-{
-    uint8_t *buf;
-    size_t len;
-    int rc = mts_fs_read(src, &buf, &len, err);
-    if (rc) return rc;
-    const void *d[1] = {buf};
-    rc = mts_fs_write_atomic(dst, 1, d, &len, err);
-    free(buf);
-    return rc;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

@@ -139,7 +139,7 @@ static int fetch_runtime(const char *shared, const eqpaths *p)
     for (int i = 0; i < 2; i++) {
         char src[PATH_MAX], dst[PATH_MAX];
         if (mts_synth_path(src, shared, runtime_objs[i], NULL) || mts_synth_path(dst, p->obj, runtime_objs[i], NULL) ||
-            access(src, R_OK) != 0 || mts_synth_copy(src, dst, NULL))
+            access(src, R_OK) != 0 || mts_fs_copy(src, dst, NULL))
             return 0;
     }
     return 1;
@@ -152,7 +152,7 @@ static void share_runtime(const char *shared, const eqpaths *p)
     for (int i = 0; i < 2; i++) {
         char src[PATH_MAX], dst[PATH_MAX];
         if (!mts_synth_path(src, p->obj, runtime_objs[i], NULL) && !mts_synth_path(dst, shared, runtime_objs[i], NULL))
-            mts_synth_copy(src, dst, NULL);
+            mts_fs_copy(src, dst, NULL);
     }
 }
 

@@ -132,8 +132,6 @@ int mts_synth_publish(mts_synth_ctx *c, mts_synth_result *r, mts_err *err);
 /* After a failed run: keeps the work directory as <entry>.failed with its
  * logs and rewrites the work path in err to point there. */
 void mts_synth_keep_failed(mts_synth_ctx *c, mts_err *err);
-/* Copies a file's bytes to dst (atomically; dst gets a fresh mtime). */
-int mts_synth_copy(const char *src, const char *dst, mts_err *err);
 
 /* yosys.c: fills synth/synth.ys for the design, runs Yosys in c->work
  * (netlist.v, netlist.blif, stat.txt, yosys.log there) and reads the top

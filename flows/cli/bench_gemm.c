@@ -14,7 +14,7 @@
 #include <omp.h>
 #endif
 
-#include "bench_util.h"
+#include "mantis/clock.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/gemm.h"
@@ -115,9 +115,9 @@ static int time_gemm(const mts_provider *p, int n, const float *A, const float *
 {
     *best = 1e30;
     for (int r = -1; r < reps; r++) {
-        double c0 = mts_bench_clock(CLOCK_PROCESS_CPUTIME_ID), t0 = mts_bench_now();
+        double c0 = mts_clock_seconds(CLOCK_PROCESS_CPUTIME_ID), t0 = mts_clock_now();
         int rc = mts_gemm(p, 0, 0, n, n, n, A, n, B, n, 0.0f, C, n, err);
-        double t = mts_bench_now() - t0, c = mts_bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        double t = mts_clock_now() - t0, c = mts_clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
         if (rc != MTS_OK) return rc;
         if (r >= 0 && t < *best) {
             *best = t;

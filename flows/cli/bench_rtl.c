@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_util.h"
+#include "mantis/clock.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/fmaq.h"
@@ -24,9 +24,9 @@ static int open_design(const char *dir, const char *file, const char *param, mts
     o.path = path;
     if (param) o.param[o.nparams++] = param;
     mts_err err;
-    double t0 = mts_bench_now();
+    double t0 = mts_clock_now();
     if (mts_rtl_open(&o, r, &err)) return mts_cli_error("bench", "%s", err.msg);
-    *secs = mts_bench_now() - t0;
+    *secs = mts_clock_now() - t0;
     return 0;
 }
 
@@ -35,9 +35,9 @@ static double time_sweep(mts_rtl *r, int bits0, int bits1, uint64_t *y, int reps
 {
     double best = 1e30;
     for (int k = 0; k < reps; k++) {
-        double t0 = mts_bench_now();
+        double t0 = mts_clock_now();
         mts_rtl_sweep(r, bits0, 0, bits1, 0, y, NULL);
-        double t = mts_bench_now() - t0;
+        double t = mts_clock_now() - t0;
         if (t < best) best = t;
     }
     return best;
@@ -47,14 +47,14 @@ static double time_sweep(mts_rtl *r, int bits0, int bits1, uint64_t *y, int reps
 static double time_c_sig(int M, uint64_t *y)
 {
     const mts_model *m = mts_model_find("exact-wide");
-    double t0 = mts_bench_now();
+    double t0 = mts_clock_now();
     uint32_t n = 1u << M;
     for (uint32_t a = 0; a < n; a++)
         for (uint32_t b = 0; b < n; b++) {
             int F;
             y[(a << M) | b] = m->sig(a, b, M, &F);
         }
-    return mts_bench_now() - t0;
+    return mts_clock_now() - t0;
 }
 
 static void line(const char *what, double pairs, double secs, const char *extra)
@@ -88,9 +88,9 @@ static void bench_sig(const designs *d, uint64_t *y)
     line("  C model exact-wide M=11, one core", 4194304.0, c11, "");
     mts_lut lut;
     mts_err err;
-    double t0 = mts_bench_now();
+    double t0 = mts_clock_now();
     int lrc = mts_rtl_lut(d->r11, &lut, &err);
-    double tl = mts_bench_now() - t0;
+    double tl = mts_clock_now() - t0;
     if (!lrc) {
         line("rtl LUT generation M=11 (sweep + entries)", 4194304.0, tl, "");
         mts_lut_free(&lut);
@@ -103,19 +103,19 @@ static void bench_acc(mts_rtl *ra, uint64_t *y)
 {
     const mts_rtl_info *ia = mts_rtl_get_info(ra);
     int w0 = ia->w0, w1 = ia->w1, rb = 20 - w1 > 0 ? 20 - w1 : 0;
-    double t0 = mts_bench_now();
+    double t0 = mts_clock_now();
     for (uint32_t row = 0; row < (1u << w0); row += 1u << rb) mts_rtl_sweep(ra, rb, row, w1, 0, y, NULL);
-    double ta = mts_bench_now() - t0;
+    double ta = mts_clock_now() - t0;
     char what[96];
     snprintf(what, sizeof what, "rtl fmaq_acc %d+%d bits (goal < 10 s)", w0, w1);
     line(what, (double)(1ull << (w0 + w1)), ta, w0 + w1 == 26 && ta < 10 ? "ok" : (w0 + w1 == 26 ? "SLOW" : ""));
     const mts_qfmt *qp = &ia->qprod, *qa = &ia->qacc;
     uint32_t acc = 0;
-    double c0 = mts_bench_now();
+    double c0 = mts_clock_now();
     for (uint32_t p = 0; p < (1u << w0); p += 7)
         for (uint32_t s = 0; s < (1u << w1); s++)
             acc ^= mts_q_encode(qa, mts_fmaq(qp, qa, mts_q_decode(qp, p), mts_q_decode(qa, s)));
-    double ct = (mts_bench_now() - c0) * 7.0;
+    double ct = (mts_clock_now() - c0) * 7.0;
     volatile uint32_t keep = acc; /* the loop's result is used */
     (void)keep;
     line("  C model mts_fmaq (+ decode/encode), one core", (double)(1ull << (w0 + w1)), ct, "");
@@ -137,9 +137,9 @@ static int bench_verify(const designs *d)
         vo.max_report = 0;
         mts_verify_result res;
         mts_err err;
-        double v0 = mts_bench_now();
+        double v0 = mts_clock_now();
         if (mts_verify_rtl(runs[k].r, &vo, &res, &err)) return mts_cli_error("bench", "%s", err.msg);
-        double vt = mts_bench_now() - v0;
+        double vt = mts_clock_now() - v0;
         line(runs[k].what, (double)res.cases, vt, res.mismatches ? "MISMATCHES" : "bit-exact");
     }
     return 0;

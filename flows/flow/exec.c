@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "flow.h"
+#include "mantis/clock.h"
 #include "mantis/hash.h"
 #include "mantis/fs.h"
 #include "mantis/proc.h"
@@ -18,13 +19,6 @@
 static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig) { stop_signal = sig; }
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* The record beside a step's output: its exit status and time. */
 static void record_path(const flow_step *s, char *buf, size_t n) { snprintf(buf, n, "%s.done", s->out); }
@@ -162,7 +156,7 @@ static void say(const run_ctx *r, const char *fmt, ...)
     if (!r->progress) return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(r->progress, "[%7.1fs] ", now() - r->t_start);
+    fprintf(r->progress, "[%7.1fs] ", mts_clock_now() - r->t_start);
     vfprintf(r->progress, fmt, ap);
     va_end(ap);
     fflush(r->progress);
@@ -214,7 +208,7 @@ static void finish(run_ctx *r, int i, int exit_code)
     flow_step *s = &r->g->s[i];
     char tmp[FLOW_PATH + 16], rp[FLOW_PATH + 8], lab[160];
     tmp_path(s, tmp, sizeof tmp);
-    s->seconds = now() - r->t0[i];
+    s->seconds = mts_clock_now() - r->t0[i];
     s->exit_code = exit_code;
     int ok = 0;
     for (int k = 0; k < s->nok; k++) ok |= s->exit_code == s->ok_exit[k];
@@ -312,7 +306,7 @@ static int schedule(run_ctx *r)
         }
         s->pid = pid;
         s->state = ST_RUNNING;
-        r->t0[i] = now();
+        r->t0[i] = mts_clock_now();
         r->running++;
         progress = 1;
         say(r, "start   %s\n", label(s, lab, sizeof lab));
@@ -361,7 +355,7 @@ int flow_run(flow_graph *g, int jobs, FILE *progress)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    run_ctx r = {.g = g, .jobs = jobs, .progress = progress, .t_start = now()};
+    run_ctx r = {.g = g, .jobs = jobs, .progress = progress, .t_start = mts_clock_now()};
     r.t0 = calloc((size_t)g->n + 1, sizeof *r.t0);
     load_records(g);
     while (!stop_signal) {

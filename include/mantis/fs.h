@@ -24,6 +24,9 @@ int mts_fs_write_atomic(const char *path, int n, const void *const *data, const 
 /* Writes a NUL-terminated text atomically. */
 int mts_fs_write_text(const char *path, const char *text, mts_err *err);
 
+/* Copies src's bytes to dst atomically (fs_read + fs_write_atomic). */
+int mts_fs_copy(const char *src, const char *dst, mts_err *err);
+
 /* Renders fn(f, ctx) into memory, then writes it to path atomically, so a
  * report appears complete or not at all. MTS_ENOMEM, or fs_write_atomic's codes. */
 int mts_fs_write_stream(const char *path, void (*fn)(FILE *f, void *ctx), void *ctx, mts_err *err);

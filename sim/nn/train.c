@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mantis/clock.h"
 #include "mantis/nn_train.h"
 #include "mantis/rng.h"
 
@@ -17,13 +18,6 @@ void mts_epoch_order(uint64_t seed, int epoch, int n, int32_t *order)
         order[i] = order[j];
         order[j] = t;
     }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts_dataset *d, int n, int batch,
@@ -44,7 +38,7 @@ int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts
         goto done;
     }
     mts_epoch_order(seed, epoch, n, order);
-    double t0 = now_s(), loss = 0.0;
+    double t0 = mts_clock_now(), loss = 0.0;
     long correct = 0;
     for (int b0 = 0; b0 < n && rc == MTS_OK; b0 += batch) {
         int N = n - b0 < batch ? n - b0 : batch;
@@ -63,7 +57,7 @@ int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts
         if (progress) progress(pctx, b0 + N, n);
     }
     if (rc == MTS_OK && st) {
-        double dt = now_s() - t0;
+        double dt = mts_clock_now() - t0;
         st->train_loss = n ? loss / n : 0.0;
         st->train_acc = n ? (double)correct / n : 0.0;
         st->seconds = dt;
