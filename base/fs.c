@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,27 +14,56 @@
 
 #include "mantis/fs.h"
 
+/* Opens path for reading only if it is a regular file: O_NONBLOCK so that a
+ * fifo without a writer cannot block the open, then fstat decides. */
+static int open_regular(const char *path, int *fdp, mts_err *err)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return mts_fail(err, MTS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int rc = mts_fail(err, MTS_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return mts_fail(err, MTS_EIO, "%s: not a regular file (%s); refusing to read it", path,
+                         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a fifo"
+                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket"
+                                                                                           : "a special file");
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *fdp = fd;
+    return MTS_OK;
+}
+
 int mts_fs_read(const char *path, uint8_t **buf, size_t *len, mts_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mts_fail(err, MTS_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
+    int fd = -1, rc = open_regular(path, &fd, err);
+    if (rc) return rc;
+    struct stat st;
+    size_t cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size : 4096, n = 0;
     uint8_t *b = malloc(cap + 1); /* +1: the NUL after the data */
+    int bad = 0;
     while (b) {
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        uint8_t *nb = realloc(b, cap * 2 + 1);
-        if (!nb) { free(b); b = NULL; break; }
-        b = nb;
-        cap *= 2;
+        if (n == cap) { /* the file grew while we read it */
+            uint8_t *nb = cap > SIZE_MAX / 4 ? NULL : realloc(b, cap * 2 + 1);
+            if (!nb) { free(b); b = NULL; break; }
+            b = nb;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, b + n, cap - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) { bad = errno; break; }
+        if (got == 0) break;
+        n += (size_t)got;
     }
-    int bad = ferror(f);
-    fclose(f);
+    close(fd);
     if (!b) return mts_fail(err, MTS_ENOMEM, "%s: out of memory reading file", path);
     if (bad) {
         free(b);
-        return mts_fail(err, MTS_EIO, "%s: read error", path);
+        return mts_fail(err, MTS_EIO, "%s: read error: %s", path, strerror(bad));
     }
     b[n] = 0;
     *buf = b;
@@ -41,45 +71,72 @@ int mts_fs_read(const char *path, uint8_t **buf, size_t *len, mts_err *err)
     return MTS_OK;
 }
 
+int mts_fs_check_output(const char *path, mts_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return mts_fail(err, MTS_EIO, "%s: exists and is not a regular file (%s); refusing to replace it", path,
+                        S_ISDIR(st.st_mode) ? "a directory" : "a device, fifo or socket");
+    return MTS_OK;
+}
+
+/* Fault injection for tests (docs/reliability.md): MANTIS_FAULT_WRITE=N makes
+ * the Nth write, fsync or rename of this process's atomic writes fail with
+ * ENOSPC ("N:eio": EIO), as a full or failing disk would. Zero cost unset. */
+static int fault_now(void)
+{
+    static long count, at = -1;
+    static int err_no;
+    if (at < 0) {
+        const char *e = getenv("MANTIS_FAULT_WRITE");
+        char *end = NULL;
+        at = e && *e ? strtol(e, &end, 10) : 0;
+        if (at < 0) at = 0;
+        err_no = end && !strcmp(end, ":eio") ? EIO : ENOSPC;
+    }
+    if (at == 0 || ++count != at) return 0;
+    errno = err_no;
+    return 1;
+}
+
 int mts_fs_write_atomic(const char *path, int n, const void *const *data, const size_t *len, mts_err *err)
 {
+    int rc = mts_fs_check_output(path, err);
+    if (rc) return rc;
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
     if (!tmp) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* O_EXCL: never write through something already lying at the temp name */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        int rc = mts_fail(err, MTS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        rc = mts_fail(err, MTS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
         free(tmp);
         return rc;
     }
-    for (int i = 0; i < n; i++) {
+    const char *failed = NULL;
+    for (int i = 0; i < n && !failed; i++) {
         const uint8_t *p = data[i];
         size_t left = len[i];
         while (left) {
-            ssize_t w = write(fd, p, left);
+            ssize_t w = fault_now() ? -1 : write(fd, p, left);
             if (w < 0 && errno == EINTR) continue;
             if (w <= 0) {
-                int rc = mts_fail(err, MTS_EIO, "%s: write failed: %s", path, strerror(errno));
-                close(fd);
-                unlink(tmp);
-                free(tmp);
-                return rc;
+                if (w == 0) errno = ENOSPC;
+                failed = "write failed";
+                break;
             }
             p += w;
             left -= (size_t)w;
         }
     }
-    int unflushed = fsync(fd) != 0;
-    if (close(fd) != 0) unflushed = 1;
-    if (unflushed) {
-        int rc = mts_fail(err, MTS_EIO, "%s: cannot flush: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return rc;
-    }
-    if (rename(tmp, path) != 0) {
-        int rc = mts_fail(err, MTS_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
+    if (!failed && (fault_now() || fsync(fd) != 0)) failed = "cannot flush";
+    int cerr = errno;
+    if (close(fd) != 0 && !failed) failed = "cannot flush", cerr = errno;
+    if (!failed && (fault_now() || rename(tmp, path) != 0)) failed = "cannot rename into place", cerr = errno;
+    if (failed) {
+        rc = mts_fail(err, MTS_EIO, "%s: %s: %s", path, failed, strerror(cerr));
         unlink(tmp);
         free(tmp);
         return rc;

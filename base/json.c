@@ -34,7 +34,9 @@ static char *string(parser *p)
     while (out && p->s[p->i] && p->s[p->i] != '"') {
         char c = p->s[p->i++];
         if (c == '\\') {
-            char e = p->s[p->i++];
+            char e = p->s[p->i];
+            if (e == '\0') break; /* a backslash at the end: stop on the NUL, never step past it */
+            p->i++;
             c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
             if (e == 'u') { /* keep ASCII, replace the rest */
                 unsigned v = 0;
@@ -43,7 +45,6 @@ static char *string(parser *p)
                                                                                 : (p->s[p->i] | 32) - 'a' + 10);
                 c = v < 128 ? (char)v : '?';
             }
-            if (e == '\0') break;
         }
         if (n + 2 > cap) {
             char *nb = realloc(out, cap *= 2);

@@ -52,11 +52,27 @@ int mts_format_check(const mts_format *f, mts_err *err)
         return mts_fail(err, MTS_EINVAL, "mantissa width M=%d: expected 1..23", f->M);
     if (!f->ieee && f->M < 2)
         return mts_fail(err, MTS_EINVAL, "saturating format needs M >= 2 (the all-ones mantissa is NaN)");
-    if (mts_fmt_emax(f) > 127 || mts_fmt_emin(f) < -126)
+    /* in 64 bits: a bias near INT_MIN/INT_MAX (a corrupt header) must not wrap into range */
+    long long emax = (1ll << f->E) - (f->ieee ? 2 : 1) - (long long)f->bias, emin = 1 - (long long)f->bias;
+    if (emax > 127 || emin < -126)
         return mts_fail(err, MTS_EINVAL,
-                        "bias %d puts exponents [%d, %d] outside FP32's normal range [-126, 127]", f->bias,
-                        mts_fmt_emin(f), mts_fmt_emax(f));
+                        "bias %d puts exponents [%lld, %lld] outside FP32's normal range [-126, 127]", f->bias,
+                        emin, emax);
     return MTS_OK;
+}
+
+/* Reads the decimal digits at *s (at most 3: every valid width has 1 or 2)
+ * into *v and advances *s; 0 when there are none or too many. */
+static int width_digits(const char **s, int *v)
+{
+    int n = 0;
+    *v = 0;
+    while (isdigit((unsigned char)**s)) {
+        if (++n > 3) return 0;
+        *v = *v * 10 + (**s - '0');
+        (*s)++;
+    }
+    return n > 0;
 }
 
 int mts_format_parse(const char *name, mts_format *f, mts_err *err)
@@ -66,13 +82,15 @@ int mts_format_parse(const char *name, mts_format *f, mts_err *err)
             *f = formats[i].f;
             return MTS_OK;
         }
-    int E, M, used = 0;
-    if (sscanf(name, "%*[eE]%d%*[mM]%d%n", &E, &M, &used) == 2 && name[used] == '\0') {
+    /* eXmY, digits only (no sign, no spaces), widths checked before any shift */
+    const char *p = name;
+    int E, M;
+    if ((*p == 'e' || *p == 'E') && (p++, width_digits(&p, &E)) && (*p == 'm' || *p == 'M') &&
+        (p++, width_digits(&p, &M)) && *p == '\0') {
         f->E = E;
         f->M = M;
-        f->bias = (1 << (E - 1)) - 1;
         f->ieee = 1;
-        if (E < 2 || E > 8) f->bias = 0; /* let check report E */
+        f->bias = E >= 2 && E <= 8 ? (1 << (E - 1)) - 1 : 0; /* out of range: check names E */
         return mts_format_check(f, err);
     }
     return mts_fail(err, MTS_EINVAL,

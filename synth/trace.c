@@ -81,6 +81,7 @@ static void encode_header(uint8_t h[MTS_TRACE_HEADER_SIZE], const mts_trace_info
 int mts_trace_writer_open(const char *path, const mts_trace_info *info, mts_trace_writer **out, mts_err *err)
 {
     int rc = check_info(path, info, err);
+    if (!rc) rc = mts_fs_check_output(path, err);
     if (rc) return rc;
     mts_trace_writer *w = calloc(1, sizeof *w);
     size_t n = strlen(path) + 32;

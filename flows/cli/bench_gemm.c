@@ -5,6 +5,7 @@
  * times and the ratios against the issue's goals (LUT <= 4x OpenBLAS, FMAq
  * <= 3x LUT). Each figure is the best of --reps runs after one warm-up.
  * docs/benchmarks.md. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ static int parse_sizes(const char *v, gemm_opts *o)
     o->nsizes = 0;
     for (const char *s = v; *s && o->nsizes < 8;) {
         char *end;
+        if (*s < '0' || *s > '9') return -1; /* strtol would skip spaces and take signs */
         long x = strtol(s, &end, 10);
         if (end == s || x < 1 || x > 8192 || (*end && *end != ',')) return -1;
         o->sizes[o->nsizes++] = (int)x;
@@ -79,8 +81,9 @@ static int parse_opts(int argc, char **argv, gemm_opts *o)
             o->model = v;
         } else if (!strcmp(a, "--seed")) {
             char *end;
+            errno = 0;
             o->seed = strtoull(v, &end, 10);
-            if (end == v || *end) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
+            if (*v < '0' || *v > '9' || *end || errno) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
         } else {
             return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         }

@@ -34,9 +34,11 @@ int mts_parse_hex32(const char *s, uint32_t *out)
 int mts_parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
+    /* strtol alone would skip leading spaces and take "+5": the whole string must be the number */
+    if (!(s[0] == '-' ? s[1] >= '0' && s[1] <= '9' : s[0] >= '0' && s[0] <= '9')) return -1;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end || errno || v < lo || v > hi) return -1;
+    if (*end || errno || v < lo || v > hi) return -1;
     *out = v;
     return 0;
 }
@@ -50,4 +52,26 @@ int mts_parse_u64(const char *s, uint64_t *out)
     if (*end || errno) return -1;
     *out = (uint64_t)v;
     return 0;
+}
+
+int mts_parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    if (!((s[0] >= '0' && s[0] <= '9') || s[0] == '.' || ((s[0] == '-' || s[0] == '+') && s[1] && s[1] != ' ')))
+        return -1; /* no leading spaces; strtod's "inf"/"nan" spellings fail the range check or this */
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !(v >= lo && v <= hi)) return -1;
+    *out = v;
+    return 0;
+}
+
+int mts_cli_finish(const char *cmd, int rc)
+{
+    /* A report that did not reach stdout (a full disk, a closed pipe) is a failure, not a success. */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        mts_cli_error(cmd, "cannot write to standard output: %s", strerror(errno ? errno : EIO));
+        return rc ? rc : 2;
+    }
+    return rc;
 }

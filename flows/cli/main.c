@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "commands.h"
 
 static const mts_command commands[] = {
@@ -39,7 +40,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            return mts_cli_finish(argv[1], commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "mantis: unknown command '%s' (see mantis --help)\n", argv[1]);
     return 2;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "mul_opts.h"
 
 const char mts_mulsel_help[] =
@@ -46,9 +47,8 @@ int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err)
     if (!strcmp(a, "--man-bits")) {
         int rc = value(argc, argv, i, &v, err);
         if (rc < 0) return rc;
-        char *end;
-        long m = strtol(v, &end, 10);
-        if (*v == '\0' || *end || m < 1 || m > 23)
+        long m;
+        if (mts_parse_int(v, 1, 23, &m))
             return mts_fail(err, MTS_EINVAL, "--man-bits '%s': expected an integer 1..23", v);
         s->man_bits = (int)m;
         return 1;

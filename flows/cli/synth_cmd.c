@@ -32,16 +32,21 @@ static int is_number_option(const char *a)
 static int number_option(mts_synth_opts *o, const char *a, const char *v)
 {
     if (!strcmp(a, "--clock-ghz")) {
-        char *end;
-        o->clock_ghz = strtod(v, &end);
-        if (end == v || *end || !(o->clock_ghz > 0 && o->clock_ghz < 1e3))
+        if (mts_parse_double(v, 1e-9, 999, &o->clock_ghz))
             return mts_cli_error("synth", "--clock-ghz '%s': expected a frequency in GHz > 0", v);
         return 0;
     }
     uint64_t x;
     if (mts_parse_u64(v, &x)) return mts_cli_error("synth", "%s '%s': expected a non-negative integer", a, v);
-    if (!strcmp(a, "--seed")) o->seed = x;
-    else o->power_ops = x;
+    if (!strcmp(a, "--seed")) {
+        o->seed = x;
+    } else {
+        /* each operation is one 8-byte input vector in memory: refuse before allocating */
+        if (x < 2 || x > (1ull << 27))
+            return mts_cli_error("synth", "--ops '%s': expected 2 .. 134217728 operations (%.3g GiB of input vectors "
+                                 "asked; at most 1 GiB)", v, (double)x * 8 / (1 << 30));
+        o->power_ops = x;
+    }
     return 0;
 }
 

@@ -53,7 +53,12 @@ int mts_cmd_test(int argc, char **argv)
         else if (!strcmp(a, "--prod")) snprintf(acc.prod, sizeof acc.prod, "%s", v), any_acc = 1;
         else if (!strcmp(a, "--threads") || !strcmp(a, "--test-subset") || !strcmp(a, "--chunk") ||
                  !strcmp(a, "--acc-bias") || !strcmp(a, "--prod-bias")) {
-            if (mts_parse_int(v, 0, 100000000, &l)) return mts_cli_error(CMD, "%s '%s': expected an integer >= 0", a, v);
+            /* the ranges train takes for the same options */
+            long lo = !strcmp(a, "--threads") || !strcmp(a, "--acc-bias") || !strcmp(a, "--prod-bias") ? 0 : 1;
+            long hi = !strcmp(a, "--threads") ? 1024 : !strcmp(a, "--test-subset") ? 100000000
+                      : !strcmp(a, "--chunk") ? 1 << 20 : 126;
+            if (mts_parse_int(v, lo, hi, &l))
+                return mts_cli_error(CMD, "%s '%s': expected an integer in [%ld, %ld]", a, v, lo, hi);
             if (!strcmp(a, "--threads")) c.threads = (int)l;
             else if (!strcmp(a, "--test-subset")) c.test_subset = (int)l;
             else if (!strcmp(a, "--chunk")) acc.chunk = (int)l, any_acc = 1;

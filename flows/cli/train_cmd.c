@@ -53,10 +53,8 @@ typedef struct train_opts {
 
 static int num(const char *opt, const char *v, double lo, double hi, double *out)
 {
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (*v == '\0' || *end || errno || !(d >= lo && d <= hi))
+    double d;
+    if (mts_parse_double(v, lo, hi, &d))
         return mts_cli_error(CMD, "%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
     *out = d;
     return 0;
@@ -119,7 +117,7 @@ static int option(train_opts *o, const char *a, const char *v)
         char *end;
         errno = 0;
         unsigned long long s = strtoull(v, &end, 10);
-        if (*v == '\0' || *end || errno || *v == '-') return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
+        if (*v < '0' || *v > '9' || *end || errno) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
         c->seed = s;
     } else {
         static const struct { const char *name; long lo, hi; size_t off; } ints[] = {
@@ -129,7 +127,7 @@ static int option(train_opts *o, const char *a, const char *v)
             {"--subset", 1, 100000000, offsetof(train_opts, c) + offsetof(mts_train_config, subset)},
             {"--test-subset", 1, 100000000, offsetof(train_opts, c) + offsetof(mts_train_config, test_subset)},
             {"--step-size", 1, 1024, offsetof(train_opts, c) + offsetof(mts_train_config, step_size)},
-            {"--trace-samples", 1, 1L << 30, offsetof(train_opts, c) + offsetof(mts_train_config, trace_samples)},
+            {"--trace-samples", 1, 1L << 26, offsetof(train_opts, c) + offsetof(mts_train_config, trace_samples)},
             {"--chunk", 1, 1 << 20, offsetof(train_opts, spec) + offsetof(mts_arith_spec, chunk)},
             {"--acc-bias", 0, 126, offsetof(train_opts, spec) + offsetof(mts_arith_spec, acc_bias)},
             {"--prod-bias", 0, 126, offsetof(train_opts, spec) + offsetof(mts_arith_spec, prod_bias)},
@@ -140,7 +138,8 @@ static int option(train_opts *o, const char *a, const char *v)
         if (k == sizeof ints / sizeof ints[0])
             return mts_cli_error(CMD, "unknown option %s (see mantis train --help)", a);
         if (mts_parse_int(v, ints[k].lo, ints[k].hi, &l))
-            return mts_cli_error(CMD, "%s '%s': expected an integer in [%ld, %ld]", a, v, ints[k].lo, ints[k].hi);
+            return mts_cli_error(CMD, "%s '%s': expected an integer in [%ld, %ld]%s", a, v, ints[k].lo, ints[k].hi,
+                                 !strcmp(a, "--trace-samples") ? " (each sample holds 8 bytes: at most 512 MiB)" : "");
         *(int *)((char *)o + ints[k].off) = (int)l;
     }
     return 0;

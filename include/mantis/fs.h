@@ -15,11 +15,23 @@ extern "C" {
 #endif
 
 /* Reads the whole file into a malloc'd buffer of *len bytes plus a NUL (so
- * text can be used as a string; caller frees). MTS_EIO names the file and
- * the system error; MTS_ENOMEM. */
+ * text can be used as a string; caller frees). Only regular files are read:
+ * a directory, fifo, device or socket is refused with MTS_EIO (opened
+ * non-blocking, so a fifo never hangs the reader, and /dev/zero never fills
+ * memory). MTS_EIO names the file and the system error; MTS_ENOMEM. */
 int mts_fs_read(const char *path, uint8_t **buf, size_t *len, mts_err *err);
 
-/* Writes n parts (data[i], len[i]) to path atomically (see above). */
+/* MTS_OK if path does not exist or is a regular file (or a link to one);
+ * MTS_EIO when it is a directory, device, fifo or socket: outputs never
+ * replace those (as root, rename would turn /dev/full into a plain file). */
+int mts_fs_check_output(const char *path, mts_err *err);
+
+/* Writes n parts (data[i], len[i]) to path atomically (see above). Every
+ * write, the fsync and the rename are checked: on failure (ENOSPC, EIO) one
+ * line names path and the error, the temp file is removed and path is left
+ * as it was; MTS_EIO. Refuses outputs mts_fs_check_output refuses. Test hook:
+ * MANTIS_FAULT_WRITE=N fails the process's Nth write/fsync/rename here with
+ * ENOSPC ("N:eio" for EIO). */
 int mts_fs_write_atomic(const char *path, int n, const void *const *data, const size_t *len, mts_err *err);
 /* Writes a NUL-terminated text atomically. */
 int mts_fs_write_text(const char *path, const char *text, mts_err *err);

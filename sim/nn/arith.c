@@ -1,6 +1,8 @@
 /* arith.c - turns an arithmetic choice written as text (mts_arith_spec)
  * into an mts_provider: LUT sweep of a C model, LUT file, native FP32,
  * OpenBLAS, plus FMAq accumulation. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +113,18 @@ void mts_arith_spec_str(const mts_arith_spec *s, char *buf, size_t n)
              s->no_underflow);
 }
 
+/* A whole decimal int (optional '-', digits, nothing else, no overflow); -1 if not. */
+static int spec_int(const char *v, int *out)
+{
+    char *end;
+    if (!((v[0] >= '0' && v[0] <= '9') || (v[0] == '-' && v[1] >= '0' && v[1] <= '9'))) return -1;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (*end || errno || x < INT_MIN || x > INT_MAX) return -1;
+    *out = (int)x;
+    return 0;
+}
+
 int mts_arith_spec_parse(const char *str, mts_arith_spec *s, mts_err *err)
 {
     mts_arith_spec_init(s);
@@ -121,17 +135,19 @@ int mts_arith_spec_parse(const char *str, mts_arith_spec *s, mts_err *err)
         char *v = strchr(kv, '=');
         if (!v) return mts_fail(err, MTS_EFORMAT, "arithmetic spec '%s': '%s' is not key=value", str, kv);
         *v++ = 0;
+        int bad = 0;
         if (!strcmp(kv, "mul")) snprintf(s->mul, sizeof s->mul, "%s", v);
         else if (!strcmp(kv, "lut")) snprintf(s->lut, sizeof s->lut, "%s", v);
         else if (!strcmp(kv, "format")) snprintf(s->format, sizeof s->format, "%s", v);
-        else if (!strcmp(kv, "man_bits")) s->man_bits = atoi(v);
+        else if (!strcmp(kv, "man_bits")) bad = spec_int(v, &s->man_bits);
         else if (!strcmp(kv, "acc")) snprintf(s->acc, sizeof s->acc, "%s", v);
         else if (!strcmp(kv, "prod")) snprintf(s->prod, sizeof s->prod, "%s", v);
-        else if (!strcmp(kv, "acc_bias")) s->acc_bias = atoi(v);
-        else if (!strcmp(kv, "prod_bias")) s->prod_bias = atoi(v);
-        else if (!strcmp(kv, "chunk")) s->chunk = atoi(v);
-        else if (!strcmp(kv, "no_uf")) s->no_underflow = atoi(v);
+        else if (!strcmp(kv, "acc_bias")) bad = spec_int(v, &s->acc_bias);
+        else if (!strcmp(kv, "prod_bias")) bad = spec_int(v, &s->prod_bias);
+        else if (!strcmp(kv, "chunk")) bad = spec_int(v, &s->chunk);
+        else if (!strcmp(kv, "no_uf")) bad = spec_int(v, &s->no_underflow);
         else return mts_fail(err, MTS_EFORMAT, "arithmetic spec '%s': unknown key '%s'", str, kv);
+        if (bad) return mts_fail(err, MTS_EFORMAT, "arithmetic spec '%s': %s='%s' is not an integer", str, kv, v);
     }
     return MTS_OK;
 }
