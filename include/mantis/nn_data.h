@@ -22,6 +22,10 @@ typedef struct mts_dataset {
 int mts_idx_load(const char *images, const char *labels, mts_dataset *d, mts_err *err);
 /* CIFAR-10 binary: n files of 10000 records (1 label + 3072 bytes). */
 int mts_cifar10_load(const char *const *files, int nfiles, mts_dataset *d, mts_err *err);
+/* The same for files of exactly `records` records each (1..10000; 1..64
+ * files): small files for tests and fuzzing reach the same parser. MTS_EINVAL
+ * for counts out of range, MTS_EFORMAT for a size or label that is wrong. */
+int mts_cifar10_load_records(const char *const *files, int nfiles, int records, mts_dataset *d, mts_err *err);
 /* Loads "mnist", "fashion-mnist" (IDX in dir) or "cifar10" (dir holds
  * data_batch_1..5.bin, test_batch.bin) from dir (NULL: "data/<name>"):
  * train = 1 training split. Values are standardised per channel with the

@@ -103,15 +103,19 @@ int mts_idx_load(const char *images, const char *labels, mts_dataset *d, mts_err
 
 #define CIFAR_REC 3073
 
-int mts_cifar10_load(const char *const *files, int nfiles, mts_dataset *d, mts_err *err)
+int mts_cifar10_load_records(const char *const *files, int nfiles, int records, mts_dataset *d, mts_err *err)
 {
     memset(d, 0, sizeof *d);
-    size_t total = (size_t)nfiles * 10000;
+    if (nfiles < 1 || nfiles > 64 || records < 1 || records > 10000)
+        return mts_fail(err, MTS_EINVAL, "cifar10: %d files of %d records: expected 1..64 files of 1..10000", nfiles,
+                        records);
+    size_t total = (size_t)nfiles * (size_t)records;
     d->x = malloc(sizeof(float) * total * 3072);
     d->y = malloc(total);
     if (!d->x || !d->y) {
         mts_dataset_free(d);
-        return mts_fail(err, MTS_ENOMEM, "cifar10: out of memory for %zu images", total);
+        return mts_fail(err, MTS_ENOMEM, "cifar10: out of memory for %zu images (%zu MiB)", total,
+                        total * 3072 * sizeof(float) >> 20);
     }
     for (int f = 0; f < nfiles; f++) {
         uint8_t *b = NULL;
@@ -122,13 +126,13 @@ int mts_cifar10_load(const char *const *files, int nfiles, mts_dataset *d, mts_e
             mts_dataset_free(d);
             return mts_fail(err, rc, "%s (%s)", e2.msg, hint_for(files[f]));
         }
-        if (len != (size_t)10000 * CIFAR_REC) {
+        if (len != (size_t)records * CIFAR_REC) {
             free(b);
             mts_dataset_free(d);
-            return mts_fail(err, MTS_EFORMAT, "%s: %zu bytes, expected %d (10000 records of 3073 bytes) (%s)", files[f],
-                            len, 10000 * CIFAR_REC, hint_for(files[f]));
+            return mts_fail(err, MTS_EFORMAT, "%s: %zu bytes, expected %zu (%d records of 3073 bytes) (%s)", files[f],
+                            len, (size_t)records * CIFAR_REC, records, hint_for(files[f]));
         }
-        for (int i = 0; i < 10000; i++) {
+        for (int i = 0; i < records; i++) {
             const uint8_t *r = b + (size_t)i * CIFAR_REC;
             if (r[0] > 9) {
                 mts_fail(err, MTS_EFORMAT, "%s: label %u of record %d out of range 0..9 (%s)", files[f], r[0], i,
@@ -137,7 +141,7 @@ int mts_cifar10_load(const char *const *files, int nfiles, mts_dataset *d, mts_e
                 mts_dataset_free(d);
                 return MTS_EFORMAT;
             }
-            size_t s = (size_t)f * 10000 + i;
+            size_t s = (size_t)f * (size_t)records + (size_t)i;
             d->y[s] = r[0];
             for (int j = 0; j < 3072; j++) d->x[s * 3072 + j] = (float)r[1 + j] / 255.0f;
         }
@@ -148,6 +152,11 @@ int mts_cifar10_load(const char *const *files, int nfiles, mts_dataset *d, mts_e
     d->h = d->w = 32;
     d->classes = 10;
     return MTS_OK;
+}
+
+int mts_cifar10_load(const char *const *files, int nfiles, mts_dataset *d, mts_err *err)
+{
+    return mts_cifar10_load_records(files, nfiles, 10000, d, err);
 }
 
 /* Standardises channel c with the data set's usual constants (x-mean)/std,
