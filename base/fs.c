@@ -3,7 +3,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,21 +84,30 @@ int mts_fs_check_output(const char *path, mts_err *err)
 
 /* Fault injection for tests (docs/reliability.md): MANTIS_FAULT_WRITE=N makes
  * the Nth write, fsync or rename of this process's atomic writes fail with
- * ENOSPC ("N:eio": EIO), as a full or failing disk would. Zero cost unset. */
+ * ENOSPC ("N:eio": EIO; "N:kill": write half the bytes, then SIGKILL, as a
+ * kill in the middle of a write would). Zero cost when unset. */
+enum { FAULT_NONE, FAULT_FAIL, FAULT_KILL };
 static int fault_now(void)
 {
     static long count, at = -1;
-    static int err_no;
+    static int err_no, kill_it;
     if (at < 0) {
         const char *e = getenv("MANTIS_FAULT_WRITE");
         char *end = NULL;
         at = e && *e ? strtol(e, &end, 10) : 0;
         if (at < 0) at = 0;
         err_no = end && !strcmp(end, ":eio") ? EIO : ENOSPC;
+        kill_it = end && !strcmp(end, ":kill");
     }
-    if (at == 0 || ++count != at) return 0;
+    if (at == 0 || ++count != at) return FAULT_NONE;
     errno = err_no;
-    return 1;
+    return kill_it ? FAULT_KILL : FAULT_FAIL;
+}
+
+static void fault_kill(void)
+{
+    raise(SIGKILL);
+    _exit(137); /* not reached */
 }
 
 int mts_fs_write_atomic(const char *path, int n, const void *const *data, const size_t *len, mts_err *err)
@@ -120,7 +131,12 @@ int mts_fs_write_atomic(const char *path, int n, const void *const *data, const 
         const uint8_t *p = data[i];
         size_t left = len[i];
         while (left) {
-            ssize_t w = fault_now() ? -1 : write(fd, p, left);
+            int fault = fault_now();
+            if (fault == FAULT_KILL) {
+                if (write(fd, p, left / 2) < 0) { /* half the bytes, then die: a torn temp file */ }
+                fault_kill();
+            }
+            ssize_t w = fault ? -1 : write(fd, p, left);
             if (w < 0 && errno == EINTR) continue;
             if (w <= 0) {
                 if (w == 0) errno = ENOSPC;
@@ -131,10 +147,14 @@ int mts_fs_write_atomic(const char *path, int n, const void *const *data, const 
             left -= (size_t)w;
         }
     }
-    if (!failed && (fault_now() || fsync(fd) != 0)) failed = "cannot flush";
+    int fault = failed ? FAULT_NONE : fault_now();
+    if (fault == FAULT_KILL) fault_kill();
+    if (!failed && (fault || fsync(fd) != 0)) failed = "cannot flush";
     int cerr = errno;
     if (close(fd) != 0 && !failed) failed = "cannot flush", cerr = errno;
-    if (!failed && (fault_now() || rename(tmp, path) != 0)) failed = "cannot rename into place", cerr = errno;
+    fault = failed ? FAULT_NONE : fault_now();
+    if (fault == FAULT_KILL) fault_kill();
+    if (!failed && (fault || rename(tmp, path) != 0)) failed = "cannot rename into place", cerr = errno;
     if (failed) {
         rc = mts_fail(err, MTS_EIO, "%s: %s: %s", path, failed, strerror(cerr));
         unlink(tmp);
@@ -226,4 +246,26 @@ int mts_fs_cache_dir(const char *sub, char *buf, size_t n, mts_err *err)
     else if ((env = getenv("HOME")) && *env) rc = mts_fs_pathf(buf, n, "%s/.cache/mantis/%s", env, sub);
     else rc = mts_fs_pathf(buf, n, "/tmp/mantis-cache/%s", sub);
     return rc ? mts_fail(err, MTS_EINVAL, "cache directory path too long (over %zu characters)", n - 1) : MTS_OK;
+}
+
+int mts_fs_clean_stale_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        /* NAME.tmp.PID, as mts_fs_write_atomic names its temp files */
+        const char *t = strstr(e->d_name, ".tmp.");
+        if (!t) continue;
+        while (strstr(t + 1, ".tmp.")) t = strstr(t + 1, ".tmp.");
+        char *end;
+        long pid = strtol(t + 5, &end, 10);
+        if (t[5] < '1' || t[5] > '9' || *end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still be running */
+        char p[4096];
+        if (mts_fs_pathf(p, sizeof p, "%s/%s", dir, e->d_name) == 0 && unlink(p) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
 }

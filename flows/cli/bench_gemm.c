@@ -44,6 +44,7 @@ static void usage(FILE *f)
 static int parse_sizes(const char *v, gemm_opts *o)
 {
     o->nsizes = 0;
+    if (!*v) return -1;
     for (const char *s = v; *s && o->nsizes < 8;) {
         char *end;
         if (*s < '0' || *s > '9') return -1; /* strtol would skip spaces and take signs */

@@ -39,7 +39,9 @@ static int count_arg(verify_args *a, const char *opt, const char *val)
     uint64_t x;
     if (mts_parse_u64(val, &x))
         return mts_cli_error("verify", "%s '%s': expected a non-negative integer", opt, val);
-    if (!strcmp(opt, "--max-report")) a->vo.max_report = x > 100000 ? 100000 : (int)x;
+    if (!strcmp(opt, "--max-report") && x > 100000)
+        return mts_cli_error("verify", "--max-report '%s': expected 0 .. 100000", val);
+    if (!strcmp(opt, "--max-report")) a->vo.max_report = (int)x;
     else if (!strcmp(opt, "--seed")) a->vo.seed = x;
     else a->vo.samples = x;
     return 0;

@@ -31,8 +31,14 @@ int mts_fs_check_output(const char *path, mts_err *err);
  * line names path and the error, the temp file is removed and path is left
  * as it was; MTS_EIO. Refuses outputs mts_fs_check_output refuses. Test hook:
  * MANTIS_FAULT_WRITE=N fails the process's Nth write/fsync/rename here with
- * ENOSPC ("N:eio" for EIO). */
+ * ENOSPC ("N:eio" for EIO; "N:kill" writes half, then the process SIGKILLs
+ * itself). */
 int mts_fs_write_atomic(const char *path, int n, const void *const *data, const size_t *len, mts_err *err);
+/* Removes the temp files (NAME.tmp.PID) that writers killed in the middle
+ * of mts_fs_write_atomic left in dir, those whose process no longer exists.
+ * Returns how many were removed. */
+int mts_fs_clean_stale_tmp(const char *dir);
+
 /* Writes a NUL-terminated text atomically. */
 int mts_fs_write_text(const char *path, const char *text, mts_err *err);
 

@@ -142,6 +142,7 @@ static int prepare_checkpoint(run *r, mts_err *err)
     if (!c->ckdir) return MTS_OK;
     if (mkdir(c->ckdir, 0777) && errno != EEXIST)
         return mts_fail(err, MTS_EIO, "%s: cannot create checkpoint directory (%s)", c->ckdir, strerror(errno));
+    mts_fs_clean_stale_tmp(c->ckdir); /* what a run killed while writing its checkpoint left */
     if (mts_ckpt_path(c->ckdir, r->info->ckpt, sizeof r->info->ckpt))
         return mts_fail(err, MTS_EINVAL, "%s: checkpoint path too long", c->ckdir);
     if (!c->resume) return MTS_OK;

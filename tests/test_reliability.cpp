@@ -1,0 +1,436 @@
+// Reliability promises (docs/reliability.md): readers refuse what is not a
+// regular file, outputs never replace special files, every failed write
+// (injected or a real full tmpfs) exits non-zero naming the file and leaves
+// nothing behind, stdout write failures are errors, every numeric option of
+// every command refuses bad values with one line, a training run killed while
+// writing its checkpoint resumes, and the bugs the fuzzers pin down stay fixed.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "mantis/binio.h"
+#include "mantis/format.h"
+#include "mantis/fs.h"
+#include "mantis/json.h"
+#include "mantis/lut.h"
+#include "mantis/nn_data.h"
+}
+#include "test_util.h"
+
+namespace {
+
+std::string fresh_dir(const std::string &name)
+{
+    std::string d = tmpdir() + "/" + name;
+    sh("rm -rf '" + d + "'");
+    mkdir(d.c_str(), 0777);
+    return d;
+}
+
+// Entries of dir, sorted ("" joined by spaces).
+std::string listing(const std::string &dir)
+{
+    std::set<std::string> names;
+    if (DIR *d = opendir(dir.c_str())) {
+        while (struct dirent *e = readdir(d))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names.insert(e->d_name);
+        closedir(d);
+    }
+    std::string s;
+    for (const auto &n : names) s += (s.empty() ? "" : " ") + n;
+    return s;
+}
+
+int lines(const std::string &s)
+{
+    int n = 0;
+    for (char c : s) n += c == '\n';
+    return n;
+}
+
+struct Env {
+    const char *name;
+    Env(const char *n, const std::string &v) : name(n) { setenv(n, v.c_str(), 1); }
+    ~Env() { unsetenv(name); }
+};
+
+bool killed(int status) { return status == -1 || status == 137; } // sh(): by a signal, or the shell's 128+9
+
+} // namespace
+
+// ------------------------------------------------------------------ readers
+
+TEST(Reliability, ReadersRefuseWhatIsNotARegularFile)
+{
+    std::string d = fresh_dir("nonreg"), fifo = d + "/fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    for (const std::string &p : {std::string("/dev/zero"), fifo, d}) {
+        SCOPED_TRACE(p);
+        uint8_t *b = nullptr;
+        size_t n = 0;
+        mts_err err;
+        auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(mts_fs_read(p.c_str(), &b, &n, &err), MTS_EIO);
+        EXPECT_NE(std::string(err.msg).find("not a regular file"), std::string::npos) << err.msg;
+        // a fifo without a writer must not block (a blocked open would hang here for ever)
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+        CliResult r = run_cli("lut info " + p);
+        EXPECT_EQ(r.status, 2);
+        EXPECT_EQ(lines(r.err), 1) << r.err;
+        EXPECT_NE(r.err.find(p), std::string::npos) << r.err;
+    }
+}
+
+// ------------------------------------------------------------------ outputs
+
+TEST(Reliability, OutputsNeverReplaceSpecialFiles)
+{
+    std::string d = fresh_dir("special"), fifo = d + "/fifo", sub = d + "/sub";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    ASSERT_EQ(mkdir(sub.c_str(), 0700), 0);
+    std::vector<std::string> targets = {fifo, sub};
+    // as root, a character device of our own (the 1,7 of /dev/full): the
+    // bug this guards against turned /dev/full into a regular file
+    std::string dev = d + "/full";
+    if (mknod(dev.c_str(), S_IFCHR | 0600, makedev(1, 7)) == 0) targets.push_back(dev);
+    for (const auto &t : targets) {
+        SCOPED_TRACE(t);
+        struct stat before, after;
+        ASSERT_EQ(lstat(t.c_str(), &before), 0);
+        CliResult r = run_cli("lutgen --mul exact --man-bits 2 -o " + t);
+        EXPECT_EQ(r.status, 2);
+        EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+        ASSERT_EQ(lstat(t.c_str(), &after), 0);
+        EXPECT_EQ(before.st_mode & S_IFMT, after.st_mode & S_IFMT);
+        EXPECT_EQ(before.st_ino, after.st_ino);
+    }
+    EXPECT_EQ(listing(d), targets.size() == 3 ? "fifo full sub" : "fifo sub"); // no temp file left
+}
+
+// Every write path of the commands that write files, failed at its 1st..kth
+// write, fsync or rename (MANTIS_FAULT_WRITE), with ENOSPC and with EIO.
+TEST(Reliability, InjectedWriteFailuresLeaveNothing)
+{
+    std::string d = fresh_dir("fault");
+    ASSERT_EQ(run_cli("lutgen --mul mbm --man-bits 3 -o " + d + "/src.lut").status, 0);
+    ASSERT_EQ(run_cli("lutgen --int-exact 8 -o " + d + "/int8.lut").status, 0);
+    struct Case {
+        std::string args, out;
+    } cases[] = {
+        {"lutgen --mul exact --man-bits 4 -o " + d + "/o.lut", d + "/o.lut"},
+        {"lutgen --lut " + d + "/src.lut --export-approxtrain " + d + "/o.bin", d + "/o.bin"},
+        {"lutgen --lut " + d + "/int8.lut --export-8bit " + d + "/o8.bin", d + "/o8.bin"},
+        {"lutgen --import-approxtrain " + d + "/at_3.bin --man-bits 3 --entry-bytes 1 -o " + d + "/imp.lut", d + "/imp.lut"},
+    };
+    ASSERT_EQ(run_cli("lutgen --lut " + d + "/src.lut --export-approxtrain " + d + "/at_3.bin").status, 0);
+    std::string base = listing(d);
+    int tried = 0;
+    for (const auto &c : cases)
+        for (const char *kind : {"", ":eio"})
+            for (int n = 1; n <= 3; n++) { // the write, the fsync, the rename
+                SCOPED_TRACE(c.args + " fault " + std::to_string(n) + kind);
+                Env e("MANTIS_FAULT_WRITE", std::to_string(n) + kind);
+                CliResult r = run_cli(c.args);
+                tried++;
+                EXPECT_EQ(r.status, 2);
+                EXPECT_EQ(lines(r.err), 1) << r.err;
+                EXPECT_NE(r.err.find(c.out), std::string::npos) << r.err;
+                EXPECT_NE(r.err.find(*kind ? "Input/output error" : "No space left on device"), std::string::npos)
+                    << r.err;
+                EXPECT_EQ(listing(d), base); // neither the output nor a temp file
+            }
+    EXPECT_EQ(tried, 24);
+    // an existing output stays as it was when its replacement fails
+    std::string keep = slurp(d + "/src.lut");
+    {
+        Env e("MANTIS_FAULT_WRITE", "1");
+        EXPECT_EQ(run_cli("lutgen --mul exact --man-bits 3 -o " + d + "/src.lut").status, 2);
+    }
+    EXPECT_TRUE(slurp(d + "/src.lut") == keep);
+}
+
+// A real full disk: a 64 KiB tmpfs (root only; skipped otherwise, the
+// injected failures above cover the same paths).
+TEST(Reliability, FullTmpfsLeavesNothing)
+{
+    std::string mnt = fresh_dir("tmpfs");
+    if (geteuid() != 0 || mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root): the fault-injection test covers the write paths";
+    struct Unmount {
+        std::string m;
+        ~Unmount() { umount(m.c_str()); }
+    } um{mnt};
+    // a 2^14-entry table (64 KiB + header) does not fit
+    CliResult r = run_cli("lutgen --mul exact --man-bits 7 -o " + mnt + "/big.lut");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find(mnt + "/big.lut"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    EXPECT_EQ(listing(mnt), "");
+    // a small one does; replacing it by a big one fails and keeps it
+    ASSERT_EQ(run_cli("lutgen --mul exact --man-bits 3 -o " + mnt + "/small.lut").status, 0);
+    std::string small = slurp(mnt + "/small.lut");
+    EXPECT_EQ(run_cli("lutgen --mul exact --man-bits 7 -o " + mnt + "/small.lut").status, 2);
+    EXPECT_TRUE(slurp(mnt + "/small.lut") == small);
+    EXPECT_EQ(listing(mnt), "small.lut");
+    // stdout into the full file system: the command fails
+    sh("dd if=/dev/zero of=" + mnt + "/fill bs=1k count=100 2>/dev/null");
+    EXPECT_EQ(sh(std::string(MANTIS_BIN) + " models >" + mnt + "/out 2>/dev/null"), 2);
+}
+
+TEST(Reliability, FailedStdoutIsAnError)
+{
+    std::string d = fresh_dir("stdout");
+    ASSERT_EQ(run_cli("lutgen --mul exact --man-bits 2 -o " + d + "/a.lut").status, 0);
+    for (const std::string &cmd : {std::string("models"), std::string("metrics --mul mbm --man-bits 3 --json"),
+                                   "lut info " + d + "/a.lut"}) {
+        SCOPED_TRACE(cmd);
+        EXPECT_EQ(sh(std::string(MANTIS_BIN) + " " + cmd + " >/dev/full 2>" + d + "/err"), 2);
+        EXPECT_NE(slurp(d + "/err").find("cannot write to standard output"), std::string::npos) << slurp(d + "/err");
+    }
+}
+
+// ------------------------------------------------------------------ options
+
+// Every numeric option of every command (taken from its --help, so a new
+// option cannot be missed) with values that must be refused: one line on
+// stderr naming the option, exit 2, no crash.
+TEST(Reliability, EveryNumericOptionRefusesBadValues)
+{
+    // command -> option -> the other arguments that make the command otherwise valid
+    const std::string lut = tmpdir() + "/opt.lut", mul = "--mul mbm ";
+    ASSERT_EQ(run_cli("lutgen --mul exact --man-bits 2 -o " + lut).status, 0);
+    std::map<std::string, std::map<std::string, std::string>> table = {
+        {"flow", {{"-j", "--out " + tmpdir() + "/never"}}},
+        {"eval", {{"--man-bits", mul}}},
+        {"lutgen", {{"--man-bits", mul + "-o " + tmpdir() + "/never.lut"}, {"--int-exact", "-o " + tmpdir() + "/never.lut"},
+                    {"--entry-bytes", "--import-approxtrain x_3.bin --man-bits 3 -o " + tmpdir() + "/never.lut"}}},
+        {"metrics", {{"--man-bits", mul}}},
+        {"verify", {{"--max-report", "--rtl x.v"}, {"--seed", "--rtl x.v"}, {"--samples", "--rtl x.v"}}},
+        {"bench core", {{"--n", ""}, {"--reps", ""}}},
+        {"bench gemm", {{"--sizes", ""}, {"--threads", ""}, {"--reps", ""}, {"--seed", ""}}},
+        {"synth", {{"--seed", "--rtl x.v"}, {"--ops", "--rtl x.v"}, {"--clock-ghz", "--rtl x.v"}}},
+        {"train",
+         {{"--epochs", ""}, {"--batch", ""}, {"--seed", ""}, {"--lr", ""}, {"--momentum", ""}, {"--wd", ""},
+          {"--step-size", ""}, {"--gamma", ""}, {"--subset", ""}, {"--test-subset", ""}, {"--threads", ""},
+          {"--trace-samples", ""}, {"--chunk", ""}, {"--acc-bias", ""}, {"--prod-bias", ""}, {"--man-bits", mul}}},
+        {"test",
+         {{"--test-subset", "--checkpoint x"}, {"--threads", "--checkpoint x"}, {"--chunk", "--checkpoint x"},
+          {"--acc-bias", "--checkpoint x"}, {"--prod-bias", "--checkpoint x"}, {"--man-bits", "--checkpoint x " + mul}}},
+    };
+    // what --help lists as taking a number (metavariables N M R S X B T, F for a frequency)
+    std::regex numeric("(^|[\\s\\[(])(-j|--[a-z-]+) (N|M|R|S|X|B|T|16|N\\[,N\\.\\.\\.\\])(?=[\\s\\])|,]|$)"),
+        ghz("--clock-ghz F");
+    for (const char *cmd : {"flow", "models", "rtl info", "eval", "lutgen", "lut", "metrics", "verify", "bench core",
+                            "bench gemm", "synth", "train", "test", "data"}) {
+        CliResult h = run_cli(std::string(cmd) + " --help");
+        std::string text = h.out + h.err;
+        for (std::sregex_iterator it(text.begin(), text.end(), numeric), end; it != end; ++it) {
+            std::string opt = (*it)[2];
+            if (opt == "--model" || opt == "--ste") continue; // names (M, S), not numbers
+            EXPECT_TRUE(table[cmd].count(opt)) << "mantis " << cmd << " --help lists numeric option " << opt
+                                               << " that this test does not try";
+        }
+        if (std::regex_search(text, ghz)) {
+            EXPECT_TRUE(table[cmd].count("--clock-ghz")) << cmd;
+        }
+    }
+    const char *bad[] = {"-1", "abc", "99999999999", "99999999999999999999999", " 5", "5 ", "5x", "", "nan",
+                         "1e999", "+-3", "0x"};
+    int tried = 0;
+    for (const auto &c : table)
+        for (const auto &o : c.second)
+            for (const char *v : bad) {
+                // a 64-bit seed or sample count may be that large
+                if ((o.first == "--seed" || o.first == "--samples") && !strcmp(v, "99999999999")) continue;
+                SCOPED_TRACE("mantis " + c.first + " " + o.first + " '" + v + "'");
+                CliResult r = run_cli(c.first + " " + o.second + " " + o.first + " '" + v + "'");
+                tried++;
+                EXPECT_EQ(r.status, 2) << r.err;
+                EXPECT_EQ(lines(r.err), 1) << r.err;
+                EXPECT_NE(r.err.find(o.first), std::string::npos) << r.err;
+            }
+    EXPECT_GE(tried, 400);
+    // memory-hungry requests name the size asked before allocating anything
+    CliResult r = run_cli("synth --rtl x.v --ops 99999999999");
+    EXPECT_NE(r.err.find("GiB"), std::string::npos) << r.err;
+}
+
+// ------------------------------------------------------------------ training
+
+namespace {
+void be32(std::string &s, uint32_t v)
+{
+    for (int k = 3; k >= 0; k--) s.push_back((char)(v >> (8 * k)));
+}
+void write_idx(const std::string &dir, const char *prefix, int n)
+{
+    std::string im, lb;
+    be32(im, 0x803), be32(im, (uint32_t)n), be32(im, 28), be32(im, 28);
+    be32(lb, 0x801), be32(lb, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        int label = i % 4;
+        for (int p = 0; p < 784; p++) im.push_back((char)(((p / 28) / 14 * 2 + (p % 28) / 14) == label ? 220 : 10 + p % 7));
+        lb.push_back((char)label);
+    }
+    std::ofstream(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary) << im;
+    std::ofstream(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary) << lb;
+}
+// Two checkpoints hold the same training state: every byte but the timings
+// of the history (seconds, samples/s: entries 3 and 4 of each 6-double
+// record; layout in sim/nn/ckpt.c) and the CRC that covers them.
+bool same_state(const std::string &a, const std::string &b)
+{
+    const size_t fixed = 52;
+    if (a.size() != b.size() || a.size() < fixed + 4) return false;
+    const uint8_t *p = (const uint8_t *)a.data();
+    size_t nh = mts_get_le32(p + 44), cl = mts_get_le32(p + 48), hist = fixed + cl;
+    for (size_t i = 0; i + 4 < a.size(); i++) {
+        bool timing = i >= hist && i < hist + nh * 48 && ((i - hist) % 48) / 8 >= 3 && ((i - hist) % 48) / 8 <= 4;
+        if (!timing && a[i] != b[i]) return false;
+    }
+    return true;
+}
+} // namespace
+
+// `mantis train` killed in the middle of writing a checkpoint (half the bytes
+// of the temp file, its fsync, its rename, at each of the first epochs), then
+// `--resume`: it continues from the last complete checkpoint to the same
+// parameters and output as an uninterrupted run, and no temp file remains.
+TEST(Reliability, TrainKilledWhileCheckpointingResumes)
+{
+    std::string d = fresh_dir("killtrain"), data = d + "/mnist";
+    mkdir(data.c_str(), 0777);
+    write_idx(data, "train", 64);
+    write_idx(data, "t10k", 32);
+    std::string common = "train --model lenet300 --data mnist --data-dir " + data +
+                         " --batch 32 --seed 3 --epochs 3 --threads 1 --checkpoint ";
+    CliResult full = run_cli(common + d + "/full");
+    ASSERT_EQ(full.status, 0) << full.err;
+    std::string want = slurp(d + "/full/checkpoint.mtsckpt");
+    ASSERT_FALSE(want.empty());
+    int resumed = 0, points = 0;
+    // writes of a run: per epoch one checkpoint (write, fsync, rename); kill points 1..6 are epochs 1 and 2
+    for (int n = 1; n <= 6; n++) {
+        SCOPED_TRACE("killed at write step " + std::to_string(n));
+        std::string ck = d + "/ck" + std::to_string(n);
+        int st;
+        {
+            Env e("MANTIS_FAULT_WRITE", std::to_string(n) + ":kill");
+            st = run_cli(common + ck).status;
+        }
+        points++;
+        EXPECT_TRUE(killed(st)) << st;
+        bool have = !slurp(ck + "/checkpoint.mtsckpt").empty();
+        CliResult r = run_cli(common + ck + " --resume");
+        if (n <= 3 && !have) { // killed before the first checkpoint existed: resume says so
+            EXPECT_EQ(r.status, 2);
+            EXPECT_NE(r.err.find("checkpoint.mtsckpt"), std::string::npos) << r.err;
+            r = run_cli(common + ck);
+        }
+        ASSERT_EQ(r.status, 0) << r.err;
+        EXPECT_EQ(r.out, full.out);
+        EXPECT_TRUE(same_state(slurp(ck + "/checkpoint.mtsckpt"), want)) << "the resumed checkpoint differs";
+        EXPECT_EQ(listing(ck), "checkpoint.mtsckpt"); // the killed writer's temp file was cleaned
+        resumed += same_state(slurp(ck + "/checkpoint.mtsckpt"), want);
+    }
+    EXPECT_EQ(resumed, points);
+}
+
+// ------------------------------------------------------------------ fixed bugs
+
+TEST(Reliability, JsonStringEndingInBackslash)
+{
+    for (const char *t : {"\"\\", "{\"a\\", "[\"x\\"}) {
+        size_t n = strlen(t);
+        char *s = (char *)malloc(n + 1); // exactly the text: ASan sees a read past it
+        memcpy(s, t, n + 1);
+        size_t pos = 0;
+        EXPECT_EQ(mts_json_parse(s, &pos), nullptr) << t;
+        EXPECT_LE(pos, n);
+        free(s);
+    }
+}
+
+TEST(Reliability, FormatWidthsCheckedBeforeUse)
+{
+    mts_format f;
+    mts_err err;
+    EXPECT_EQ(mts_format_parse("e87m7", &f, &err), MTS_EINVAL);
+    EXPECT_NE(std::string(err.msg).find("E=87"), std::string::npos) << err.msg;
+    for (const char *s : {"e2147483647m7", "e-1m5", "e8m-3", "e 8m5", "e+8m5", "e8m5x", "e8m99999999999"})
+        EXPECT_EQ(mts_format_parse(s, &f, &err), MTS_EINVAL) << s;
+    EXPECT_EQ(mts_format_parse("e5m10", &f, &err), MTS_OK);
+    // a header bias near INT_MIN used to wrap the exponent range into "valid"
+    for (int bias : {INT32_MIN, INT32_MIN + 2, INT32_MIN + 200, INT32_MAX}) {
+        mts_format g = {8, 3, bias, 1};
+        EXPECT_EQ(mts_format_check(&g, &err), MTS_EINVAL) << bias;
+    }
+}
+
+TEST(Reliability, LutHeaderBiasNearIntMinIsRefused)
+{
+    std::string p = tmpdir() + "/bias.lut";
+    ASSERT_EQ(run_cli("lutgen --mul exact --man-bits 2 -o " + p).status, 0);
+    std::string b = slurp(p);
+    ASSERT_EQ(b.size(), 128u + 64u);
+    uint8_t *h = (uint8_t *)&b[0];
+    mts_put_le32(h + 24, 0x80000002u); // bias
+    mts_put_le32(h + 60, 0);
+    mts_put_le32(h + 60, mts_crc32(0, h, 128)); // a consistent header: only the parser can refuse it
+    std::ofstream(p, std::ios::binary) << b;
+    mts_lut lut;
+    mts_err err;
+    EXPECT_EQ(mts_lut_load(p.c_str(), &lut, &err), MTS_EFORMAT);
+    EXPECT_NE(std::string(err.msg).find("invalid float format"), std::string::npos) << err.msg;
+}
+
+TEST(Reliability, CifarReaderTakesFewRecords)
+{
+    std::string p = tmpdir() + "/cifar2.bin", rec(2 * 3073, '\x40');
+    rec[0] = 3, rec[3073] = 9;
+    std::ofstream(p, std::ios::binary) << rec;
+    const char *f[1] = {p.c_str()};
+    mts_dataset d;
+    mts_err err;
+    ASSERT_EQ(mts_cifar10_load_records(f, 1, 2, &d, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(d.n, 2);
+    EXPECT_EQ(d.y[0], 3);
+    EXPECT_EQ(d.y[1], 9);
+    EXPECT_FLOAT_EQ(d.x[5], 64.0f / 255.0f);
+    mts_dataset_free(&d);
+    EXPECT_EQ(mts_cifar10_load_records(f, 1, 3, &d, &err), MTS_EFORMAT);
+    EXPECT_NE(std::string(err.msg).find("3 records"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_cifar10_load_records(f, 1, 0, &d, &err), MTS_EINVAL);
+    rec[3073] = 10;
+    std::ofstream(p, std::ios::binary) << rec;
+    EXPECT_EQ(mts_cifar10_load_records(f, 1, 2, &d, &err), MTS_EFORMAT);
+    EXPECT_NE(std::string(err.msg).find("label 10 of record 1"), std::string::npos) << err.msg;
+}
+
+TEST(Reliability, StaleTempFilesOfDeadWritersAreCleaned)
+{
+    std::string d = fresh_dir("stale");
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    int st;
+    waitpid(dead, &st, 0);
+    std::ofstream(d + "/a.lut.tmp." + std::to_string(dead)) << "torn";
+    std::ofstream(d + "/b.json.tmp." + std::to_string(getppid())) << "a live writer's"; // alive: kept
+    std::ofstream(d + "/notes.tmp.txt") << "not ours";
+    EXPECT_EQ(mts_fs_clean_stale_tmp(d.c_str()), 1);
+    EXPECT_EQ(listing(d), "b.json.tmp." + std::to_string(getppid()) + " notes.tmp.txt");
+}
