@@ -37,13 +37,15 @@ if ! "$cc" -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" >"$pro
   echo "SKIPPED: $cc cannot link libFuzzer (-fsanitize=fuzzer): $(head -1 "$probe/log") (install libclang-rt-14-dev)"; exit 77
 fi
 
+mkdir -p "$build"
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cxx="${cc/clang/clang++}"
-if ! { CC="$cc" CXX="$cxx" cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMANTIS_FUZZ=ON \
-         -DBUILD_TESTING=OFF "${launcher[@]}" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; false; }; } ||
-   ! cmake --build "$build" -j"$(nproc)" --target fuzz_all >"$build.build.log" 2>&1; then
-  tail -40 "$build.build.log" 2>/dev/null
+if ! { CC="$cc" CXX="$cxx" cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS="-O1 -gline-tables-only" \
+         -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" -DMANTIS_FUZZ=ON \
+         -DBUILD_TESTING=OFF "${launcher[@]}" >"$build/fuzz-configure.log" 2>&1 || { cat "$build/fuzz-configure.log"; false; }; } ||
+   ! cmake --build "$build" -j"$(nproc)" --target fuzz_all >"$build/fuzz-build.log" 2>&1; then
+  tail -40 "$build/fuzz-build.log" 2>/dev/null
   echo "run.sh: building the fuzz targets failed" >&2
   exit 2
 fi
