@@ -69,7 +69,7 @@ for t in $targets; do
   maxlen=8192
   [ "$t" = import8bit ] && maxlen=140000
   [ "$t" = cifar ] && maxlen=16384
-  "$build/bin/fuzz_$t" -max_total_time="$secs" -max_len="$maxlen" -timeout=20 -rss_limit_mb=2048 \
+  "$build/bin/fuzz_$t" -max_total_time="$secs" -max_len="$maxlen" -timeout=60 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$build/fuzz-crashes/$t-" "${dirs[@]}" >"$log" 2>&1
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
