@@ -17,6 +17,7 @@
 #include "mul_opts.h"
 
 #define CMD "train"
+#define MTS_TRAIN_DIVERGED_EXIT 3 /* docs/training.md: the loss diverged (the flow reads it as "diverged") */
 
 static const char usage_text[] =
     "usage: mantis train --model M --data D [options]\n"
@@ -37,6 +38,7 @@ static const char usage_text[] =
     "  --subset N         train on the first N samples; --test-subset N evaluates on N\n"
     "  --threads N        GEMM threads (0 = all cores); results do not depend on it\n"
     "  --json FILE        per-epoch results; --checkpoint DIR [--resume]\n"
+    "exit status: 0 trained, 2 could not run, 3 diverged (a batch loss non-finite or > 1000)\n"
     "  --trace-operands FILE [--trace-samples N (100000)] [--trace-kind sig|float (sig)]\n"
     "                     a uniform sample of the forward multiplier's operand pairs during\n"
     "                     training (trace format: docs/trace-format.md)\n";
@@ -246,6 +248,12 @@ int mts_cmd_train(int argc, char **argv)
     if (rc != MTS_OK) {
         mts_cli_error(CMD, "%s", err.msg);
         return mts_cli_exit(rc);
+    }
+    if (info.diverged) { /* its own status: neither a result nor a failure to run (docs/training.md) */
+        fprintf(stderr, "mantis train: diverged at epoch %d step %d: batch loss %g (limit %g); stopped\n",
+                info.diverged_epoch, info.diverged_step, info.diverged_loss, MTS_DIVERGE_LOSS);
+        printf("diverged at epoch %d step %d\n", info.diverged_epoch, info.diverged_step);
+        return MTS_TRAIN_DIVERGED_EXIT;
     }
     printf("test accuracy %.4f\n", info.final_test_acc);
     return 0;

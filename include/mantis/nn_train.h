@@ -57,7 +57,15 @@ typedef struct mts_train_info {
     double final_test_acc;       /* test accuracy of the last epoch in the history (0: none) */
     size_t trace_have;           /* operand pairs sampled */
     uint64_t trace_seen;         /* of this many streamed */
+    int diverged;                /* 1: stopped because a batch's loss was non-finite or > MTS_DIVERGE_LOSS */
+    int diverged_epoch, diverged_step; /* 1-based epoch and step (batch) of that batch */
+    double diverged_loss;        /* its mean cross-entropy */
 } mts_train_info;
+
+/* A batch whose mean cross-entropy exceeds this (chance is ln(classes), about
+ * 2.3 for ten classes) or is not finite has diverged: the run stops after
+ * that epoch's last batch, without evaluating it (docs/training.md). */
+#define MTS_DIVERGE_LOSS 1000.0
 
 typedef void (*mts_train_progress_fn)(void *ud, mts_train_event ev, const mts_train_info *info, int done,
                                       int total);
@@ -97,7 +105,9 @@ void mts_train_config_init(mts_train_config *c);
  * the model and optimizer, resumes if asked, then per epoch trains (traced
  * if asked; evaluation is not traced), evaluates with the test provider,
  * checkpoints and rewrites the JSON; writes the trace at the end. Returns
- * MTS_OK with *info complete, or an error code with one line in err. */
+ * MTS_OK with *info complete, or an error code with one line in err. A run
+ * that diverges also returns MTS_OK, with info->diverged set, the JSON
+ * saying so and no checkpoint or trace of the diverged epoch. */
 int mts_train_run(const mts_train_config *c, mts_train_info *info, mts_err *err);
 
 /* ---------------------------------------------- checkpoint evaluation */

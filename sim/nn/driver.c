@@ -4,6 +4,7 @@
  * its options and printing; it reports through the caller's callback and
  * never prints. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,12 @@ typedef struct run {
     mts_opt opt;
     mts_nn_tracer tracer;
     mts_ckpt_meta *meta;   /* large: the history of up to 1024 epochs */
+    /* the divergence watch: the epoch's sample order (mts_train_epoch's, so the
+     * labels of each batch are known), a batch of labels and a scratch gradient */
+    int32_t *order;
+    uint8_t *labels;
+    float *dl;
+    int prev_done;
 } run;
 
 static void run_free(run *r)
@@ -60,6 +67,9 @@ static void run_free(run *r)
     mts_dataset_free(&r->train);
     mts_dataset_free(&r->test);
     free(r->meta);
+    free(r->order);
+    free(r->labels);
+    free(r->dl);
 }
 
 static void report(const run *r, mts_train_event ev, int done, int total)
@@ -188,15 +198,45 @@ static int write_json(const run *r, mts_err *err)
                                 i ? "," : "", i + 1, s->lr, s->train_loss, s->train_acc, s->test_acc, s->seconds,
                                 s->samples_per_s);
     }
-    len += (size_t)snprintf(buf + len, cap - len, "\n  ],\n  \"final_test_acc\": %.6f\n}\n",
-                            m->nhist ? m->hist[m->nhist - 1].test_acc : 0.0);
+    const mts_train_info *in = r->info;
+    if (in->diverged) /* no accuracy: a diverged run has none worth reporting */
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "\n  ],\n  \"diverged\": true,\n  \"diverged_epoch\": %d,\n  \"diverged_step\": %d,\n"
+                                "  \"diverged_loss\": %s%.6g%s,\n  \"diverge_threshold\": %g,\n  \"final_test_acc\": null\n}\n",
+                                in->diverged_epoch, in->diverged_step, isfinite(in->diverged_loss) ? "" : "\"",
+                                in->diverged_loss, isfinite(in->diverged_loss) ? "" : "\"", MTS_DIVERGE_LOSS);
+    else
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "\n  ],\n  \"diverged\": false,\n  \"final_test_acc\": %.6f\n}\n",
+                                m->nhist ? m->hist[m->nhist - 1].test_acc : 0.0);
     const void *parts[1] = {buf};
     int rc = mts_fs_write_atomic(c->json, 1, parts, &len, err);
     free(buf);
     return rc;
 }
 
-static void on_batch(void *ud, int done, int total) { report(ud, MTS_TRAIN_BATCH, done, total); }
+/* After every batch: its loss, recomputed from the logits the network still
+ * holds and the labels of the epoch's order; the first batch over the
+ * threshold (or non-finite) marks the run diverged. */
+static void on_batch(void *ud, int done, int total)
+{
+    run *r = ud;
+    mts_train_info *in = r->info;
+    int N = done - r->prev_done, b0 = r->prev_done, classes = mts_net_outsize(&r->net);
+    r->prev_done = done;
+    if (!in->diverged && N > 0 && N <= r->c->batch) {
+        for (int i = 0; i < N; i++) r->labels[i] = r->train.y[r->order[b0 + i]];
+        int ok = 0;
+        double loss = mts_softmax_ce(N, classes, mts_net_output(&r->net), r->labels, r->dl, &ok);
+        if (!(loss <= MTS_DIVERGE_LOSS)) { /* NaN compares false */
+            in->diverged = 1;
+            in->diverged_epoch = in->epoch;
+            in->diverged_step = b0 / r->c->batch + 1;
+            in->diverged_loss = loss;
+        }
+    }
+    if (r->c->progress) report(r, MTS_TRAIN_BATCH, done, total);
+}
 
 /* Epoch e (0-based): train (traced if asked), evaluate with the test
  * provider (never traced), record, checkpoint, rewrite the JSON. */
@@ -208,8 +248,12 @@ static int run_epoch(run *r, int e, mts_err *err)
     train.tracer = c->trace ? &r->tracer : NULL;
     mts_epoch_stats st;
     r->info->epoch = e + 1;
+    mts_epoch_order(c->seed, e, r->info->ntrain, r->order); /* the order mts_train_epoch uses */
+    r->prev_done = 0;
     int rc = mts_train_epoch(&r->net, &r->opt, &train, &r->train, r->info->ntrain, c->batch, c->seed, e,
-                             mts_opt_lr(&r->opt, e), c->progress ? on_batch : NULL, r, &st, err);
+                             mts_opt_lr(&r->opt, e), on_batch, r, &st, err);
+    if (rc == MTS_OK && r->info->diverged) /* nothing of this epoch is kept but the JSON's verdict */
+        return c->json ? write_json(r, err) : MTS_OK;
     if (rc == MTS_OK) rc = mts_evaluate(&r->net, &eval, &r->test, r->info->ntest, &st.test_acc, err);
     if (rc != MTS_OK) return rc;
     r->meta->hist[r->meta->nhist++] = st;
@@ -237,9 +281,14 @@ static int run_all(run *r, mts_err *err)
     info->final_test_acc = r->meta->nhist ? r->meta->hist[r->meta->nhist - 1].test_acc : 0.0;
     info->ntrain = c->subset && c->subset < r->train.n ? c->subset : r->train.n;
     info->ntest = c->test_subset && c->test_subset < r->test.n ? c->test_subset : r->test.n;
+    r->order = malloc(sizeof(int32_t) * (size_t)(info->ntrain + 1));
+    r->labels = malloc((size_t)c->batch);
+    r->dl = malloc(sizeof(float) * (size_t)c->batch * (size_t)mts_net_outsize(&r->net));
+    if (!r->order || !r->labels || !r->dl) return mts_fail(err, MTS_ENOMEM, "train: out of memory");
     report(r, MTS_TRAIN_STARTED, 0, 0);
-    for (int e = info->start; e < c->epochs; e++)
+    for (int e = info->start; e < c->epochs && !info->diverged; e++)
         if ((rc = run_epoch(r, e, err)) != MTS_OK) return rc;
+    if (info->diverged) return MTS_OK; /* no trace of a diverged run */
     if (c->json && info->start >= c->epochs && (rc = write_json(r, err)) != MTS_OK) return rc;
     if (c->trace) {
         if ((rc = mts_nn_tracer_write(&r->tracer, c->trace, err)) != MTS_OK) return rc;
