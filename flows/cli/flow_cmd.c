@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mantis/clock.h"
 #include "mantis/fs.h"
 #include "mantis/hash.h"
 #include "mantis/json.h"
@@ -16,16 +17,19 @@
 #include "flow.h"
 
 static const char help[] =
-    "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [-j N] [--quick]\n"
+    "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [--data-dir DIR] [-j N] [--quick]\n"
     "Runs every Verilog design in DIR (default rtl/) through the whole Mantis flow and writes\n"
     "OUT/report.html, OUT/results.csv and OUT/results.json (default results/). Steps are\n"
     "cached by a content hash of their inputs: a re-run does only what changed, and a flow\n"
     "interrupted at any point finishes on the next run with identical results.\n"
     "  --config FILE   flow configuration (default flows/default.flow; docs/flow.md)\n"
+    "  --data-dir DIR  where the data sets lie (DIR/mnist, ...); overrides the configuration\n"
     "  -j N            steps run in parallel (default: number of cores)\n"
     "  --quick         the quick profile: 2,000 training images, one epoch\n"
     "  --retry-failed  run again the steps whose failure is on record (a failure is cached like a\n"
-    "                  result, keyed by the same inputs)\n";
+    "                  result, keyed by the same inputs)\n"
+    "exit status: 0 every design ok; 1 a step failed, a training diverged or a design failed\n"
+    "verification (the report says which); 2 could not run; 128+N interrupted by signal N\n";
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -66,7 +70,7 @@ static void design_name(const char *path, char *buf, size_t n)
 #define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* The common training arguments of the configuration, appended to base. */
-static int train_args(const flow_cfg *c, const char *model, const char *data, const char **base, int n,
+static int train_args(const flow_cfg *c, const char *model, const char *data, int seed, const char **base, int n,
                       char store[][FLOW_PATH])
 {
     int k = 0;
@@ -77,7 +81,7 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, co
     a[6] = "--epochs"; a[7] = store[k++];
     snprintf(store[k], FLOW_PATH, "%d", c->batch);
     a[8] = "--batch"; a[9] = store[k++];
-    snprintf(store[k], FLOW_PATH, "%d", c->seed);
+    snprintf(store[k], FLOW_PATH, "%d", seed);
     a[10] = "--seed"; a[11] = store[k++];
     a[12] = "--lr"; a[13] = c->lr; a[14] = "--opt"; a[15] = c->opt; a[16] = "--threads"; a[17] = "1";
     int m = 18;
@@ -92,22 +96,26 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, co
     return n + m;
 }
 
-/* Training steps of one arithmetic (mul args) for every model x dataset. */
+/* Training steps of one arithmetic (mul args) for every model x dataset x
+ * seed, "train-MODEL-DATA-sSEED". Exit 3 (diverged) is a result: its JSON
+ * says where, and the report shows the run as diverged. */
 static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, const char *const *mul, int nmul,
                          const int *deps, int ndeps, int need_pass, const char *content, mts_err *err)
 {
     for (int m = 0; m < c->nmodels; m++)
-        for (int d = 0; d < c->ndatasets; d++) {
-            const char *argv[STEP_MAX_ARGS];
-            char store[8][FLOW_PATH], name[80];
-            argv[0] = "train";
-            for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
-            train_args(c, c->models[m], c->datasets[d], argv, 1 + nmul, store);
-            snprintf(name, sizeof name, "train-%s-%s", c->models[m], c->datasets[d]);
-            int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
-            if (s < 0) return -1;
-            g->s[s].need_pass = need_pass;
-        }
+        for (int d = 0; d < c->ndatasets; d++)
+            for (int k = 0; k < c->nseeds; k++) {
+                const char *argv[STEP_MAX_ARGS];
+                char store[8][FLOW_PATH], name[80];
+                argv[0] = "train";
+                for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
+                train_args(c, c->models[m], c->datasets[d], c->seeds[k], argv, 1 + nmul, store);
+                snprintf(name, sizeof name, "train-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
+                int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
+                if (s < 0) return -1;
+                g->s[s].need_pass = need_pass;
+                g->s[s].ok_exit[g->s[s].nok++] = 3;
+            }
     return 0;
 }
 
@@ -202,7 +210,7 @@ static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_er
 
 /* The command line. */
 typedef struct flow_opts {
-    const char *config, *designs, *out;
+    const char *config, *designs, *out, *data_dir;
     int quick, retry;
     long jobs;
 } flow_opts;
@@ -223,6 +231,7 @@ static int parse_opts(int argc, char **argv, flow_opts *o)
         if (!strcmp(a, "--config")) o->config = argv[++i];
         else if (!strcmp(a, "--designs")) o->designs = argv[++i];
         else if (!strcmp(a, "--out")) o->out = argv[++i];
+        else if (!strcmp(a, "--data-dir")) o->data_dir = argv[++i];
         else if (!strcmp(a, "-j")) {
             if (mts_parse_int(argv[++i], 1, 256, &o->jobs)) return mts_cli_error("flow", "-j: expected 1..256");
         } else return mts_cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
@@ -242,6 +251,14 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     if (flow_cfg_load(c, config, o->quick, &err)) return mts_cli_error("flow", "%s", err.msg);
     if (o->designs) snprintf(c->designs, sizeof c->designs, "%s", o->designs);
     if (o->out) snprintf(c->out, sizeof c->out, "%s", o->out);
+    if (o->data_dir && snprintf(c->data_dir, sizeof c->data_dir, "%s", o->data_dir) >= FLOW_PATH - 32)
+        return mts_cli_error("flow", "--data-dir: path too long");
+    for (int i = 0; i < c->ndatasets; i++) { /* a flow without its data would fail every training */
+        char d[FLOW_PATH];
+        if (mts_fs_pathf(d, sizeof d, "%s/%s", c->data_dir, c->datasets[i]) || !mts_fs_exists(d))
+            return mts_cli_error("flow", "%s: no %s data set here (mantis data fetch %s, or --data-dir / data_dir)",
+                                 d, c->datasets[i], c->datasets[i]);
+    }
     if (o->jobs) c->jobs = (int)o->jobs;
     if (!c->jobs) c->jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (c->jobs < 1) c->jobs = 1;
@@ -298,14 +315,17 @@ static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
     return 0;
 }
 
+/* The report; 1 when a design is not ok (a step failed, a training diverged,
+ * verification failed), 0 when all are. */
 static int report(const flow_cfg *c, const flow_graph *g, int argc, char **argv)
 {
     mts_err err;
     char cmdline[2048] = "mantis";
     for (int i = 0; i < argc; i++)
         snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
-    if (flow_report(c, g, cmdline, stdout, &err)) return mts_cli_error("flow", "%s", err.msg);
-    return 0;
+    int bad = 0;
+    if (flow_report(c, g, cmdline, stdout, &bad, &err)) return mts_cli_error("flow", "%s", err.msg);
+    return bad ? 1 : 0;
 }
 
 int mts_cmd_flow(int argc, char **argv)
@@ -317,6 +337,7 @@ int mts_cmd_flow(int argc, char **argv)
     if ((status = load_config(&o, &c))) return status;
     flow_graph g = {0};
     g.retry_failed = o.retry;
+    g.t_start = mts_clock_now(); /* one elapsed-time clock for both phases */
     snprintf(g.root, sizeof g.root, "%s", c.out);
     ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
     if (n <= 0) return mts_cli_error("flow", "cannot find the mantis executable");

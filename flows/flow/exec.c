@@ -355,7 +355,7 @@ int flow_run(flow_graph *g, int jobs, FILE *progress)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    run_ctx r = {.g = g, .jobs = jobs, .progress = progress, .t_start = mts_clock_now()};
+    run_ctx r = {.g = g, .jobs = jobs, .progress = progress, .t_start = g->t_start ? g->t_start : mts_clock_now()};
     r.t0 = calloc((size_t)g->n + 1, sizeof *r.t0);
     load_records(g);
     while (!stop_signal) {

@@ -24,7 +24,9 @@ typedef struct flow_cfg {
     int nmodels;
     char datasets[FLOW_MAX_LIST][32];
     int ndatasets;
-    int epochs, batch, subset, seed;
+    int epochs, batch, subset;
+    int seeds[FLOW_MAX_LIST];  /* every training runs once per seed; the report gives mean and std */
+    int nseeds;
     char lr[16], opt[16];
     int trace_samples, trace_subset;
     int jobs;                  /* parallel steps; 0: cores */
@@ -39,8 +41,10 @@ typedef struct flow_cfg {
 const char *flow_cmodel(const flow_cfg *c, const char *name);
 
 /* Defaults, then the file (NULL: none), then the quick profile if quick. A
- * config line is `key = value` (# comments); unknown keys and bad values are
- * an error naming the file and line. */
+ * config line is `key = value` (# comments); unknown keys, bad or partly
+ * numeric values, lines over 1023 characters and a path that is not a
+ * regular file are an error naming the file (and line). A relative data_dir
+ * in the file is resolved against the file's directory. */
 int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err);
 
 typedef enum { ST_PENDING, ST_RUNNING, ST_DONE, ST_FAILED, ST_SKIPPED } step_state;
@@ -72,6 +76,7 @@ typedef struct flow_graph {
     char root[FLOW_PATH];      /* results dir */
     char exe[FLOW_PATH];       /* this mantis binary */
     int retry_failed;          /* 1: re-run steps whose failure is on record */
+    double t_start;            /* mts_clock_now() of the flow's start (0: each flow_run's own) */
 } flow_graph;
 
 /* Adds a step: argv is NULL-terminated; the key is derived from argv, the
@@ -88,8 +93,10 @@ int flow_run(flow_graph *g, int jobs, FILE *progress);
 void flow_free(flow_graph *g);
 
 /* Writes results.csv, results.json, charts/ and report.html into g->root,
- * then the summary table and the report's path to `out` (NULL: none).
- * MTS_EIO/MTS_EINVAL naming the file that could not be written, MTS_ENOMEM. */
-int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, mts_err *err);
+ * then the summary table and the report's path to `out` (NULL: none);
+ * *not_ok (NULL: not wanted) gets the number of rows whose status is not
+ * "ok". MTS_EIO/MTS_EINVAL naming the file that could not be written,
+ * MTS_ENOMEM. */
+int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, int *not_ok, mts_err *err);
 
 #endif
