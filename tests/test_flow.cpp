@@ -312,11 +312,13 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     G.train("diverges", 3, 0.9);
     G.design("bad_verify", 60, 0.01, 1);
     for (int k = 1; k <= 3; k++) G.add("bad_verify", "train-lenet300-mnist-s" + std::to_string(k), ST_SKIPPED, 0, "");
+    G.add("baseline-fp32", "synth", ST_DONE, 0, R"({"area_um2": 3000})");  // a baseline: no detect, no verify
+    for (int k = 1; k <= 3; k++) G.train("baseline-fp32", k, 0.92);
 
     flow_cfg c;
     mts_err err;
     ASSERT_EQ(flow_cfg_load(&c, nullptr, 0, &err), MTS_OK);
-    c.nbaselines = 0;
+    c.nbaselines = 1;
     c.seeds[0] = 1, c.seeds[1] = 2, c.seeds[2] = 3, c.nseeds = 3;
     flow_graph g;
     memset(&g, 0, sizeof g);
@@ -328,6 +330,8 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     EXPECT_EQ(not_ok, 3);
     std::string csv = slurp(G.root + "/results.csv");
     EXPECT_EQ(col(csv, "approx_a", "state"), "ok");
+    EXPECT_EQ(col(csv, "baseline-fp32", "state"), "ok");
+    EXPECT_DOUBLE_EQ(colf(csv, "baseline-fp32", "test_acc"), 92.0);
     EXPECT_DOUBLE_EQ(colf(csv, "approx_a", "test_acc"), 92.0);
     EXPECT_NEAR(colf(csv, "approx_a", "test_acc_std"), 1.0, 1e-9);
     EXPECT_EQ(col(csv, "approx_a", "seeds"), "3");
@@ -343,7 +347,7 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     EXPECT_EQ(col(csv, "bad_verify", "state"), "skipped");
     EXPECT_EQ(col(csv, "bad_verify", "status"), "skipped: verify failed (MISMATCH (12)), not trained");
     std::string json = slurp(G.root + "/results.json");
-    EXPECT_NE(json.find("\"summary\": {\"ok\": 3, \"failed\": 1, \"diverged\": 1, \"skipped\": 1}"), std::string::npos);
+    EXPECT_NE(json.find("\"summary\": {\"ok\": 4, \"failed\": 1, \"diverged\": 1, \"skipped\": 1}"), std::string::npos);
     // the MRED chart: exact_b (MRED 0) drawn in the "0" column; the diverged
     // design in the diverged block (index 3), not among the accuracies
     std::string gp = slurp(G.root + "/charts/mred-lenet300-mnist.gp");
@@ -357,7 +361,7 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     for (int k = 0; k < 3; k++) b3 = dat.find("\n\n\n", b3) + 3;
     EXPECT_NE(dat.substr(b3, dat.find("\n\n\n", b3) - b3).find("\"diverges\""), std::string::npos) << dat;
     std::string html = slurp(G.root + "/report.html");
-    EXPECT_NE(html.find("3 ok, 1 failed, 1 diverged, 1 skipped"), std::string::npos);
+    EXPECT_NE(html.find("4 ok, 1 failed, 1 diverged, 1 skipped"), std::string::npos);
     EXPECT_NE(html.find("Not distinguishable from it: approx_a (92.00 &plusmn; 1.00)"), std::string::npos);
     EXPECT_NE(html.find("</body>"), std::string::npos);
     EXPECT_TRUE(exists(G.root + "/charts/curves-lenet300-mnist.svg"));

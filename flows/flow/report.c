@@ -115,7 +115,7 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
     for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
         const flow_step *s = find(g, d, steps[k]);
         if (s && s->state == ST_FAILED) step_failed(g, s, r);
-        if (s == ver && ver->state == ST_DONE && ver->exit_code != 0)
+        if (s && s == ver && ver->state == ST_DONE && ver->exit_code != 0)
             verdict(r, R_SKIPPED, "skipped: verify failed (%s), not trained", r->verify);
     }
     j = load_done(find(g, d, "metrics"));
@@ -268,7 +268,7 @@ static int plotted(const row *r, int x)
 
 static void chart_frame(const row *rows, int n, int x, frame *f)
 {
-    double lmin = 1e300, lmax = -1e300, best = -1, lo = 101;
+    double lmin = 1e300, lmax = -1e300, best = -1, lo = 101, top = -1;
     memset(f, 0, sizeof *f);
     for (int i = 0; i < n; i++) {
         if (!plotted(&rows[i], x)) continue;
@@ -294,17 +294,17 @@ static void chart_frame(const row *rows, int n, int x, frame *f)
         if (!plotted(r, x) || isnan(a)) continue;
         if (a >= best - 12) {
             if (a - sd < lo) lo = a - sd;
-            if (a + sd > best) best = a + sd;
+            if (a + sd > top) top = a + sd;
         } else {
             size_t u = strlen(f->omitted);
             snprintf(f->omitted + u, sizeof f->omitted - u, "%s%.40s %.1f%%", u ? ", " : "below the range: ",
                      r->design, a);
         }
     }
-    if (lo > best) lo = best = 50; /* nothing with an accuracy: only diverged markers */
-    double pad = (best - lo) * 0.15 + 0.2;
+    if (lo > top) lo = top = 50; /* nothing with an accuracy: only diverged markers */
+    double pad = (top - lo) * 0.15 + 0.2;
     f->lo = lo - 2.2 * pad; /* the bottom strip holds the diverged markers */
-    f->hi = best + 1.5 * pad;
+    f->hi = top + 1.5 * pad;
 }
 
 /* Label placement, best effort: each label is a box right of its point (left
@@ -428,7 +428,7 @@ static int chart_script(const char *gp, const char *dir, const char *base, const
                    "set termoption noenhanced\nset key outside right top\nset logscale x\n"
                    "set xrange [%.9g:%.9g]\nset yrange [%g:%g]\n"
                    "set label 1 \"%s\" at graph 0.01, graph 0.96 left font 'sans,9' tc rgb '#b00020'\n"
-                   "set label 2 'diverged' at graph 0.01, first %g left font 'sans,8' tc rgb '#b00020'\n",
+                   "set label 2 'diverged runs' at graph 0.99, first %g right font 'sans,8' tc rgb '#b00020'\n",
                 title, xlabel, nseeds > 1 ? ", mean +- std over seeds" : "", pow(10, y->lxlo), pow(10, y->lxhi),
                 y->lo, y->hi, y->omitted, y->lo + 0.09 * (y->hi - y->lo));
         if (y->has_zero) /* the "0" column, set apart by a dotted rule */
@@ -760,7 +760,7 @@ static void html_head(FILE *f, const report *rp)
                "body{font-family:sans-serif;margin:2em;max-width:1600px}table{border-collapse:collapse;"
                "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
                "td:first-child,th:first-child{text-align:left}.ok{color:#176d1b;font-weight:bold}"
-               ".bad{color:#b00020;font-weight:bold}.st{text-align:left;font-size:12px}"
+               ".bad{color:#b00020;font-weight:bold}.st{text-align:left;font-size:12px;min-width:18em}.nw{white-space:nowrap}"
                ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%%,560px),1fr));gap:1em}"
                "figure.chart{margin:0;min-width:0}figure.chart svg{display:block;width:100%%;height:auto}"
                ".summary{font-size:1.1em;font-weight:bold}</style></head>\n<body>\n"
@@ -854,7 +854,7 @@ static void html_table(FILE *f, const report *rp)
                 r->model, r->data);
         if (isnan(r->test_acc)) fputs("<td>&ndash;</td>", f);
         else if (isnan(r->test_std)) fprintf(f, "<td>%.2f</td>", r->test_acc);
-        else fprintf(f, "<td>%.2f &plusmn; %.2f%s</td>", r->test_acc, r->test_std, r->within_noise ? " &asymp;best" : "");
+        else fprintf(f, "<td class=\"nw\">%.2f &plusmn; %.2f%s</td>", r->test_acc, r->test_std, r->within_noise ? " &asymp;best" : "");
         fprintf(f, "<td>%d/%d</td>", r->ndone, r->nseeds);
         cell(f, r->train_acc, "%.2f");
         fputs("<td>", f);
