@@ -70,8 +70,8 @@ static void design_name(const char *path, char *buf, size_t n)
 #define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* The common training arguments of the configuration, appended to base. */
-static int train_args(const flow_cfg *c, const char *model, const char *data, int seed, const char **base, int n,
-                      char store[][FLOW_PATH])
+static int train_args(const flow_cfg *c, const char *model, const char *data, int seed, const char *ck,
+                      const char **base, int n, char store[][FLOW_PATH])
 {
     int k = 0;
     const char **a = base + n;
@@ -90,10 +90,55 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, in
         a[m++] = "--subset";
         a[m++] = store[k++];
     }
+    if (ck) {
+        a[m++] = "--checkpoint";
+        a[m++] = ck;
+    }
     a[m++] = "--json";
     a[m++] = "{OUT}";
     a[m] = NULL;
     return n + m;
+}
+
+/* Where the training of design x model x data x seed keeps its checkpoint
+ * (for infer and cross evaluation); its parent is created. */
+static int ckpt_dir(const flow_graph *g, const char *design, const char *model, const char *data, int seed,
+                    char *buf, size_t n)
+{
+    char parent[FLOW_PATH];
+    if (mts_fs_pathf(parent, sizeof parent, "%s/ckpt/%s", g->root, design) || mts_fs_mkdirs(parent, NULL)) return -1;
+    return mts_fs_pathf(buf, n, "%s/%s-%s-s%d", parent, model, data, seed);
+}
+
+/* `mantis test` of checkpoint ck with the multiplier args mul: step name,
+ * dependencies; need_pass as for flow_step. */
+static int add_test(flow_graph *g, const flow_cfg *c, const char *design, const char *name, const char *ck,
+                    const char *data, const char *const *mul, int nmul, const int *deps, int ndeps, int need_pass,
+                    const char *content, mts_err *err)
+{
+    const char *argv[STEP_MAX_ARGS];
+    char dd[FLOW_PATH];
+    mts_fs_pathf(dd, sizeof dd, "%s/%s", c->data_dir, data);
+    int n = 0;
+    argv[n++] = "test";
+    argv[n++] = "--checkpoint";
+    argv[n++] = ck;
+    for (int i = 0; i < nmul; i++) argv[n++] = mul[i];
+    const char *tail[] = {"--data-dir", dd, "--threads", "1", "--json", "{OUT}", NULL};
+    for (int i = 0; tail[i]; i++) argv[n++] = tail[i];
+    argv[n] = NULL;
+    int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
+    if (s >= 0) g->s[s].need_pass = need_pass;
+    return s;
+}
+
+/* A multiplier name of `cross` as `mantis test` arguments. */
+static int cross_mul(const char *y, const char **mul)
+{
+    if (!strcmp(y, "bf16")) { mul[0] = "--mul"; mul[1] = "exact"; mul[2] = "--man-bits"; mul[3] = "7"; return 4; }
+    mul[0] = "--mul";
+    mul[1] = y;
+    return 2;
 }
 
 /* Training steps of one arithmetic (mul args) for every model x dataset x
@@ -102,19 +147,32 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, in
 static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, const char *const *mul, int nmul,
                          const int *deps, int ndeps, int need_pass, const char *content, mts_err *err)
 {
+    int keep_ckpt = c->ncross > 0 || (strcmp(c->mode, "train") && !strcmp(design, "baseline-fp32"));
     for (int m = 0; m < c->nmodels; m++)
         for (int d = 0; d < c->ndatasets; d++)
             for (int k = 0; k < c->nseeds; k++) {
                 const char *argv[STEP_MAX_ARGS];
-                char store[8][FLOW_PATH], name[80];
+                char store[8][FLOW_PATH], name[80], ck[FLOW_PATH];
                 argv[0] = "train";
                 for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
-                train_args(c, c->models[m], c->datasets[d], c->seeds[k], argv, 1 + nmul, store);
+                if (keep_ckpt && ckpt_dir(g, design, c->models[m], c->datasets[d], c->seeds[k], ck, sizeof ck))
+                    return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), -1;
+                train_args(c, c->models[m], c->datasets[d], c->seeds[k], keep_ckpt ? ck : NULL, argv, 1 + nmul, store);
                 snprintf(name, sizeof name, "train-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
                 int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
                 if (s < 0) return -1;
                 g->s[s].need_pass = need_pass;
                 g->s[s].ok_exit[g->s[s].nok++] = 3;
+                /* cross: the checkpoint tested with each listed multiplier (not after a divergence) */
+                for (int y = 0; y < c->ncross; y++) {
+                    const char *ym[4];
+                    int ny = cross_mul(c->cross[y], ym);
+                    char cname[128];
+                    snprintf(cname, sizeof cname, "cross-%s-%s-s%d-%s", c->models[m], c->datasets[d], c->seeds[k],
+                             c->cross[y]);
+                    if (add_test(g, c, design, cname, ck, c->datasets[d], ym, ny, &s, 1, 1, content, err) < 0)
+                        return -1;
+                }
             }
     return 0;
 }
@@ -145,6 +203,39 @@ static int plan_power(flow_graph *g, const flow_cfg *c, const char *path, const 
     return pw < 0 ? -1 : 0;
 }
 
+static int find_step(const flow_graph *g, const char *design, const char *name)
+{
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->s[i].design, design) && !strcmp(g->s[i].name, name)) return i;
+    return -1;
+}
+
+/* A design's (or baseline's) runs with multiplier args mul: its trainings
+ * (mode train, both) and the FP32 baseline's checkpoints evaluated with it,
+ * "infer-MODEL-DATA-sSEED" (mode infer, both; deps[0], deps[1] as for the
+ * trainings, need_pass the same). */
+static int design_runs(flow_graph *g, const flow_cfg *c, const char *design, const char *const *mul, int nmul,
+                       const int *deps, int ndeps, int need_pass, const char *content, mts_err *err)
+{
+    if (strcmp(c->mode, "infer") && add_trainings(g, c, design, mul, nmul, deps, ndeps, need_pass, content, err))
+        return -1;
+    if (!strcmp(c->mode, "train")) return 0;
+    for (int m = 0; m < c->nmodels; m++)
+        for (int d = 0; d < c->ndatasets; d++)
+            for (int k = 0; k < c->nseeds; k++) {
+                char name[80], ck[FLOW_PATH];
+                snprintf(name, sizeof name, "train-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
+                int fp32 = find_step(g, "baseline-fp32", name);
+                if (fp32 < 0 || ckpt_dir(g, "baseline-fp32", c->models[m], c->datasets[d], c->seeds[k], ck, sizeof ck))
+                    return mts_fail(err, MTS_EINVAL, "flow: no fp32 baseline training to evaluate"), -1;
+                int dd[3] = {ndeps > 0 ? deps[0] : fp32, ndeps > 1 ? deps[1] : fp32, fp32};
+                snprintf(name, sizeof name, "infer-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
+                if (add_test(g, c, design, name, ck, c->datasets[d], mul, nmul, dd, 3, need_pass, content, err) < 0)
+                    return -1;
+            }
+    return 0;
+}
+
 /* Steps of one detected design. det: its `rtl info` JSON. */
 static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, int detect,
                        const mts_json *det, mts_err *err)
@@ -173,7 +264,7 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
         const char *mul[] = {"--mul", "exact", "--man-bits", "7", "--acc", acc, "--acc-bias", ab,
                              "--prod", prod, "--prod-bias", pb, "--no-underflow"};
         int deps[2] = {detect, verify};
-        return add_trainings(g, c, dname, mul, uf ? 12 : 13, deps, 2, 2, content, err);
+        return design_runs(g, c, dname, mul, uf ? 12 : 13, deps, 2, 2, content, err);
     }
     int lut = flow_add(g, dname, "lutgen", "lut", ARGV("lutgen", "--rtl", path, "-o", "{OUT}"), dep, 1, content, err);
     if (lut < 0) return -1;
@@ -184,7 +275,7 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
     if (strcmp(kind, "int") && plan_power(g, c, path, dname, kind, lut, content, err)) return -1;
     const char *mul[] = {"--lut", "{DEP0}"};
     int deps[2] = {lut, verify};
-    return add_trainings(g, c, dname, mul, 2, deps, 2, 2, content, err);
+    return design_runs(g, c, dname, mul, 2, deps, 2, 2, content, err);
 }
 
 /* Baselines: a C model for training and the exact significand RTL for cost. */
@@ -205,6 +296,11 @@ static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_er
                           NULL, 0, "", err) < 0)
         return -1;
     const char *mul[] = {"--mul", fp32 ? "fp32" : "exact", "--man-bits", mbits};
+    if (strcmp(c->mode, "train")) { /* baselines always train: the fp32 one's checkpoints are what infer tests */
+        flow_cfg tc = *c;
+        snprintf(tc.mode, sizeof tc.mode, "both");
+        return design_runs(g, &tc, name, mul, 4, NULL, 0, 0, "", err);
+    }
     return add_trainings(g, c, name, mul, 4, NULL, 0, 0, "", err);
 }
 
@@ -303,6 +399,9 @@ static int plan_detect(flow_graph *g, flow_designs *d)
 static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
 {
     mts_err err;
+    int first = !strcmp(c->mode, "train") ? 0 : 1; /* infer needs the fp32 trainings planned first */
+    for (int i = 0; first && i < c->nbaselines; i++)
+        if (plan_baseline(g, c, c->baselines[i], &err)) return mts_cli_error("flow", "%s", err.msg);
     for (int i = 0; i < d->n; i++) {
         if (g->s[d->detect[i]].state != ST_DONE) continue; /* reported as not fitting the contract */
         mts_json *det = mts_json_load(g->s[d->detect[i]].out);
@@ -310,7 +409,7 @@ static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
         mts_json_free(det);
         if (rc) return mts_cli_error("flow", "%s", err.msg);
     }
-    for (int i = 0; i < c->nbaselines; i++)
+    for (int i = 0; !first && i < c->nbaselines; i++)
         if (plan_baseline(g, c, c->baselines[i], &err)) return mts_cli_error("flow", "%s", err.msg);
     return 0;
 }

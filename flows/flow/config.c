@@ -98,6 +98,10 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v)
     if (!strcmp(k, "trace_subset")) return number(&c->trace_subset, v, 1, 1 << 30);
     if (!strcmp(k, "jobs")) return number(&c->jobs, v, 0, 256);
     if (!strcmp(k, "lr")) return positive(c->lr, sizeof c->lr, v);
+    if (!strcmp(k, "mode"))
+        return strcmp(v, "train") && strcmp(v, "infer") && strcmp(v, "both") ? -1
+                                                                              : (snprintf(c->mode, 8, "%s", v), 0);
+    if (!strcmp(k, "cross")) return !strcmp(v, "none") ? (c->ncross = 0) : list(c->cross, &c->ncross, v);
     if (!strcmp(k, "opt")) return strcmp(v, "sgd") && strcmp(v, "adam") ? -1 : (snprintf(c->opt, 16, "%s", v), 0);
     return -2;
 }
@@ -127,6 +131,7 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err)
     c->trace_subset = 2000;
     snprintf(c->lr, sizeof c->lr, "0.05");
     snprintf(c->opt, sizeof c->opt, "sgd");
+    snprintf(c->mode, sizeof c->mode, "train");
     if (path) {
         struct stat st;
         if (stat(path, &st)) return mts_fail(err, MTS_EIO, "%s: cannot open flow configuration", path);
@@ -171,6 +176,11 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err)
         fclose(f);
         if (rc) return rc;
     }
+    int fp32 = 0;
+    for (int i = 0; i < c->nbaselines; i++) fp32 |= !strcmp(c->baselines[i], "fp32");
+    if (strcmp(c->mode, "train") && !fp32)
+        return mts_fail(err, MTS_EINVAL, "%s: mode = %s evaluates the fp32 baseline's checkpoint: add fp32 to baselines",
+                        path ? path : "flow", c->mode);
     if (quick) { /* the --quick profile: a few thousand images, one epoch */
         c->quick = 1;
         c->epochs = 1;

@@ -35,6 +35,10 @@ typedef struct flow_cfg {
     int nbaselines;
     char cmodels[16][64];      /* "design=model": verify the design against C model `model` too */
     int ncmodels;
+    char mode[8];              /* "train": every design trains; "infer": the FP32 baseline's checkpoint
+                                  is evaluated with every design (mantis test); "both" */
+    char cross[FLOW_MAX_LIST][32]; /* multipliers every trained checkpoint is also evaluated with */
+    int ncross;
 } flow_cfg;
 
 /* The C model configured for design `name`, or NULL. */

@@ -29,7 +29,11 @@ typedef struct row {
     double curve[CURVE_MAX];              /* mean test accuracy per epoch */
     int ncurve;
     int within_noise;                     /* |mean - best mean| < the combined std (docs/flow.md) */
+    int how;                              /* 0: trained with the design; 1: infer, the fp32 checkpoint tested with it */
+    double cross[FLOW_MAX_LIST], cross_std[FLOW_MAX_LIST]; /* its checkpoints tested with cfg->cross[k] */
 } row;
+
+static const char *const how_name[2] = {"train", "infer"};
 
 static const flow_step *find(const flow_graph *g, const char *design, const char *name)
 {
@@ -149,7 +153,7 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
     r->nseeds = c->nseeds;
     for (int k = 0; k < c->nseeds; k++) {
         char name[80]; /* "train-" + model[32] + "-" + data[32] + "-s" + seed */
-        snprintf(name, sizeof name, "train-%s-%s-s%d", r->model, r->data, c->seeds[k]);
+        snprintf(name, sizeof name, "%s-%s-%s-s%d", how_name[r->how], r->model, r->data, c->seeds[k]);
         const flow_step *s = find(g, r->design, name);
         r->seed_acc[k] = NAN;
         if (!s) continue;
@@ -167,7 +171,7 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
             mts_json_free(j);
             continue;
         }
-        double acc = 100 * mts_json_num(j, "final_test_acc", NAN);
+        double acc = 100 * mts_json_num(j, "final_test_acc", mts_json_num(j, "test_acc", NAN)); /* train, test */
         if (!j || isnan(acc)) {
             verdict(r, R_FAILED, "failed %s: unreadable result %s", s->name, s->out);
             mts_json_free(j);
@@ -199,6 +203,26 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
         for (int e = 0; e < CURVE_MAX && cn[e]; e++) r->curve[r->ncurve++] = csum[e] / cn[e];
     }
     if (r->state == R_OK) snprintf(r->status, sizeof r->status, "ok");
+    /* cross: every seed's checkpoint tested with each listed multiplier */
+    for (int y = 0; y < c->ncross; y++) {
+        double cs = 0, cq = 0;
+        int cnt = 0;
+        for (int k = 0; k < c->nseeds; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "cross-%s-%s-s%d-%s", r->model, r->data, c->seeds[k], c->cross[y]);
+            const flow_step *s = r->how ? NULL : find(g, r->design, name);
+            if (s && s->state == ST_FAILED) step_failed(g, s, r);
+            mts_json *j = load_done(s);
+            double a = 100 * mts_json_num(j, "test_acc", NAN);
+            mts_json_free(j);
+            if (isnan(a)) continue;
+            cs += a;
+            cq += a * a;
+            cnt++;
+        }
+        r->cross[y] = cnt ? cs / cnt : NAN;
+        r->cross_std[y] = cnt > 1 ? sqrt(fmax(0, (cq - cs * cs / cnt) / (cnt - 1))) : NAN;
+    }
 }
 
 /* The numeric columns of a row, in results.csv / results.json order. */
@@ -562,7 +586,7 @@ typedef struct report {
     int n;
     int count[4];              /* rows per row_state */
     char cdir[FLOW_PATH + 16]; /* charts/ */
-    int chart_rc[FLOW_MAX_LIST][FLOW_MAX_LIST][NAXES + 1]; /* chart()'s result per model, dataset, axis; curves */
+    int chart_rc[FLOW_MAX_LIST][FLOW_MAX_LIST][2][NAXES + 1]; /* chart()'s result per model, dataset, how, axis */
 } report;
 
 static const char *const axis_name[NAXES + 1] = {"area", "power", "mred", "curves"};
@@ -571,14 +595,26 @@ static const char *const axis_label[NAXES] = {
     "multiplier power (uW at 1 GHz; workload trace, else uniform operands)",
     "mean relative error distance (MRED; exact designs in the 0 column)"};
 
-static void chart_names(const report *rp, int m, int s, int x, char base[128], char title[160])
+static void chart_names(const report *rp, int m, int s, int h, int x, char base[128], char title[160])
 {
     const flow_cfg *c = rp->c;
-    snprintf(base, 128, "%s-%s-%s", axis_name[x], c->models[m], c->datasets[s]);
+    snprintf(base, 128, "%s-%s-%s%s", axis_name[x], c->models[m], c->datasets[s], h ? "-infer" : "");
     if (x == NAXES)
         snprintf(title, 160, "%s on %s: test accuracy per epoch", c->models[m], c->datasets[s]);
     else
-        snprintf(title, 160, "%s on %s: test accuracy vs %s", c->models[m], c->datasets[s], axis_name[x]);
+        snprintf(title, 160, "%s on %s%s: test accuracy vs %s", c->models[m], c->datasets[s],
+                 h ? " (fp32-trained, tested with each design)" : "", axis_name[x]);
+}
+
+/* Which runs the configuration has: bit 0 train, bit 1 infer. */
+static int hows(const flow_cfg *c)
+{
+    return !strcmp(c->mode, "infer") ? 2 : !strcmp(c->mode, "both") ? 3 : 1;
+}
+
+static int same_group(const row *a, const row *b)
+{
+    return !strcmp(a->model, b->model) && !strcmp(a->data, b->data) && a->how == b->how;
 }
 
 /* Which rows are within noise of the best mean of their model x data set:
@@ -590,7 +626,7 @@ static void mark_noise(report *rp)
         const row *best = NULL;
         for (int k = 0; k < rp->n; k++) {
             const row *b = &rp->rows[k];
-            if (!strcmp(b->model, r->model) && !strcmp(b->data, r->data) && !isnan(b->test_acc) &&
+            if (same_group(b, r) && !isnan(b->test_acc) &&
                 (!best || b->test_acc > best->test_acc))
                 best = b;
         }
@@ -610,12 +646,16 @@ static int collect_rows(report *rp, mts_err *err)
         for (int k = 0; k < rp->nd; k++) seen |= !strcmp(rp->designs[k], g->s[i].design);
         if (!seen) snprintf(rp->designs[rp->nd++], 64, "%s", g->s[i].design);
     }
-    rp->rows = calloc((size_t)(rp->nd * c->nmodels * c->ndatasets + 1), sizeof *rp->rows);
+    rp->rows = calloc((size_t)(2 * rp->nd * c->nmodels * c->ndatasets + 1), sizeof *rp->rows);
     if (!rp->rows) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
-    for (int d = 0; d < rp->nd; d++)
-        for (int m = 0; m < c->nmodels; m++)
-            for (int s = 0; s < c->ndatasets; s++) {
+    for (int h = 0; h < 2; h++)
+        for (int pass = 0; pass < 2 && (hows(c) >> h & 1); pass++) /* designs, then baselines */
+            for (int d = 0; d < rp->nd; d++)
+                for (int m = 0; m < c->nmodels; m++)
+                    for (int s = 0; s < c->ndatasets; s++) {
+                if ((strncmp(rp->designs[d], "baseline-", 9) == 0) != pass) continue;
                 row *r = &rp->rows[rp->n++];
+                r->how = h;
                 memcpy(r->design, rp->designs[d], sizeof r->design); /* same size, NUL-terminated */
                 snprintf(r->model, sizeof r->model, "%s", c->models[m]);
                 snprintf(r->data, sizeof r->data, "%s", c->datasets[s]);
@@ -641,13 +681,13 @@ static void csv_str(FILE *f, const char *s)
 
 static void write_csv(FILE *f, const report *rp)
 {
-    fprintf(f, "design,kind,format,verify,model,dataset,state,status,seeds");
+    fprintf(f, "design,kind,format,verify,model,dataset,run,state,status,seeds");
     for (int k = 0; k < NCOLS; k++) fprintf(f, ",%s", col_names[k]);
     fprintf(f, ",within_noise_of_best,test_acc_per_seed,test_acc_per_epoch\n");
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
-        fprintf(f, "%s,%s,%s,%s,%s,%s,%s,", r->design, r->kind, r->format, r->verify, r->model, r->data,
-                state_name[r->state]);
+        fprintf(f, "%s,%s,%s,%s,%s,%s,%s,%s,", r->design, r->kind, r->format, r->verify, r->model, r->data,
+                how_name[r->how], state_name[r->state]);
         csv_str(f, r->status);
         fprintf(f, ",%d", r->ndone);
         double v[NCOLS];
@@ -703,6 +743,7 @@ static void write_json(FILE *f, const report *rp)
         jstr(f, "verify", r->verify);
         jstr(f, "model", r->model);
         jstr(f, "dataset", r->data);
+        jstr(f, "run", how_name[r->how]);
         jstr(f, "state", state_name[r->state]);
         jstr(f, "status", r->status);
         double v[NCOLS];
@@ -713,6 +754,14 @@ static void write_json(FILE *f, const report *rp)
         }
         jarr(f, "test_acc_per_seed", r->seed_acc, r->nseeds);
         jarr(f, "test_acc_per_epoch", r->curve, r->ncurve);
+        if (c->ncross && !r->how) {
+            fprintf(f, "\"cross\": {");
+            for (int y = 0; y < c->ncross; y++) {
+                fprintf(f, "%s\"%s\": ", y ? ", " : "", c->cross[y]);
+                if (isnan(r->cross[y])) fputs("null", f); else fprintf(f, "%.6g", r->cross[y]);
+            }
+            fputs("}, ", f);
+        }
         fprintf(f, "\"seeds_trained\": %d, \"seeds_diverged\": %d, \"within_noise_of_best\": %s, \"baseline\": %s}",
                 r->ndone, r->ndiverged, r->within_noise ? "true" : "false", r->baseline ? "true" : "false");
     }
@@ -728,15 +777,18 @@ static void draw_charts(report *rp)
     mts_fs_mkdirs(rp->cdir, NULL); /* a failure shows as failed charts */
     row *sub = malloc(CHART_MAX * sizeof *sub);
     for (int m = 0; m < c->nmodels; m++)
-        for (int s = 0; s < c->ndatasets; s++) {
+        for (int s = 0; s < c->ndatasets; s++)
+        for (int h = 0; h < 2; h++) {
+            if (!(hows(c) >> h & 1)) continue;
             int ns = 0;
             for (int i = 0; sub && i < rp->n && ns < CHART_MAX; i++)
-                if (!strcmp(rp->rows[i].model, c->models[m]) && !strcmp(rp->rows[i].data, c->datasets[s]))
+                if (!strcmp(rp->rows[i].model, c->models[m]) && !strcmp(rp->rows[i].data, c->datasets[s]) &&
+                    rp->rows[i].how == h)
                     sub[ns++] = rp->rows[i];
             for (int x = 0; x <= NAXES; x++) {
                 char base[128], title[160];
-                chart_names(rp, m, s, x, base, title);
-                rp->chart_rc[m][s][x] = !sub ? -1 : x == NAXES ? curves(rp->cdir, base, sub, ns, title)
+                chart_names(rp, m, s, h, x, base, title);
+                rp->chart_rc[m][s][h][x] = !sub ? -1 : x == NAXES ? (h ? 1 : curves(rp->cdir, base, sub, ns, title))
                                                                : chart(rp->cdir, base, sub, ns, x, title, axis_label[x],
                                                                        c->nseeds);
             }
@@ -786,16 +838,19 @@ static void html_head(FILE *f, const report *rp)
 }
 
 /* Per model x data set: which designs the best one cannot be told apart from. */
-static void html_noise(FILE *f, const report *rp, int m, int s)
+static int in_group(const report *rp, const row *r, int m, int s, int h)
+{
+    return !strcmp(r->model, rp->c->models[m]) && !strcmp(r->data, rp->c->datasets[s]) && r->how == h;
+}
+
+static void html_noise(FILE *f, const report *rp, int m, int s, int h)
 {
     const flow_cfg *c = rp->c;
     if (c->nseeds < 2) return;
     const row *best = NULL;
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
-        if (!strcmp(r->model, c->models[m]) && !strcmp(r->data, c->datasets[s]) && !isnan(r->test_acc) &&
-            (!best || r->test_acc > best->test_acc))
-            best = r;
+        if (in_group(rp, r, m, s, h) && !isnan(r->test_acc) && (!best || r->test_acc > best->test_acc)) best = r;
     }
     if (!best) return;
     fprintf(f, "<p>Most accurate: <b>%s</b> %.2f &plusmn; %.2f%%. Not distinguishable from it: ", best->design,
@@ -803,10 +858,35 @@ static void html_noise(FILE *f, const report *rp, int m, int s)
     int k = 0;
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
-        if (!strcmp(r->model, c->models[m]) && !strcmp(r->data, c->datasets[s]) && r->within_noise)
+        if (in_group(rp, r, m, s, h) && r->within_noise)
             fprintf(f, "%s%s (%.2f &plusmn; %.2f)", k++ ? ", " : "", r->design, r->test_acc, r->test_std);
     }
     fprintf(f, "%s.</p>\n", k ? "" : "none");
+}
+
+/* The train-with-X / test-with-Y matrix of one model x data set. */
+static void html_cross(FILE *f, const report *rp, int m, int s)
+{
+    const flow_cfg *c = rp->c;
+    if (!c->ncross) return;
+    fprintf(f, "<h3>Trained with X (rows), tested with Y (columns): test accuracy %%%s</h3>\n<table><tr>"
+               "<th>trained with</th><th>itself</th>",
+            c->nseeds > 1 ? ", mean &plusmn; std over seeds" : "");
+    for (int y = 0; y < c->ncross; y++) fprintf(f, "<th>%s</th>", c->cross[y]);
+    fputs("</tr>\n", f);
+    for (int i = 0; i < rp->n; i++) {
+        const row *r = &rp->rows[i];
+        if (!in_group(rp, r, m, s, 0)) continue;
+        fprintf(f, "<tr><td>%s</td>", r->design);
+        for (int y = -1; y < c->ncross; y++) {
+            double a = y < 0 ? r->test_acc : r->cross[y], sd = y < 0 ? r->test_std : r->cross_std[y];
+            if (isnan(a)) fputs("<td>&ndash;</td>", f);
+            else if (isnan(sd)) fprintf(f, "<td>%.2f</td>", a);
+            else fprintf(f, "<td class=\"nw\">%.2f &plusmn; %.2f</td>", a, sd);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
 }
 
 /* The charts inline (SVG), or why one is missing. */
@@ -814,33 +894,38 @@ static void html_charts(FILE *f, const report *rp)
 {
     const flow_cfg *c = rp->c;
     for (int m = 0; m < c->nmodels; m++)
-        for (int s = 0; s < c->ndatasets; s++) {
-            fprintf(f, "<h2>%s on %s</h2>\n", c->models[m], c->datasets[s]);
-            html_noise(f, rp, m, s);
-            fprintf(f, "<div class=\"charts\">\n");
-            for (int x = 0; x <= NAXES; x++) {
-                char base[128], title[160];
-                chart_names(rp, m, s, x, base, title);
-                int rc = rp->chart_rc[m][s][x];
-                if (rc == 0) {
-                    char svg[FLOW_PATH + 200];
-                    snprintf(svg, sizeof svg, "%s/%s.svg", rp->cdir, base);
-                    fprintf(f, "<figure class=\"chart\" id=\"%s\">", base);
-                    inline_file(f, svg);
-                    fprintf(f, "</figure>\n");
-                } else {
-                    fprintf(f, "<p class=\"nochart\">%s: %s</p>\n", title,
-                            rc > 0 ? "no trained design has this figure yet" : "gnuplot failed (charts/ has the script)");
+        for (int s = 0; s < c->ndatasets; s++)
+            for (int h = 0; h < 2; h++) {
+                if (!(hows(c) >> h & 1)) continue;
+                fprintf(f, "<h2>%s on %s%s</h2>\n", c->models[m], c->datasets[s],
+                        h ? ": inference only (the fp32 baseline's checkpoint tested with each design)" : "");
+                html_noise(f, rp, m, s, h);
+                fprintf(f, "<div class=\"charts\">\n");
+                for (int x = 0; x <= NAXES; x++) {
+                    char base[128], title[160];
+                    chart_names(rp, m, s, h, x, base, title);
+                    int rc = rp->chart_rc[m][s][h][x];
+                    if (rc == 0) {
+                        char svg[FLOW_PATH + 200];
+                        snprintf(svg, sizeof svg, "%s/%s.svg", rp->cdir, base);
+                        fprintf(f, "<figure class=\"chart\" id=\"%s\">", base);
+                        inline_file(f, svg);
+                        fprintf(f, "</figure>\n");
+                    } else if (!(h && x == NAXES)) {
+                        fprintf(f, "<p class=\"nochart\">%s: %s</p>\n", title,
+                                rc > 0 ? "no trained design has this figure yet"
+                                       : "gnuplot failed (charts/ has the script)");
+                    }
                 }
+                fprintf(f, "</div>\n");
+                if (!h) html_cross(f, rp, m, s);
             }
-            fprintf(f, "</div>\n");
-        }
 }
 
 static void html_table(FILE *f, const report *rp)
 {
     fprintf(f, "<h2>Designs</h2>\n<table><tr><th>design</th><th>status</th><th>kind</th><th>format</th>"
-               "<th>verification</th><th>model</th><th>data</th><th>test acc %%</th><th>seeds</th><th>train acc %%</th>"
+               "<th>verification</th><th>model</th><th>data</th><th>run</th><th>test acc %%</th><th>seeds</th><th>train acc %%</th>"
                "<th>test acc per epoch</th><th>MRED</th><th>NMED</th><th>error rate</th><th>bias</th><th>area um&sup2;</th>"
                "<th>NAND2 eq</th><th>delay ps</th><th>power uW (uniform)</th><th>pJ/op</th><th>power uW (workload)</th>"
                "</tr>\n");
@@ -852,6 +937,7 @@ static void html_table(FILE *f, const report *rp)
         fprintf(f, "</td><td>%s</td><td>%s</td><td class=\"%s\">%s%s</td><td>%s</td><td>%s</td>", r->kind, r->format,
                 ok ? "ok" : r->baseline ? "" : "bad", ok ? "&#10004; " : "", r->baseline ? "C model" : r->verify,
                 r->model, r->data);
+        fprintf(f, "<td>%s</td>", how_name[r->how]);
         if (isnan(r->test_acc)) fputs("<td>&ndash;</td>", f);
         else if (isnan(r->test_std)) fprintf(f, "<td>%.2f</td>", r->test_acc);
         else fprintf(f, "<td class=\"nw\">%.2f &plusmn; %.2f%s</td>", r->test_acc, r->test_std, r->within_noise ? " &asymp;best" : "");
@@ -940,7 +1026,7 @@ static void print_summary(FILE *out, const report *rp, const char *html)
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
         char md[72], acc[32];
-        snprintf(md, sizeof md, "%.31s/%.31s", r->model, r->data);
+        snprintf(md, sizeof md, "%.31s/%.31s%s", r->model, r->data, r->how ? " infer" : "");
         if (isnan(r->test_acc)) snprintf(acc, sizeof acc, "-");
         else if (isnan(r->test_std)) snprintf(acc, sizeof acc, "%.2f", r->test_acc);
         else snprintf(acc, sizeof acc, "%.2f +-%.2f", r->test_acc, r->test_std);
