@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -381,28 +382,23 @@ TEST(FlowConfig, RefusesBadFilesAndResolvesDataDir) {
     auto flow = [&](const std::string &cfg, const std::string &extra = "") {
         return run_cli("flow --config " + cfg + " --designs " + d + " --out " + d + "/out " + extra);
     };
-    std::ofstream(d + "/lr.flow") << "epochs = 1\nlr = 0.05abc\n";
-    auto r = flow(d + "/lr.flow");
-    EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.err.find("lr.flow:2: bad value for 'lr'"), std::string::npos) << r.err;
-    std::ofstream(d + "/ep.flow") << "epochs = 2x\n";
-    r = flow(d + "/ep.flow");
-    EXPECT_NE(r.err.find("ep.flow:1: bad value for 'epochs'"), std::string::npos) << r.err;
-    std::ofstream(d + "/seeds.flow") << "seeds = 1, 2, x\n";
-    r = flow(d + "/seeds.flow");
-    EXPECT_NE(r.err.find("seeds.flow:1: bad value for 'seeds'"), std::string::npos) << r.err;
-    std::ofstream(d + "/key.flow") << "# a comment\n\nepoch = 1\n";
-    r = flow(d + "/key.flow");
-    EXPECT_NE(r.err.find("key.flow:3: unknown key 'epoch'"), std::string::npos) << r.err;
-    std::ofstream(d + "/long.flow") << "epochs = 1\nmodels = " << std::string(2000, 'x') << "\n";
-    r = flow(d + "/long.flow");
-    EXPECT_NE(r.err.find("long.flow:2: line longer than"), std::string::npos) << r.err;
-    std::ofstream(d + "/mode.flow") << "mode = inference\n";
-    r = flow(d + "/mode.flow");
-    EXPECT_NE(r.err.find("mode.flow:1: bad value for 'mode'"), std::string::npos) << r.err;
-    std::ofstream(d + "/infer.flow") << "baselines = bf16\nmode = infer\n";
-    r = flow(d + "/infer.flow");
-    EXPECT_NE(r.err.find("add fp32 to baselines"), std::string::npos) << r.err;
+    // file, content, the message it must give (exit 2)
+    const std::vector<std::array<std::string, 3>> bad = {
+        {"lr.flow", "epochs = 1\nlr = 0.05abc\n", "lr.flow:2: bad value for 'lr'"},
+        {"ep.flow", "epochs = 2x\n", "ep.flow:1: bad value for 'epochs'"},
+        {"seeds.flow", "seeds = 1, 2, x\n", "seeds.flow:1: bad value for 'seeds'"},
+        {"key.flow", "# a comment\n\nepoch = 1\n", "key.flow:3: unknown key 'epoch'"},
+        {"long.flow", "epochs = 1\nmodels = " + std::string(2000, 'x') + "\n", "long.flow:2: line longer than"},
+        {"mode.flow", "mode = inference\n", "mode.flow:1: bad value for 'mode'"},
+        {"infer.flow", "baselines = bf16\nmode = infer\n", "add fp32 to baselines"},
+    };
+    CliResult r;
+    for (auto &b : bad) {
+        std::ofstream(d + "/" + b[0]) << b[1];
+        r = flow(d + "/" + b[0]);
+        EXPECT_EQ(r.status, 2) << b[0];
+        EXPECT_NE(r.err.find(b[2]), std::string::npos) << b[0] << ": " << r.err;
+    }
     r = flow(d + "/sub");
     EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.err.find("a directory, not a flow configuration file"), std::string::npos) << r.err;
