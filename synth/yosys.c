@@ -118,16 +118,20 @@ static void read_log(const char *log, char *top, size_t topcap, double *delay_ps
     if (f) fclose(f);
 }
 
-/* Chip area from `stat -liberty`; -1 when it is not there. */
+/* Chip area from `stat -liberty`; -1 when it is not there. Yosys prints no
+ * area line for a module without cells (a constant design): area 0. */
 static double read_area(const char *stat)
 {
     FILE *f = fopen(stat, "r");
     char line[2048];
     double area = -1;
+    int no_cells = 0;
     while (f && fgets(line, sizeof line, f)) {
         char *p = strstr(line, "Chip area for module");
         if (p && (p = strrchr(line, ':'))) area = atof(p + 1);
+        if ((p = strstr(line, "Number of cells:")) && atol(p + 16) == 0) no_cells = 1;
     }
+    if (area < 0 && no_cells) area = 0;
     if (f) fclose(f);
     return area;
 }
@@ -150,6 +154,7 @@ int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *ar
     if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "yosys", log, yosys_markers, err);
     read_log(log, top, topcap, delay_ps);
     *area_um2 = read_area(stat);
+    if (*area_um2 == 0 && *delay_ps < 0) *delay_ps = 0; /* no cells (a constant design): no path */
     if (!top[0] || *area_um2 < 0)
         return mts_fail(err, MTS_ETOOL, "%s: yosys: no top module or chip area in its output (log: %s)", c->base, log);
     return MTS_OK;
