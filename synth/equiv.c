@@ -91,7 +91,7 @@ static int verilate(const mts_synth_ctx *c, const eqpaths *p, mts_err *err)
 {
     char *argv[] = {"verilator", "--cc", "--exe", "-O1", "-fno-gate", "-Wno-fatal", "-Wno-lint", "-Wno-style",
                     "-Wno-MULTITOP", "--top-module", "mts_eq", "-Mdir", "obj", "-o", "eqsim", "+libext+.v+.sv",
-                    "-y", (char *)c->design_dir, "mts_eq.v", "../netlist.v", (char *)c->cells_v, (char *)c->design,
+                    "-y", (char *)c->tool_dir, "mts_eq.v", "../netlist.v", (char *)c->cells_v, (char *)c->tool_design,
                     (char *)c->harness, "-CFLAGS", "-O1", NULL};
     mts_proc_io io = {.cwd = p->dir, .log = p->vlog, .echo = c->o->verbose ? "mantis synth" : NULL};
     if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "verilator", p->vlog, verilator_markers, err);

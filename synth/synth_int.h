@@ -107,6 +107,8 @@ typedef struct mts_synth_ctx {
     char root[PATH_MAX];        /* the cache directory */
     char entry[PATH_MAX];       /* root/<key>: the finished cache entry */
     char work[PATH_MAX];        /* entry.tmp.<pid>: where a run builds it ("" before) */
+    char tool_design[PATH_MAX]; /* design and design_dir as Yosys and Verilator are given them: */
+    char tool_dir[PATH_MAX];    /* the same, or links in work when not mts_rtl_path_plain */
     mts_lib lib;
 } mts_synth_ctx;
 

@@ -91,7 +91,7 @@ static int make_script(const mts_synth_ctx *c, char **script, mts_err *err)
         snprintf(chparam + l, sizeof chparam - l, " -chparam %.*s %s", (int)(eq - p), p, eq + 1);
     }
     const char *keys[] = {"@DESIGN@", "@DESIGNDIR@", "@TOPSEL@", "@CHPARAM@", "@LIBERTY@", "@OUT@"};
-    const char *vals[] = {c->design, c->design_dir, topsel, chparam, c->liberty, c->work};
+    const char *vals[] = {c->tool_design, c->tool_dir, topsel, chparam, c->liberty, c->work};
     *script = fill_template((const char *)tpl, 6, keys, vals);
     free(tpl);
     return *script ? MTS_OK : mts_fail(err, MTS_ENOMEM, "out of memory");
@@ -153,6 +153,12 @@ int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *ar
     mts_proc_io io = {.cwd = c->work, .log = log, .echo = c->o->verbose ? "mantis synth" : NULL};
     if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "yosys", log, yosys_markers, err);
     read_log(log, top, topcap, delay_ps);
+    for (const char *t = top; *t; t++) /* it goes into the generated wrapper */
+        if (!is_ident_char(*t) && !(*t == '$' && t > top))
+            return mts_fail(err, MTS_EUNSUPPORTED,
+                            "%s: top module '%s' is not a plain Verilog identifier ([A-Za-z_][A-Za-z0-9_$]*), "
+                            "which the equivalence wrapper needs",
+                            c->base, top);
     *area_um2 = read_area(stat);
     if (*area_um2 == 0 && *delay_ps < 0) *delay_ps = 0; /* no cells (a constant design): no path */
     if (!top[0] || *area_um2 < 0)

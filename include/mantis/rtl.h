@@ -96,6 +96,13 @@ const char *mts_rtl_kind_name(mts_rtl_kind k);
 /* "default", "declared", "option", "inferred". */
 const char *mts_rtl_signsrc_name(mts_rtl_signsrc s);
 
+/* 1 when Verilator (and a Yosys script) takes path as one file name as it
+ * is: only letters, digits and ._/+,=@%:~- and no component starting with
+ * '-'. Verilator's wrapper splits names on spaces and quotes, expands $ and
+ * writes non-ASCII as character references, so other names go to the tools
+ * through links (mts_rtl_open, mts_synth_run) or are refused by name. */
+int mts_rtl_path_plain(const char *path);
+
 /* Detects, builds (or finds in the cache) and loads the design. An integer
  * design whose signedness is neither declared nor forced is swept once and
  * read the way (unsigned or signed) whose MRED against the exact product is

@@ -259,7 +259,7 @@ int rtl_build(const mts_rtl_opts *o, rtl_design *d, mts_err *err)
     if (rc0) return rc0;
     if (strlen(root) > 900) /* room for the names below it */
         return mts_fail(err, MTS_EINVAL, "RTL cache directory path too long (over 900 characters)");
-    if (!rtl_path_plain(root)) /* Verilator writes its model there (-Mdir) */
+    if (!mts_rtl_path_plain(root)) /* Verilator writes its model there (-Mdir) */
         return mts_fail(err, MTS_EINVAL,
                         "%s: the RTL cache directory may hold only letters, digits and ._/+,=@%%:~- (Verilator "
                         "cannot take spaces, quotes, $, `, ; or non-ASCII there); set MANTIS_CACHE or --cache",

@@ -526,8 +526,8 @@ static int verilator_paths(rtl_design *d, const char *tmpdir, mts_err *err)
     else
         snprintf(d->vpath, sizeof d->vpath, "%s", d->path);
     snprintf(d->vdir, sizeof d->vdir, "%s", d->dir);
-    if (rtl_path_plain(d->vpath) && rtl_path_plain(d->vdir)) return MTS_OK;
-    if (!rtl_path_plain(tmpdir))
+    if (mts_rtl_path_plain(d->vpath) && mts_rtl_path_plain(d->vdir)) return MTS_OK;
+    if (!mts_rtl_path_plain(tmpdir))
         return mts_fail(err, MTS_EINVAL,
                         "%s: the name holds characters Verilator cannot take (spaces, quotes, $, `, ;, non-ASCII, a "
                         "leading '-'), and so does the scratch directory %s that would link to it; set TMPDIR",
@@ -538,7 +538,7 @@ static int verilator_paths(rtl_design *d, const char *tmpdir, mts_err *err)
     snprintf(d->vdir, sizeof d->vdir, "%s/src", tmpdir);
     if (symlink(rdir, d->vdir)) return mts_fail(err, MTS_EIO, "%s: cannot create a link in the scratch directory", d->vdir);
     const char *bn = base_name(d->path);
-    if (rtl_path_plain(bn)) {
+    if (mts_rtl_path_plain(bn)) {
         if (mts_fs_pathf(d->vpath, sizeof d->vpath, "%s/%s", d->vdir, bn))
             return mts_fail(err, MTS_EINVAL, "%s: path too long", d->path);
     } else {

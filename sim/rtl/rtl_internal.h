@@ -46,10 +46,7 @@ const char *rtl_cxx(void);
  * 6 + nparams more slots. */
 int rtl_verilator_common(char **argv, int n, char gbuf[][300], int nparams, const char *const *params,
                          const char *dir, const char *top);
-/* 1 when Verilator takes path as one file name: only [A-Za-z0-9._/+,=@%:~-]
- * (its wrapper splits on spaces and quotes, expands $, writes non-ASCII as
- * character references) and no component starting with '-'. */
-int rtl_path_plain(const char *path);
+
 
 /* ---- detect.c: which drop-in shape the design has. */
 typedef struct rtl_design {
@@ -57,7 +54,7 @@ typedef struct rtl_design {
     char path[1024];          /* the design file as given */
     char dir[1024];           /* its directory */
     char vpath[1100];         /* the design file as Verilator is given it (a link in the scratch
-                                 directory when the real path is not rtl_path_plain) */
+                                 directory when the real path is not mts_rtl_path_plain) */
     char vdir[1100];          /* its directory as Verilator is given it (-y) */
     int nvparams;             /* the overrides passed to Verilator as -G: opts->param less a
                                  MANTIS_SIGNED the top does not declare as a parameter */

@@ -46,7 +46,7 @@ void rtl_log_first_error(const char *log_path, char *buf, size_t n)
     free(text);
 }
 
-int rtl_path_plain(const char *path)
+int mts_rtl_path_plain(const char *path)
 {
     if (!path || !*path) return 0;
     for (const char *s = path; *s; s++) {
