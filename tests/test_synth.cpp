@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -493,6 +494,61 @@ TEST(SynthFlow, TopIsTheUninstantiatedModuleWhenNoneIsNamedLikeTheFile)
     EXPECT_EQ(r.out_bits, 3);
     EXPECT_TRUE(r.eq_exhaustive);
     EXPECT_EQ(r.eq_vectors, 64u);
+}
+
+TEST(SynthFlow, OutputsDrivenFromOutputsPassEquivalence)
+{
+    REQUIRE_TOOLS();
+    // alias8.v maps to a netlist with `assign {O[6], O[4], O[2:1]} = {O[7], 1'h0, O[3], 1'h0}`
+    const mts_synth_result &r = Ok(Synth(kData + "/synth/alias8.v"));
+    std::string netlist = slurp(std::string(r.dir) + "/netlist.v");
+    EXPECT_NE(netlist.find("O[7]"), std::string::npos);
+    bool aliased = false; // some output bit assigned from another output bit
+    for (size_t at = netlist.find("assign"); at != std::string::npos; at = netlist.find("assign", at + 1)) {
+        std::string line = netlist.substr(at, netlist.find(';', at) - at);
+        size_t eq = line.find('=');
+        aliased |= eq != std::string::npos && line.find("O[", eq) != std::string::npos;
+    }
+    EXPECT_TRUE(aliased) << netlist;
+    EXPECT_TRUE(r.eq_checked);
+    EXPECT_EQ(r.eq_vectors, 256u);
+}
+
+TEST(SynthFlow, ConstantDesignHasAreaZero)
+{
+    REQUIRE_TOOLS();
+    const mts_synth_result &r = Ok(Synth(kData + "/synth/const8.v"));
+    EXPECT_EQ(r.area_um2, 0.0);
+    EXPECT_EQ(r.ncells, 0);
+    EXPECT_EQ(r.delay_ps, 0.0);
+    EXPECT_EQ(r.eq_vectors, 256u);
+}
+
+TEST(SynthFlow, HostileDesignNamesWorkAndRunNothing)
+{
+    REQUIRE_TOOLS();
+    // one synthesis covers the classes: the directory has a space, $(...) and a quote,
+    // the file a leading '-', ';', a backquote and non-ASCII letters
+    std::string root = TmpPath("hostile");
+    std::string dir = root + "/d $(touch PWNED) 'q";
+    ASSERT_EQ(mkdir(root.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    std::string file = dir + "/-x;`touch PWNED`\xc3\xa9.v";
+    std::ofstream(file) << slurp(kData + "/synth/mul4.v");
+    const SynthRun &run = Synth(file);
+    EXPECT_EQ(run.rc, MTS_OK) << run.msg;
+    EXPECT_EQ(run.r.eq_vectors, 256u);
+    EXPECT_STREQ(run.r.top, "mul4");
+    EXPECT_NE(access((root + "/PWNED").c_str(), F_OK), 0);
+    EXPECT_NE(access((dir + "/PWNED").c_str(), F_OK), 0);
+    EXPECT_NE(access("PWNED", F_OK), 0);
+    sh("rm -rf '" + root + "'");
+    // parameters enter the Yosys script and the wrapper: refused unless IDENT=number
+    for (const char *bad : {"M=1);", "M=1 -top x", "M=\"a\"", "1M=2", "M$(x)=1"}) {
+        const SynthRun &b = Synth(kData + "/synth/mul4.v", {bad});
+        EXPECT_EQ(b.rc, MTS_EINVAL) << bad;
+        EXPECT_NE(b.msg.find("Verilog identifier"), std::string::npos) << b.msg;
+    }
 }
 
 std::string RunCli(const std::string &args, int *status)
