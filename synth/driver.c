@@ -70,6 +70,7 @@ static int resolve_flow_files(mts_synth_ctx *c, mts_err *err)
     if (!rc) rc = mts_synth_path(c->tpl, dir, "synth.ys", err);
     if (!rc) rc = mts_synth_path(c->cells_v, dir, "cells.v", err);
     if (!rc) rc = mts_synth_path(c->harness, dir, "eq_harness.cpp", err);
+    if (!rc) rc = mts_synth_path(c->adders, dir, "adders.v", err);
     return rc;
 }
 
@@ -100,10 +101,10 @@ static int check_options(const mts_synth_ctx *c, mts_err *err)
         return mts_fail(err, MTS_EINVAL, "too many --param (max %d)", MTS_SYNTH_MAX_PARAMS);
     /* The design itself may have any name (it reaches the tools through links
      * in the work directory, see tool_paths); these are used as they are. */
-    const char *paths[] = {c->liberty, c->root, c->cells_v, c->harness, c->tpl};
+    const char *paths[] = {c->liberty, c->root, c->cells_v, c->harness, c->tpl, c->adders};
     const char *what[] = {"the liberty", "the synth cache directory", "the cell models", "the equivalence harness",
-                          "the flow script"};
-    for (int i = 0; i < 5; i++)
+                          "the flow script", "the adder map"};
+    for (int i = 0; i < 6; i++)
         if (!mts_rtl_path_plain(paths[i]))
             return mts_fail(err, MTS_EINVAL,
                             "%s: the path of %s may hold only letters, digits and ._/+,=@%%:~- (Yosys and Verilator "
@@ -252,7 +253,7 @@ static void report_cells(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_res
     r->ncells = 0;
     r->ntypes = 0;
     for (int k = 0; k < gl->nnodes; k++) {
-        if (gl->nodes[k].cell < 0) continue;
+        if (gl->nodes[k].cell < 0 || gl->nodes[k].oidx) continue; /* an instance once, not per output */
         const char *name = c->lib.cells[gl->nodes[k].cell].name;
         int t = 0;
         while (t < r->ntypes && strcmp(r->cells[t].name, name)) t++;
