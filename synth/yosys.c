@@ -190,6 +190,20 @@ static int same_function(const mts_synth_ctx *c, const char *dir)
     return same;
 }
 
+/* extract_fa enumerates logic cones: seconds on an 8x8 multiplier, minutes on
+ * the 26-input accumulator. The variant is tried up to ADDERS_MAX_IN_BITS
+ * input bits (every multiplier up to 12x12). */
+#define ADDERS_MAX_IN_BITS 24
+static int adders_worth_trying(const mts_synth_ctx *c)
+{
+    char blif[PATH_MAX];
+    mts_gl gl = {0};
+    int ok = !mts_synth_path(blif, c->work, "netlist.blif", NULL) && !mts_gl_load(blif, &c->lib, &gl, NULL) &&
+             gl.nin_bits <= ADDERS_MAX_IN_BITS;
+    mts_gl_free(&gl);
+    return ok;
+}
+
 /* The full-adder variant in work/fa: when its area is smaller, its files
  * replace the plain ones. Full adders pay off in adder trees (NanGate's FA
  * is smaller than its gates) but cut ABC's optimisation across them, so the
@@ -234,5 +248,5 @@ int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *ar
     if (*area_um2 == 0 && *delay_ps < 0) *delay_ps = 0; /* no cells (a constant design): no path */
     if (!top[0] || *area_um2 < 0)
         return mts_fail(err, MTS_ETOOL, "%s: yosys: no top module or chip area in its output (log: %s)", c->base, log);
-    return *area_um2 > 0 ? try_adders(c, area_um2, delay_ps, err) : MTS_OK;
+    return *area_um2 > 0 && adders_worth_trying(c) ? try_adders(c, area_um2, delay_ps, err) : MTS_OK;
 }
