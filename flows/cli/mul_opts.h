@@ -1,7 +1,7 @@
 /* mul_opts.h - the multiplier-selection options every command shares:
  *   --mul NAME [--man-bits M | --format F]   a registered C model
  *   --lut FILE                               a LUT file (float or integer)
- *   --rtl FILE.v [--param K=V]... [--kind K] a Verilog design (when built with RTL support)
+ *   --rtl FILE.v [--param K=V]... [--kind K] [--signed|--unsigned] a Verilog design
  * Defaults: --format bf16 (M = 7), or FP32 for --mul fp32. */
 #ifndef MANTIS_MUL_OPTS_H
 #define MANTIS_MUL_OPTS_H
@@ -17,6 +17,7 @@ typedef struct mts_mulsel {
     int man_bits; /* -1: not given */
     const char *params[MTS_RTL_MAX_PARAMS];
     int nparams;
+    mts_rtl_sign int_sign; /* --signed / --unsigned (integer designs); AUTO: declared or inferred */
 } mts_mulsel;
 
 /* The selected multiplier, opened. */
