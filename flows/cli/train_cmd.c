@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "mantis/gemmdump.h"
 #include "mantis/nn_train.h"
 #include "mantis/trace.h"
 #include "mul_opts.h"
@@ -39,7 +40,9 @@ static const char usage_text[] =
     "  --json FILE        per-epoch results; --checkpoint DIR [--resume]\n"
     "  --trace-operands FILE [--trace-samples N (100000)] [--trace-kind sig|float (sig)]\n"
     "                     a uniform sample of the forward multiplier's operand pairs during\n"
-    "                     training (trace format: docs/trace-format.md)\n";
+    "                     training (trace format: docs/trace-format.md)\n"
+    "  --dump-gemm LAYER:FILE  write the first training batch's forward GEMM of LAYER\n"
+    "                     for `mantis cosim` (format: docs/cosim.md)\n";
 
 /* Options beyond the driver's config: the multiplier texts still to be
  * resolved into the three specs. */
@@ -48,6 +51,7 @@ typedef struct train_opts {
     mts_arith_spec spec;  /* the main multiplier (forward) */
     const char *mul_bwd, *mul_test;
     const char *opt, *sched, *trace_kind; /* checked after the loop, as --help documents them */
+    const char *dump_gemm;                /* --dump-gemm LAYER:FILE */
     int help;
 } train_opts;
 
@@ -107,6 +111,7 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--ste")) c->ste = v;
     else if (!strcmp(a, "--trace-operands")) c->trace = v;
     else if (!strcmp(a, "--trace-kind")) o->trace_kind = v;
+    else if (!strcmp(a, "--dump-gemm")) o->dump_gemm = v;
     else if (!strcmp(a, "--opt")) o->opt = v;
     else if (!strcmp(a, "--sched")) o->sched = v;
     else if (!strcmp(a, "--acc")) snprintf(o->spec.acc, sizeof o->spec.acc, "%s", v);
@@ -240,9 +245,15 @@ int mts_cmd_train(int argc, char **argv)
     o.c.open_ud = &rtl;
     o.c.progress = progress;
     o.c.progress_ud = &o;
+    mts_gemm_tap tap;
+    if (o.dump_gemm) {
+        if (mts_gemm_tap_init(&tap, o.dump_gemm, &err)) return mts_cli_error(CMD, "%s", err.msg);
+        o.c.tap = &tap;
+    }
     mts_train_info info;
     rc = mts_train_run(&o.c, &info, &err);
     mts_mulsel_arith_close(&rtl);
+    if (rc == MTS_OK && o.dump_gemm) rc = mts_gemm_tap_result(&tap, &err);
     if (rc != MTS_OK) {
         mts_cli_error(CMD, "%s", err.msg);
         return mts_cli_exit(rc);

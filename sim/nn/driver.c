@@ -206,6 +206,7 @@ static int run_epoch(run *r, int e, mts_err *err)
     mts_nn_ctx train = mts_nn_ctx_cpu(&r->af.p, &r->ab.p), eval = mts_nn_ctx_cpu(&r->at.p, NULL);
     train.ste = r->ste;
     train.tracer = c->trace ? &r->tracer : NULL;
+    train.tap = c->tap;
     mts_epoch_stats st;
     r->info->epoch = e + 1;
     int rc = mts_train_epoch(&r->net, &r->opt, &train, &r->train, r->info->ntrain, c->batch, c->seed, e,
