@@ -146,7 +146,7 @@ static int open_mul(const cosim_opts *o, opened *x, mts_err *err)
     x->h.rtl = r;
     const mts_rtl_info *in = mts_rtl_get_info(r);
     if (in->kind != MTS_RTL_SIG && in->kind != MTS_RTL_FLOAT)
-        return mts_fail(err, MTS_EINVAL, "%s: a %s design (%s, %s -> %s) does not fit a PE's multiplier: it needs a "
+        return mts_fail(err, MTS_EINVAL, "%s: a design of kind %s (%s, %s -> %s) does not fit a PE's multiplier: it needs a "
                         "float or significand multiplier (docs/rtl.md)", o->sel.rtl, mts_rtl_kind_name(in->kind),
                         in->in0, in->in1, in->out);
     if (!strcmp(o->mode, "rtl")) {
@@ -176,7 +176,7 @@ static int open_acc(const cosim_opts *o, opened *x, mts_cosim_config *c, mts_err
         if ((rc = mts_rtl_open(&ro, &x->acc, err))) return rc;
         const mts_rtl_info *in = mts_rtl_get_info(x->acc);
         if (in->kind != MTS_RTL_ACC)
-            return mts_fail(err, MTS_EINVAL, "%s: a %s design (%s, %s -> %s) does not fit a PE's accumulator: --acc "
+            return mts_fail(err, MTS_EINVAL, "%s: a design of kind %s (%s, %s -> %s) does not fit a PE's accumulator: --acc "
                             "needs an FMAq accumulator (p, s -> y, docs/rtl.md)", o->acc, mts_rtl_kind_name(in->kind),
                             in->in0, in->in1, in->out);
         x->p.fmaq = 1, x->p.qprod = in->qprod, x->p.qacc = in->qacc;
