@@ -181,22 +181,34 @@ TEST(Cosim, WrongAccumulationOrderIsCaught)
     }
 }
 
+// One unchecked run: its status, the message in *msg.
+static int try_run(const mts_provider &p, const Gemm &g, int R, int C, std::string *msg, const char *vcd = nullptr)
+{
+    mts_cosim_config c;
+    memset(&c, 0, sizeof c);
+    c.p = &p, c.rows = R, c.cols = C, c.vcd = vcd;
+    mts_cosim_result r;
+    mts_err err = {""};
+    int rc = mts_cosim_run(&c, &g.g, NULL, &r, &err);
+    *msg = err.msg;
+    return rc;
+}
+
 TEST(Cosim, RefusesArraysLargerThanTheGemm)
 {
     Lut l;
     Gemm g(6, 3, 4, 1);
     mts_provider p = l.prov(false);
-    mts_cosim_config c;
-    memset(&c, 0, sizeof c);
-    c.p = &p, c.rows = 5, c.cols = 3;
-    mts_cosim_result r;
-    mts_err err;
-    EXPECT_EQ(mts_cosim_run(&c, &g.g, NULL, &r, &err), MTS_EINVAL);
-    EXPECT_NE(std::string(err.msg).find("larger than the GEMM"), std::string::npos) << err.msg;
-    c.rows = 4, c.cols = 4;
-    EXPECT_EQ(mts_cosim_run(&c, &g.g, NULL, &r, &err), MTS_EINVAL);
-    c.rows = 0;
-    EXPECT_EQ(mts_cosim_run(&c, &g.g, NULL, &r, &err), MTS_EINVAL);
+    std::string msg;
+    EXPECT_EQ(try_run(p, g, 5, 3, &msg), MTS_EINVAL);
+    EXPECT_NE(msg.find("larger than the GEMM"), std::string::npos) << msg;
+    EXPECT_EQ(try_run(p, g, 4, 4, &msg), MTS_EINVAL);
+    EXPECT_EQ(try_run(p, g, 0, 2, &msg), MTS_EINVAL);
+    // waveforms only for small runs
+    Gemm big(4096, 32, 32, 1, false);
+    std::string base = tmpdir() + "/big";
+    EXPECT_EQ(try_run(p, big, 32, 32, &msg, base.c_str()), MTS_EINVAL);
+    EXPECT_NE(msg.find("small runs"), std::string::npos) << msg;
 }
 
 TEST(Cosim, WithoutSystemCSaysSo)
@@ -205,13 +217,12 @@ TEST(Cosim, WithoutSystemCSaysSo)
     Lut l;
     Gemm g(4, 4, 4, 1);
     mts_provider p = l.prov(false);
-    mts_cosim_config c;
-    memset(&c, 0, sizeof c);
-    c.p = &p, c.rows = 2, c.cols = 2;
-    mts_cosim_result r;
-    mts_err err;
-    EXPECT_EQ(mts_cosim_run(&c, &g.g, NULL, &r, &err), MTS_EUNSUPPORTED);
-    EXPECT_NE(std::string(err.msg).find("built without SystemC"), std::string::npos);
+    std::string msg;
+    EXPECT_EQ(try_run(p, g, 2, 2, &msg), MTS_EUNSUPPORTED);
+    EXPECT_NE(msg.find("built without SystemC"), std::string::npos) << msg;
+    CliResult r = run_cli("cosim --mul mbm --array 2x2 --gemm /nonexistent.gemm");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("built without SystemC"), std::string::npos) << r.err;
 }
 
 TEST(Cosim, VcdWaveforms)

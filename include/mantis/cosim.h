@@ -41,7 +41,8 @@ typedef struct mts_cosim_config {
      * buffer's chunk adds use mts_qadd. */
     uint32_t (*acc)(void *ud, uint32_t prod, uint32_t s);
     void *acc_ud;
-    const char *vcd;            /* NULL: none; else sc_trace waveforms (path without ".vcd") */
+    const char *vcd;            /* NULL: none; else sc_trace waveforms (path without ".vcd"); at
+                                   most 1024 PEs and 2^22 PE-cycles (MTS_EINVAL otherwise) */
     int check;                  /* 1: compare with mts_gemm (same provider, chunk as above) */
     int test_wrong_order;       /* testing only: WS adds the k-tile sums in the order of the
                                    other accumulator (FP32: in the output buffer; FMAq: fed back

@@ -55,8 +55,13 @@ static int check_config(const mts_cosim_config *c, const mts_gemmdump *g, mts_er
     if (c->rows > tiled || c->cols > g->n)
         return mts_fail(err, MTS_EINVAL, "cosim: array %dx%d is larger than the GEMM (%s = %d rows, n = %d columns)",
                         c->rows, c->cols, c->dataflow == MTS_COSIM_WS ? "k" : "m", tiled, g->n);
-    if (c->vcd && (size_t)c->rows * (size_t)c->cols > 1024)
-        return mts_fail(err, MTS_EINVAL, "cosim: --vcd traces every PE: use an array of at most 1024 PEs");
+    if (c->vcd) { /* every PE register of every cycle: keep waveforms to small runs */
+        uint64_t pec = mts_cosim_cycles(c->dataflow, c->rows, c->cols, g->m, g->n, g->k, NULL, NULL, NULL) *
+                       (uint64_t)c->rows * (uint64_t)c->cols;
+        if ((size_t)c->rows * (size_t)c->cols > 1024 || pec > (1u << 22))
+            return mts_fail(err, MTS_EINVAL, "cosim: --vcd is for small runs (at most 1024 PEs and 4M PE-cycles; "
+                            "this one is %dx%d, %llu PE-cycles)", c->rows, c->cols, (unsigned long long)pec);
+    }
     return MTS_OK;
 }
 
