@@ -162,6 +162,32 @@ TEST(Cosim, CyclesMatchHandCheckedClosedForm)
     EXPECT_EQ(run(p, one, 4, 4, MTS_COSIM_WS).cycles, 21u);
 }
 
+// A chunk sum can be -0 (a negative sum flushed below the accumulator's R_UF
+// keeps its sign); mts_fmaq_dot keeps it (y = S_0, Q(-0 + -0) = -0). The array
+// matches only because the output buffer stores the first tile's sum as it is
+// and the short last tile's unused rows pass the sum through (docs/cosim.md).
+TEST(Cosim, NegativeZeroChunkSums)
+{
+    NEED_SYSTEMC();
+    Lut l;
+    Gemm g(3, 2, 5, 1, false);
+    for (auto &x : g.a) x = -0.015625f; // -2^-6
+    for (auto &x : g.b) x = 0.03125f;   //  2^-5: products -2^-11, kept by Q_prod (b 12), flushed by Q_acc (b 10)
+    mts_provider p = l.prov(true);
+    p.qprod = qfmt(7, 4, 12), p.qacc = qfmt(7, 4, 10);
+    for (int df : {MTS_COSIM_WS, MTS_COSIM_OS}) {
+        mts_cosim_config c;
+        memset(&c, 0, sizeof c);
+        c.rows = 2, c.cols = 2, c.dataflow = df, c.p = &p, c.check = 1;
+        std::vector<float> out(6);
+        mts_cosim_result r;
+        mts_err err;
+        ASSERT_EQ(mts_cosim_run(&c, &g.g, out.data(), &r, &err), MTS_OK) << err.msg;
+        EXPECT_EQ(r.mismatches, 0u) << show(r);
+        for (float v : out) EXPECT_EQ(mts_f2u(v), 0x80000000u);
+    }
+}
+
 // FP32 sums of bf16 LUT products (16-bit significands) are mostly exact, so
 // the FP32 case uses native FP32 products, whose sums round.
 TEST(Cosim, WrongAccumulationOrderIsCaught)
@@ -242,6 +268,12 @@ TEST(Cosim, VcdWaveforms)
     EXPECT_NE(v.find("$enddefinitions"), std::string::npos);
     EXPECT_NE(v.find("$scope module pe_1_1 $end"), std::string::npos); // "pe_1_1.psum": one scope per PE
     EXPECT_NE(v.find(" psum [31:0]"), std::string::npos);
+    c.vcd = "/nonexistent-dir/wave";
+    EXPECT_EQ(mts_cosim_run(&c, &g.g, NULL, &r, &err), MTS_EIO);
+    EXPECT_NE(std::string(err.msg).find("cannot create the waveform file"), std::string::npos) << err.msg;
+    c.vcd = NULL; // and the kernel is still usable
+    ASSERT_EQ(mts_cosim_run(&c, &g.g, NULL, &r, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(r.mismatches, 0u);
 }
 
 TEST(GemmDump, RoundTripAndMalformedFiles)

@@ -15,6 +15,7 @@
 #include <systemc>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -332,8 +333,13 @@ extern "C" int mts__cosim_sim(mts__cosim_job *j, mts_err *err)
         elaborate();
         sc_trace_file *tf = nullptr;
         if (j->c->vcd) {
+            // SystemC opens the file only once simulating, and a failure then
+            // would leave the trace registered in the kernel: check first
+            std::string path = std::string(j->c->vcd) + ".vcd";
+            FILE *f = fopen(path.c_str(), "w");
+            if (!f) return mts_fail(err, MTS_EIO, "%s: cannot create the waveform file", path.c_str());
+            fclose(f);
             tf = sc_create_vcd_trace_file(j->c->vcd);
-            if (!tf) return mts_fail(err, MTS_EIO, "%s.vcd: cannot create the waveform file", j->c->vcd);
             tf->set_time_unit(1, SC_NS);
             sc_trace(tf, run.cycles, "cycle");
             sc_trace(tf, run.phase, "phase");
@@ -362,6 +368,7 @@ extern "C" int mts__cosim_sim(mts__cosim_job *j, mts_err *err)
         j->r->seconds = std::chrono::duration<double>(t1 - t0).count();
         j->r->cycles = run.cycles;
     } catch (const std::exception &e) {
+        if (top) top->run = nullptr;
         return mts_fail(err, MTS_EIO, "cosim: SystemC: %.400s", e.what());
     }
     if (!run.done) return mts_fail(err, MTS_EIO, "cosim: the simulation stopped before the GEMM was complete");
