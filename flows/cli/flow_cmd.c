@@ -236,6 +236,32 @@ static int design_runs(flow_graph *g, const flow_cfg *c, const char *design, con
     return 0;
 }
 
+/* Co-simulation (docs/cosim.md): LeNet-5's conv2 forward GEMM of the first
+ * batch, trained with the design's LUT (step gemm), replayed on a 16x16
+ * weight-stationary array in lut mode with the synthesis energy (step cosim). */
+static int plan_cosim(flow_graph *g, const flow_cfg *c, const char *dname, int lut, int synth, const char *content,
+                      mts_err *err)
+{
+    char data[FLOW_PATH], batch[16];
+    snprintf(batch, sizeof batch, "%d", c->batch);
+    mts_fs_pathf(data, sizeof data, "%s/%s", c->data_dir, c->datasets[0]);
+    int dep[3] = {lut, 0, synth};
+    int gm = flow_add(g, dname, "gemm", "gemm",
+                      ARGV("train", "--lut", "{DEP0}", "--model", "lenet5", "--data", c->datasets[0], "--data-dir", data,
+                           "--epochs", "1", "--batch", batch, "--subset", batch, "--test-subset", batch, "--seed", "1",
+                           "--threads", "1", "--dump-layer", "conv2", "--dump-gemm", "{OUT}"),
+                      dep, 1, content, err);
+    if (gm < 0) return -1;
+    dep[1] = gm;
+    int cs = flow_add(g, dname, "cosim", "json",
+                      ARGV("cosim", "--lut", "{DEP0}", "--gemm", "{DEP1}", "--array", "16x16", "--synth", "{DEP2}",
+                           "--json", "{OUT}"),
+                      dep, 3, content, err);
+    if (cs < 0) return -1;
+    g->s[cs].ok_exit[g->s[cs].nok++] = 1; /* a mismatch is a result */
+    return 0;
+}
+
 /* Steps of one detected design. det: its `rtl info` JSON. */
 static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, int detect,
                        const mts_json *det, mts_err *err)
@@ -252,8 +278,8 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
                                content, err);
     if (verify < 0) return -1;
     g->s[verify].ok_exit[g->s[verify].nok++] = 1; /* mismatches are a result */
-    if (flow_add(g, dname, "synth", "json", ARGV("synth", "--rtl", path, "--json", "{OUT}"), dep, 1, content, err) < 0)
-        return -1;
+    int synth = flow_add(g, dname, "synth", "json", ARGV("synth", "--rtl", path, "--json", "{OUT}"), dep, 1, content, err);
+    if (synth < 0) return -1;
     if (is_acc) {
         char acc[16], prod[16], ab[16], pb[16];
         snprintf(acc, sizeof acc, "%s", mts_json_str(det, "acc.acc", "M7E4"));
@@ -273,6 +299,7 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
         return -1;
     /* the trainer records float operands; integer designs get uniform-operand power only */
     if (strcmp(kind, "int") && plan_power(g, c, path, dname, kind, lut, content, err)) return -1;
+    if (strcmp(kind, "int") && plan_cosim(g, c, dname, lut, synth, content, err)) return -1;
     const char *mul[] = {"--lut", "{DEP0}"};
     int deps[2] = {lut, verify};
     return design_runs(g, c, dname, mul, 2, deps, 2, 2, content, err);

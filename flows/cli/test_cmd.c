@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "mantis/gemmdump.h"
 #include "mantis/nn_train.h"
 #include "mul_opts.h"
 
@@ -21,7 +22,9 @@ static const char usage_text[] =
     "  --data-dir DIR     (default ./data/<data set of the run>)\n"
     "  --test-subset N    evaluate the first N test samples\n"
     "  --threads N        GEMM threads (results do not depend on it)\n"
-    "  --json FILE        write {\"test_acc\": ...}\n";
+    "  --json FILE        write {\"test_acc\": ...}\n"
+    "  --dump-gemm LAYER:FILE  write the first test batch's forward GEMM of LAYER\n"
+    "                     for `mantis cosim` (format: docs/cosim.md)\n";
 
 int mts_cmd_test(int argc, char **argv)
 {
@@ -30,6 +33,7 @@ int mts_cmd_test(int argc, char **argv)
     mts_arith_spec acc, spec;
     mts_err err;
     mts_test_config c;
+    mts_gemm_tap tap;
     memset(&c, 0, sizeof c);
     mts_mulsel_init(&sel);
     mts_arith_spec_init(&acc);
@@ -49,6 +53,10 @@ int mts_cmd_test(int argc, char **argv)
         if (!strcmp(a, "--checkpoint")) c.ckdir = v;
         else if (!strcmp(a, "--data-dir")) c.data_dir = v;
         else if (!strcmp(a, "--json")) c.json = v;
+        else if (!strcmp(a, "--dump-gemm")) {
+            if (mts_gemm_tap_init(&tap, v, &err)) return mts_cli_error(CMD, "%s", err.msg);
+            c.tap = &tap;
+        }
         else if (!strcmp(a, "--acc")) snprintf(acc.acc, sizeof acc.acc, "%s", v), any_acc = 1;
         else if (!strcmp(a, "--prod")) snprintf(acc.prod, sizeof acc.prod, "%s", v), any_acc = 1;
         else if (!strcmp(a, "--threads") || !strcmp(a, "--test-subset") || !strcmp(a, "--chunk") ||
@@ -83,6 +91,7 @@ int mts_cmd_test(int argc, char **argv)
     mts_test_result r;
     int rc = mts_test_run(&c, &r, &err);
     mts_mulsel_arith_close(&rtl);
+    if (rc == MTS_OK && c.tap) rc = mts_gemm_tap_result(c.tap, &err);
     if (rc != MTS_OK) {
         mts_cli_error(CMD, "%s", err.msg);
         return mts_cli_exit(rc);

@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "mantis/gemmdump.h"
 #include "mantis/nn_train.h"
 #include "mantis/trace.h"
 #include "mul_opts.h"
@@ -41,7 +42,10 @@ static const char usage_text[] =
     "exit status: 0 trained, 2 could not run, 3 diverged (a batch loss non-finite or > 1000)\n"
     "  --trace-operands FILE [--trace-samples N (100000)] [--trace-kind sig|float (sig)]\n"
     "                     a uniform sample of the forward multiplier's operand pairs during\n"
-    "                     training (trace format: docs/trace-format.md)\n";
+    "                     training (trace format: docs/trace-format.md)\n"
+    "  --dump-gemm LAYER:FILE  write the first training batch's forward GEMM of LAYER\n"
+    "                     for `mantis cosim` (format: docs/cosim.md); or --dump-layer LAYER\n"
+    "                     --dump-gemm FILE\n";
 
 /* Options beyond the driver's config: the multiplier texts still to be
  * resolved into the three specs. */
@@ -50,6 +54,7 @@ typedef struct train_opts {
     mts_arith_spec spec;  /* the main multiplier (forward) */
     const char *mul_bwd, *mul_test;
     const char *opt, *sched, *trace_kind; /* checked after the loop, as --help documents them */
+    const char *dump_gemm, *dump_layer;   /* --dump-gemm LAYER:FILE, or --dump-layer L --dump-gemm FILE */
     int help;
 } train_opts;
 
@@ -109,6 +114,8 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--ste")) c->ste = v;
     else if (!strcmp(a, "--trace-operands")) c->trace = v;
     else if (!strcmp(a, "--trace-kind")) o->trace_kind = v;
+    else if (!strcmp(a, "--dump-gemm")) o->dump_gemm = v;
+    else if (!strcmp(a, "--dump-layer")) o->dump_layer = v;
     else if (!strcmp(a, "--opt")) o->opt = v;
     else if (!strcmp(a, "--sched")) o->sched = v;
     else if (!strcmp(a, "--acc")) snprintf(o->spec.acc, sizeof o->spec.acc, "%s", v);
@@ -242,9 +249,20 @@ int mts_cmd_train(int argc, char **argv)
     o.c.open_ud = &rtl;
     o.c.progress = progress;
     o.c.progress_ud = &o;
+    mts_gemm_tap tap;
+    char spec[1100];
+    if (o.dump_layer && !o.dump_gemm) return mts_cli_error(CMD, "--dump-layer needs --dump-gemm FILE");
+    if (o.dump_gemm) {
+        /* the flow passes the file as its own argument ({OUT}) */
+        if (o.dump_layer) snprintf(spec, sizeof spec, "%s:%s", o.dump_layer, o.dump_gemm);
+        else snprintf(spec, sizeof spec, "%s", o.dump_gemm);
+        if (mts_gemm_tap_init(&tap, spec, &err)) return mts_cli_error(CMD, "%s", err.msg);
+        o.c.tap = &tap;
+    }
     mts_train_info info;
     rc = mts_train_run(&o.c, &info, &err);
     mts_mulsel_arith_close(&rtl);
+    if (rc == MTS_OK && o.dump_gemm) rc = mts_gemm_tap_result(&tap, &err);
     if (rc != MTS_OK) {
         mts_cli_error(CMD, "%s", err.msg);
         return mts_cli_exit(rc);

@@ -23,6 +23,7 @@ typedef struct row {
     double mred, nmed, err_rate, bias, wce;
     double area, gates, delay, pw_uniform, pw_work, energy;
     double test_acc, test_std, train_acc; /* mean and sample std over the seeds that trained */
+    double cosim_cycles, cosim_energy; /* per inference, step cosim (docs/cosim.md) */
     int baseline, trained;
     int nseeds, ndone, ndiverged;         /* seeds configured, trained to the end, diverged */
     double seed_acc[FLOW_MAX_LIST];       /* per seed (NaN: none) */
@@ -139,6 +140,10 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
     j = load_done(find(g, d, "power"));
     r->pw_work = mts_json_num(j, "power.total_uw", NAN);
     mts_json_free(j);
+    j = load_done(find(g, d, "cosim"));
+    r->cosim_cycles = mts_json_num(j, "cycles_per_inference", NAN);
+    r->cosim_energy = mts_json_num(j, "energy_pj_per_inference", NAN);
+    mts_json_free(j);
 }
 
 /* The training steps of the row, one per seed: mean and sample standard
@@ -226,15 +231,17 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
 }
 
 /* The numeric columns of a row, in results.csv / results.json order. */
-#define NCOLS 14
+#define NCOLS 16
 static const char *const col_names[NCOLS] = {
     "test_acc", "test_acc_std", "train_acc", "mred", "nmed", "error_rate", "bias", "wce",
-    "area_um2", "nand2_eq", "delay_ps", "power_uniform_uw", "energy_pj_per_op", "power_workload_uw"};
+    "area_um2", "nand2_eq", "delay_ps", "power_uniform_uw", "energy_pj_per_op", "power_workload_uw",
+    "cosim_cycles_per_inference", "cosim_energy_pj_per_inference"};
 
 static void row_values(const row *r, double v[NCOLS])
 {
     const double x[NCOLS] = {r->test_acc, r->test_std, r->train_acc, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
-                             r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work};
+                             r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work,
+                             r->cosim_cycles, r->cosim_energy};
     memcpy(v, x, sizeof x);
 }
 
@@ -928,6 +935,7 @@ static void html_table(FILE *f, const report *rp)
                "<th>verification</th><th>model</th><th>data</th><th>run</th><th>test acc %%</th><th>seeds</th><th>train acc %%</th>"
                "<th>test acc per epoch</th><th>MRED</th><th>NMED</th><th>error rate</th><th>bias</th><th>area um&sup2;</th>"
                "<th>NAND2 eq</th><th>delay ps</th><th>power uW (uniform)</th><th>pJ/op</th><th>power uW (workload)</th>"
+               "<th>cosim cycles / inference</th><th>cosim pJ / inference</th>"
                "</tr>\n");
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
@@ -956,6 +964,8 @@ static void html_table(FILE *f, const report *rp)
         cell(f, r->pw_uniform, "%.1f");
         cell(f, r->energy, "%.4f");
         cell(f, r->pw_work, "%.1f");
+        cell(f, r->cosim_cycles, "%.0f");
+        cell(f, r->cosim_energy, "%.4g");
         fprintf(f, "</tr>\n");
     }
     fprintf(f, "</table>\n");

@@ -65,6 +65,7 @@ uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const 
 typedef enum { MTS_DEVICE_CPU = 0 } mts_device;
 
 typedef struct mts_nn_tracer mts_nn_tracer; /* nn_trace.h */
+typedef struct mts_gemm_tap mts_gemm_tap;   /* gemmdump.h */
 
 /* Everything an op needs besides its arrays; passed by the caller to every
  * op that multiplies (no process-wide settings). The CPU ops refuse another
@@ -75,6 +76,7 @@ typedef struct mts_nn_ctx {
     mts_ste ste;             /* FMAq STE of dense layers (with fwd->fmaq) */
     mts_nn_tracer *tracer;   /* NULL: none; else samples the operands of every GEMM */
     int device;              /* mts_device */
+    mts_gemm_tap *tap;       /* NULL: none; else dumps one layer's forward GEMM (gemmdump.h) */
 } mts_nn_ctx;
 
 /* A CPU context with providers fwd and bwd, IDENTITY STE and no tracer. */

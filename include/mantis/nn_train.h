@@ -95,6 +95,7 @@ typedef struct mts_train_config {
     const char *trace;           /* NULL: no operand trace */
     int trace_kind;              /* MTS_TRACE_SIG or MTS_TRACE_FLOAT */
     int trace_samples;
+    mts_gemm_tap *tap;           /* NULL: none; else dumps a layer's first forward GEMM (gemmdump.h) */
     mts_train_progress_fn progress; /* NULL: silent */
     void *progress_ud;
 } mts_train_config;
@@ -122,6 +123,7 @@ typedef struct mts_test_config {
     int threads;
     mts_arith_open_fn open;      /* NULL: mts_arith_open */
     void *open_ud;
+    mts_gemm_tap *tap;           /* NULL: none; else dumps a layer's first forward GEMM (gemmdump.h) */
 } mts_test_config;
 
 typedef struct mts_test_result {

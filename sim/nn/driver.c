@@ -246,6 +246,7 @@ static int run_epoch(run *r, int e, mts_err *err)
     mts_nn_ctx train = mts_nn_ctx_cpu(&r->af.p, &r->ab.p), eval = mts_nn_ctx_cpu(&r->at.p, NULL);
     train.ste = r->ste;
     train.tracer = c->trace ? &r->tracer : NULL;
+    train.tap = c->tap;
     mts_epoch_stats st;
     r->info->epoch = e + 1;
     mts_epoch_order(c->seed, e, r->info->ntrain, r->order); /* the order mts_train_epoch uses */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/gemmdump.h"
 #include "mantis/nn_net.h"
 #include "mantis/rng.h"
 
@@ -218,12 +219,22 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
     if (!net->built || N < 1 || N > net->batch)
         return mts_fail(err, MTS_EINVAL, "net %s: forward of %d samples (capacity %d)", net->name, N, net->batch);
     memcpy(net->l[0].y, x, sizeof(float) * node_size(&net->l[0]) * (size_t)N);
+    int nconv = 0, ndense = 0, nmatmul = 0; /* the GEMM tap names layers conv1, dense2, matmul1, ... */
+    char tapname[32];
     for (int i = 1; i < net->n; i++) {
         mts_layer *l = &net->l[i];
         const mts_layer *a = &net->l[l->in0];
         const float *w = net->param + l->poff;
         size_t sz = node_size(l) * (size_t)N;
         int rc = MTS_OK;
+        if (ctx->tap) {
+            if (l->kind == MTS_L_CONV) snprintf(tapname, sizeof tapname, "conv%d", ++nconv);
+            else if (l->kind == MTS_L_DENSE) snprintf(tapname, sizeof tapname, "dense%d", ++ndense);
+            else if (l->kind == MTS_L_MATMUL) snprintf(tapname, sizeof tapname, "matmul%d", ++nmatmul);
+            int gemm = l->kind == MTS_L_CONV || l->kind == MTS_L_DENSE || l->kind == MTS_L_MATMUL;
+            ctx->tap->cur = gemm ? tapname : NULL;
+            ctx->tap->batch = N;
+        }
         switch (l->kind) {
         case MTS_L_DENSE:
             rc = mts_dense_forward(ctx, N, (int)node_size(a), l->units, a->y, w, w + l->nweight, l->y, err);
@@ -248,6 +259,7 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
             break;
         default: break;
         }
+        if (ctx->tap) ctx->tap->cur = NULL;
         if (rc != MTS_OK) return rc;
     }
     return MTS_OK;

@@ -73,6 +73,7 @@ static int evaluate(const mts_test_config *c, const char *path, const mts_arith_
     r->samples = c->test_subset && c->test_subset < test->n ? c->test_subset : test->n;
     snprintf(r->desc, sizeof r->desc, "%s", ar->desc);
     mts_nn_ctx ctx = mts_nn_ctx_cpu(&ar->p, NULL);
+    ctx.tap = c->tap;
     if ((rc = mts_evaluate(net, &ctx, test, r->samples, &r->acc, err)) != MTS_OK) return rc;
     return c->json ? write_json(c->json, r, err) : MTS_OK;
 }
