@@ -3,6 +3,7 @@
 #ifndef MANTIS_NN_INTERNAL_H
 #define MANTIS_NN_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "mantis/gemm.h"
@@ -16,5 +17,11 @@ uint32_t mts__prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a,
  * NULL (driver.c; the train and test drivers). */
 int mts__nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s, int threads, mts_arith *a,
                        mts_err *err);
+
+/* The transcendental functions of the transformer ops (GELU, softmax):
+ * one wrapper each so that CPU and GPU can share one definition.
+ * TODO: switch to mts_fm_expf / mts_fm_tanhf when include/mantis/fmath.h lands. */
+static inline float mts__nn_expf(float x) { return expf(x); }
+static inline float mts__nn_tanhf(float x) { return tanhf(x); }
 
 #endif
