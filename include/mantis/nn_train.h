@@ -35,6 +35,25 @@ int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts
  * through ctx->fwd (the test provider). */
 int mts_evaluate(mts_net *net, const mts_nn_ctx *ctx, const mts_dataset *d, int n, double *acc, mts_err *err);
 
+/* ------------------------------------------- per-layer multipliers */
+
+/* One --mul-layer rule "PATTERN=SPEC": the multiplying layers whose names
+ * (mts_net_layer_name) match the glob PATTERN use SPEC instead of the run's
+ * multiplier, in the forward, backward (without FMAq) and test providers;
+ * the last matching rule wins. SPEC is MUL[,key=value...]: MUL a multiplier
+ * name (fp32, blas, bf16, a C model) or a LUT file (a path with '/' or
+ * ".lut"); keys acc, prod, acc-bias, prod-bias, chunk, man-bits, format and
+ * the flag no-underflow, as the options of the same names. */
+#define MTS_MAX_LAYER_RULES 16
+typedef struct mts_layer_rule {
+    char pattern[64];
+    char text[256];       /* "PATTERN=SPEC" as given */
+    mts_arith_spec spec;  /* the forward / test provider */
+} mts_layer_rule;
+
+/* Parses "PATTERN=SPEC"; MTS_EINVAL with the reason in err. */
+int mts_layer_rule_parse(const char *text, mts_layer_rule *r, mts_err *err);
+
 /* ------------------------------------------------- the training driver */
 
 typedef enum {
@@ -57,6 +76,7 @@ typedef struct mts_train_info {
     double final_test_acc;       /* test accuracy of the last epoch in the history (0: none) */
     size_t trace_have;           /* operand pairs sampled */
     uint64_t trace_seen;         /* of this many streamed */
+    char layers[1024];           /* per-layer rules: "RULE: N layers (fwd desc); ..." ("" without) */
 } mts_train_info;
 
 typedef void (*mts_train_progress_fn)(void *ud, mts_train_event ev, const mts_train_info *info, int done,
@@ -89,6 +109,8 @@ typedef struct mts_train_config {
     int trace_samples;
     mts_train_progress_fn progress; /* NULL: silent */
     void *progress_ud;
+    const char *const *layer_rules; /* "PATTERN=SPEC" (mts_layer_rule), recorded in the checkpoint */
+    int nlayer_rules;
 } mts_train_config;
 
 void mts_train_config_init(mts_train_config *c);
@@ -112,6 +134,8 @@ typedef struct mts_test_config {
     int threads;
     mts_arith_open_fn open;      /* NULL: mts_arith_open */
     void *open_ud;
+    const char *const *layer_rules; /* applied after the run's own rules (which a given spec drops) */
+    int nlayer_rules;
 } mts_test_config;
 
 typedef struct mts_test_result {
@@ -119,6 +143,7 @@ typedef struct mts_test_result {
     char desc[192];              /* the provider (mts_arith.desc) */
     int samples;
     double acc;
+    char layers[1024];           /* the per-layer rules applied, as mts_train_info.layers */
 } mts_test_result;
 
 /* Rebuilds the model named in the checkpoint, loads it and evaluates the
