@@ -334,7 +334,7 @@ uint64_t mts_net_layer_macs(const mts_net *net, int node)
     return (uint64_t)l->h * l->h * l->w;
 }
 
-/* Kaiming uniform (bound sqrt(6/fan_in)), one RNG stream per layer so that
+/* Kaiming uniform (bound sqrt(6/fan_in); Xavier for token dense layers), one RNG stream per layer so that
  * adding a layer does not change the others' initial weights. */
 static void init_params(mts_net *net, uint64_t seed)
 {
@@ -343,7 +343,11 @@ static void init_params(mts_net *net, uint64_t seed)
         float *p = net->param + l->poff;
         if (l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV || l->kind == MTS_L_TOKDENSE) {
             size_t fan = l->nweight / (size_t)(l->kind == MTS_L_CONV ? l->g.cout : l->units);
-            float bound = sqrtf(6.0f / (float)fan);
+            /* token dense layers (transformers): Xavier uniform, bound
+             * sqrt(6/(fan_in+fan_out)), as ViT; keeps the attention logits
+             * small at the start */
+            float bound = l->kind == MTS_L_TOKDENSE ? sqrtf(6.0f / (float)(fan + (size_t)l->units))
+                                                    : sqrtf(6.0f / (float)fan);
             mts_rng r = {mts_rng_derive(seed, (uint64_t)i)};
             for (size_t j = 0; j < l->nweight; j++) p[j] = (2.0f * mts_rng_uniform(&r) - 1.0f) * bound;
             memset(p + l->nweight, 0, sizeof(float) * (l->np - l->nweight));
