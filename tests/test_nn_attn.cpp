@@ -22,8 +22,8 @@ extern "C" {
 #include "mantis/fmaq.h"
 #include "mantis/fpbits.h"
 #include "mantis/nn.h"
-#include "test_nn_ctx.h"
 }
+#include "test_nn_ctx.h"
 #include "test_util.h"
 
 namespace {
@@ -32,24 +32,7 @@ using vecf = std::vector<float>;
 using vecd = std::vector<double>;
 using fwd_fn = std::function<vecd(const vecd &)>;
 
-vecf rnd(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f)
-{
-    mts_rng r = {seed};
-    vecf v(n);
-    for (auto &x : v) x = lo + (hi - lo) * mts_rng_uniform(&r);
-    return v;
-}
-
 vecd D(const vecf &v) { return vecd(v.begin(), v.end()); }
-
-mts_provider native()
-{
-    mts_provider p;
-    memset(&p, 0, sizeof p);
-    p.kind = MTS_PROV_NATIVE;
-    p.threads = 1;
-    return p;
-}
 
 // L(v) = sum_i r_i f(v)_i; the op's analytic gradient g (from dy = r) must
 // match the central difference of L in double at every (or a sample of) index.
@@ -186,7 +169,7 @@ TEST(NnAttnGrad, AttentionScoresAndOutput)
 {
     const int N = 2, T = 5, H = 2, dh = 3, Dm = H * dh;
     const float scale = 1.0f / std::sqrt((float)dh);
-    mts_provider p = native();
+    mts_provider p = native_prov();
     mts_err err;
     vecf qkv = rnd((size_t)N * T * 3 * Dm, 7), rs = rnd((size_t)N * H * T * T, 8);
     vecf a = rnd((size_t)N * H * T * T, 9, 0, 1), ry = rnd((size_t)N * T * Dm, 10);
@@ -291,7 +274,7 @@ TEST(NnAttnGrad, SmallVitParameterGradientsMatchFiniteDifferences)
     for (int cls : {0, 1}) {
         mts_net net;
         small_vit(&net, cls);
-        mts_provider p = native();
+        mts_provider p = native_prov();
         mts_err err;
         const int N = 2, out = 3;
         vecf x = rnd((size_t)N * 16, 21), r = rnd((size_t)N * out, 22);
@@ -326,23 +309,21 @@ TEST(NnAttnGrad, SmallVitParameterGradientsMatchFiniteDifferences)
 // ------------------------------------------------ LUT and FMAq: bit-exact
 
 struct AttnLut : ::testing::Test {
-    mts_lut lut;
+    mts_arith ar; // the MBM (1,8,7) LUT provider as the training driver opens it
     mts_mulop lutop;
     mts_provider lp;
     void SetUp() override
     {
         mts_err err;
-        mts_mulop op;
-        mts_format f = mts_format_e8(7);
-        ASSERT_EQ(mts_mulop_model(&op, "mbm", &f, &err), MTS_OK) << err.msg;
-        ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
-        mts_mulop_lut(&lutop, &lut);
-        memset(&lp, 0, sizeof lp);
-        lp.kind = MTS_PROV_LUT;
-        lp.lut = &lut;
-        lp.threads = 2;
+        mts_arith_spec spec;
+        mts_arith_spec_init(&spec);
+        snprintf(spec.mul, sizeof spec.mul, "mbm");
+        ASSERT_EQ(mts_arith_open(&spec, 2, &ar, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(ar.p.kind, MTS_PROV_LUT);
+        mts_mulop_lut(&lutop, &ar.lut);
+        lp = ar.p;
     }
-    void TearDown() override { mts_lut_free(&lut); }
+    void TearDown() override { mts_arith_close(&ar); }
     mts_provider fmaq() const
     {
         mts_provider p = lp;
@@ -441,7 +422,7 @@ TEST_F(AttnLut, MbmDiffersFromNativeInAttention)
     // the products really go through the LUT: an MBM run differs from FP32
     const int N = 1, T = 4, H = 1, dh = 8;
     vecf qkv = rnd((size_t)N * T * 3 * dh, 41), s1(T * T), s2(T * T);
-    mts_provider p = native();
+    mts_provider p = native_prov();
     mts_err err;
     ASSERT_EQ(mts_attn_qk_forward(NnCtx(&p, &p).get(), N, T, H, dh, 1.0f, qkv.data(), s1.data(), &err), MTS_OK);
     ASSERT_EQ(mts_attn_qk_forward(NnCtx(&lp, &lp).get(), N, T, H, dh, 1.0f, qkv.data(), s2.data(), &err), MTS_OK);
@@ -461,7 +442,7 @@ TEST(NnAttnModels, VitTinyAndResnet18Shapes)
     size_t block = 4 * 64 + (64 * 192 + 192) + (64 * 64 + 64) + (64 * 128 + 128) + (128 * 64 + 64);
     EXPECT_EQ(net.nparam, (size_t)(49 * 64 + 64) + 16 * 64 + 4 * block + 2 * 64 + (64 * 10 + 10));
     EXPECT_EQ(mts_net_outsize(&net), 10);
-    mts_provider p = native();
+    mts_provider p = native_prov();
     vecf x = rnd(2 * 28 * 28, 51, 0, 1);
     ASSERT_EQ(mts_net_forward(&net, NnCtx(&p, &p).get(), 0, 2, x.data(), &err), MTS_OK) << err.msg;
     for (int i = 0; i < 20; i++) EXPECT_TRUE(std::isfinite(mts_net_output(&net)[i]));
