@@ -113,3 +113,15 @@ void mts_mulsel_arith_close(mts_mulsel_arith *m)
     for (int i = 0; i < m->n; i++) mts_mulhandle_close(&m->h[i]);
     m->n = 0;
 }
+
+int mts_mul_layers_arg(mts_mul_layers *m, int argc, char **argv, int *i, mts_err *err)
+{
+    const char *v = NULL;
+    if (strcmp(argv[*i], "--mul-layer")) return 0;
+    if (value(argc, argv, i, &v, err) < 0) return -1;
+    if (m->n == MTS_MAX_LAYER_RULES) return mts_fail(err, MTS_EINVAL, "at most %d --mul-layer rules", MTS_MAX_LAYER_RULES);
+    mts_layer_rule r;
+    if (mts_layer_rule_parse(v, &r, err) != MTS_OK) return -1;
+    m->rule[m->n++] = v;
+    return 1;
+}

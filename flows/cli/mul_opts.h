@@ -10,6 +10,7 @@
 #include "mantis/mul.h"
 #include "mantis/rtl.h"
 #include "mantis/nn_arith.h"
+#include "mantis/nn_train.h"
 
 
 typedef struct mts_mulsel {
@@ -58,6 +59,16 @@ typedef struct mts_mulsel_arith {
 } mts_mulsel_arith;
 int mts_mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err);
 void mts_mulsel_arith_close(mts_mulsel_arith *m);
+
+/* --mul-layer PATTERN=SPEC, repeatable (train and test): the rule texts,
+ * each checked with mts_layer_rule_parse (nn_train.h) as it is read. */
+typedef struct mts_mul_layers {
+    const char *rule[MTS_MAX_LAYER_RULES];
+    int n;
+} mts_mul_layers;
+/* Consumes argv[*i] and its value if it is --mul-layer: 1, 0 if not, -1
+ * (message in err) for a missing or bad value. */
+int mts_mul_layers_arg(mts_mul_layers *m, int argc, char **argv, int *i, mts_err *err);
 
 /* Help text for the options above. */
 extern const char mts_mulsel_help[];

@@ -19,6 +19,8 @@ static const char usage_text[] =
     "  --mul NAME | --lut FILE | --rtl FILE.v [--man-bits M | --format F]   evaluation multiplier\n"
     "                     (default: the run's own test multiplier)\n"
     "  --acc M7E4 [--acc-bias B] [--prod M7E4] [--prod-bias B] [--chunk N] [--no-underflow]\n"
+    "  --mul-layer PATTERN=SPEC  per-layer multiplier (repeatable; as mantis train). The run's own\n"
+    "                     rules apply first unless --mul/--lut/--rtl replaces the run's multiplier\n"
     "  --data-dir DIR     (default ./data/<data set of the run>)\n"
     "  --test-subset N    evaluate the first N test samples\n"
     "  --threads N        GEMM threads (results do not depend on it)\n"
@@ -38,6 +40,7 @@ int mts_cmd_test(int argc, char **argv)
     mts_mulsel_init(&sel);
     mts_arith_spec_init(&acc);
     int any_acc = 0;
+    mts_mul_layers layers = {{0}, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (mts_is_help(a)) {
@@ -45,6 +48,7 @@ int mts_cmd_test(int argc, char **argv)
             return 0;
         }
         int r = mts_mulsel_arg(&sel, argc, argv, &i, &err);
+        if (r == 0) r = mts_mul_layers_arg(&layers, argc, argv, &i, &err);
         if (r < 0) return mts_cli_error(CMD, "%s", err.msg);
         if (r > 0) continue;
         if (!strcmp(a, "--no-underflow")) { acc.no_underflow = 1; any_acc = 1; continue; }
@@ -85,6 +89,8 @@ int mts_cmd_test(int argc, char **argv)
     } else if (any_acc) {
         c.acc = &acc;
     }
+    c.layer_rules = layers.rule;
+    c.nlayer_rules = layers.n;
     mts_mulsel_arith rtl = {.sel = &sel};
     c.open = mts_mulsel_arith_open;
     c.open_ud = &rtl;
@@ -97,5 +103,6 @@ int mts_cmd_test(int argc, char **argv)
         return mts_cli_exit(rc);
     }
     printf("test accuracy %.4f (%s, %d samples, %s)\n", r.acc, r.model, r.samples, r.desc);
+    if (r.layers[0]) printf("per layer: %s\n", r.layers);
     return 0;
 }

@@ -22,7 +22,7 @@
 
 static const char usage_text[] =
     "usage: mantis train --model M --data D [options]\n"
-    "  --model M          lenet300 | lenet5 | mlp1024 | resnet20\n"
+    "  --model M          lenet300 | lenet5 | mlp1024 | resnet20 | resnet18 | vit-tiny\n"
     "  --data D           mnist | fashion-mnist | cifar10\n"
     "  --data-dir DIR     where the data set lies (default ./data/D)\n"
     "multipliers (forward; backward and evaluation default to the same):\n"
@@ -33,6 +33,11 @@ static const char usage_text[] =
     "accumulator (FMAq, forward and evaluation):\n"
     "  --acc M7E4 [--acc-bias B] [--prod M7E4] [--prod-bias B] [--chunk 16] [--no-underflow]\n"
     "  --ste S            identity | rec-of | imm-of | imm-diff (dense layers; default identity)\n"
+    "per-layer multipliers:\n"
+    "  --mul-layer PATTERN=SPEC  layers named like the glob PATTERN use SPEC (repeatable, the last\n"
+    "                     match wins); SPEC = MUL|LUTFILE[,acc=M7E4][,prod=F][,acc-bias=B][,prod-bias=B]\n"
+    "                     [,chunk=N][,man-bits=M][,format=F][,no-underflow], e.g. 'block*.attn.qk=fp32'\n"
+    "  --list-layers      print the model's layer names (with --data for its input shape) and exit\n"
     "training:\n"
     "  --epochs N (10) --batch N (64) --seed N (1) --opt sgd|adam (sgd) --lr X (sgd 0.01, adam 0.001)\n"
     "  --momentum X (0.9) --wd X (0) --sched const|step|cosine (const) --step-size N (1) --gamma X (0.95)\n"
@@ -56,6 +61,8 @@ typedef struct train_opts {
     const char *opt, *sched, *trace_kind; /* checked after the loop, as --help documents them */
     const char *dump_gemm, *dump_layer;   /* --dump-gemm LAYER:FILE, or --dump-layer L --dump-gemm FILE */
     int help;
+    int list_layers;
+    mts_mul_layers layers;
 } train_opts;
 
 static int num(const char *opt, const char *v, double lo, double hi, double *out)
@@ -175,13 +182,21 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
             return 0;
         }
         int r = mts_mulsel_arg(sel, argc, argv, &i, &err);
+        if (r == 0) r = mts_mul_layers_arg(&o->layers, argc, argv, &i, &err);
         if (r < 0) return mts_cli_error(CMD, "%s", err.msg);
         if (r > 0) continue;
         if (!strcmp(a, "--resume")) { o->c.resume = 1; continue; }
+        if (!strcmp(a, "--list-layers")) { o->list_layers = 1; continue; }
         if (!strcmp(a, "--no-underflow")) { o->spec.no_underflow = 1; continue; }
         if (i + 1 >= argc) return mts_cli_error(CMD, "option %s needs a value (see mantis train --help)", a);
         int rc = option(o, a, argv[++i]);
         if (rc) return rc;
+    }
+    o->c.layer_rules = o->layers.rule;
+    o->c.nlayer_rules = o->layers.n;
+    if (o->list_layers) {
+        if (!o->c.model) return mts_cli_error(CMD, "--list-layers needs --model (see mantis train --help)");
+        return 0;
     }
     if (!o->c.model || !o->c.data) return mts_cli_error(CMD, "--model and --data are required (see mantis train --help)");
     if (mts_opt_parse(o->opt, &o->c.opt)) return mts_cli_error(CMD, "--opt '%s': expected sgd or adam", o->opt);
@@ -212,6 +227,7 @@ static void progress(void *ud, mts_train_event ev, const mts_train_info *in, int
     case MTS_TRAIN_STARTED:
         fprintf(stderr, "mantis train: %s on %s (%d train, %d test), %zu parameters; fwd %s; bwd %s; test %s; ste %s\n",
                 c->model, c->data, in->ntrain, in->ntest, in->nparam, in->fwd, in->bwd, in->test, c->ste);
+        if (in->layers[0]) fprintf(stderr, "mantis train: per layer: %s\n", in->layers);
         break;
     case MTS_TRAIN_BATCH: {
         if (!isatty(2)) break;
@@ -235,6 +251,55 @@ static void progress(void *ud, mts_train_event ev, const mts_train_info *in, int
     }
 }
 
+/* --list-layers: every node of the model for the data set's input shape
+ * (default MNIST's), multiplying layers with the rule that takes them. */
+static int list_layers(const train_opts *o)
+{
+    const char *data = o->c.data ? o->c.data : "mnist";
+    int cifar = !strcmp(data, "cifar10");
+    if (!cifar && strcmp(data, "mnist") && strcmp(data, "fashion-mnist"))
+        return mts_cli_error(CMD, "--data '%s': expected mnist, fashion-mnist or cifar10", data);
+    mts_net net;
+    mts_err err;
+    int rc = mts_nn_model_build(&net, o->c.model, cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, &err);
+    if (rc != MTS_OK) {
+        mts_cli_error(CMD, "%s", err.msg);
+        return mts_cli_exit(rc);
+    }
+    int *rule = malloc(sizeof(int) * (size_t)net.n), *match = calloc((size_t)net.n, sizeof(int));
+    if (!rule || !match) {
+        free(rule);
+        free(match);
+        mts_net_free(&net);
+        return mts_cli_error(CMD, "out of memory");
+    }
+    for (int i = 0; i < net.n; i++) rule[i] = -1;
+    for (int r = 0; r < o->layers.n; r++) {
+        mts_layer_rule lr;
+        mts_layer_rule_parse(o->layers.rule[r], &lr, &err); /* checked while parsing */
+        memset(match, 0, sizeof(int) * (size_t)net.n);
+        if (!mts_net_match(&net, lr.pattern, match))
+            fprintf(stderr, "mantis train: --mul-layer '%s' matches no multiplying layer\n", o->layers.rule[r]);
+        for (int i = 0; i < net.n; i++)
+            if (match[i]) rule[i] = r;
+    }
+    printf("%-4s %-24s %-10s %-14s %12s  %s\n", "node", "name", "kind", "output", "MACs/sample", "multiplier");
+    for (int i = 1; i < net.n; i++) {
+        const mts_layer *l = &net.l[i];
+        char nm[64], shape[48];
+        mts_net_layer_name(&net, i, nm, sizeof nm);
+        snprintf(shape, sizeof shape, "%dx%dx%d", l->c, l->h, l->w);
+        int mul = mts_layer_multiplies(l);
+        printf("%-4d %-24s %-10s %-14s %12llu  %s\n", i, nm, mts_layer_kind_name(l->kind), shape,
+               (unsigned long long)mts_net_layer_macs(&net, i),
+               !mul ? "-" : rule[i] >= 0 ? strchr(o->layers.rule[rule[i]], '=') + 1 : "(the run's)");
+    }
+    free(rule);
+    free(match);
+    mts_net_free(&net);
+    return 0;
+}
+
 int mts_cmd_train(int argc, char **argv)
 {
     train_opts o;
@@ -242,6 +307,7 @@ int mts_cmd_train(int argc, char **argv)
     mts_err err;
     int rc = parse(argc, argv, &o, &sel);
     if (rc || o.help) return rc;
+    if (o.list_layers) return list_layers(&o);
     if (sel.rtl && (o.spec.acc[0])) return mts_cli_error(CMD, "--acc with --rtl is not supported; use --lut of the design");
     resolve_specs(&o, &sel);
     mts_mulsel_arith rtl = {.sel = &sel};

@@ -35,6 +35,25 @@ int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts
  * through ctx->fwd (the test provider). */
 int mts_evaluate(mts_net *net, const mts_nn_ctx *ctx, const mts_dataset *d, int n, double *acc, mts_err *err);
 
+/* ------------------------------------------- per-layer multipliers */
+
+/* One --mul-layer rule "PATTERN=SPEC": the multiplying layers whose names
+ * (mts_net_layer_name) match the glob PATTERN use SPEC instead of the run's
+ * multiplier, in the forward, backward (without FMAq) and test providers;
+ * the last matching rule wins. SPEC is MUL[,key=value...]: MUL a multiplier
+ * name (fp32, blas, bf16, a C model) or a LUT file (a path with '/' or
+ * ".lut"); keys acc, prod, acc-bias, prod-bias, chunk, man-bits, format and
+ * the flag no-underflow, as the options of the same names. */
+#define MTS_MAX_LAYER_RULES 16
+typedef struct mts_layer_rule {
+    char pattern[64];
+    char text[256];       /* "PATTERN=SPEC" as given */
+    mts_arith_spec spec;  /* the forward / test provider */
+} mts_layer_rule;
+
+/* Parses "PATTERN=SPEC"; MTS_EINVAL with the reason in err. */
+int mts_layer_rule_parse(const char *text, mts_layer_rule *r, mts_err *err);
+
 /* ------------------------------------------------- the training driver */
 
 typedef enum {
@@ -60,6 +79,7 @@ typedef struct mts_train_info {
     int diverged;                /* 1: stopped because a batch's loss was non-finite or > MTS_DIVERGE_LOSS */
     int diverged_epoch, diverged_step; /* 1-based epoch and step (batch) of that batch */
     double diverged_loss;        /* its mean cross-entropy */
+    char layers[1024];           /* per-layer rules: "RULE: N layers (fwd desc); ..." ("" without) */
 } mts_train_info;
 
 /* A batch whose mean cross-entropy exceeds this (chance is ln(classes), about
@@ -98,6 +118,8 @@ typedef struct mts_train_config {
     mts_gemm_tap *tap;           /* NULL: none; else dumps a layer's first forward GEMM (gemmdump.h) */
     mts_train_progress_fn progress; /* NULL: silent */
     void *progress_ud;
+    const char *const *layer_rules; /* "PATTERN=SPEC" (mts_layer_rule), recorded in the checkpoint */
+    int nlayer_rules;
 } mts_train_config;
 
 void mts_train_config_init(mts_train_config *c);
@@ -124,6 +146,8 @@ typedef struct mts_test_config {
     mts_arith_open_fn open;      /* NULL: mts_arith_open */
     void *open_ud;
     mts_gemm_tap *tap;           /* NULL: none; else dumps a layer's first forward GEMM (gemmdump.h) */
+    const char *const *layer_rules; /* applied after the run's own rules (which a given spec drops) */
+    int nlayer_rules;
 } mts_test_config;
 
 typedef struct mts_test_result {
@@ -131,6 +155,7 @@ typedef struct mts_test_result {
     char desc[192];              /* the provider (mts_arith.desc) */
     int samples;
     double acc;
+    char layers[1024];           /* the per-layer rules applied, as mts_train_info.layers */
 } mts_test_result;
 
 /* Rebuilds the model named in the checkpoint, loads it and evaluates the

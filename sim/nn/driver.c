@@ -54,11 +54,13 @@ typedef struct run {
     uint8_t *labels;
     float *dl;
     int prev_done;
+    mts__layers layers;    /* per-layer multipliers (--mul-layer) */
 } run;
 
 static void run_free(run *r)
 {
     mts_nn_tracer_free(&r->tracer);
+    mts__layers_close(&r->layers);
     mts_opt_free(&r->opt);
     mts_net_free(&r->net);
     mts_arith_close(&r->af);
@@ -120,12 +122,16 @@ static int build_model(run *r, mts_err *err)
     o->gamma = (float)c->gamma;
     o->epochs = c->epochs;
     r->info->nparam = r->net.nparam;
+    if ((rc = mts__layers_open(&r->layers, &r->net, c->layer_rules, c->nlayer_rules, 1, c->open, c->open_ud,
+                               c->threads, err)) != MTS_OK)
+        return rc;
+    snprintf(r->info->layers, sizeof r->info->layers, "%s", r->layers.desc);
     return mts_opt_init(o, r->net.nparam, err);
 }
 
 /* The run's identity: everything that changes its results (not the epoch
  * count unless the schedule depends on it, not threads, JSON or checkpoint). */
-static void config_str(const run *r, char *buf, size_t n)
+static int config_str(const run *r, char *buf, size_t n, mts_err *err)
 {
     const mts_train_config *c = r->c;
     char sf[700], sb[700], st[700];
@@ -143,6 +149,14 @@ static void config_str(const run *r, char *buf, size_t n)
         size_t l = strlen(buf);
         snprintf(buf + l, n - l, "epochs=%d\n", c->epochs);
     }
+    for (int i = 0; i < c->nlayer_rules; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "layer=%s\n", c->layer_rules[i]);
+    }
+    if (strlen(buf) + 1 >= n)
+        return mts_fail(err, MTS_EINVAL, "train: the run's settings do not fit a checkpoint (%zu bytes; fewer or "
+                        "shorter --mul-layer rules)", n - 1);
+    return MTS_OK;
 }
 
 /* Checkpoint directory and file; with resume, the state to continue from. */
@@ -177,19 +191,46 @@ static int prepare_trace(run *r, mts_err *err)
     return mts_nn_tracer_init(&r->tracer, (size_t)c->trace_samples, &tf, c->trace_kind, c->seed, err);
 }
 
+/* "layers": the per-layer rules, each with its providers and the layers
+ * it took (rule texts hold no quotes or backslashes: mts_layer_rule_parse). */
+static size_t layers_json(const run *r, char *buf, size_t cap)
+{
+    const mts__layers *L = &r->layers;
+    size_t len = (size_t)snprintf(buf, cap, "  \"layers\": [");
+    for (int k = 0; k < L->n && len < cap; k++) {
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "%s\n    {\"rule\": \"%s\", \"mul_fwd\": \"%s\", \"mul_bwd\": \"%s\", \"mul_test\": \"%s\", "
+                                "\"names\": [",
+                                k ? "," : "", L->rule[k].text, L->arith[k][0].desc, L->arith[k][1].desc,
+                                L->arith[k][2].desc);
+        int first = 1;
+        for (int i = 0; i < r->net.n && len < cap; i++)
+            if (L->assign[i] == k) {
+                char nm[64];
+                mts_net_layer_name(&r->net, i, nm, sizeof nm);
+                len += (size_t)snprintf(buf + len, cap - len, "%s\"%s\"", first ? "" : ", ", nm);
+                first = 0;
+            }
+        if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "]}");
+    }
+    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "%s],\n", L->n ? "\n  " : "");
+    return len < cap ? len : cap - 1;
+}
+
 static int write_json(const run *r, mts_err *err)
 {
     const mts_train_config *c = r->c;
     const mts_ckpt_meta *m = r->meta;
-    size_t cap = 4096 + (size_t)m->nhist * 256, len = 0;
+    size_t cap = 4096 + (size_t)m->nhist * 256 + (size_t)r->layers.n * 2048, len = 0;
     char *buf = malloc(cap);
     if (!buf) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", c->json);
     len += (size_t)snprintf(buf + len, cap - len,
                             "{\n  \"model\": \"%s\",\n  \"data\": \"%s\",\n  \"seed\": %llu,\n  \"batch\": %d,\n"
-                            "  \"mul_fwd\": \"%s\",\n  \"mul_bwd\": \"%s\",\n  \"mul_test\": \"%s\",\n  \"ste\": \"%s\",\n"
-                            "  \"epochs\": [",
+                            "  \"mul_fwd\": \"%s\",\n  \"mul_bwd\": \"%s\",\n  \"mul_test\": \"%s\",\n  \"ste\": \"%s\",\n",
                             c->model, c->data, (unsigned long long)c->seed, c->batch, r->af.desc, r->ab.desc,
                             r->at.desc, c->ste);
+    len += layers_json(r, buf + len, cap - len);
+    len += (size_t)snprintf(buf + len, cap - len, "  \"epochs\": [");
     for (int i = 0; i < m->nhist; i++) {
         const mts_epoch_stats *s = &m->hist[i];
         len += (size_t)snprintf(buf + len, cap - len,
@@ -247,6 +288,9 @@ static int run_epoch(run *r, int e, mts_err *err)
     train.ste = r->ste;
     train.tracer = c->trace ? &r->tracer : NULL;
     train.tap = c->tap;
+    mts__layers_bind(&r->layers, r->net.n, &train, &eval);
+    train.node_ctx = r->layers.train_nodes;
+    eval.node_ctx = r->layers.eval_nodes;
     mts_epoch_stats st;
     r->info->epoch = e + 1;
     mts_epoch_order(c->seed, e, r->info->ntrain, r->order); /* the order mts_train_epoch uses */
@@ -277,7 +321,7 @@ static int run_all(run *r, mts_err *err)
         (rc = mts_dataset_load(c->data, c->data_dir, 0, &r->test, err)) != MTS_OK)
         return rc;
     if ((rc = open_providers(r, err)) != MTS_OK || (rc = build_model(r, err)) != MTS_OK) return rc;
-    config_str(r, r->meta->config, sizeof r->meta->config);
+    if ((rc = config_str(r, r->meta->config, sizeof r->meta->config, err)) != MTS_OK) return rc;
     if ((rc = prepare_checkpoint(r, err)) != MTS_OK || (rc = prepare_trace(r, err)) != MTS_OK) return rc;
     info->final_test_acc = r->meta->nhist ? r->meta->hist[r->meta->nhist - 1].test_acc : 0.0;
     info->ntrain = c->subset && c->subset < r->train.n ? c->subset : r->train.n;
