@@ -49,6 +49,8 @@ static int number(int *dst, const char *v, int lo, int hi)
 
 static int set(flow_cfg *c, const char *k, const char *v)
 {
+    int exec_rc = flow_cfg_exec_set(c, k, v); /* executor, slurm_* (slurm.c) */
+    if (exec_rc != -2) return exec_rc;
     if (!strcmp(k, "designs")) return snprintf(c->designs, sizeof c->designs, "%s", v) >= FLOW_PATH ? -1 : 0;
     if (!strcmp(k, "out")) return snprintf(c->out, sizeof c->out, "%s", v) >= FLOW_PATH ? -1 : 0;
     if (!strcmp(k, "data_dir")) return snprintf(c->data_dir, sizeof c->data_dir, "%s", v) >= FLOW_PATH - 32 ? -1 : 0;
@@ -92,6 +94,7 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err)
     c->trace_subset = 2000;
     snprintf(c->lr, sizeof c->lr, "0.05");
     snprintf(c->opt, sizeof c->opt, "sgd");
+    flow_cfg_exec_defaults(c);
     if (path) {
         FILE *f = fopen(path, "r");
         if (!f) return mts_fail(err, MTS_EIO, "%s: cannot open flow configuration", path);
