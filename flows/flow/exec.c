@@ -439,8 +439,9 @@ static int is_scratch(const char *name, long *pid)
 
 /* Removes the scratch a killed run left under dir (depth levels): in the
  * results (which this process has locked) everything but the outputs in
- * the making of steps still running (adopted Slurm jobs), in the shared
- * cache only what belongs to a process that no longer exists on this host. */
+ * the making of steps with a Slurm job on record (it may still run), in the
+ * shared cache only what belongs to a process that no longer exists on this
+ * host. */
 static int clean_scratch(const run_ctx *r, const char *dir, int depth, int in_results)
 {
     DIR *d = opendir(dir);
@@ -452,19 +453,20 @@ static int clean_scratch(const run_ctx *r, const char *dir, int depth, int in_re
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
         if (mts_fs_pathf(path, sizeof path, "%s/%s", dir, e->d_name)) continue;
         long pid;
-        if (is_scratch(e->d_name, &pid)) {
+        struct stat st;
+        int is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+        /* in the results, scratch is a file named X.tmp or X.tmp.PID (a design may be called build-1) */
+        if (is_scratch(e->d_name, &pid) && (!in_results || (!is_dir && strstr(e->d_name, ".tmp")))) {
             int keep = 0;
-            if (in_results)
-                for (int i = 0; i < r->g->n && !keep; i++) {
-                    const flow_step *s = &r->g->s[i];
-                    keep = s->state == ST_RUNNING && !strncmp(path, s->out, strlen(s->out));
-                }
-            else keep = pid <= 0 || pid == getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+            if (in_results) { /* a Slurm job on record (this phase's graph may not hold its step yet) */
+                char job[FLOW_PATH * 2 + 8];
+                snprintf(job, sizeof job, "%.*s.job", (int)(strstr(path, ".tmp") - path), path);
+                keep = mts_fs_exists(job);
+            } else keep = pid <= 0 || pid == getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH;
             if (!keep && mts_fs_rmtree(path) == 0) removed++;
             continue;
         }
-        struct stat st;
-        if (depth > 1 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        if (depth > 1 && is_dir)
             removed += clean_scratch(r, path, depth - 1, in_results);
     }
     closedir(d);

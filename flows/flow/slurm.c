@@ -102,7 +102,7 @@ int flow_cfg_exec_set(flow_cfg *c, const char *k, const char *v)
 /* What one squeue said about a job. */
 typedef struct sq_job {
     long id;
-    char state[24], reason[96];
+    char state[24], reason[96], name[32];
 } sq_job;
 
 struct flow_slurm {
@@ -141,7 +141,7 @@ int flow_slurm_open(flow_graph *g, flow_slurm **out)
     snprintf(sl->qout, sizeof sl->qout, "%s/squeue.out", sl->jobs_dir);
     snprintf(sl->qerr, sizeof sl->qerr, "%s/squeue.err", sl->jobs_dir);
     *out = sl;
-    return 0;
+    return g->dry_run ? 0 : flow_slurm_refresh(sl); /* the jobs already queued, by name (flow_slurm_submit) */
 }
 
 void flow_slurm_close(flow_slurm *sl)
@@ -167,7 +167,7 @@ static void last_line(const char *path, char *buf, size_t n)
 
 int flow_slurm_refresh(flow_slurm *sl)
 {
-    char *argv[] = {"squeue", "--me", "--noheader", "--states=all", "--format=%i|%T|%r", NULL};
+    char *argv[] = {"squeue", "--me", "--noheader", "--states=all", "--format=%i|%T|%r|%j", NULL};
     mts_proc_io io = {.out = sl->qout, .log = sl->qerr};
     int rc = mts_proc_run(argv, &io);
     if (rc) {
@@ -183,8 +183,9 @@ int flow_slurm_refresh(flow_slurm *sl)
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = '\0';
         char *bar1 = strchr(line, '|'), *bar2 = bar1 ? strchr(bar1 + 1, '|') : NULL;
-        if (!bar2) continue;
-        *bar1 = *bar2 = '\0';
+        char *bar3 = bar2 ? strchr(bar2 + 1, '|') : NULL;
+        if (!bar3) continue;
+        *bar1 = *bar2 = *bar3 = '\0';
         if (sl->nq == sl->capq) {
             int cap = sl->capq ? 2 * sl->capq : 64;
             sq_job *nq = realloc(sl->q, (size_t)cap * sizeof *nq);
@@ -196,6 +197,7 @@ int flow_slurm_refresh(flow_slurm *sl)
         j->id = strtol(line, NULL, 10);
         snprintf(j->state, sizeof j->state, "%s", bar1 + 1);
         snprintf(j->reason, sizeof j->reason, "%s", bar2 + 1);
+        snprintf(j->name, sizeof j->name, "%.31s", bar3 + 1);
     }
     fclose(f);
     return 0;
@@ -355,9 +357,14 @@ int flow_slurm_submit(flow_slurm *sl, flow_step *s, FILE *dry)
         flow_step_log(g, s, log, sizeof log) || write_script(sl, s, script))
         return snprintf(g->error, sizeof g->error, "%.300s: cannot write the job script of %.64s/%.80s", dir, s->design,
                         s->name), 2;
-    flow_step_file(s, ".exit", ep, sizeof ep);
-    unlink(ep); /* a record of an earlier job of this step is no verdict on this one */
     snprintf(name, sizeof name, "--job-name=mantis-%.16s", s->key);
+    long id = 0;
+    for (int i = 0; i < sl->nq && !dry && !id; i++) /* submitted by a coordinator killed before it recorded the id */
+        if (!strcmp(sl->q[i].name, name + 11) && !terminal(sl->q[i].state)) id = sl->q[i].id;
+    if (!id) {
+        flow_step_file(s, ".exit", ep, sizeof ep);
+        unlink(ep); /* a record of an earlier job of this step is no verdict on this one */
+    }
     snprintf(output, sizeof output, "--output=%.*s.slurm.log", (int)(strlen(log) - 4), log);
     snprintf(chdir_opt, sizeof chdir_opt, "--chdir=%s", sl->cwd);
     char *argv[96];
@@ -382,15 +389,18 @@ int flow_slurm_submit(flow_slurm *sl, flow_step *s, FILE *dry)
         fputc('\n', dry);
         return 0;
     }
-    mts_proc_io io = {.out = sl->qout, .log = sl->qerr};
-    int rc = mts_proc_run(argv, &io);
-    char first[256] = "";
-    FILE *f = fopen(sl->qout, "r");
-    if (f) {
-        if (!fgets(first, sizeof first, f)) first[0] = '\0';
-        fclose(f);
+    int rc = 0;
+    if (!id) {
+        mts_proc_io io = {.out = sl->qout, .log = sl->qerr};
+        rc = mts_proc_run(argv, &io);
+        char first[256] = "";
+        FILE *f = fopen(sl->qout, "r");
+        if (f) {
+            if (!fgets(first, sizeof first, f)) first[0] = '\0';
+            fclose(f);
+        }
+        id = strtol(first, NULL, 10);
     }
-    long id = strtol(first, NULL, 10);
     if (rc || id <= 0) {
         char why[256];
         last_line(sl->qerr, why, sizeof why);
