@@ -134,7 +134,10 @@ int flow_slurm_open(flow_graph *g, flow_slurm **out)
         free(sl);
         return snprintf(g->error, sizeof g->error, "cannot read the working directory: %s", strerror(errno)), 2;
     }
-    if (mts_fs_pathf(sl->jobs_dir, sizeof sl->jobs_dir, "%s/jobs", g->root) || mts_fs_mkdirs(sl->jobs_dir, NULL)) {
+    /* absolute: a results directory named "-x" must not read as an sbatch option */
+    if (mts_fs_pathf(sl->jobs_dir, sizeof sl->jobs_dir, "%s%s%s/jobs", g->root[0] == '/' ? "" : sl->cwd,
+                     g->root[0] == '/' ? "" : "/", g->root) ||
+        mts_fs_mkdirs(sl->jobs_dir, NULL)) {
         free(sl);
         return snprintf(g->error, sizeof g->error, "%.400s/jobs: cannot create the job directory", g->root), 2;
     }
@@ -314,9 +317,12 @@ static int write_script(flow_slurm *sl, const flow_step *s, const char *path)
     FILE *f = open_memstream(&text, &len);
     if (!f) return -1;
     char *cd[] = {"cd", sl->cwd, NULL}, *tmpw[] = {tmp, NULL}, *logw[] = {log, NULL}, *eptw[] = {ept, NULL},
-         *mv[] = {"mv", "-f", ept, ep, NULL};
-    fprintf(f, "#!/bin/sh\n# mantis flow step %s/%s, key %s (written by the coordinator; docs/flow.md)\n", s->design,
-            s->name, s->key);
+         *mv[] = {"mv", "-f", "--", ept, ep, NULL};
+    char what[160];
+    snprintf(what, sizeof what, "%s/%s", s->design, s->name);
+    for (char *p = what; *p; p++)
+        if (!isprint((unsigned char)*p)) *p = '?'; /* a newline in a design name must not end the comment */
+    fprintf(f, "#!/bin/sh\n# mantis flow step %s, key %s (written by the coordinator; docs/flow.md)\n", what, s->key);
     flow_shell_quote(f, cd);
     fputs(" || exit 1\n", f);
     flow_shell_quote(f, argv);
