@@ -100,7 +100,12 @@ TEST_F(FlowKill, SigkillAtSeededPointsResumesIdentically)
     EXPECT_EQ(sh("find " + out + " -name '*.tmp*' | grep -q ."), 1) << "a temporary file was left behind";
     EXPECT_EQ(sh("find " + out + " -name '*.failed' | grep -q ."), 1) << "a failure was cached";
     EXPECT_TRUE(survivors(dir, 3.0).empty());
-    std::printf("[ kill ] %d kill points tried, %d killed mid-run, resumed to identical results\n", tried, kills);
+    int cleaned = 0;  // runs that started by removing scratch a killed run left
+    for (int k = 0; k <= kills; k++)
+        cleaned += slurp(k < kills ? dir + "/kill" + std::to_string(k) + ".log" : log).find("removed ") !=
+                   std::string::npos;
+    std::printf("[ kill ] %d kill points tried, %d killed mid-run, %d restarts cleaned scratch first, resumed to "
+                "identical results\n", tried, kills, cleaned);
 }
 
 TEST_F(FlowKill, OneFlowPerResultsDirectory)
