@@ -151,4 +151,33 @@ TEST_F(FlowKill, EnvironmentFailuresAreNotCached)
     EXPECT_EQ(sh("find " + out + " -name 'train-*.done' | grep -q ."), 0);
 }
 
+// What a killed run leaves, planted by hand: removed on the next start, in
+// the results and in the cache; scratch of a live process is kept.
+TEST(FlowScratch, LeftoversOfAKilledRunAreCleanedOnTheNextStart)
+{
+    std::string d = tmpdir() + "/scratch", out = d + "/out", cache = d + "/cache";
+    ASSERT_EQ(sh("mkdir -p " + d + "/designs " + out + "/steps/x " + cache + "/rtl/build-abc-1 " + cache + "/synth"), 0);
+    pid_t gone = fork();  // a pid that no longer exists
+    if (gone == 0) _exit(0);
+    waitpid(gone, nullptr, 0);
+    std::string g = std::to_string(gone), live = std::to_string(getpid());
+    ASSERT_EQ(sh("cd " + out + "/steps/x && touch a.json.tmp a.json.tmp.tmp." + g + " keep.json keep.json.done"), 0);
+    ASSERT_EQ(sh("mv " + cache + "/rtl/build-abc-1 " + cache + "/rtl/build-abc-" + g + " && touch " + cache +
+                 "/synth/e.tmp." + g + " " + cache + "/synth/e.tmp." + live),
+              0);
+    std::ofstream(d + "/t.flow") << "baselines =\n";  // no steps at all: only the start-up work
+    std::string log = d + "/log";
+    ASSERT_EQ(sh("MANTIS_CACHE=" + cache + " " + MANTIS_BIN + " flow --config " + d + "/t.flow --designs " + d +
+                 "/designs --out " + out + " >" + log + " 2>&1"),
+              0)
+        << slurp(log);
+    EXPECT_NE(slurp(log).find("removed 4 temporary files"), std::string::npos) << slurp(log);
+    EXPECT_FALSE(exists(out + "/steps/x/a.json.tmp"));
+    EXPECT_FALSE(exists(out + "/steps/x/a.json.tmp.tmp." + g));
+    EXPECT_FALSE(exists(cache + "/rtl/build-abc-" + g));
+    EXPECT_FALSE(exists(cache + "/synth/e.tmp." + g));
+    EXPECT_TRUE(exists(cache + "/synth/e.tmp." + live)) << "scratch of a live process was removed";
+    EXPECT_TRUE(exists(out + "/steps/x/keep.json"));
+}
+
 }  // namespace
