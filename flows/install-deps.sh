@@ -20,6 +20,11 @@ need_pkg libgtest-dev
 need_pkg libopenblas-dev
 need_pkg libsystemc-dev                # mantis cosim (the SystemC MAC array)
 need_pkg dataset-fashion-mnist
+# the flow's Slurm executor and its test (a one-node cluster the test starts itself)
+need_pkg slurm-client
+need_pkg slurmctld
+need_pkg slurmd
+need_pkg munge
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   echo "install-deps: installing ${missing[*]}" >&2

@@ -18,6 +18,7 @@
 
 static const char help[] =
     "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [--data-dir DIR] [-j N] [--quick]\n"
+    "                   [--executor local|slurm] [--dry-run]\n"
     "Runs every Verilog design in DIR (default rtl/) through the whole Mantis flow and writes\n"
     "OUT/report.html, OUT/results.csv and OUT/results.json (default results/). Steps are\n"
     "cached by a content hash of their inputs: a re-run does only what changed, and a flow\n"
@@ -28,6 +29,10 @@ static const char help[] =
     "  --quick         the quick profile: 2,000 training images, one epoch\n"
     "  --retry-failed  run again the steps whose failure is on record (a failure is cached like a\n"
     "                  result, keyed by the same inputs)\n"
+    "  --executor E    local (default: a process pool here) or slurm (one sbatch job per step;\n"
+    "                  OUT and the cache must be on a filesystem the compute nodes share)\n"
+    "  --dry-run       print the step commands (with slurm: the sbatch command lines) instead of\n"
+    "                  running them\n"
     "exit status: 0 every design ok; 1 a step failed, a training diverged or a design failed\n"
     "verification (the report says which); 2 could not run; 128+N interrupted by signal N\n";
 
@@ -333,8 +338,8 @@ static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_er
 
 /* The command line. */
 typedef struct flow_opts {
-    const char *config, *designs, *out, *data_dir;
-    int quick, retry;
+    const char *config, *designs, *out, *data_dir, *executor;
+    int quick, retry, dry_run;
     long jobs;
 } flow_opts;
 
@@ -350,11 +355,17 @@ static int parse_opts(int argc, char **argv, flow_opts *o)
         }
         if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
         if (!strcmp(a, "--retry-failed")) { o->retry = 1; continue; }
+        if (!strcmp(a, "--dry-run")) { o->dry_run = 1; continue; }
         if (i + 1 >= argc) return mts_cli_error("flow", "unknown option or missing value: '%s'", a);
         if (!strcmp(a, "--config")) o->config = argv[++i];
         else if (!strcmp(a, "--designs")) o->designs = argv[++i];
         else if (!strcmp(a, "--out")) o->out = argv[++i];
         else if (!strcmp(a, "--data-dir")) o->data_dir = argv[++i];
+        else if (!strcmp(a, "--executor")) {
+            o->executor = argv[++i];
+            if (strcmp(o->executor, "local") && strcmp(o->executor, "slurm"))
+                return mts_cli_error("flow", "--executor: expected local or slurm, not '%s'", o->executor);
+        }
         else if (!strcmp(a, "-j")) {
             if (mts_parse_int(argv[++i], 1, 256, &o->jobs)) return mts_cli_error("flow", "-j: expected 1..256");
         } else return mts_cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
@@ -382,6 +393,8 @@ static int load_config(const flow_opts *o, flow_cfg *c)
             return mts_cli_error("flow", "%s: no %s data set here (mantis data fetch %s, or --data-dir / data_dir)",
                                  d, c->datasets[i], c->datasets[i]);
     }
+    if (o->executor) snprintf(c->executor, sizeof c->executor, "%s", o->executor);
+    if (!o->jobs && !c->jobs && !strcmp(c->executor, "slurm")) c->jobs = 256; /* jobs in the queue at once */
     if (o->jobs) c->jobs = (int)o->jobs;
     if (!c->jobs) c->jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (c->jobs < 1) c->jobs = 1;
@@ -430,7 +443,8 @@ static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
     for (int i = 0; first && i < c->nbaselines; i++)
         if (plan_baseline(g, c, c->baselines[i], &err)) return mts_cli_error("flow", "%s", err.msg);
     for (int i = 0; i < d->n; i++) {
-        if (g->s[d->detect[i]].state != ST_DONE) continue; /* reported as not fitting the contract */
+        if (g->s[d->detect[i]].state != ST_DONE || !mts_fs_exists(g->s[d->detect[i]].out))
+            continue; /* reported as not fitting the contract (dry run: not run yet) */
         mts_json *det = mts_json_load(g->s[d->detect[i]].out);
         int rc = plan_design(g, c, d->paths[i], d->names[i], d->detect[i], det, &err);
         mts_json_free(det);
@@ -464,21 +478,35 @@ int mts_cmd_flow(int argc, char **argv)
     flow_graph g = {0};
     g.retry_failed = o.retry;
     g.t_start = mts_clock_now(); /* one elapsed-time clock for both phases */
+    g.executor = strcmp(c.executor, "slurm") ? FLOW_EXEC_LOCAL : FLOW_EXEC_SLURM;
+    g.dry_run = o.dry_run;
+    g.cfg = &c;
     snprintf(g.root, sizeof g.root, "%s", c.out);
+    mts_err lerr;
+    int lock = flow_lock(c.out, &lerr); /* held until exit: one flow per results directory */
+    if (lock < 0) return mts_cli_error("flow", "%s", lerr.msg);
     ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
     if (n <= 0) return mts_cli_error("flow", "cannot find the mantis executable");
     g.exe[n] = '\0';
     flow_designs d = {0};
     d.n = list_designs(c.designs, &d.paths);
     if (d.n < 0) return mts_cli_error("flow", "%s: cannot read the design directory", c.designs);
-    printf("mantis flow: %d designs in %s, %d parallel steps%s -> %s/\n", d.n, c.designs, c.jobs,
-           c.quick ? ", quick profile" : "", c.out);
+    printf("mantis flow: %d designs in %s, %d parallel steps%s%s%s -> %s/\n", d.n, c.designs, c.jobs,
+           c.quick ? ", quick profile" : "", g.executor ? ", slurm executor" : "", o.dry_run ? ", dry run" : "",
+           c.out);
     status = plan_detect(&g, &d);
     if (!status) status = flow_run(&g, c.jobs, stdout);
+    if (!status && o.dry_run)
+        for (int i = 0; i < d.n; i++)
+            if (!mts_fs_exists(g.s[d.detect[i]].out))
+                printf("# %s: its other steps are planned from its detect step's output (run it first)\n",
+                       d.names[i]);
     if (!status) status = plan_rest(&g, &c, &d);
     if (!status) status = flow_run(&g, c.jobs, stdout);
-    if (!status) status = report(&c, &g, argc, argv);
+    if (status == 2 && g.error[0]) mts_cli_error("flow", "%s", g.error);
+    if (!status && !o.dry_run) status = report(&c, &g, argc, argv);
     free_designs(&d);
     flow_free(&g);
+    close(lock);
     return status;
 }

@@ -82,6 +82,8 @@ static int data_dir(flow_cfg *c, const char *dir, const char *v)
 
 static int set(flow_cfg *c, const char *dir, const char *k, const char *v)
 {
+    int exec_rc = flow_cfg_exec_set(c, k, v); /* executor, slurm_* (slurm.c) */
+    if (exec_rc != -2) return exec_rc;
     if (!strcmp(k, "designs")) return snprintf(c->designs, sizeof c->designs, "%s", v) >= FLOW_PATH ? -1 : 0;
     if (!strcmp(k, "out")) return snprintf(c->out, sizeof c->out, "%s", v) >= FLOW_PATH ? -1 : 0;
     if (!strcmp(k, "data_dir")) return data_dir(c, dir, v);
@@ -132,6 +134,7 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err)
     snprintf(c->lr, sizeof c->lr, "0.05");
     snprintf(c->opt, sizeof c->opt, "sgd");
     snprintf(c->mode, sizeof c->mode, "train");
+    flow_cfg_exec_defaults(c);
     if (path) {
         struct stat st;
         if (stat(path, &st)) return mts_fail(err, MTS_EIO, "%s: cannot open flow configuration", path);
