@@ -41,6 +41,11 @@ int flow_step_kind(const char *name)
     size_t n = strcspn(name, "-");
     for (int k = 0; k < FLOW_KINDS; k++)
         if (strlen(flow_kinds[k]) == n && !strncmp(flow_kinds[k], name, n)) return k;
+    /* steps that run a network (gemm dump, inference, cross evaluation) ask
+     * for a training's resources; the co-simulation for a synthesis's */
+    static const char *const alias[][2] = {{"gemm", "train"}, {"infer", "train"}, {"cross", "train"}, {"cosim", "synth"}};
+    for (size_t a = 0; a < sizeof alias / sizeof alias[0]; a++)
+        if (strlen(alias[a][0]) == n && !strncmp(alias[a][0], name, n)) return flow_step_kind(alias[a][1]);
     return -1;
 }
 
