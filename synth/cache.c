@@ -81,8 +81,8 @@ int mts_synth_key(const mts_synth_ctx *c, char hex[33], mts_err *err)
     int rc = mts_hash128_file(&h, c->design, err);
     if (!rc) rc = hash_dir_sources(&h, c->design_dir, err);
     for (int i = 0; !rc && i < o->nparams; i++) mts_hash128_str(&h, o->param[i]);
-    const char *flow_files[] = {c->liberty, c->tpl, c->cells_v, c->harness};
-    for (int i = 0; !rc && i < 4; i++) rc = mts_hash128_file(&h, flow_files[i], err);
+    const char *flow_files[] = {c->liberty, c->tpl, c->cells_v, c->harness, c->adders};
+    for (int i = 0; !rc && i < 5; i++) rc = mts_hash128_file(&h, flow_files[i], err);
     if (rc) return rc;
     uint64_t extra[2] = {o->eq_samples, (uint64_t)(o->no_equiv != 0)};
     mts_hash128_add(&h, extra, sizeof extra);

@@ -18,4 +18,7 @@ module MTS45_XNOR2 (input A, input B, output Y); assign Y = ~(A ^ B); endmodule
 module MTS45_AOI21 (input A1, input A2, input B, output Y); assign Y = ~((A1 & A2) | B); endmodule
 module MTS45_OAI21 (input A1, input A2, input B, output Y); assign Y = ~((A1 | A2) & B); endmodule
 module MTS45_MUX2  (input A, input B, input S, output Y); assign Y = S ? B : A; endmodule
+module MTS45_HA    (input A, input B, output S, output CO); assign S = A ^ B; assign CO = A & B; endmodule
+module MTS45_FA    (input A, input B, input CI, output S, output CO);
+  assign S = A ^ B ^ CI; assign CO = (A & B) | (CI & (A | B)); endmodule
 module MTS45_DFF   (input D, input CK, output reg Q); always @(posedge CK) Q <= D; endmodule

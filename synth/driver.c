@@ -4,6 +4,7 @@
  * report -> power -> result files. The steps live in cache.c, yosys.c,
  * netlist.c, equiv.c and power.c. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "mantis/fs.h"
 #include "mantis/proc.h"
+#include "mantis/rtl.h"
 #include "mantis/synth.h"
 #include "synth_int.h"
 
@@ -26,11 +28,18 @@ int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *l
     return mts_fail(err, MTS_ETOOL, "%s: %s: %s (full log: %s)", c->base, tool, line, log);
 }
 
-/* Paths and parameters end up inside the Yosys script, unquoted. */
-static int safe_word(const char *s)
+/* A parameter enters the Yosys script (-chparam NAME VALUE) and the
+ * equivalence wrapper (#(.NAME(VALUE))): NAME a Verilog identifier, VALUE a
+ * number or sized literal (letters, digits, _ ' . + -). */
+static int plain_param(const char *p)
 {
-    for (; *s; s++)
-        if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '"' || *s == ';' || *s == '\'') return 0;
+    const char *eq = strchr(p, '=');
+    if (!eq || eq == p || !eq[1]) return 0;
+    if (!((*p | 32) >= 'a' && (*p | 32) <= 'z') && *p != '_') return 0;
+    for (const char *s = p; s < eq; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '$')) return 0;
+    for (const char *s = eq + 1; *s; s++)
+        if (!(isalnum((unsigned char)*s) || strchr("_'.+-", *s))) return 0;
     return 1;
 }
 
@@ -61,6 +70,7 @@ static int resolve_flow_files(mts_synth_ctx *c, mts_err *err)
     if (!rc) rc = mts_synth_path(c->tpl, dir, "synth.ys", err);
     if (!rc) rc = mts_synth_path(c->cells_v, dir, "cells.v", err);
     if (!rc) rc = mts_synth_path(c->harness, dir, "eq_harness.cpp", err);
+    if (!rc) rc = mts_synth_path(c->adders, dir, "adders.v", err);
     return rc;
 }
 
@@ -89,15 +99,23 @@ static int check_options(const mts_synth_ctx *c, mts_err *err)
     const mts_synth_opts *o = c->o;
     if (o->nparams < 0 || o->nparams > MTS_SYNTH_MAX_PARAMS)
         return mts_fail(err, MTS_EINVAL, "too many --param (max %d)", MTS_SYNTH_MAX_PARAMS);
-    const char *paths[] = {c->design, c->design_dir, c->liberty, c->root, c->cells_v};
-    for (int i = 0; i < 5; i++)
-        if (!safe_word(paths[i]))
-            return mts_fail(err, MTS_EINVAL, "%s: paths with spaces or quotes are not supported by the synth flow", paths[i]);
-    for (int i = 0; i < o->nparams; i++) {
-        const char *eq = strchr(o->param[i], '=');
-        if (!eq || eq == o->param[i] || !eq[1] || !safe_word(o->param[i]))
-            return mts_fail(err, MTS_EINVAL, "parameter '%s': expected NAME=VALUE", o->param[i]);
-    }
+    /* The design itself may have any name (it reaches the tools through links
+     * in the work directory, see tool_paths); these are used as they are. */
+    const char *paths[] = {c->liberty, c->root, c->cells_v, c->harness, c->tpl, c->adders};
+    const char *what[] = {"the liberty", "the synth cache directory", "the cell models", "the equivalence harness",
+                          "the flow script", "the adder map"};
+    for (int i = 0; i < 6; i++)
+        if (!mts_rtl_path_plain(paths[i]))
+            return mts_fail(err, MTS_EINVAL,
+                            "%s: the path of %s may hold only letters, digits and ._/+,=@%%:~- (Yosys and Verilator "
+                            "take it unquoted)",
+                            paths[i], what[i]);
+    for (int i = 0; i < o->nparams; i++)
+        if (!plain_param(o->param[i]))
+            return mts_fail(err, MTS_EINVAL,
+                            "parameter '%s': expected NAME=VALUE, NAME a Verilog identifier and VALUE a number "
+                            "(letters, digits, _ ' . + -)",
+                            o->param[i]);
     return MTS_OK;
 }
 
@@ -155,6 +173,33 @@ static int check_tools(const mts_synth_ctx *c, mts_err *err)
     return MTS_OK;
 }
 
+/* c->tool_design, c->tool_dir: the design as it is when its path is plain,
+ * else links in the work directory: work/src -> its directory, and the file
+ * as work/src/NAME or, when its own name is the problem, work/design.v. */
+static int tool_paths(mts_synth_ctx *c, mts_err *err)
+{
+    snprintf(c->tool_design, sizeof c->tool_design, "%s", c->design);
+    snprintf(c->tool_dir, sizeof c->tool_dir, "%s", c->design_dir);
+    if (mts_rtl_path_plain(c->design) && mts_rtl_path_plain(c->design_dir)) return MTS_OK;
+    const char *bn = strrchr(c->design, '/') + 1;
+    int rc = mts_synth_path(c->tool_dir, c->work, "src", err);
+    if (!rc && symlink(c->design_dir, c->tool_dir))
+        rc = mts_fail(err, MTS_EIO, "%s: cannot create a link: %s", c->tool_dir, strerror(errno));
+    if (!rc && mts_rtl_path_plain(bn)) return mts_synth_path(c->tool_design, c->tool_dir, bn, err);
+    if (!rc) rc = mts_synth_path(c->tool_design, c->work, "design.v", err);
+    if (!rc && symlink(c->design, c->tool_design))
+        rc = mts_fail(err, MTS_EIO, "%s: cannot create a link: %s", c->tool_design, strerror(errno));
+    return rc;
+}
+
+/* The links of tool_paths are not part of a cache entry. */
+static void drop_tool_links(const mts_synth_ctx *c)
+{
+    if (strcmp(c->tool_dir, c->design_dir)) unlink(c->tool_dir);
+    char p[PATH_MAX];
+    if (!mts_synth_path(p, c->work, "design.v", NULL) && !strcmp(p, c->tool_design)) unlink(p);
+}
+
 /* <entry>.tmp.<pid>, empty: renamed into place only when everything passed. */
 static int make_work(mts_synth_ctx *c, mts_err *err)
 {
@@ -189,11 +234,13 @@ static int synthesize(mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mts_err
     char top[128];
     int rc = check_tools(c, err);
     if (!rc) rc = make_work(c, err);
+    if (!rc) rc = tool_paths(c, err);
     if (!rc) rc = mts_synth_yosys(c, top, sizeof top, &r->area_um2, &r->delay_ps, err);
     if (!rc) rc = load_netlist(c, c->work, gl, err);
     if (!rc) rc = check_netlist(c, gl, r, err);
     if (!rc) snprintf(r->top, sizeof r->top, "%s", top);
     if (!rc && !c->o->no_equiv) rc = mts_synth_equiv(c, top, gl, r, err);
+    if (!rc) drop_tool_links(c);
     if (!rc) rc = mts_synth_meta_save(c->work, r, err);
     if (!rc) rc = mts_synth_publish(c, r, err);
     else mts_synth_keep_failed(c, err);
@@ -206,7 +253,7 @@ static void report_cells(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_res
     r->ncells = 0;
     r->ntypes = 0;
     for (int k = 0; k < gl->nnodes; k++) {
-        if (gl->nodes[k].cell < 0) continue;
+        if (gl->nodes[k].cell < 0 || gl->nodes[k].oidx) continue; /* an instance once, not per output */
         const char *name = c->lib.cells[gl->nodes[k].cell].name;
         int t = 0;
         while (t < r->ntypes && strcmp(r->cells[t].name, name)) t++;

@@ -80,12 +80,18 @@ static int write_wrapper(const mts_synth_ctx *c, const eqpaths *p, const char *t
     return rc ? rc : mts_fs_write_text(path, w, err);
 }
 
-/* Verilates mts_eq + netlist + cell models + RTL + harness into eq/obj. */
+/* Verilates mts_eq + netlist + cell models + RTL + harness into eq/obj.
+ * -fno-gate: Yosys writes outputs driven from other output bits
+ * (assign {O[8], O[3:2]} = {O[9], 1'h0, O[9]}); Verilator 5.006 flags the
+ * vector UNOPTFLAT and its gate optimisation then reads stale bits (one eval
+ * and repeated evals alike), so a right netlist would be reported as
+ * differing. Without that pass the circular vector is evaluated right
+ * (tests/data/synth/alias8.v). */
 static int verilate(const mts_synth_ctx *c, const eqpaths *p, mts_err *err)
 {
-    char *argv[] = {"verilator", "--cc", "--exe", "-O1", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTITOP",
-                    "--top-module", "mts_eq", "-Mdir", "obj", "-o", "eqsim", "+libext+.v+.sv",
-                    "-y", (char *)c->design_dir, "mts_eq.v", "../netlist.v", (char *)c->cells_v, (char *)c->design,
+    char *argv[] = {"verilator", "--cc", "--exe", "-O1", "-fno-gate", "-Wno-fatal", "-Wno-lint", "-Wno-style",
+                    "-Wno-MULTITOP", "--top-module", "mts_eq", "-Mdir", "obj", "-o", "eqsim", "+libext+.v+.sv",
+                    "-y", (char *)c->tool_dir, "mts_eq.v", "../netlist.v", (char *)c->cells_v, (char *)c->tool_design,
                     (char *)c->harness, "-CFLAGS", "-O1", NULL};
     mts_proc_io io = {.cwd = p->dir, .log = p->vlog, .echo = c->o->verbose ? "mantis synth" : NULL};
     if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "verilator", p->vlog, verilator_markers, err);

@@ -271,7 +271,7 @@ static int read_cell(const char *path, const lnode *c, mts_lcell *cell, mts_err 
 {
     memset(cell, 0, sizeof *cell);
     snprintf(cell->name, sizeof cell->name, "%.*s", (int)sizeof cell->name - 1, c->nargs ? c->args[0] : "?");
-    const char *function = NULL;
+    const char *functions[MTS_LIB_MAX_OUTS] = {NULL};
     int nout = 0;
     for (int i = 0; i < c->nkids; i++) {
         const lnode *k = c->kids[i];
@@ -302,24 +302,36 @@ static int read_cell(const char *path, const lnode *c, mts_lcell *cell, mts_err 
                 cell->cap[cell->nin++] = cap;
                 if (ne) cell->e_int_fj += e / ne; /* e.g. a flip-flop's clock pin */
             } else if (!strcmp(dir, "output")) {
+                if (nout == MTS_LIB_MAX_OUTS)
+                    return mts_fail(err, MTS_EFORMAT, "%s: cell %s has more than %d outputs", path, cell->name,
+                                    MTS_LIB_MAX_OUTS);
+                snprintf(cell->outs[nout], sizeof cell->outs[0], "%.*s", (int)sizeof cell->outs[0] - 1, k->args[0]);
+                functions[nout] = fn;
+                cell->e_outs_fj[nout] = ne ? e / ne : 0;
                 nout++;
-                snprintf(cell->out, sizeof cell->out, "%.*s", (int)sizeof cell->out - 1, k->args[0]);
-                function = fn;
-                if (ne) cell->e_int_fj += e / ne;
             }
         }
     }
-    if (nout != 1)
-        return mts_fail(err, MTS_EFORMAT, "%s: cell %s has %d outputs (the flow supports single-output cells)", path,
+    if (nout < 1) return mts_fail(err, MTS_EFORMAT, "%s: cell %s has no output", path, cell->name);
+    if (cell->seq && nout != 1)
+        return mts_fail(err, MTS_EFORMAT, "%s: cell %s: sequential cells with %d outputs are not supported", path,
                         cell->name, nout);
+    cell->nout = nout;
+    memcpy(cell->out, cell->outs[0], sizeof cell->out);
+    cell->e_int_fj += cell->e_outs_fj[0];
+    cell->e_outs_fj[0] = cell->e_int_fj;
     if (cell->seq) return MTS_OK;
-    if (!function) return mts_fail(err, MTS_EFORMAT, "%s: cell %s output has no function", path, cell->name);
-    int rc = mts_lib_function_tt(function, cell->nin, (const char(*)[16])cell->in, &cell->tt, err);
-    if (rc && err) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        return mts_fail(err, rc, "%s: cell %s: %s", path, cell->name, msg);
+    for (int o = 0; o < nout; o++) {
+        if (!functions[o])
+            return mts_fail(err, MTS_EFORMAT, "%s: cell %s output %s has no function", path, cell->name, cell->outs[o]);
+        int rc = mts_lib_function_tt(functions[o], cell->nin, (const char(*)[16])cell->in, &cell->tts[o], err);
+        if (rc && err) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return mts_fail(err, rc, "%s: cell %s: %s", path, cell->name, msg);
+        }
     }
+    cell->tt = cell->tts[0];
     return MTS_OK;
 }
 

@@ -143,7 +143,7 @@ static int make_ports(const char *path, char **names, int *ids, int nbits, mts_g
 }
 
 typedef struct rawnode {
-    int cell, nin, in[MTS_LIB_MAX_PINS], out;
+    int cell, oidx, nin, in[MTS_LIB_MAX_PINS], out;
     uint64_t tt;
 } rawnode;
 
@@ -284,22 +284,37 @@ static int parse_subckt(loader *L, char **tok, int ntok, mts_err *err)
     }
     n->cell = (int)(c - L->lib->cells);
     n->nin = c->nin;
-    n->out = -1;
+    int outs[MTS_LIB_MAX_OUTS];
+    for (int o = 0; o < MTS_LIB_MAX_OUTS; o++) outs[o] = -1;
     for (int k = 0; k < c->nin; k++) n->in[k] = -1;
     for (int k = 2; k < ntok; k++) {
         char *eq = strchr(tok[k], '=');
         if (!eq) continue;
         *eq = 0;
         int id = net_id(&L->nt, eq + 1);
-        if (!strcmp(tok[k], c->out)) n->out = id;
+        for (int o = 0; o < c->nout; o++)
+            if (!strcmp(tok[k], c->outs[o])) outs[o] = id;
         for (int j = 0; j < c->nin; j++)
             if (!strcmp(tok[k], c->in[j])) n->in[j] = id;
     }
-    int ok = n->out >= 0;
+    int ok = outs[0] >= 0;
     for (int j = 0; j < c->nin; j++) ok &= n->in[j] >= 0;
     if (!ok) return mts_fail(err, MTS_EFORMAT, "%s: instance of %s with unconnected pins", L->path, c->name);
-    n->tt = c->tt;
-    L->nnodes++;
+    n->out = outs[0];
+    n->tt = c->tts[0];
+    n->oidx = 0;
+    int first = L->nnodes++;
+    /* a multi-output cell (HA, FA): one node per connected output, the same inputs */
+    for (int o = 1; o < c->nout; o++) {
+        if (outs[o] < 0) continue; /* an unused carry or sum */
+        rawnode *m = new_node(L); /* may move the array: copy the instance's first node by index */
+        if (!m) return oom(L, err);
+        *m = L->nodes[first];
+        m->out = outs[o];
+        m->tt = c->tts[o];
+        m->oidx = o;
+        L->nnodes++;
+    }
     return MTS_OK;
 }
 
@@ -475,13 +490,14 @@ static void annotate(loader *L)
         const rawnode *n = &L->nodes[L->order[k]];
         struct mts_gnode *g = &gl->nodes[k];
         g->cell = n->cell;
+        g->oidx = n->oidx;
         g->nin = n->nin;
         memcpy(g->in, n->in, sizeof g->in);
         g->out = n->out;
         g->tt = n->tt;
         int dmax = 0;
         for (int j = 0; j < n->nin; j++) {
-            if (n->cell >= 0) {
+            if (n->cell >= 0 && n->oidx == 0) { /* a multi-output instance loads its inputs once */
                 gl->cap_ff[n->in[j]] += lib->cells[n->cell].cap[j];
                 L->fanout[n->in[j]]++;
             }
@@ -489,7 +505,7 @@ static void annotate(loader *L)
         }
         gl->depth[n->out] = dmax + (n->cell >= 0);
         if (gl->depth[n->out] > gl->depth_max) gl->depth_max = gl->depth[n->out];
-        if (n->cell >= 0) {
+        if (n->cell >= 0 && n->oidx == 0) {
             gl->area += lib->cells[n->cell].area;
             gl->leak_nw += lib->cells[n->cell].leak_nw;
         }
@@ -504,7 +520,7 @@ static void annotate(loader *L)
         gl->cap_ff[i] += mts_lib_wire_cap(lib, L->fanout[i]);
         gl->e_tog_fj[i] = 0.5 * gl->cap_ff[i] * v2;
         int d = L->driver[i];
-        if (d >= 0 && L->nodes[d].cell >= 0) gl->e_tog_fj[i] += lib->cells[L->nodes[d].cell].e_int_fj;
+        if (d >= 0 && L->nodes[d].cell >= 0) gl->e_tog_fj[i] += lib->cells[L->nodes[d].cell].e_outs_fj[L->nodes[d].oidx];
     }
 }
 

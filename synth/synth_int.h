@@ -14,19 +14,25 @@
 #define MTS_LIB_MAX_CELLS 64
 #define MTS_LIB_MAX_PINS 6
 #define MTS_LIB_MAX_WL 16
+#define MTS_LIB_MAX_OUTS 2          /* half and full adders: sum and carry */
 
 /* One cell of the liberty file, as the flow needs it. */
 typedef struct mts_lcell {
     char name[48];
     double area;                /* um^2 */
     double leak_nw;             /* cell_leakage_power, nW */
-    double e_int_fj;            /* internal energy per output transition (mean of rise/fall), fJ */
+    double e_int_fj;            /* internal energy per transition of output 0 (mean of rise/fall), fJ,
+                                   plus that of input pins (a flip-flop's clock) */
     int seq;                    /* 1: a flip-flop (ff group) */
     int nin;
     char in[MTS_LIB_MAX_PINS][16];
     double cap[MTS_LIB_MAX_PINS]; /* input pin capacitance, fF */
-    char out[16];               /* the single output pin */
+    char out[16];               /* output pin 0 */
     uint64_t tt;                /* truth table of out over in[] (bit m: in[j] = bit j of m) */
+    int nout;                   /* output pins (1, or 2 for HA/FA) */
+    char outs[MTS_LIB_MAX_OUTS][16]; /* outs[0] == out */
+    uint64_t tts[MTS_LIB_MAX_OUTS];  /* tts[0] == tt */
+    double e_outs_fj[MTS_LIB_MAX_OUTS]; /* internal energy per transition of each output; [0] == e_int_fj */
 } mts_lcell;
 
 typedef struct mts_lib {
@@ -68,6 +74,8 @@ typedef struct mts_gl {
     int nnodes;
     struct mts_gnode {
         int cell;               /* index into lib cells, -1: a .names cover */
+        int oidx;               /* which output of the cell (a multi-output instance is one node per
+                                   output; area, leakage, input load and the cell count go with oidx 0) */
         int nin;
         int in[MTS_LIB_MAX_PINS];
         int out;
@@ -94,7 +102,7 @@ int mts_gl_sim(const mts_gl *gl, const uint64_t *vecs, uint64_t n, uint64_t *out
 /* ---- the synth flow (driver.c and its steps) ---- */
 
 /* Bumped when the flow changes what it produces: part of every cache key. */
-#define MTS_SYNTH_FLOW_VERSION "mantis-synth-1"
+#define MTS_SYNTH_FLOW_VERSION "mantis-synth-2"
 
 /* One mts_synth_run: its options, the absolute paths it works with and the
  * loaded liberty. */
@@ -103,10 +111,12 @@ typedef struct mts_synth_ctx {
     char design[PATH_MAX];      /* the design file (realpath) */
     char design_dir[PATH_MAX];  /* its directory: submodules are found there */
     char base[256];             /* its file name without extension: names the design in messages */
-    char liberty[PATH_MAX], tpl[PATH_MAX], cells_v[PATH_MAX], harness[PATH_MAX];
+    char liberty[PATH_MAX], tpl[PATH_MAX], cells_v[PATH_MAX], harness[PATH_MAX], adders[PATH_MAX];
     char root[PATH_MAX];        /* the cache directory */
     char entry[PATH_MAX];       /* root/<key>: the finished cache entry */
     char work[PATH_MAX];        /* entry.tmp.<pid>: where a run builds it ("" before) */
+    char tool_design[PATH_MAX]; /* design and design_dir as Yosys and Verilator are given them: */
+    char tool_dir[PATH_MAX];    /* the same, or links in work when not mts_rtl_path_plain */
     mts_lib lib;
 } mts_synth_ctx;
 

@@ -8,6 +8,7 @@
 
 #include "mantis/fs.h"
 #include "mantis/proc.h"
+#include "mantis/rng.h"
 #include "synth_int.h"
 
 static const char *const yosys_markers[] = {"ERROR:", "Error", NULL};
@@ -71,7 +72,7 @@ static int declares_module(const char *text, const char *name)
 
 /* The Yosys script for this design: the template with its @FIELDS@ set. The
  * top is the module named like the file, else the one nothing instantiates. */
-static int make_script(const mts_synth_ctx *c, char **script, mts_err *err)
+static int make_script(const mts_synth_ctx *c, const char *out, int adders, char **script, mts_err *err)
 {
     uint8_t *tpl, *src;
     size_t len;
@@ -90,9 +91,15 @@ static int make_script(const mts_synth_ctx *c, char **script, mts_err *err)
         size_t l = strlen(chparam);
         snprintf(chparam + l, sizeof chparam - l, " -chparam %.*s %s", (int)(eq - p), p, eq + 1);
     }
-    const char *keys[] = {"@DESIGN@", "@DESIGNDIR@", "@TOPSEL@", "@CHPARAM@", "@LIBERTY@", "@OUT@"};
-    const char *vals[] = {c->design, c->design_dir, topsel, chparam, c->liberty, c->work};
-    *script = fill_template((const char *)tpl, 6, keys, vals);
+    char fa[2 * PATH_MAX + 300] = "synth -flatten -auto-top";
+    if (adders) /* synth's own steps up to its ABC call, with the adders taken out first */
+        snprintf(fa, sizeof fa,
+                 "read_verilog -lib %s\nsynth -flatten -auto-top -run :fine\nopt -fast -full\nmemory_map\nopt -full\n"
+                 "techmap\nopt -fast\nextract_fa -fa\nopt_clean\ntechmap -map %s\nopt_clean\nsynth -auto-top -run fine:",
+                 c->cells_v, c->adders);
+    const char *keys[] = {"@DESIGN@", "@DESIGNDIR@", "@TOPSEL@", "@CHPARAM@", "@LIBERTY@", "@OUT@", "@SYNTH@"};
+    const char *vals[] = {c->tool_design, c->tool_dir, topsel, chparam, c->liberty, out, fa};
+    *script = fill_template((const char *)tpl, 7, keys, vals);
     free(tpl);
     return *script ? MTS_OK : mts_fail(err, MTS_ENOMEM, "out of memory");
 }
@@ -118,39 +125,128 @@ static void read_log(const char *log, char *top, size_t topcap, double *delay_ps
     if (f) fclose(f);
 }
 
-/* Chip area from `stat -liberty`; -1 when it is not there. */
+/* Chip area from `stat -liberty`; -1 when it is not there. Yosys prints no
+ * area line for a module without cells (a constant design): area 0. */
 static double read_area(const char *stat)
 {
     FILE *f = fopen(stat, "r");
     char line[2048];
     double area = -1;
+    int no_cells = 0;
     while (f && fgets(line, sizeof line, f)) {
         char *p = strstr(line, "Chip area for module");
         if (p && (p = strrchr(line, ':'))) area = atof(p + 1);
+        if ((p = strstr(line, "Number of cells:")) && atol(p + 16) == 0) no_cells = 1;
     }
+    if (area < 0 && no_cells) area = 0;
     if (f) fclose(f);
     return area;
 }
 
-int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, double *delay_ps,
-                    mts_err *err)
+/* One Yosys run of the flow into dir (flow.ys, yosys.log, stat.txt, netlists). */
+static int run_variant(const mts_synth_ctx *c, const char *dir, int adders, char *top, size_t topcap,
+                       double *area_um2, double *delay_ps, mts_err *err)
 {
     char script_path[PATH_MAX], log[PATH_MAX], stat[PATH_MAX], *script;
-    int rc = mts_synth_path(script_path, c->work, "flow.ys", err);
-    if (!rc) rc = mts_synth_path(log, c->work, "yosys.log", err);
-    if (!rc) rc = mts_synth_path(stat, c->work, "stat.txt", err);
-    if (!rc) rc = make_script(c, &script, err);
+    int rc = mts_synth_path(script_path, dir, "flow.ys", err);
+    if (!rc) rc = mts_synth_path(log, dir, "yosys.log", err);
+    if (!rc) rc = mts_synth_path(stat, dir, "stat.txt", err);
+    if (!rc) rc = make_script(c, dir, adders, &script, err);
     if (rc) return rc;
     rc = mts_fs_write_text(script_path, script, err);
     free(script);
     if (rc) return rc;
     /* Without -q Yosys writes its whole log to stdout: one file, in order. */
     char *argv[] = {"yosys", "-s", "flow.ys", NULL};
-    mts_proc_io io = {.cwd = c->work, .log = log, .echo = c->o->verbose ? "mantis synth" : NULL};
+    mts_proc_io io = {.cwd = dir, .log = log, .echo = c->o->verbose ? "mantis synth" : NULL};
     if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "yosys", log, yosys_markers, err);
     read_log(log, top, topcap, delay_ps);
     *area_um2 = read_area(stat);
+    return MTS_OK;
+}
+
+/* 1 when dir/netlist.blif computes what work/netlist.blif does, by the C
+ * gate-level simulator: every input vector up to 22 input bits, else 2^16
+ * seeded ones. (The equivalence check against the RTL still follows.) */
+static int same_function(const mts_synth_ctx *c, const char *dir)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    mts_gl ga = {0}, gb = {0};
+    int same = !mts_synth_path(a, c->work, "netlist.blif", NULL) && !mts_synth_path(b, dir, "netlist.blif", NULL) &&
+               !mts_gl_load(a, &c->lib, &ga, NULL) && !mts_gl_load(b, &c->lib, &gb, NULL) &&
+               ga.nin_bits == gb.nin_bits && ga.nout_bits == gb.nout_bits && ga.nin_bits <= 64;
+    uint64_t n = same && ga.nin_bits <= 22 ? 1ull << ga.nin_bits : 1ull << 16, s = 0xFA;
+    uint64_t *v = same ? malloc(3 * n * sizeof *v) : NULL;
+    same = same && v;
+    if (same) {
+        uint64_t mask = ga.nin_bits >= 64 ? ~0ull : (1ull << ga.nin_bits) - 1;
+        for (uint64_t i = 0; i < n; i++) v[i] = ga.nin_bits <= 22 ? i : mts_rng_splitmix64(&s) & mask;
+        same = !mts_gl_sim(&ga, v, n, v + n, NULL, NULL) && !mts_gl_sim(&gb, v, n, v + 2 * n, NULL, NULL) &&
+               !memcmp(v + n, v + 2 * n, n * sizeof *v);
+    }
+    free(v);
+    mts_gl_free(&ga);
+    mts_gl_free(&gb);
+    return same;
+}
+
+/* extract_fa enumerates logic cones: seconds on an 8x8 multiplier, minutes on
+ * the 26-input accumulator. The variant is tried up to ADDERS_MAX_IN_BITS
+ * input bits (every multiplier up to 12x12). */
+#define ADDERS_MAX_IN_BITS 24
+static int adders_worth_trying(const mts_synth_ctx *c)
+{
+    char blif[PATH_MAX];
+    mts_gl gl = {0};
+    int ok = !mts_synth_path(blif, c->work, "netlist.blif", NULL) && !mts_gl_load(blif, &c->lib, &gl, NULL) &&
+             gl.nin_bits <= ADDERS_MAX_IN_BITS;
+    mts_gl_free(&gl);
+    return ok;
+}
+
+/* The full-adder variant in work/fa: when its area is smaller, its files
+ * replace the plain ones. Full adders pay off in adder trees (NanGate's FA
+ * is smaller than its gates) but cut ABC's optimisation across them, so the
+ * smaller netlist is kept (docs/synth.md). */
+static int try_adders(const mts_synth_ctx *c, double *area_um2, double *delay_ps, mts_err *err)
+{
+    char dir[PATH_MAX], top[128];
+    double area = -1, delay = -1;
+    int rc = mts_synth_path(dir, c->work, "fa", err);
+    if (!rc) rc = mts_fs_mkdirs(dir, err);
+    if (!rc) rc = run_variant(c, dir, 1, top, sizeof top, &area, &delay, err);
+    if (!rc && area >= 0 && area < *area_um2 - 1e-9 && same_function(c, dir)) {
+        static const char *const files[] = {"flow.ys", "yosys.log", "stat.txt", "netlist.v", "netlist.blif"};
+        for (size_t i = 0; i < sizeof files / sizeof files[0] && !rc; i++) {
+            char from[PATH_MAX], to[PATH_MAX];
+            rc = mts_synth_path(from, dir, files[i], err);
+            if (!rc) rc = mts_synth_path(to, c->work, files[i], err);
+            if (!rc && rename(from, to)) rc = mts_fail(err, MTS_EIO, "%s: cannot move into place", to);
+        }
+        if (!rc) {
+            *area_um2 = area;
+            *delay_ps = delay;
+        }
+    }
+    if (!rc) mts_fs_rmtree(dir); /* else kept: the error message points at its log */
+    return rc;
+}
+
+int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, double *delay_ps,
+                    mts_err *err)
+{
+    char log[PATH_MAX];
+    int rc = mts_synth_path(log, c->work, "yosys.log", err);
+    if (!rc) rc = run_variant(c, c->work, 0, top, topcap, area_um2, delay_ps, err);
+    if (rc) return rc;
+    for (const char *t = top; *t; t++) /* it goes into the generated wrapper */
+        if (!is_ident_char(*t) && !(*t == '$' && t > top))
+            return mts_fail(err, MTS_EUNSUPPORTED,
+                            "%s: top module '%s' is not a plain Verilog identifier ([A-Za-z_][A-Za-z0-9_$]*), "
+                            "which the equivalence wrapper needs",
+                            c->base, top);
+    if (*area_um2 == 0 && *delay_ps < 0) *delay_ps = 0; /* no cells (a constant design): no path */
     if (!top[0] || *area_um2 < 0)
         return mts_fail(err, MTS_ETOOL, "%s: yosys: no top module or chip area in its output (log: %s)", c->base, log);
-    return MTS_OK;
+    return *area_um2 > 0 && adders_worth_trying(c) ? try_adders(c, area_um2, delay_ps, err) : MTS_OK;
 }

@@ -7,9 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +20,10 @@
 #include <vector>
 
 #include "test_util.h"
+
+extern "C" {
+#include "../flows/flow/flow.h"
+}
 
 namespace {
 
@@ -52,6 +59,34 @@ std::vector<std::string> fields(const std::string &row) {
     }
     f.push_back(cur);
     return f;
+}
+
+// The value of column `name` in the row of `design` (by the header).
+std::string col(const std::string &csv, const std::string &design, const std::string &name) {
+    auto lines = split_lines(csv);
+    if (lines.empty()) return "?";
+    auto head = fields(lines[0]), row = fields(row_of(csv, design));
+    for (size_t i = 0; i < head.size(); i++)
+        if (head[i] == name) return i < row.size() ? row[i] : "?";
+    return "?no column " + name;
+}
+double colf(const std::string &csv, const std::string &design, const std::string &name) {
+    return atof(col(csv, design, name).c_str());
+}
+
+// Runs tests/browser/check_report.js on a results directory: 0 pass, or the
+// reason it cannot run (node, Chromium or playwright-core missing) in *skip.
+int browser_check(const std::string &results, std::string *skip, std::string *log) {
+    std::string js = src + "/tests/browser/check_report.js";
+    if (!have_tool("node")) return *skip = "node not installed (flows/install-deps.sh)", 0;
+    if (!exists("/usr/bin/chromium") && !getenv("MANTIS_CHROMIUM"))
+        return *skip = "no /usr/bin/chromium (flows/install-deps.sh)", 0;
+    if (!exists(src + "/tests/browser/node_modules/playwright-core"))
+        return *skip = "playwright-core not installed in tests/browser (flows/install-deps.sh)", 0;
+    std::string out = results + "/browser.log";
+    int rc = sh("node " + js + " " + results + " " + results + "/screenshot.png >" + out + " 2>&1");
+    *log = slurp(out);
+    return rc;
 }
 
 class Flow : public ::testing::Test {
@@ -99,10 +134,22 @@ void check_first_run(const std::string &out, const std::string &csv);
 
 TEST_F(Flow, QuickFlowCachingAndInterruption) {
     SCOPED_TRACE("phase 1: the quick flow from scratch");
-    ASSERT_EQ(run(dir + "/run1.log"), 0) << slurp(dir + "/run1.log");
+    // exit 1: three_inputs fails detection and bf16_expdep fails verification
+    ASSERT_EQ(run(dir + "/run1.log"), 1) << slurp(dir + "/run1.log");
+    std::string log1 = slurp(dir + "/run1.log");
+    EXPECT_NE(log1.find("skip    bf16_expdep/train-lenet300-mnist-s1: skipped: "), std::string::npos)
+        << log1;
+    EXPECT_NE(log1.find("5 ok, 1 failed, 0 diverged, 1 skipped"), std::string::npos) << log1;
     first_csv = slurp(out + "/results.csv");
     check_first_run(out, first_csv);
     if (HasFatalFailure()) return;
+    {
+        SCOPED_TRACE("phase 1b: the report in a browser");
+        std::string skip, blog;
+        int rc = browser_check(out, &skip, &blog);
+        if (skip.empty()) EXPECT_EQ(rc, 0) << blog;
+        else std::cout << "[  SKIPPED ] browser check: " << skip << "\n";
+    }
     {
         SCOPED_TRACE("phase 2: re-run does no work; a deleted design is recomputed alone");
         rerun_and_partial();
@@ -116,48 +163,54 @@ TEST_F(Flow, QuickFlowCachingAndInterruption) {
 void check_first_run(const std::string &out, const std::string &csv) {
     EXPECT_EQ(split_lines(csv).size(), 8u) << csv;  // header + 5 designs + 2 baselines
     for (const char *d : {"mul_mbm", "mul_trunc", "my_mitchell"}) {
-        auto f = fields(row_of(csv, d));
-        ASSERT_GE(f.size(), 20u) << d << ": " << csv;
-        EXPECT_EQ(f[1], "significand") << d;
-        EXPECT_EQ(f[2], "bf16") << d;
-        EXPECT_EQ(f[3], "bit-exact") << d;
-        double acc = atof(f[6].c_str()), mred = atof(f[8].c_str()), area = atof(f[13].c_str());
+        EXPECT_EQ(col(csv, d, "kind"), "significand") << d;
+        EXPECT_EQ(col(csv, d, "format"), "bf16") << d;
+        EXPECT_EQ(col(csv, d, "verify"), "bit-exact") << d;
+        EXPECT_EQ(col(csv, d, "state"), "ok") << d;
+        EXPECT_EQ(col(csv, d, "status"), "ok") << d;
+        EXPECT_EQ(col(csv, d, "seeds"), "1") << d;
+        double acc = colf(csv, d, "test_acc"), mred = colf(csv, d, "mred"), area = colf(csv, d, "area_um2");
         EXPECT_GT(acc, 40.0) << d;  // 600 images, one epoch: far above chance (10%)
         EXPECT_LE(acc, 100.0) << d;
+        EXPECT_EQ(col(csv, d, "test_acc_std"), "") << d << ": one seed has no spread";
         EXPECT_GT(mred, 0.0) << d;
         EXPECT_LT(mred, 0.2) << d;
         EXPECT_GT(area, 10.0) << d;
     }
     // truncation and Mitchell are cheaper than the exact bf16 significand baseline
-    double exact_area = atof(fields(row_of(csv, "baseline-bf16"))[13].c_str());
-    EXPECT_LT(atof(fields(row_of(csv, "mul_trunc"))[13].c_str()), exact_area);
-    EXPECT_LT(atof(fields(row_of(csv, "my_mitchell"))[13].c_str()), exact_area);
-    auto bad = fields(row_of(csv, "three_inputs"));
-    ASSERT_GE(bad.size(), 20u);
-    EXPECT_EQ(bad[3], "does not fit the drop-in contract");
-    EXPECT_NE(bad.back().find("fits no drop-in shape"), std::string::npos) << bad.back();
-    EXPECT_EQ(bad[6], "");
-    auto fail = fields(row_of(csv, "bf16_expdep"));
-    ASSERT_GE(fail.size(), 20u);
-    EXPECT_EQ(fail[1], "float");
-    EXPECT_EQ(fail[3], "not LUT-representable");
-    EXPECT_EQ(fail[6], "") << "a design that fails verification must not be trained with a LUT";
-    for (const char *b : {"baseline-fp32", "baseline-bf16"}) EXPECT_GT(atof(fields(row_of(csv, b))[6].c_str()), 40.0);
+    double exact_area = colf(csv, "baseline-bf16", "area_um2");
+    EXPECT_LT(colf(csv, "mul_trunc", "area_um2"), exact_area);
+    EXPECT_LT(colf(csv, "my_mitchell", "area_um2"), exact_area);
+    EXPECT_EQ(col(csv, "three_inputs", "verify"), "does not fit the drop-in contract");
+    EXPECT_EQ(col(csv, "three_inputs", "state"), "failed");
+    EXPECT_EQ(col(csv, "three_inputs", "status").rfind("failed detect: ", 0), 0u) << col(csv, "three_inputs", "status");
+    EXPECT_NE(col(csv, "three_inputs", "status").find("fits no drop-in shape"), std::string::npos);
+    EXPECT_EQ(col(csv, "three_inputs", "test_acc"), "");
+    EXPECT_EQ(col(csv, "bf16_expdep", "kind"), "float");
+    EXPECT_EQ(col(csv, "bf16_expdep", "verify"), "not LUT-representable");
+    EXPECT_EQ(col(csv, "bf16_expdep", "state"), "skipped");
+    EXPECT_EQ(col(csv, "bf16_expdep", "status"), "skipped: verify failed (not LUT-representable), not trained");
+    EXPECT_EQ(col(csv, "bf16_expdep", "test_acc"), "") << "a design that fails verification must not be trained with a LUT";
+    for (const char *b : {"baseline-fp32", "baseline-bf16"}) EXPECT_GT(colf(csv, b, "test_acc"), 40.0);
     std::string html = slurp(out + "/report.html");
     EXPECT_NE(html.find("<svg"), std::string::npos);
+    EXPECT_NE(html.find("</body>"), std::string::npos);
     for (const char *d : {"mul_mbm", "my_mitchell", "three_inputs", "bf16_expdep", "baseline-fp32"})
         EXPECT_NE(html.find(d), std::string::npos) << d;
-    EXPECT_TRUE(exists(out + "/results.json"));
+    std::string json = slurp(out + "/results.json");
+    EXPECT_NE(json.find("\"summary\": {\"ok\": 5, \"failed\": 1, \"diverged\": 0, \"skipped\": 1}"), std::string::npos)
+        << json.substr(0, 300);
     EXPECT_TRUE(exists(out + "/charts/area-lenet300-mnist.png"));
     EXPECT_TRUE(exists(out + "/charts/power-lenet300-mnist.svg"));
+    EXPECT_TRUE(exists(out + "/charts/curves-lenet300-mnist.svg"));
 }
 
 void Flow::rerun_and_partial() {
-    ASSERT_EQ(run(dir + "/run2.log"), 0);
+    ASSERT_EQ(run(dir + "/run2.log"), 1);
     EXPECT_EQ(starts(dir + "/run2.log", ""), 0) << slurp(dir + "/run2.log");
     EXPECT_EQ(slurp(out + "/results.csv"), first_csv);
     ASSERT_EQ(sh("rm -rf " + out + "/steps/my_mitchell"), 0);
-    ASSERT_EQ(run(dir + "/run3.log"), 0);
+    ASSERT_EQ(run(dir + "/run3.log"), 1);
     int all = starts(dir + "/run3.log", ""), mine = starts(dir + "/run3.log", "my_mitchell");
     EXPECT_GT(mine, 3);
     EXPECT_EQ(all, mine) << slurp(dir + "/run3.log");
@@ -182,9 +235,254 @@ void Flow::killed_and_resumed() {
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM) << slurp(log);
     EXPECT_NE(slurp(log).find("interrupted by signal"), std::string::npos) << slurp(log);
     EXPECT_EQ(sh("find " + out + " -name '*.tmp' | grep -q ."), 1) << "a temporary file was left behind";
-    ASSERT_EQ(run(dir + "/resumed.log"), 0) << slurp(dir + "/resumed.log");
+    ASSERT_EQ(run(dir + "/resumed.log"), 1) << slurp(dir + "/resumed.log");
     EXPECT_EQ(slurp(out + "/results.csv"), first_csv);
     EXPECT_EQ(slurp(out + "/results.json").size() > 100, true);
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// The report over a prepared step graph (no child runs but gnuplot): every
+// outcome gets its status, mean +- std over seeds, a diverged run is never an
+// accuracy, an exact design sits in the MRED chart's "0" column; then the
+// page in a real browser.
+namespace report_graph {
+
+struct Graph {
+    std::string root;
+    std::vector<flow_step> s;
+    void add(const std::string &design, const std::string &name, step_state st, int exit_code,
+             const std::string &json, const std::string &log = "") {
+        flow_step x;
+        memset(&x, 0, sizeof x);
+        snprintf(x.design, sizeof x.design, "%s", design.c_str());
+        snprintf(x.name, sizeof x.name, "%s", name.c_str());
+        x.state = st;
+        x.exit_code = exit_code;
+        std::string dir = root + "/steps/" + design;
+        sh("mkdir -p " + dir + " " + root + "/logs/" + design);
+        snprintf(x.out, sizeof x.out, "%s/%s.json", dir.c_str(), name.c_str());
+        if (!json.empty()) std::ofstream(x.out) << json;
+        if (!log.empty()) std::ofstream(root + "/logs/" + design + "/" + name + ".log") << log;
+        if (st == ST_FAILED) snprintf(x.reason, sizeof x.reason, "exit %d", exit_code);
+        if (st == ST_SKIPPED) snprintf(x.reason, sizeof x.reason, "skipped: verify did not pass (exit 1)");
+        s.push_back(x);
+    }
+    // detect, verify, synth, metrics of a significand design
+    void design(const std::string &d, double area, double mred, int verify_exit = 0) {
+        add(d, "detect", ST_DONE, 0, R"({"kind": "significand", "format": "bf16"})");
+        add(d, "verify", ST_DONE, verify_exit, verify_exit ? R"({"mismatches": 12})" : "{}");
+        add(d, "synth", ST_DONE, 0, "{\"area_um2\": " + std::to_string(area) + ", \"power\": {\"total_uw\": " +
+                                        std::to_string(area / 2) + "}}");
+        add(d, "metrics", ST_DONE, 0, "{\"mred\": " + std::to_string(mred) + "}");
+    }
+    void train(const std::string &d, int seed, double acc) {
+        char j[256];
+        snprintf(j, sizeof j,
+                 "{\"epochs\": [{\"epoch\": 1, \"train_acc\": %g, \"test_acc\": %g}, {\"epoch\": 2, \"train_acc\": %g, "
+                 "\"test_acc\": %g}], \"diverged\": false, \"final_test_acc\": %g}",
+                 acc - 0.1, acc - 0.05, acc, acc, acc);
+        add(d, "train-lenet300-mnist-s" + std::to_string(seed), ST_DONE, 0, j);
+    }
+};
+
+}  // namespace report_graph
+
+TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
+    if (sh("command -v gnuplot >/dev/null") != 0) GTEST_SKIP() << "gnuplot not installed: report test skipped";
+    using report_graph::Graph;
+    Graph G;
+    G.root = tmpdir() + "/report-graph";
+    sh("rm -rf " + G.root + " && mkdir -p " + G.root);
+    G.design("approx_a", 100, 0.02);
+    for (int k = 1; k <= 3; k++) G.train("approx_a", k, 0.90 + 0.01 * k);  // 91 92 93: mean 92, std 1
+    G.design("exact_b", 400, 0.0);
+    for (int k = 1; k <= 3; k++) G.train("exact_b", k, 0.925 + 0.005 * (k - 2));  // 92.5 +- 0.5
+    G.design("cheap_c", 50, 0.05);
+    for (int k = 1; k <= 3; k++) G.train("cheap_c", k, 0.80 + 0.001 * k);  // 80.2 +- 0.1: distinguishable
+    G.design("synth_fails", 0, 0.03);
+    G.s[G.s.size() - 2].state = ST_FAILED;  // its synth
+    G.s[G.s.size() - 2].exit_code = 2;
+    std::ofstream(G.root + "/logs/synth_fails/synth.log") << "yosys says hello\nmantis synth: abc: no liberty cells\n";
+    for (int k = 1; k <= 3; k++) G.train("synth_fails", k, 0.9);
+    G.design("diverges", 80, 0.04);
+    G.train("diverges", 1, 0.9);
+    G.add("diverges", "train-lenet300-mnist-s2", ST_DONE, 3,
+          R"({"epochs": [], "diverged": true, "diverged_epoch": 1, "diverged_step": 7, "final_test_acc": null})");
+    G.train("diverges", 3, 0.9);
+    G.design("bad_verify", 60, 0.01, 1);
+    for (int k = 1; k <= 3; k++) G.add("bad_verify", "train-lenet300-mnist-s" + std::to_string(k), ST_SKIPPED, 0, "");
+    G.add("baseline-fp32", "synth", ST_DONE, 0, R"({"area_um2": 3000})");  // a baseline: no detect, no verify
+    for (int k = 1; k <= 3; k++) G.train("baseline-fp32", k, 0.92);
+
+    flow_cfg c;
+    mts_err err;
+    ASSERT_EQ(flow_cfg_load(&c, nullptr, 0, &err), MTS_OK);
+    c.nbaselines = 1;
+    c.seeds[0] = 1, c.seeds[1] = 2, c.seeds[2] = 3, c.nseeds = 3;
+    flow_graph g;
+    memset(&g, 0, sizeof g);
+    g.s = G.s.data();
+    g.n = (int)G.s.size();
+    snprintf(g.root, sizeof g.root, "%s", G.root.c_str());
+    int not_ok = -1;
+    ASSERT_EQ(flow_report(&c, &g, "mantis flow (test)", nullptr, &not_ok, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(not_ok, 3);
+    std::string csv = slurp(G.root + "/results.csv");
+    EXPECT_EQ(col(csv, "approx_a", "state"), "ok");
+    EXPECT_EQ(col(csv, "baseline-fp32", "state"), "ok");
+    EXPECT_DOUBLE_EQ(colf(csv, "baseline-fp32", "test_acc"), 92.0);
+    EXPECT_DOUBLE_EQ(colf(csv, "approx_a", "test_acc"), 92.0);
+    EXPECT_NEAR(colf(csv, "approx_a", "test_acc_std"), 1.0, 1e-9);
+    EXPECT_EQ(col(csv, "approx_a", "seeds"), "3");
+    EXPECT_EQ(col(csv, "approx_a", "test_acc_per_seed"), "91.00 92.00 93.00");
+    EXPECT_EQ(col(csv, "approx_a", "test_acc_per_epoch"), "87.00 92.00");
+    EXPECT_EQ(col(csv, "approx_a", "within_noise_of_best"), "yes") << "92 +- 1 vs 92.5 +- 0.5";
+    EXPECT_EQ(col(csv, "cheap_c", "within_noise_of_best"), "");
+    EXPECT_EQ(col(csv, "synth_fails", "state"), "failed");
+    EXPECT_EQ(col(csv, "synth_fails", "status"), "failed synth: mantis synth: abc: no liberty cells");
+    EXPECT_EQ(col(csv, "diverges", "state"), "diverged");
+    EXPECT_EQ(col(csv, "diverges", "status"), "diverged (1 of 3 seeds: seed 2 at epoch 1 step 7)");
+    EXPECT_EQ(col(csv, "diverges", "test_acc"), "") << "a diverged row has no accuracy";
+    EXPECT_EQ(col(csv, "bad_verify", "state"), "skipped");
+    EXPECT_EQ(col(csv, "bad_verify", "status"), "skipped: verify failed (MISMATCH (12)), not trained");
+    std::string json = slurp(G.root + "/results.json");
+    EXPECT_NE(json.find("\"summary\": {\"ok\": 4, \"failed\": 1, \"diverged\": 1, \"skipped\": 1}"), std::string::npos);
+    // the MRED chart: exact_b (MRED 0) drawn in the "0" column; the diverged
+    // design in the diverged block (index 3), not among the accuracies
+    std::string gp = slurp(G.root + "/charts/mred-lenet300-mnist.gp");
+    EXPECT_NE(gp.find("set xtics add (\"0\""), std::string::npos) << gp;
+    std::string dat = slurp(G.root + "/charts/mred-lenet300-mnist.dat");
+    auto blocks = dat.find("\n\n\n");
+    std::string block0 = dat.substr(0, blocks);
+    EXPECT_NE(block0.find("\"exact_b\""), std::string::npos) << dat;
+    EXPECT_EQ(block0.find("\"diverges\""), std::string::npos) << dat;
+    size_t b3 = 0;
+    for (int k = 0; k < 3; k++) b3 = dat.find("\n\n\n", b3) + 3;
+    EXPECT_NE(dat.substr(b3, dat.find("\n\n\n", b3) - b3).find("\"diverges\""), std::string::npos) << dat;
+    std::string html = slurp(G.root + "/report.html");
+    EXPECT_NE(html.find("4 ok, 1 failed, 1 diverged, 1 skipped"), std::string::npos);
+    EXPECT_NE(html.find("Not distinguishable from it: approx_a (92.00 &plusmn; 1.00)"), std::string::npos);
+    EXPECT_NE(html.find("</body>"), std::string::npos);
+    EXPECT_TRUE(exists(G.root + "/charts/curves-lenet300-mnist.svg"));
+
+    std::string skip, blog;
+    int rc = browser_check(G.root, &skip, &blog);
+    if (!skip.empty()) GTEST_SKIP() << "browser check skipped: " << skip;
+    EXPECT_EQ(rc, 0) << blog;
+    EXPECT_NE(blog.find("4 charts"), std::string::npos) << blog;
+}
+
+// Configuration strictness and where the data directory is (the flow stops
+// before it runs anything).
+TEST(FlowConfig, RefusesBadFilesAndResolvesDataDir) {
+    std::string d = tmpdir() + "/flowcfg";
+    sh("rm -rf " + d + " && mkdir -p " + d + "/sub");
+    auto flow = [&](const std::string &cfg, const std::string &extra = "") {
+        return run_cli("flow --config " + cfg + " --designs " + d + " --out " + d + "/out " + extra);
+    };
+    // file, content, the message it must give (exit 2)
+    const std::vector<std::array<std::string, 3>> bad = {
+        {"lr.flow", "epochs = 1\nlr = 0.05abc\n", "lr.flow:2: bad value for 'lr'"},
+        {"ep.flow", "epochs = 2x\n", "ep.flow:1: bad value for 'epochs'"},
+        {"seeds.flow", "seeds = 1, 2, x\n", "seeds.flow:1: bad value for 'seeds'"},
+        {"key.flow", "# a comment\n\nepoch = 1\n", "key.flow:3: unknown key 'epoch'"},
+        {"long.flow", "epochs = 1\nmodels = " + std::string(2000, 'x') + "\n", "long.flow:2: line longer than"},
+        {"mode.flow", "mode = inference\n", "mode.flow:1: bad value for 'mode'"},
+        {"infer.flow", "baselines = bf16\nmode = infer\n", "add fp32 to baselines"},
+    };
+    CliResult r;
+    for (auto &b : bad) {
+        std::ofstream(d + "/" + b[0]) << b[1];
+        r = flow(d + "/" + b[0]);
+        EXPECT_EQ(r.status, 2) << b[0];
+        EXPECT_NE(r.err.find(b[2]), std::string::npos) << b[0] << ": " << r.err;
+    }
+    r = flow(d + "/sub");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("a directory, not a flow configuration file"), std::string::npos) << r.err;
+    // data_dir is relative to the configuration's directory, not the working directory
+    std::ofstream(d + "/sub/data.flow") << "data_dir = nodata\nseed = 4\n";
+    r = flow(d + "/sub/data.flow");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find(d + "/sub/nodata/mnist: no mnist data set here"), std::string::npos) << r.err;
+    r = flow(d + "/sub/data.flow", "--data-dir " + d + "/elsewhere");
+    EXPECT_NE(r.err.find(d + "/elsewhere/mnist: no mnist data set here"), std::string::npos) << r.err;
+}
+
+// `mantis train` with an absurd learning rate diverges: exit 3 and the JSON
+// says where.
+TEST(FlowDiverge, TrainStopsOnDivergedLoss) {
+    if (!exists(src + "/data/mnist/train-images-idx3-ubyte"))
+        GTEST_SKIP() << "MNIST not in " << src << "/data/mnist (mantis data fetch mnist)";
+    std::string j = tmpdir() + "/diverged.json";
+    auto r = run_cli("train --model lenet300 --data mnist --data-dir " + src + "/data/mnist --subset 640 "
+                     "--test-subset 100 --epochs 2 --lr 100 --threads 1 --json " + j);
+    EXPECT_EQ(r.status, 3) << r.err;
+    EXPECT_NE(r.out.find("diverged at epoch 1 step"), std::string::npos) << r.out;
+    std::string js = slurp(j);
+    EXPECT_NE(js.find("\"diverged\": true"), std::string::npos) << js;
+    EXPECT_NE(js.find("\"diverged_epoch\": 1"), std::string::npos) << js;
+    EXPECT_NE(js.find("\"diverged_step\": "), std::string::npos) << js;
+    EXPECT_NE(js.find("\"final_test_acc\": null"), std::string::npos) << js;
+    r = run_cli("train --model lenet300 --data mnist --data-dir " + src + "/data/mnist --subset 640 "
+                "--test-subset 100 --epochs 1 --lr 0.05 --threads 1 --json " + j);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(slurp(j).find("\"diverged\": false"), std::string::npos);
+}
+
+// mode = both and cross: every design's checkpoint tested with each listed
+// multiplier, and the fp32 baseline's checkpoint tested with every design.
+// Consistency that could be wrong: a checkpoint tested with the multiplier it
+// was trained with gives its own accuracy, and the fp32 checkpoint tested with
+// mitchell (cross) equals the Mitchell design's inference-only row.
+TEST(FlowModes, InferAndCrossMatrix) {
+    if (!exists(src + "/data/mnist/train-images-idx3-ubyte"))
+        GTEST_SKIP() << "MNIST not in " << src << "/data/mnist (mantis data fetch mnist)";
+    if (sh("command -v verilator >/dev/null && command -v yosys >/dev/null") != 0)
+        GTEST_SKIP() << "verilator or yosys not installed";
+    std::string d = tmpdir() + "/modes";
+    sh("rm -rf " + d + " && mkdir -p " + d + "/designs && cp " + src + "/rtl/mul_mitchell.v " + d + "/designs/");
+    std::ofstream(d + "/m.flow") << "models = lenet300\ndatasets = mnist\ndata_dir = " << src
+                                 << "/data\nepochs = 1\nsubset = 300\nseed = 1\ntrace_subset = 100\n"
+                                    "trace_samples = 1024\nbaselines = fp32\nmode = both\ncross = fp32, mitchell\n"
+                                    "cmodels = mul_mitchell=mitchell\n";
+    int rc = sh(std::string(MANTIS_BIN) + " flow -j 2 --config " + d + "/m.flow --designs " + d + "/designs --out " +
+                d + "/out >" + d + "/log 2>&1");
+    ASSERT_EQ(rc, 0) << slurp(d + "/log");
+    std::string json = slurp(d + "/out/results.json");
+    EXPECT_NE(json.find("\"summary\": {\"ok\": 4, \"failed\": 0"), std::string::npos) << json.substr(0, 200);
+    // rows: design and baseline, trained (run=train) then inference only (run=infer)
+    std::string csv = slurp(d + "/out/results.csv");
+    std::vector<std::vector<std::string>> rows;
+    auto lines = split_lines(csv);
+    for (size_t i = 1; i < lines.size(); i++) rows.push_back(fields(lines[i]));
+    ASSERT_EQ(rows.size(), 4u) << csv;
+    auto head = fields(lines[0]);
+    auto at = [&](const std::vector<std::string> &r, const std::string &k) {
+        for (size_t i = 0; i < head.size(); i++)
+            if (head[i] == k) return r[i];
+        return std::string("?");
+    };
+    EXPECT_EQ(at(rows[0], "design") + "/" + at(rows[0], "run"), "mul_mitchell/train");
+    EXPECT_EQ(at(rows[1], "design") + "/" + at(rows[1], "run"), "baseline-fp32/train");
+    EXPECT_EQ(at(rows[2], "design") + "/" + at(rows[2], "run"), "mul_mitchell/infer");
+    EXPECT_EQ(at(rows[3], "design") + "/" + at(rows[3], "run"), "baseline-fp32/infer");
+    double own_mitchell = atof(at(rows[0], "test_acc").c_str()), own_fp32 = atof(at(rows[1], "test_acc").c_str());
+    EXPECT_GT(own_mitchell, 30.0);
+    EXPECT_DOUBLE_EQ(atof(at(rows[3], "test_acc").c_str()), own_fp32) << "fp32 checkpoint tested with fp32";
+    // the cross matrix in results.json, row by row in CSV order
+    std::vector<std::string> cross;
+    for (size_t p = json.find("\"cross\": {"); p != std::string::npos; p = json.find("\"cross\": {", p + 1))
+        cross.push_back(json.substr(p, json.find('}', p) - p + 1));
+    ASSERT_EQ(cross.size(), 2u) << json;
+    char want[128];
+    snprintf(want, sizeof want, "\"mitchell\": %.6g}", own_mitchell);
+    EXPECT_NE(cross[0].find(want), std::string::npos) << cross[0] << " vs own " << own_mitchell;
+    snprintf(want, sizeof want, "{\"fp32\": %.6g,", own_fp32);
+    EXPECT_NE(cross[1].find(want), std::string::npos) << cross[1];
+    snprintf(want, sizeof want, "\"mitchell\": %.6g}", atof(at(rows[2], "test_acc").c_str()));
+    EXPECT_NE(cross[1].find(want), std::string::npos) << cross[1] << " vs infer row " << at(rows[2], "test_acc");
+    EXPECT_NE(slurp(d + "/out/report.html").find("Trained with X (rows), tested with Y (columns)"), std::string::npos);
+}

@@ -17,32 +17,15 @@ extern "C" {
 #include "mantis/amsim.h"
 #include "mantis/fmaq.h"
 #include "mantis/nn.h"
-#include "test_nn_ctx.h"
 }
+#include "test_nn_ctx.h"
 
 namespace {
 
 using vecf = std::vector<float>;
 using vecd = std::vector<double>;
 
-vecf rnd(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f)
-{
-    mts_rng r = {seed};
-    vecf v(n);
-    for (auto &x : v) x = lo + (hi - lo) * mts_rng_uniform(&r);
-    return v;
-}
-
 vecd to_d(const vecf &v) { return vecd(v.begin(), v.end()); }
-
-mts_provider native_prov()
-{
-    mts_provider p;
-    memset(&p, 0, sizeof p);
-    p.kind = MTS_PROV_NATIVE;
-    p.threads = 1;
-    return p;
-}
 
 // ---------------------------------------------------------------------------
 // float64 reference forwards

@@ -21,9 +21,9 @@ extern "C" {
 #include "mantis/hash.h"
 #include "mantis/fpbits.h"
 #include "mantis/nn.h"
-#include "test_nn_ctx.h"
 #include "mantis/trace.h"
 }
+#include "test_nn_ctx.h"
 
 namespace {
 

@@ -4,10 +4,13 @@
 // is compiled, so these tests are fast.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "test_util.h"
@@ -119,6 +122,93 @@ TEST(RtlDetect, IntegerIsTheDefaultAndKindOverrides)
     Detected f = detect(kData + "mul4.v", MTS_RTL_SIG);
     EXPECT_EQ(f.rc, MTS_EINVAL);
     EXPECT_NE(f.msg.find("significand"), std::string::npos) << f.msg;
+}
+
+TEST(RtlDetect, SignednessDeclaredByLocalparamOrGivenAsOption)
+{
+    NEED_VERILATOR();
+    // `localparam MANTIS_SIGNED = 1` (Verilator marks it localparam="true")
+    Detected d = detect(kData + "lp_signed.v");
+    ASSERT_EQ(d.rc, MTS_OK) << d.msg;
+    EXPECT_EQ(d.info.int_signed, 1);
+    EXPECT_EQ(d.info.sign_src, MTS_RTL_SIGNSRC_DECLARED);
+    // overriding a localparam is not a -G (Verilator would refuse it): the option decides
+    Detected o = detect(kData + "lp_signed.v", MTS_RTL_AUTO, "MANTIS_SIGNED=0");
+    ASSERT_EQ(o.rc, MTS_OK) << o.msg;
+    EXPECT_EQ(o.info.int_signed, 0);
+    EXPECT_EQ(o.info.sign_src, MTS_RTL_SIGNSRC_OPTION);
+    // a design that does not declare MANTIS_SIGNED takes it all the same
+    Detected m = detect(kData + "mul4.v", MTS_RTL_AUTO, "MANTIS_SIGNED=1");
+    ASSERT_EQ(m.rc, MTS_OK) << m.msg;
+    EXPECT_EQ(m.info.int_signed, 1);
+    EXPECT_EQ(m.info.sign_src, MTS_RTL_SIGNSRC_OPTION);
+    Detected bad = detect(kData + "mul4.v", MTS_RTL_AUTO, "MANTIS_SIGNED=2");
+    EXPECT_EQ(bad.rc, MTS_EINVAL);
+    EXPECT_NE(bad.msg.find("0 or 1"), std::string::npos) << bad.msg;
+    // other unknown parameters stay an error (Verilator's)
+    EXPECT_EQ(detect(kData + "mul4.v", MTS_RTL_AUTO, "NO_SUCH=1").rc, MTS_ETOOL);
+    // nothing declared or forced: undecided until the model runs (mts_rtl_open infers)
+    Detected u = detect(kData + "mul4.v");
+    EXPECT_EQ(u.info.sign_src, MTS_RTL_SIGNSRC_DEFAULT);
+    EXPECT_LT(u.info.mred_unsigned, 0);
+}
+
+// A design FILE.v in directory DIR under root, one module that is not named like the file.
+std::string hostile_design(const std::string &root, const std::string &dir, const std::string &file)
+{
+    mkdir((root + "/" + dir).c_str(), 0755);
+    std::string path = dir + "/" + file + ".v";
+    std::ofstream(root + "/" + path) << "module hn(input [3:0] a, input [3:0] b, output [7:0] y);\n"
+                                        "  assign y = a * b;\nendmodule\n";
+    return path;
+}
+
+TEST(RtlDetect, HostileFileAndDirectoryNamesWorkAndRunNothing)
+{
+    NEED_VERILATOR();
+    std::string root = tmpdir() + "/hostile";
+    mkdir(root.c_str(), 0755);
+    // every class once as a directory and once as a file name: space, quotes, $(...), ;,
+    // backquote, leading '-', non-ASCII, newline, non-UTF-8
+    const char *pairs[][2] = {{"a b", "q\"d"},         {"q'd", "x$(touch PWNED)"}, {"s;touch PWNED", "b`touch PWNED`"},
+                              {"-lead", "\xc3\xa9t\xc3\xa9"}, {"n\nl", "bad\xff"},        {"x$(touch PWNED)", "-lead"},
+                              {"b`touch PWNED`", "a b"}, {"bad\xff", "n\nl"}};
+    char cwd[4096];
+    ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+    ASSERT_EQ(chdir(root.c_str()), 0);
+    for (auto &pr : pairs) {
+        std::string p = hostile_design(root, pr[0], pr[1]); // relative: a leading '-' would read as an option
+        Detected d = detect(p);
+        EXPECT_EQ(d.rc, MTS_OK) << "[" << p << "] " << d.msg;
+        EXPECT_STREQ(d.info.top, "hn") << p;
+        EXPECT_EQ(d.info.int_bits, 4) << p;
+    }
+    Detected a = detect(root + "/-lead/\xc3\xa9t\xc3\xa9.v"); // absolute
+    EXPECT_EQ(a.rc, MTS_OK) << a.msg;
+    EXPECT_EQ(chdir(cwd), 0);
+    EXPECT_NE(access((root + "/PWNED").c_str(), F_OK), 0) << "a command in a file name ran";
+    EXPECT_NE(access((std::string(cwd) + "/PWNED").c_str(), F_OK), 0) << "a command in a file name ran";
+}
+
+TEST(RtlDetect, RelativePathThroughParentDirectory)
+{
+    NEED_VERILATOR();
+    // `--rtl ../rtl/x.v`: Verilator records the file in its own spelling
+    std::string root = tmpdir() + "/rel";
+    mkdir(root.c_str(), 0755);
+    mkdir((root + "/rtl").c_str(), 0755);
+    mkdir((root + "/run").c_str(), 0755);
+    ASSERT_EQ(sh("cp '" + kData + "mul4.v' '" + root + "/rtl/'"), 0);
+    char cwd[4096];
+    ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+    ASSERT_EQ(chdir((root + "/run").c_str()), 0);
+    Detected d = detect("../rtl/mul4.v");
+    Detected e = detect("../run/../rtl/./mul4.v");
+    EXPECT_EQ(chdir(cwd), 0);
+    ASSERT_EQ(d.rc, MTS_OK) << d.msg;
+    EXPECT_STREQ(d.info.top, "mul4");
+    ASSERT_EQ(e.rc, MTS_OK) << e.msg;
+    EXPECT_STREQ(e.info.top, "mul4");
 }
 
 TEST(RtlDetect, TopIsTheUninstantiatedModuleAndLibrariesComeFromTheDirectory)

@@ -12,6 +12,7 @@
 
 #include "test_util.h"
 #include "mantis/intmul.h"
+#include "mantis/lut.h"
 #include "mantis/rtl.h"
 #include "mantis/verify.h"
 
@@ -199,6 +200,91 @@ TEST(RtlVerify, IntegerDesigns)
     ASSERT_EQ(mts_rtl_int_mul(h.r, 255, 255, &y, &err), MTS_OK) << err.msg;
     EXPECT_LE(y, 255 * 255);
     EXPECT_EQ(mts_rtl_int_mul(h.r, 256, 1, &y, &err), MTS_EINVAL);
+}
+
+TEST(RtlVerify, SignedIntegerDesignIsInferredFromTheSweep)
+{
+    NEED_RTL_TOOLS();
+    // smul8.v: $signed(a) * $signed(b), nothing declared
+    Handle h;
+    open_design(h, kData + "smul8.v");
+    if (!h.r) return;
+    const mts_rtl_info *in = mts_rtl_get_info(h.r);
+    EXPECT_EQ(in->int_signed, 1);
+    EXPECT_EQ(in->sign_src, MTS_RTL_SIGNSRC_INFERRED);
+    EXPECT_EQ(in->mred_signed, 0.0);
+    EXPECT_GT(in->mred_unsigned, 1.0); // read unsigned it is wrong by more than 100% on average
+    mts_verify_result res = verify(h.r, "exact");
+    EXPECT_EQ(res.mismatches, 0u);
+    int32_t y = 0;
+    mts_err err{};
+    ASSERT_EQ(mts_rtl_int_mul(h.r, -128, 127, &y, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(y, -128 * 127);
+
+    // an unsigned design is inferred unsigned, with the figures the other way round
+    Handle u;
+    open_design(u, kRtl + "int8_exact.v");
+    if (!u.r) return;
+    EXPECT_EQ(mts_rtl_get_info(u.r)->int_signed, 0);
+    EXPECT_EQ(mts_rtl_get_info(u.r)->mred_unsigned, 0.0);
+    EXPECT_GT(mts_rtl_get_info(u.r)->mred_signed, 1.0);
+
+    // --unsigned forces the reading (and the exact product then differs)
+    mts_rtl_opts o{};
+    std::string p = kData + "smul8.v";
+    o.path = p.c_str();
+    o.int_sign = MTS_RTL_SIGN_UNSIGNED;
+    Handle f;
+    ASSERT_EQ(mts_rtl_open(&o, &f.r, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(mts_rtl_get_info(f.r)->int_signed, 0);
+    EXPECT_EQ(mts_rtl_get_info(f.r)->sign_src, MTS_RTL_SIGNSRC_OPTION);
+    EXPECT_GT(verify(f.r, "exact").mismatches, 0u);
+}
+
+int32_t transposed(void *ctx, int32_t a, int32_t b)
+{
+    return mts_lut_int_mul(static_cast<const mts_lut *>(ctx), b, a);
+}
+
+TEST(RtlVerify, TableWithSwappedOperandsIsNamedAsSuch)
+{
+    NEED_RTL_TOOLS();
+    // asym4.v: a * (b | 1), so table(b, a) != table(a, b) almost everywhere
+    Handle h;
+    open_design(h, kData + "asym4.v");
+    if (!h.r) return;
+    mts_lut lut{}, swapped{};
+    mts_err err{};
+    ASSERT_EQ(mts_rtl_lut(h.r, &lut, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate_int(4, 0, transposed, &lut, "swapped", &swapped, &err), MTS_OK) << err.msg;
+    std::string path = tmpdir() + "/swapped.lut";
+    ASSERT_EQ(mts_lut_save(&swapped, path.c_str(), &err), MTS_OK) << err.msg;
+    mts_lut_free(&lut);
+    mts_lut_free(&swapped);
+    char *text = nullptr;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    mts_verify_opts vo{};
+    vo.lut_path = path.c_str();
+    vo.max_report = 1;
+    vo.out = out;
+    mts_verify_result res{};
+    ASSERT_EQ(mts_verify_rtl(h.r, &vo, &res, &err), MTS_OK) << err.msg;
+    fclose(out);
+    std::string report = text ? text : "";
+    free(text);
+    EXPECT_GT(res.mismatches, 100u);
+    EXPECT_NE(report.find("matches the table with operands swapped"), std::string::npos) << report;
+    // the design's own table: no mismatch, no note
+    out = open_memstream(&text, &len);
+    vo.lut_path = nullptr;
+    vo.out = out;
+    ASSERT_EQ(mts_verify_rtl(h.r, &vo, &res, &err), MTS_OK) << err.msg;
+    fclose(out);
+    report = text ? text : "";
+    free(text);
+    EXPECT_EQ(res.mismatches, 0u);
+    EXPECT_EQ(report.find("swapped"), std::string::npos) << report;
 }
 
 TEST(RtlVerify, AccumulatorMatchesFmaqExhaustively)

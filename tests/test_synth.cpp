@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -118,7 +120,8 @@ TEST(SynthLiberty, CellFunctionsMatchAnIndependentTable)
         EXPECT_GT(c.leak_nw, 0.0) << c.name;
         EXPECT_GT(c.e_int_fj, 0.0) << c.name;
         for (int j = 0; j < c.nin; j++) EXPECT_GT(c.cap[j], 0.0) << c.name << " pin " << c.in[j];
-        if (c.seq) continue;
+        if (c.seq || c.nout > 1) continue;
+        EXPECT_EQ(c.nout, 1) << c.name;
         auto f = expect.find(c.name);
         ASSERT_NE(f, expect.end()) << "unexpected cell " << c.name;
         for (unsigned m = 0; m < (1u << c.nin); m++)
@@ -127,6 +130,27 @@ TEST(SynthLiberty, CellFunctionsMatchAnIndependentTable)
         combinational++;
     }
     EXPECT_EQ(combinational, (int)expect.size());
+    // the adders: two outputs each, sum and carry of an independent restatement
+    const mts_lcell *ha = mts_lib_find(&lib, "MTS45_HA"), *fa = mts_lib_find(&lib, "MTS45_FA");
+    ASSERT_NE(ha, nullptr);
+    ASSERT_NE(fa, nullptr);
+    ASSERT_EQ(ha->nout, 2);
+    ASSERT_EQ(fa->nout, 2);
+    EXPECT_STREQ(fa->outs[0], "S");
+    EXPECT_STREQ(fa->outs[1], "CO");
+    for (unsigned m = 0; m < 8; m++) {
+        unsigned sum = (m & 1) + ((m >> 1) & 1) + ((m >> 2) & 1);
+        EXPECT_EQ((fa->tts[0] >> m) & 1, sum & 1) << "FA S at " << m;
+        EXPECT_EQ((fa->tts[1] >> m) & 1, sum >> 1) << "FA CO at " << m;
+        if (m < 4) {
+            EXPECT_EQ((ha->tts[0] >> m) & 1, (m ^ (m >> 1)) & 1) << "HA S at " << m;
+            EXPECT_EQ((ha->tts[1] >> m) & 1, m == 3 ? 1u : 0u) << "HA CO at " << m;
+        }
+    }
+    EXPECT_GT(fa->e_outs_fj[1], 0.0);
+    // the full adder is what makes adder trees smaller than their gates (NanGate FA_X1 < 2 XOR2 + carry)
+    EXPECT_LT(fa->area, 2 * mts_lib_find(&lib, "MTS45_XOR2")->area + mts_lib_find(&lib, "MTS45_AOI21")->area +
+                            mts_lib_find(&lib, "MTS45_INV")->area + mts_lib_find(&lib, "MTS45_NAND2")->area);
     EXPECT_NEAR(lib.voltage, 1.1, 1e-9);
     // NAND2 is the gate-equivalent unit and must be the smallest 2-input cell.
     EXPECT_LE(mts_lib_find(&lib, "MTS45_NAND2")->area, mts_lib_find(&lib, "MTS45_AND2")->area);
@@ -317,6 +341,29 @@ TEST(SynthShipped, ApproximateInt8IsSmallerThanExact)
     EXPECT_LT(approx.energy_pj, exact.energy_pj);
 }
 
+TEST(SynthShipped, AdderTreesMapToFullAddersAndStayEquivalent)
+{
+    REQUIRE_TOOLS();
+    // int8_exact's partial-product sum is an adder tree: the full-adder variant
+    // is the smaller netlist, and it passed Verilator equivalence (exhaustive)
+    // and the C-simulator cross-check with the FA cells in it
+    const mts_synth_result &r = Ok(Synth(Rtl("int8_exact.v")));
+    int fa = 0, cells = 0;
+    for (int t = 0; t < r.ntypes; t++) {
+        if (!std::strcmp(r.cells[t].name, "MTS45_FA")) fa = r.cells[t].count;
+        cells += r.cells[t].count;
+    }
+    EXPECT_GE(fa, 30) << "an 8x8 array multiplier has about 40 full adders";
+    EXPECT_EQ(cells, r.ncells); // a two-output instance counts once
+    EXPECT_TRUE(r.eq_exhaustive);
+    EXPECT_EQ(r.eq_vectors, 65536u);
+    std::string netlist = slurp(std::string(r.dir) + "/netlist.v");
+    EXPECT_NE(netlist.find("MTS45_FA"), std::string::npos);
+    // the netlist's own area (every FA once) equals Yosys' figure: check_netlist compares them
+    EXPECT_GT(r.area_um2, 0.0);
+    EXPECT_GT(r.energy_pj, 0.0);
+}
+
 TEST(SynthShipped, ExactSignificandAreaGrowsWithM)
 {
     REQUIRE_TOOLS();
@@ -493,6 +540,73 @@ TEST(SynthFlow, TopIsTheUninstantiatedModuleWhenNoneIsNamedLikeTheFile)
     EXPECT_EQ(r.out_bits, 3);
     EXPECT_TRUE(r.eq_exhaustive);
     EXPECT_EQ(r.eq_vectors, 64u);
+}
+
+TEST(SynthFlow, OutputsDrivenFromOutputsPassEquivalence)
+{
+    REQUIRE_TOOLS();
+    // alias8.v maps to a netlist with `assign {O[6], O[4], O[2:1]} = {O[7], 1'h0, O[3], 1'h0}`
+    const mts_synth_result &r = Ok(Synth(kData + "/synth/alias8.v"));
+    std::string netlist = slurp(std::string(r.dir) + "/netlist.v");
+    EXPECT_NE(netlist.find("O[7]"), std::string::npos);
+    bool aliased = false; // some output bit assigned from another output bit
+    for (size_t at = netlist.find("assign"); at != std::string::npos; at = netlist.find("assign", at + 1)) {
+        std::string line = netlist.substr(at, netlist.find(';', at) - at);
+        size_t eq = line.find('=');
+        aliased |= eq != std::string::npos && line.find("O[", eq) != std::string::npos;
+    }
+    EXPECT_TRUE(aliased) << netlist;
+    EXPECT_TRUE(r.eq_checked);
+    EXPECT_EQ(r.eq_vectors, 256u);
+}
+
+TEST(SynthFlow, ConstantDesignHasAreaZero)
+{
+    REQUIRE_TOOLS();
+    const mts_synth_result &r = Ok(Synth(kData + "/synth/const8.v"));
+    EXPECT_EQ(r.area_um2, 0.0);
+    EXPECT_EQ(r.ncells, 0);
+    EXPECT_EQ(r.delay_ps, 0.0);
+    EXPECT_EQ(r.eq_vectors, 256u);
+}
+
+TEST(SynthFlow, HostileDesignNamesWorkAndRunNothing)
+{
+    REQUIRE_TOOLS();
+    // one synthesis covers the classes: the directory has a space, $(...) and a quote,
+    // the file a leading '-', ';', a backquote and non-ASCII letters
+    std::string root = TmpPath("hostile");
+    std::string dir = root + "/d $(touch PWNED) 'q";
+    ASSERT_EQ(mkdir(root.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    std::string file = dir + "/-x;`touch PWNED`\xc3\xa9.v";
+    // content unique to this process: the tools must really run on these names (a cache
+    // hit would not), while the shared cache keeps Verilator's runtime objects
+    std::ofstream(file) << slurp(kData + "/synth/mul4.v") << "// " << getpid() << " " << time(nullptr) << "\n";
+    std::string cache = CacheDir();
+    mts_synth_opts o{};
+    o.rtl = file.c_str();
+    o.cache_dir = cache.c_str();
+    o.seed = 1;
+    o.power_ops = 1024;
+    SynthRun run{};
+    mts_err err{};
+    run.rc = mts_synth_run(&o, &run.r, &err);
+    run.msg = err.msg;
+    EXPECT_EQ(run.rc, MTS_OK) << run.msg;
+    EXPECT_EQ(run.r.cache_hit, 0);
+    EXPECT_EQ(run.r.eq_vectors, 256u);
+    EXPECT_STREQ(run.r.top, "mul4");
+    EXPECT_NE(access((root + "/PWNED").c_str(), F_OK), 0);
+    EXPECT_NE(access((dir + "/PWNED").c_str(), F_OK), 0);
+    EXPECT_NE(access("PWNED", F_OK), 0);
+    sh("rm -rf '" + root + "'");
+    // parameters enter the Yosys script and the wrapper: refused unless IDENT=number
+    for (const char *bad : {"M=1);", "M=1 -top x", "M=\"a\"", "1M=2", "M$(x)=1"}) {
+        const SynthRun &b = Synth(kData + "/synth/mul4.v", {bad});
+        EXPECT_EQ(b.rc, MTS_EINVAL) << bad;
+        EXPECT_NE(b.msg.find("Verilog identifier"), std::string::npos) << b.msg;
+    }
 }
 
 std::string RunCli(const std::string &args, int *status)

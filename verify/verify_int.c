@@ -77,18 +77,34 @@ int vfy_int(vfy_ctx *v, mts_err *err)
         return mts_fail(err, MTS_ENOMEM, "out of memory");
     }
     int32_t lo = mts_int_min(&fmt), hi = mts_int_max(&fmt);
-    rc = MTS_OK;
+    int32_t span = hi - lo + 1, *dut_tab = malloc((size_t)span * (size_t)span * sizeof *dut_tab);
+    rc = dut_tab ? MTS_OK : mts_fail(err, MTS_ENOMEM, "out of memory");
     for (int32_t a = lo; a <= hi && !rc; a++)
         for (int32_t b = lo; b <= hi && !rc; b++) {
             int32_t dut;
             rc = mts_rtl_int_mul(v->r, a, b, &dut, err);
             if (rc) break;
+            dut_tab[(size_t)(a - lo) * (size_t)span + (size_t)(b - lo)] = dut;
             check(&s_lut, n, a, b, dut, mts_lut_int_mul(&lut, a, b), "lut");
             if (c_mod >= 0) check(&s_mod, n, a, b, dut, mts_intmul_exact(&fmt, a, b), "exact");
         }
+    if (!rc && s_lut.mismatches) {
+        /* a table built with the operands the other way round (EvoApproxLib's C
+         * models take (B, A)) differs almost everywhere: say so if that is all */
+        uint64_t swapped = 0;
+        for (int32_t a = lo; a <= hi; a++)
+            for (int32_t b = lo; b <= hi; b++)
+                swapped += dut_tab[(size_t)(a - lo) * (size_t)span + (size_t)(b - lo)] != mts_lut_int_mul(&lut, b, a);
+        if (swapped == 0)
+            snprintf(v->note, sizeof v->note,
+                     "the design matches the table with operands swapped: table(b, a) == rtl(a, b) for every pair "
+                     "(was the table built from a model taking (b, a)?)");
+    }
+    free(dut_tab);
     if (!rc) {
         vfy_cmp_merge(v, c_lut, &s_lut);
         vfy_cmp_report(v, c_lut);
+        if (v->note[0] && v->o->out) fprintf(v->o->out, "  note: %s\n", v->note);
         if (c_mod >= 0) {
             vfy_cmp_merge(v, c_mod, &s_mod);
             vfy_cmp_report(v, c_mod);

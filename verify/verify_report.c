@@ -98,6 +98,12 @@ static void json_body(const vfy_ctx *v, FILE *f)
     mts_json_write_str(f, in->top);
     fprintf(f, ",\n  \"kind\": \"%s\",\n  \"format\": \"%s\",\n  \"lut_representable\": %s,\n",
             mts_rtl_kind_name(in->kind), fmt, v->not_repr ? "false" : "true");
+    if (in->kind == MTS_RTL_INT) {
+        fprintf(f, "  \"int_signed\": %d,\n  \"sign_source\": \"%s\",\n", in->int_signed,
+                mts_rtl_signsrc_name(in->sign_src));
+        if (in->mred_unsigned >= 0)
+            fprintf(f, "  \"mred_unsigned\": %.6g,\n  \"mred_signed\": %.6g,\n", in->mred_unsigned, in->mred_signed);
+    }
     fprintf(f, "  \"note\": ");
     mts_json_write_str(f, v->note);
     fprintf(f, ",\n  \"comparisons\": [");

@@ -10,13 +10,19 @@ static void header(const vfy_ctx *v)
     FILE *out = v->o->out;
     if (!out) return;
     const mts_rtl_info *in = v->in;
-    char what[160] = "";
+    char what[200] = "";
     if (in->kind == MTS_RTL_SIG || in->kind == MTS_RTL_FLOAT) {
         char f[40];
         mts_format_name(&in->fmt, f, sizeof f);
         snprintf(what, sizeof what, "format %s (E=%d, M=%d, bias %d)", f, in->fmt.E, in->fmt.M, in->fmt.bias);
     } else if (in->kind == MTS_RTL_INT) {
-        snprintf(what, sizeof what, "%d-bit %s operands", in->int_bits, in->int_signed ? "signed" : "unsigned");
+        int l = snprintf(what, sizeof what, "%d-bit %s operands (%s", in->int_bits,
+                         in->int_signed ? "signed" : "unsigned", mts_rtl_signsrc_name(in->sign_src));
+        if (in->mred_unsigned >= 0)
+            snprintf(what + l, sizeof what - (size_t)l, "; MRED vs exact: %.4g%% unsigned, %.4g%% signed)",
+                     100 * in->mred_unsigned, 100 * in->mred_signed);
+        else
+            snprintf(what + l, sizeof what - (size_t)l, ")");
     } else {
         char p[40], a[40];
         mts_qfmt_name(&in->qprod, p, sizeof p);

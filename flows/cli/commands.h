@@ -25,11 +25,13 @@ int mts_cmd_synth(int argc, char **argv);
 int mts_cmd_train(int argc, char **argv);
 int mts_cmd_test(int argc, char **argv);
 int mts_cmd_data(int argc, char **argv);
+int mts_cmd_cosim(int argc, char **argv);
 
 /* `mantis bench WHAT`, dispatched by mts_cmd_bench (bench_cmd.c); argv[0] is
  * WHAT. What each measures and against which baseline: docs/benchmarks.md. */
 int mts_bench_core(int argc, char **argv); /* bench_core.c */
 int mts_bench_gemm(int argc, char **argv); /* bench_gemm.c */
 int mts_bench_rtl(int argc, char **argv);  /* bench_rtl.c */
+int mts_bench_cosim(int argc, char **argv); /* bench_cosim.c */
 
 #endif

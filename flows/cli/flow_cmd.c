@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mantis/clock.h"
 #include "mantis/fs.h"
 #include "mantis/hash.h"
 #include "mantis/json.h"
@@ -16,16 +17,24 @@
 #include "flow.h"
 
 static const char help[] =
-    "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [-j N] [--quick]\n"
+    "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [--data-dir DIR] [-j N] [--quick]\n"
+    "                   [--executor local|slurm] [--dry-run]\n"
     "Runs every Verilog design in DIR (default rtl/) through the whole Mantis flow and writes\n"
     "OUT/report.html, OUT/results.csv and OUT/results.json (default results/). Steps are\n"
     "cached by a content hash of their inputs: a re-run does only what changed, and a flow\n"
     "interrupted at any point finishes on the next run with identical results.\n"
     "  --config FILE   flow configuration (default flows/default.flow; docs/flow.md)\n"
+    "  --data-dir DIR  where the data sets lie (DIR/mnist, ...); overrides the configuration\n"
     "  -j N            steps run in parallel (default: number of cores)\n"
     "  --quick         the quick profile: 2,000 training images, one epoch\n"
     "  --retry-failed  run again the steps whose failure is on record (a failure is cached like a\n"
-    "                  result, keyed by the same inputs)\n";
+    "                  result, keyed by the same inputs)\n"
+    "  --executor E    local (default: a process pool here) or slurm (one sbatch job per step;\n"
+    "                  OUT and the cache must be on a filesystem the compute nodes share)\n"
+    "  --dry-run       print the step commands (with slurm: the sbatch command lines) instead of\n"
+    "                  running them\n"
+    "exit status: 0 every design ok; 1 a step failed, a training diverged or a design failed\n"
+    "verification (the report says which); 2 could not run; 128+N interrupted by signal N\n";
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -66,8 +75,8 @@ static void design_name(const char *path, char *buf, size_t n)
 #define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* The common training arguments of the configuration, appended to base. */
-static int train_args(const flow_cfg *c, const char *model, const char *data, const char **base, int n,
-                      char store[][FLOW_PATH])
+static int train_args(const flow_cfg *c, const char *model, const char *data, int seed, const char *ck,
+                      const char **base, int n, char store[][FLOW_PATH])
 {
     int k = 0;
     const char **a = base + n;
@@ -77,7 +86,7 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, co
     a[6] = "--epochs"; a[7] = store[k++];
     snprintf(store[k], FLOW_PATH, "%d", c->batch);
     a[8] = "--batch"; a[9] = store[k++];
-    snprintf(store[k], FLOW_PATH, "%d", c->seed);
+    snprintf(store[k], FLOW_PATH, "%d", seed);
     a[10] = "--seed"; a[11] = store[k++];
     a[12] = "--lr"; a[13] = c->lr; a[14] = "--opt"; a[15] = c->opt; a[16] = "--threads"; a[17] = "1";
     int m = 18;
@@ -86,28 +95,90 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, co
         a[m++] = "--subset";
         a[m++] = store[k++];
     }
+    if (ck) {
+        a[m++] = "--checkpoint";
+        a[m++] = ck;
+    }
     a[m++] = "--json";
     a[m++] = "{OUT}";
     a[m] = NULL;
     return n + m;
 }
 
-/* Training steps of one arithmetic (mul args) for every model x dataset. */
+/* Where the training of design x model x data x seed keeps its checkpoint
+ * (for infer and cross evaluation); its parent is created. */
+static int ckpt_dir(const flow_graph *g, const char *design, const char *model, const char *data, int seed,
+                    char *buf, size_t n)
+{
+    char parent[FLOW_PATH];
+    if (mts_fs_pathf(parent, sizeof parent, "%s/ckpt/%s", g->root, design) || mts_fs_mkdirs(parent, NULL)) return -1;
+    return mts_fs_pathf(buf, n, "%s/%s-%s-s%d", parent, model, data, seed);
+}
+
+/* `mantis test` of checkpoint ck with the multiplier args mul: step name,
+ * dependencies; need_pass as for flow_step. */
+static int add_test(flow_graph *g, const flow_cfg *c, const char *design, const char *name, const char *ck,
+                    const char *data, const char *const *mul, int nmul, const int *deps, int ndeps, int need_pass,
+                    const char *content, mts_err *err)
+{
+    const char *argv[STEP_MAX_ARGS];
+    char dd[FLOW_PATH];
+    mts_fs_pathf(dd, sizeof dd, "%s/%s", c->data_dir, data);
+    int n = 0;
+    argv[n++] = "test";
+    argv[n++] = "--checkpoint";
+    argv[n++] = ck;
+    for (int i = 0; i < nmul; i++) argv[n++] = mul[i];
+    const char *tail[] = {"--data-dir", dd, "--threads", "1", "--json", "{OUT}", NULL};
+    for (int i = 0; tail[i]; i++) argv[n++] = tail[i];
+    argv[n] = NULL;
+    int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
+    if (s >= 0) g->s[s].need_pass = need_pass;
+    return s;
+}
+
+/* A multiplier name of `cross` as `mantis test` arguments. */
+static int cross_mul(const char *y, const char **mul)
+{
+    if (!strcmp(y, "bf16")) { mul[0] = "--mul"; mul[1] = "exact"; mul[2] = "--man-bits"; mul[3] = "7"; return 4; }
+    mul[0] = "--mul";
+    mul[1] = y;
+    return 2;
+}
+
+/* Training steps of one arithmetic (mul args) for every model x dataset x
+ * seed, "train-MODEL-DATA-sSEED". Exit 3 (diverged) is a result: its JSON
+ * says where, and the report shows the run as diverged. */
 static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, const char *const *mul, int nmul,
                          const int *deps, int ndeps, int need_pass, const char *content, mts_err *err)
 {
+    int keep_ckpt = c->ncross > 0 || (strcmp(c->mode, "train") && !strcmp(design, "baseline-fp32"));
     for (int m = 0; m < c->nmodels; m++)
-        for (int d = 0; d < c->ndatasets; d++) {
-            const char *argv[STEP_MAX_ARGS];
-            char store[8][FLOW_PATH], name[80];
-            argv[0] = "train";
-            for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
-            train_args(c, c->models[m], c->datasets[d], argv, 1 + nmul, store);
-            snprintf(name, sizeof name, "train-%s-%s", c->models[m], c->datasets[d]);
-            int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
-            if (s < 0) return -1;
-            g->s[s].need_pass = need_pass;
-        }
+        for (int d = 0; d < c->ndatasets; d++)
+            for (int k = 0; k < c->nseeds; k++) {
+                const char *argv[STEP_MAX_ARGS];
+                char store[8][FLOW_PATH], name[80], ck[FLOW_PATH];
+                argv[0] = "train";
+                for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
+                if (keep_ckpt && ckpt_dir(g, design, c->models[m], c->datasets[d], c->seeds[k], ck, sizeof ck))
+                    return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), -1;
+                train_args(c, c->models[m], c->datasets[d], c->seeds[k], keep_ckpt ? ck : NULL, argv, 1 + nmul, store);
+                snprintf(name, sizeof name, "train-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
+                int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
+                if (s < 0) return -1;
+                g->s[s].need_pass = need_pass;
+                g->s[s].ok_exit[g->s[s].nok++] = 3;
+                /* cross: the checkpoint tested with each listed multiplier (not after a divergence) */
+                for (int y = 0; y < c->ncross; y++) {
+                    const char *ym[4];
+                    int ny = cross_mul(c->cross[y], ym);
+                    char cname[128];
+                    snprintf(cname, sizeof cname, "cross-%s-%s-s%d-%s", c->models[m], c->datasets[d], c->seeds[k],
+                             c->cross[y]);
+                    if (add_test(g, c, design, cname, ck, c->datasets[d], ym, ny, &s, 1, 1, content, err) < 0)
+                        return -1;
+                }
+            }
     return 0;
 }
 
@@ -137,6 +208,65 @@ static int plan_power(flow_graph *g, const flow_cfg *c, const char *path, const 
     return pw < 0 ? -1 : 0;
 }
 
+static int find_step(const flow_graph *g, const char *design, const char *name)
+{
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->s[i].design, design) && !strcmp(g->s[i].name, name)) return i;
+    return -1;
+}
+
+/* A design's (or baseline's) runs with multiplier args mul: its trainings
+ * (mode train, both) and the FP32 baseline's checkpoints evaluated with it,
+ * "infer-MODEL-DATA-sSEED" (mode infer, both; deps[0], deps[1] as for the
+ * trainings, need_pass the same). */
+static int design_runs(flow_graph *g, const flow_cfg *c, const char *design, const char *const *mul, int nmul,
+                       const int *deps, int ndeps, int need_pass, const char *content, mts_err *err)
+{
+    if (strcmp(c->mode, "infer") && add_trainings(g, c, design, mul, nmul, deps, ndeps, need_pass, content, err))
+        return -1;
+    if (!strcmp(c->mode, "train")) return 0;
+    for (int m = 0; m < c->nmodels; m++)
+        for (int d = 0; d < c->ndatasets; d++)
+            for (int k = 0; k < c->nseeds; k++) {
+                char name[80], ck[FLOW_PATH];
+                snprintf(name, sizeof name, "train-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
+                int fp32 = find_step(g, "baseline-fp32", name);
+                if (fp32 < 0 || ckpt_dir(g, "baseline-fp32", c->models[m], c->datasets[d], c->seeds[k], ck, sizeof ck))
+                    return mts_fail(err, MTS_EINVAL, "flow: no fp32 baseline training to evaluate"), -1;
+                int dd[3] = {ndeps > 0 ? deps[0] : fp32, ndeps > 1 ? deps[1] : fp32, fp32};
+                snprintf(name, sizeof name, "infer-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
+                if (add_test(g, c, design, name, ck, c->datasets[d], mul, nmul, dd, 3, need_pass, content, err) < 0)
+                    return -1;
+            }
+    return 0;
+}
+
+/* Co-simulation (docs/cosim.md): LeNet-5's conv2 forward GEMM of the first
+ * batch, trained with the design's LUT (step gemm), replayed on a 16x16
+ * weight-stationary array in lut mode with the synthesis energy (step cosim). */
+static int plan_cosim(flow_graph *g, const flow_cfg *c, const char *dname, int lut, int synth, const char *content,
+                      mts_err *err)
+{
+    char data[FLOW_PATH], batch[16];
+    snprintf(batch, sizeof batch, "%d", c->batch);
+    mts_fs_pathf(data, sizeof data, "%s/%s", c->data_dir, c->datasets[0]);
+    int dep[3] = {lut, 0, synth};
+    int gm = flow_add(g, dname, "gemm", "gemm",
+                      ARGV("train", "--lut", "{DEP0}", "--model", "lenet5", "--data", c->datasets[0], "--data-dir", data,
+                           "--epochs", "1", "--batch", batch, "--subset", batch, "--test-subset", batch, "--seed", "1",
+                           "--threads", "1", "--dump-layer", "conv2", "--dump-gemm", "{OUT}"),
+                      dep, 1, content, err);
+    if (gm < 0) return -1;
+    dep[1] = gm;
+    int cs = flow_add(g, dname, "cosim", "json",
+                      ARGV("cosim", "--lut", "{DEP0}", "--gemm", "{DEP1}", "--array", "16x16", "--synth", "{DEP2}",
+                           "--json", "{OUT}"),
+                      dep, 3, content, err);
+    if (cs < 0) return -1;
+    g->s[cs].ok_exit[g->s[cs].nok++] = 1; /* a mismatch is a result */
+    return 0;
+}
+
 /* Steps of one detected design. det: its `rtl info` JSON. */
 static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, int detect,
                        const mts_json *det, mts_err *err)
@@ -153,8 +283,8 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
                                content, err);
     if (verify < 0) return -1;
     g->s[verify].ok_exit[g->s[verify].nok++] = 1; /* mismatches are a result */
-    if (flow_add(g, dname, "synth", "json", ARGV("synth", "--rtl", path, "--json", "{OUT}"), dep, 1, content, err) < 0)
-        return -1;
+    int synth = flow_add(g, dname, "synth", "json", ARGV("synth", "--rtl", path, "--json", "{OUT}"), dep, 1, content, err);
+    if (synth < 0) return -1;
     if (is_acc) {
         char acc[16], prod[16], ab[16], pb[16];
         snprintf(acc, sizeof acc, "%s", mts_json_str(det, "acc.acc", "M7E4"));
@@ -165,7 +295,7 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
         const char *mul[] = {"--mul", "exact", "--man-bits", "7", "--acc", acc, "--acc-bias", ab,
                              "--prod", prod, "--prod-bias", pb, "--no-underflow"};
         int deps[2] = {detect, verify};
-        return add_trainings(g, c, dname, mul, uf ? 12 : 13, deps, 2, 2, content, err);
+        return design_runs(g, c, dname, mul, uf ? 12 : 13, deps, 2, 2, content, err);
     }
     int lut = flow_add(g, dname, "lutgen", "lut", ARGV("lutgen", "--rtl", path, "-o", "{OUT}"), dep, 1, content, err);
     if (lut < 0) return -1;
@@ -174,9 +304,10 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
         return -1;
     /* the trainer records float operands; integer designs get uniform-operand power only */
     if (strcmp(kind, "int") && plan_power(g, c, path, dname, kind, lut, content, err)) return -1;
+    if (strcmp(kind, "int") && plan_cosim(g, c, dname, lut, synth, content, err)) return -1;
     const char *mul[] = {"--lut", "{DEP0}"};
     int deps[2] = {lut, verify};
-    return add_trainings(g, c, dname, mul, 2, deps, 2, 2, content, err);
+    return design_runs(g, c, dname, mul, 2, deps, 2, 2, content, err);
 }
 
 /* Baselines: a C model for training and the exact significand RTL for cost. */
@@ -197,13 +328,18 @@ static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_er
                           NULL, 0, "", err) < 0)
         return -1;
     const char *mul[] = {"--mul", fp32 ? "fp32" : "exact", "--man-bits", mbits};
+    if (strcmp(c->mode, "train")) { /* baselines always train: the fp32 one's checkpoints are what infer tests */
+        flow_cfg tc = *c;
+        snprintf(tc.mode, sizeof tc.mode, "both");
+        return design_runs(g, &tc, name, mul, 4, NULL, 0, 0, "", err);
+    }
     return add_trainings(g, c, name, mul, 4, NULL, 0, 0, "", err);
 }
 
 /* The command line. */
 typedef struct flow_opts {
-    const char *config, *designs, *out;
-    int quick, retry;
+    const char *config, *designs, *out, *data_dir, *executor;
+    int quick, retry, dry_run;
     long jobs;
 } flow_opts;
 
@@ -219,10 +355,17 @@ static int parse_opts(int argc, char **argv, flow_opts *o)
         }
         if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
         if (!strcmp(a, "--retry-failed")) { o->retry = 1; continue; }
+        if (!strcmp(a, "--dry-run")) { o->dry_run = 1; continue; }
         if (i + 1 >= argc) return mts_cli_error("flow", "unknown option or missing value: '%s'", a);
         if (!strcmp(a, "--config")) o->config = argv[++i];
         else if (!strcmp(a, "--designs")) o->designs = argv[++i];
         else if (!strcmp(a, "--out")) o->out = argv[++i];
+        else if (!strcmp(a, "--data-dir")) o->data_dir = argv[++i];
+        else if (!strcmp(a, "--executor")) {
+            o->executor = argv[++i];
+            if (strcmp(o->executor, "local") && strcmp(o->executor, "slurm"))
+                return mts_cli_error("flow", "--executor: expected local or slurm, not '%s'", o->executor);
+        }
         else if (!strcmp(a, "-j")) {
             if (mts_parse_int(argv[++i], 1, 256, &o->jobs)) return mts_cli_error("flow", "-j: expected 1..256");
         } else return mts_cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
@@ -242,6 +385,16 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     if (flow_cfg_load(c, config, o->quick, &err)) return mts_cli_error("flow", "%s", err.msg);
     if (o->designs) snprintf(c->designs, sizeof c->designs, "%s", o->designs);
     if (o->out) snprintf(c->out, sizeof c->out, "%s", o->out);
+    if (o->data_dir && snprintf(c->data_dir, sizeof c->data_dir, "%s", o->data_dir) >= FLOW_PATH - 32)
+        return mts_cli_error("flow", "--data-dir: path too long");
+    for (int i = 0; i < c->ndatasets; i++) { /* a flow without its data would fail every training */
+        char d[FLOW_PATH];
+        if (mts_fs_pathf(d, sizeof d, "%s/%s", c->data_dir, c->datasets[i]) || !mts_fs_exists(d))
+            return mts_cli_error("flow", "%s: no %s data set here (mantis data fetch %s, or --data-dir / data_dir)",
+                                 d, c->datasets[i], c->datasets[i]);
+    }
+    if (o->executor) snprintf(c->executor, sizeof c->executor, "%s", o->executor);
+    if (!o->jobs && !c->jobs && !strcmp(c->executor, "slurm")) c->jobs = 256; /* jobs in the queue at once */
     if (o->jobs) c->jobs = (int)o->jobs;
     if (!c->jobs) c->jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (c->jobs < 1) c->jobs = 1;
@@ -286,26 +439,33 @@ static int plan_detect(flow_graph *g, flow_designs *d)
 static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
 {
     mts_err err;
+    int first = !strcmp(c->mode, "train") ? 0 : 1; /* infer needs the fp32 trainings planned first */
+    for (int i = 0; first && i < c->nbaselines; i++)
+        if (plan_baseline(g, c, c->baselines[i], &err)) return mts_cli_error("flow", "%s", err.msg);
     for (int i = 0; i < d->n; i++) {
-        if (g->s[d->detect[i]].state != ST_DONE) continue; /* reported as not fitting the contract */
+        if (g->s[d->detect[i]].state != ST_DONE || !mts_fs_exists(g->s[d->detect[i]].out))
+            continue; /* reported as not fitting the contract (dry run: not run yet) */
         mts_json *det = mts_json_load(g->s[d->detect[i]].out);
         int rc = plan_design(g, c, d->paths[i], d->names[i], d->detect[i], det, &err);
         mts_json_free(det);
         if (rc) return mts_cli_error("flow", "%s", err.msg);
     }
-    for (int i = 0; i < c->nbaselines; i++)
+    for (int i = 0; !first && i < c->nbaselines; i++)
         if (plan_baseline(g, c, c->baselines[i], &err)) return mts_cli_error("flow", "%s", err.msg);
     return 0;
 }
 
+/* The report; 1 when a design is not ok (a step failed, a training diverged,
+ * verification failed), 0 when all are. */
 static int report(const flow_cfg *c, const flow_graph *g, int argc, char **argv)
 {
     mts_err err;
     char cmdline[2048] = "mantis";
     for (int i = 0; i < argc; i++)
         snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
-    if (flow_report(c, g, cmdline, stdout, &err)) return mts_cli_error("flow", "%s", err.msg);
-    return 0;
+    int bad = 0;
+    if (flow_report(c, g, cmdline, stdout, &bad, &err)) return mts_cli_error("flow", "%s", err.msg);
+    return bad ? 1 : 0;
 }
 
 int mts_cmd_flow(int argc, char **argv)
@@ -317,21 +477,36 @@ int mts_cmd_flow(int argc, char **argv)
     if ((status = load_config(&o, &c))) return status;
     flow_graph g = {0};
     g.retry_failed = o.retry;
+    g.t_start = mts_clock_now(); /* one elapsed-time clock for both phases */
+    g.executor = strcmp(c.executor, "slurm") ? FLOW_EXEC_LOCAL : FLOW_EXEC_SLURM;
+    g.dry_run = o.dry_run;
+    g.cfg = &c;
     snprintf(g.root, sizeof g.root, "%s", c.out);
+    mts_err lerr;
+    int lock = flow_lock(c.out, &lerr); /* held until exit: one flow per results directory */
+    if (lock < 0) return mts_cli_error("flow", "%s", lerr.msg);
     ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
     if (n <= 0) return mts_cli_error("flow", "cannot find the mantis executable");
     g.exe[n] = '\0';
     flow_designs d = {0};
     d.n = list_designs(c.designs, &d.paths);
     if (d.n < 0) return mts_cli_error("flow", "%s: cannot read the design directory", c.designs);
-    printf("mantis flow: %d designs in %s, %d parallel steps%s -> %s/\n", d.n, c.designs, c.jobs,
-           c.quick ? ", quick profile" : "", c.out);
+    printf("mantis flow: %d designs in %s, %d parallel steps%s%s%s -> %s/\n", d.n, c.designs, c.jobs,
+           c.quick ? ", quick profile" : "", g.executor ? ", slurm executor" : "", o.dry_run ? ", dry run" : "",
+           c.out);
     status = plan_detect(&g, &d);
     if (!status) status = flow_run(&g, c.jobs, stdout);
+    if (!status && o.dry_run)
+        for (int i = 0; i < d.n; i++)
+            if (!mts_fs_exists(g.s[d.detect[i]].out))
+                printf("# %s: its other steps are planned from its detect step's output (run it first)\n",
+                       d.names[i]);
     if (!status) status = plan_rest(&g, &c, &d);
     if (!status) status = flow_run(&g, c.jobs, stdout);
-    if (!status) status = report(&c, &g, argc, argv);
+    if (status == 2 && g.error[0]) mts_cli_error("flow", "%s", g.error);
+    if (!status && !o.dry_run) status = report(&c, &g, argc, argv);
     free_designs(&d);
     flow_free(&g);
+    close(lock);
     return status;
 }

@@ -19,6 +19,7 @@ static const mts_command commands[] = {
     {"train", mts_cmd_train, "train a model with the chosen multipliers and accumulator (docs/training.md)"},
     {"test", mts_cmd_test, "evaluate a training checkpoint, optionally with another multiplier"},
     {"data", mts_cmd_data, "fetch and check the MNIST / Fashion-MNIST data sets"},
+    {"cosim", mts_cmd_cosim, "replay a layer GEMM on a SystemC systolic MAC array: bit-exact check, cycles, energy"},
 };
 
 static void usage(FILE *out)

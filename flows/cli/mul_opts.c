@@ -13,7 +13,9 @@ const char mts_mulsel_help[] =
     "  --lut FILE        a Mantis LUT file (float or integer table)\n"
     "  --rtl FILE.v      a Verilog design (drop-in contract, docs/rtl.md)\n"
     "  --param K=V       override a Verilog parameter (repeatable)\n"
-    "  --kind K          design kind when widths are ambiguous: sig float int acc\n";
+    "  --kind K          design kind when widths are ambiguous: sig float int acc\n"
+    "  --signed, --unsigned  how an integer design's operands are read (default: declared\n"
+    "                    MANTIS_SIGNED, else the reading closer to the exact product)\n";
 
 void mts_mulsel_init(mts_mulsel *s)
 {
@@ -36,6 +38,10 @@ int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err)
     if (!strcmp(a, "--rtl")) return value(argc, argv, i, &s->rtl, err);
     if (!strcmp(a, "--format")) return value(argc, argv, i, &s->format, err);
     if (!strcmp(a, "--kind")) return value(argc, argv, i, &s->kind, err);
+    if (!strcmp(a, "--signed") || !strcmp(a, "--unsigned")) { /* flags: no value */
+        s->int_sign = a[2] == 's' ? MTS_RTL_SIGN_SIGNED : MTS_RTL_SIGN_UNSIGNED;
+        return 1;
+    }
     if (!strcmp(a, "--param")) {
         int rc = value(argc, argv, i, &v, err);
         if (rc < 0) return rc;
@@ -106,4 +112,16 @@ void mts_mulsel_arith_close(mts_mulsel_arith *m)
 {
     for (int i = 0; i < m->n; i++) mts_mulhandle_close(&m->h[i]);
     m->n = 0;
+}
+
+int mts_mul_layers_arg(mts_mul_layers *m, int argc, char **argv, int *i, mts_err *err)
+{
+    const char *v = NULL;
+    if (strcmp(argv[*i], "--mul-layer")) return 0;
+    if (value(argc, argv, i, &v, err) < 0) return -1;
+    if (m->n == MTS_MAX_LAYER_RULES) return mts_fail(err, MTS_EINVAL, "at most %d --mul-layer rules", MTS_MAX_LAYER_RULES);
+    mts_layer_rule r;
+    if (mts_layer_rule_parse(v, &r, err) != MTS_OK) return -1;
+    m->rule[m->n++] = v;
+    return 1;
 }

@@ -1,7 +1,7 @@
 /* mul_opts.h - the multiplier-selection options every command shares:
  *   --mul NAME [--man-bits M | --format F]   a registered C model
  *   --lut FILE                               a LUT file (float or integer)
- *   --rtl FILE.v [--param K=V]... [--kind K] a Verilog design (when built with RTL support)
+ *   --rtl FILE.v [--param K=V]... [--kind K] [--signed|--unsigned] a Verilog design
  * Defaults: --format bf16 (M = 7), or FP32 for --mul fp32. */
 #ifndef MANTIS_MUL_OPTS_H
 #define MANTIS_MUL_OPTS_H
@@ -10,6 +10,7 @@
 #include "mantis/mul.h"
 #include "mantis/rtl.h"
 #include "mantis/nn_arith.h"
+#include "mantis/nn_train.h"
 
 
 typedef struct mts_mulsel {
@@ -17,6 +18,7 @@ typedef struct mts_mulsel {
     int man_bits; /* -1: not given */
     const char *params[MTS_RTL_MAX_PARAMS];
     int nparams;
+    mts_rtl_sign int_sign; /* --signed / --unsigned (integer designs); AUTO: declared or inferred */
 } mts_mulsel;
 
 /* The selected multiplier, opened. */
@@ -57,6 +59,16 @@ typedef struct mts_mulsel_arith {
 } mts_mulsel_arith;
 int mts_mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err);
 void mts_mulsel_arith_close(mts_mulsel_arith *m);
+
+/* --mul-layer PATTERN=SPEC, repeatable (train and test): the rule texts,
+ * each checked with mts_layer_rule_parse (nn_train.h) as it is read. */
+typedef struct mts_mul_layers {
+    const char *rule[MTS_MAX_LAYER_RULES];
+    int n;
+} mts_mul_layers;
+/* Consumes argv[*i] and its value if it is --mul-layer: 1, 0 if not, -1
+ * (message in err) for a missing or bad value. */
+int mts_mul_layers_arg(mts_mul_layers *m, int argc, char **argv, int *i, mts_err *err);
 
 /* Help text for the options above. */
 extern const char mts_mulsel_help[];

@@ -14,6 +14,7 @@ int mts_mulsel_rtl_opts(const mts_mulsel *s, mts_rtl_opts *o, mts_err *err)
         if (rc) return rc;
     }
     for (int i = 0; i < s->nparams; i++) o->param[o->nparams++] = s->params[i];
+    o->int_sign = s->int_sign;
     return MTS_OK;
 }
 

@@ -23,7 +23,10 @@ static void write_info(FILE *f, const mts_rtl_info *in, const char *path)
     fprintf(f, ", \"ports\": [[\"%s\", %d], [\"%s\", %d], [\"%s\", %d]]", in->in0, in->w0, in->in1, in->w1, in->out,
             in->wout);
     fprintf(f, ", \"format\": \"%s\", \"E\": %d, \"M\": %d, \"bias\": %d", fmt, in->fmt.E, in->fmt.M, in->fmt.bias);
-    fprintf(f, ", \"int_bits\": %d, \"int_signed\": %d", in->int_bits, in->int_signed);
+    fprintf(f, ", \"int_bits\": %d, \"int_signed\": %d, \"sign_source\": \"%s\"", in->int_bits, in->int_signed,
+            mts_rtl_signsrc_name(in->sign_src));
+    if (in->kind == MTS_RTL_INT && in->mred_unsigned >= 0) /* both readings against the exact product */
+        fprintf(f, ", \"mred_unsigned\": %.6g, \"mred_signed\": %.6g", in->mred_unsigned, in->mred_signed);
     fprintf(f, ", \"acc\": {\"prod\": \"M%dE%d\", \"prod_bias\": %d, \"acc\": \"M%dE%d\", \"acc_bias\": %d, "
                "\"underflow\": %d}",
             in->qprod.M, in->qprod.E, in->qprod.bias, in->qacc.M, in->qacc.E, in->qacc.bias, in->qacc.underflow);
@@ -31,7 +34,7 @@ static void write_info(FILE *f, const mts_rtl_info *in, const char *path)
 }
 
 static const char usage[] =
-    "usage: mantis rtl info --rtl FILE.v [--param K=V]... [--kind K] [--json OUT]\n"
+    "usage: mantis rtl info --rtl FILE.v [--param K=V]... [--kind K] [--signed|--unsigned] [--json OUT]\n"
     "Detects the design's drop-in shape (docs/rtl.md), builds or reuses its Verilated\n"
     "model, and prints what was found.\n";
 

@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "mantis/gemmdump.h"
 #include "mantis/nn_train.h"
 #include "mul_opts.h"
 
@@ -18,10 +19,14 @@ static const char usage_text[] =
     "  --mul NAME | --lut FILE | --rtl FILE.v [--man-bits M | --format F]   evaluation multiplier\n"
     "                     (default: the run's own test multiplier)\n"
     "  --acc M7E4 [--acc-bias B] [--prod M7E4] [--prod-bias B] [--chunk N] [--no-underflow]\n"
+    "  --mul-layer PATTERN=SPEC  per-layer multiplier (repeatable; as mantis train). The run's own\n"
+    "                     rules apply first unless --mul/--lut/--rtl replaces the run's multiplier\n"
     "  --data-dir DIR     (default ./data/<data set of the run>)\n"
     "  --test-subset N    evaluate the first N test samples\n"
     "  --threads N        GEMM threads (results do not depend on it)\n"
-    "  --json FILE        write {\"test_acc\": ...}\n";
+    "  --json FILE        write {\"test_acc\": ...}\n"
+    "  --dump-gemm LAYER:FILE  write the first test batch's forward GEMM of LAYER\n"
+    "                     for `mantis cosim` (format: docs/cosim.md)\n";
 
 int mts_cmd_test(int argc, char **argv)
 {
@@ -30,10 +35,12 @@ int mts_cmd_test(int argc, char **argv)
     mts_arith_spec acc, spec;
     mts_err err;
     mts_test_config c;
+    mts_gemm_tap tap;
     memset(&c, 0, sizeof c);
     mts_mulsel_init(&sel);
     mts_arith_spec_init(&acc);
     int any_acc = 0;
+    mts_mul_layers layers = {{0}, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (mts_is_help(a)) {
@@ -41,6 +48,7 @@ int mts_cmd_test(int argc, char **argv)
             return 0;
         }
         int r = mts_mulsel_arg(&sel, argc, argv, &i, &err);
+        if (r == 0) r = mts_mul_layers_arg(&layers, argc, argv, &i, &err);
         if (r < 0) return mts_cli_error(CMD, "%s", err.msg);
         if (r > 0) continue;
         if (!strcmp(a, "--no-underflow")) { acc.no_underflow = 1; any_acc = 1; continue; }
@@ -49,6 +57,10 @@ int mts_cmd_test(int argc, char **argv)
         if (!strcmp(a, "--checkpoint")) c.ckdir = v;
         else if (!strcmp(a, "--data-dir")) c.data_dir = v;
         else if (!strcmp(a, "--json")) c.json = v;
+        else if (!strcmp(a, "--dump-gemm")) {
+            if (mts_gemm_tap_init(&tap, v, &err)) return mts_cli_error(CMD, "%s", err.msg);
+            c.tap = &tap;
+        }
         else if (!strcmp(a, "--acc")) snprintf(acc.acc, sizeof acc.acc, "%s", v), any_acc = 1;
         else if (!strcmp(a, "--prod")) snprintf(acc.prod, sizeof acc.prod, "%s", v), any_acc = 1;
         else if (!strcmp(a, "--threads") || !strcmp(a, "--test-subset") || !strcmp(a, "--chunk") ||
@@ -82,16 +94,20 @@ int mts_cmd_test(int argc, char **argv)
     } else if (any_acc) {
         c.acc = &acc;
     }
+    c.layer_rules = layers.rule;
+    c.nlayer_rules = layers.n;
     mts_mulsel_arith rtl = {.sel = &sel};
     c.open = mts_mulsel_arith_open;
     c.open_ud = &rtl;
     mts_test_result r;
     int rc = mts_test_run(&c, &r, &err);
     mts_mulsel_arith_close(&rtl);
+    if (rc == MTS_OK && c.tap) rc = mts_gemm_tap_result(c.tap, &err);
     if (rc != MTS_OK) {
         mts_cli_error(CMD, "%s", err.msg);
         return mts_cli_exit(rc);
     }
     printf("test accuracy %.4f (%s, %d samples, %s)\n", r.acc, r.model, r.samples, r.desc);
+    if (r.layers[0]) printf("per layer: %s\n", r.layers);
     return 0;
 }

@@ -12,15 +12,17 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "mantis/gemmdump.h"
 #include "mantis/nn_train.h"
 #include "mantis/trace.h"
 #include "mul_opts.h"
 
 #define CMD "train"
+#define MTS_TRAIN_DIVERGED_EXIT 3 /* docs/training.md: the loss diverged (the flow reads it as "diverged") */
 
 static const char usage_text[] =
     "usage: mantis train --model M --data D [options]\n"
-    "  --model M          lenet300 | lenet5 | mlp1024 | resnet20\n"
+    "  --model M          lenet300 | lenet5 | mlp1024 | resnet20 | resnet18 | vit-tiny\n"
     "  --data D           mnist | fashion-mnist | cifar10\n"
     "  --data-dir DIR     where the data set lies (default ./data/D)\n"
     "multipliers (forward; backward and evaluation default to the same):\n"
@@ -31,15 +33,24 @@ static const char usage_text[] =
     "accumulator (FMAq, forward and evaluation):\n"
     "  --acc M7E4 [--acc-bias B] [--prod M7E4] [--prod-bias B] [--chunk 16] [--no-underflow]\n"
     "  --ste S            identity | rec-of | imm-of | imm-diff (dense layers; default identity)\n"
+    "per-layer multipliers:\n"
+    "  --mul-layer PATTERN=SPEC  layers named like the glob PATTERN use SPEC (repeatable, the last\n"
+    "                     match wins); SPEC = MUL|LUTFILE[,acc=M7E4][,prod=F][,acc-bias=B][,prod-bias=B]\n"
+    "                     [,chunk=N][,man-bits=M][,format=F][,no-underflow], e.g. 'block*.attn.qk=fp32'\n"
+    "  --list-layers      print the model's layer names (with --data for its input shape) and exit\n"
     "training:\n"
     "  --epochs N (10) --batch N (64) --seed N (1) --opt sgd|adam (sgd) --lr X (sgd 0.01, adam 0.001)\n"
     "  --momentum X (0.9) --wd X (0) --sched const|step|cosine (const) --step-size N (1) --gamma X (0.95)\n"
     "  --subset N         train on the first N samples; --test-subset N evaluates on N\n"
     "  --threads N        GEMM threads (0 = all cores); results do not depend on it\n"
     "  --json FILE        per-epoch results; --checkpoint DIR [--resume]\n"
+    "exit status: 0 trained, 2 could not run, 3 diverged (a batch loss non-finite or > 1000)\n"
     "  --trace-operands FILE [--trace-samples N (100000)] [--trace-kind sig|float (sig)]\n"
     "                     a uniform sample of the forward multiplier's operand pairs during\n"
-    "                     training (trace format: docs/trace-format.md)\n";
+    "                     training (trace format: docs/trace-format.md)\n"
+    "  --dump-gemm LAYER:FILE  write the first training batch's forward GEMM of LAYER\n"
+    "                     for `mantis cosim` (format: docs/cosim.md); or --dump-layer LAYER\n"
+    "                     --dump-gemm FILE\n";
 
 /* Options beyond the driver's config: the multiplier texts still to be
  * resolved into the three specs. */
@@ -48,7 +59,10 @@ typedef struct train_opts {
     mts_arith_spec spec;  /* the main multiplier (forward) */
     const char *mul_bwd, *mul_test;
     const char *opt, *sched, *trace_kind; /* checked after the loop, as --help documents them */
+    const char *dump_gemm, *dump_layer;   /* --dump-gemm LAYER:FILE, or --dump-layer L --dump-gemm FILE */
     int help;
+    int list_layers;
+    mts_mul_layers layers;
 } train_opts;
 
 static int num(const char *opt, const char *v, double lo, double hi, double *out)
@@ -105,6 +119,8 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--ste")) c->ste = v;
     else if (!strcmp(a, "--trace-operands")) c->trace = v;
     else if (!strcmp(a, "--trace-kind")) o->trace_kind = v;
+    else if (!strcmp(a, "--dump-gemm")) o->dump_gemm = v;
+    else if (!strcmp(a, "--dump-layer")) o->dump_layer = v;
     else if (!strcmp(a, "--opt")) o->opt = v;
     else if (!strcmp(a, "--sched")) o->sched = v;
     else if (!strcmp(a, "--acc")) snprintf(o->spec.acc, sizeof o->spec.acc, "%s", v);
@@ -165,13 +181,21 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
             return 0;
         }
         int r = mts_mulsel_arg(sel, argc, argv, &i, &err);
+        if (r == 0) r = mts_mul_layers_arg(&o->layers, argc, argv, &i, &err);
         if (r < 0) return mts_cli_error(CMD, "%s", err.msg);
         if (r > 0) continue;
         if (!strcmp(a, "--resume")) { o->c.resume = 1; continue; }
+        if (!strcmp(a, "--list-layers")) { o->list_layers = 1; continue; }
         if (!strcmp(a, "--no-underflow")) { o->spec.no_underflow = 1; continue; }
         if (i + 1 >= argc) return mts_cli_error(CMD, "option %s needs a value (see mantis train --help)", a);
         int rc = option(o, a, argv[++i]);
         if (rc) return rc;
+    }
+    o->c.layer_rules = o->layers.rule;
+    o->c.nlayer_rules = o->layers.n;
+    if (o->list_layers) {
+        if (!o->c.model) return mts_cli_error(CMD, "--list-layers needs --model (see mantis train --help)");
+        return 0;
     }
     if (!o->c.model || !o->c.data) return mts_cli_error(CMD, "--model and --data are required (see mantis train --help)");
     if (mts_opt_parse(o->opt, &o->c.opt)) return mts_cli_error(CMD, "--opt '%s': expected sgd or adam", o->opt);
@@ -202,6 +226,7 @@ static void progress(void *ud, mts_train_event ev, const mts_train_info *in, int
     case MTS_TRAIN_STARTED:
         fprintf(stderr, "mantis train: %s on %s (%d train, %d test), %zu parameters; fwd %s; bwd %s; test %s; ste %s\n",
                 c->model, c->data, in->ntrain, in->ntest, in->nparam, in->fwd, in->bwd, in->test, c->ste);
+        if (in->layers[0]) fprintf(stderr, "mantis train: per layer: %s\n", in->layers);
         break;
     case MTS_TRAIN_BATCH: {
         if (!isatty(2)) break;
@@ -225,6 +250,55 @@ static void progress(void *ud, mts_train_event ev, const mts_train_info *in, int
     }
 }
 
+/* --list-layers: every node of the model for the data set's input shape
+ * (default MNIST's), multiplying layers with the rule that takes them. */
+static int list_layers(const train_opts *o)
+{
+    const char *data = o->c.data ? o->c.data : "mnist";
+    int cifar = !strcmp(data, "cifar10");
+    if (!cifar && strcmp(data, "mnist") && strcmp(data, "fashion-mnist"))
+        return mts_cli_error(CMD, "--data '%s': expected mnist, fashion-mnist or cifar10", data);
+    mts_net net;
+    mts_err err;
+    int rc = mts_nn_model_build(&net, o->c.model, cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, &err);
+    if (rc != MTS_OK) {
+        mts_cli_error(CMD, "%s", err.msg);
+        return mts_cli_exit(rc);
+    }
+    int *rule = malloc(sizeof(int) * (size_t)net.n), *match = calloc((size_t)net.n, sizeof(int));
+    if (!rule || !match) {
+        free(rule);
+        free(match);
+        mts_net_free(&net);
+        return mts_cli_error(CMD, "out of memory");
+    }
+    for (int i = 0; i < net.n; i++) rule[i] = -1;
+    for (int r = 0; r < o->layers.n; r++) {
+        mts_layer_rule lr;
+        mts_layer_rule_parse(o->layers.rule[r], &lr, &err); /* checked while parsing */
+        memset(match, 0, sizeof(int) * (size_t)net.n);
+        if (!mts_net_match(&net, lr.pattern, match))
+            fprintf(stderr, "mantis train: --mul-layer '%s' matches no multiplying layer\n", o->layers.rule[r]);
+        for (int i = 0; i < net.n; i++)
+            if (match[i]) rule[i] = r;
+    }
+    printf("%-4s %-24s %-10s %-14s %12s  %s\n", "node", "name", "kind", "output", "MACs/sample", "multiplier");
+    for (int i = 1; i < net.n; i++) {
+        const mts_layer *l = &net.l[i];
+        char nm[64], shape[48];
+        mts_net_layer_name(&net, i, nm, sizeof nm);
+        snprintf(shape, sizeof shape, "%dx%dx%d", l->c, l->h, l->w);
+        int mul = mts_layer_multiplies(l);
+        printf("%-4d %-24s %-10s %-14s %12llu  %s\n", i, nm, mts_layer_kind_name(l->kind), shape,
+               (unsigned long long)mts_net_layer_macs(&net, i),
+               !mul ? "-" : rule[i] >= 0 ? strchr(o->layers.rule[rule[i]], '=') + 1 : "(the run's)");
+    }
+    free(rule);
+    free(match);
+    mts_net_free(&net);
+    return 0;
+}
+
 int mts_cmd_train(int argc, char **argv)
 {
     train_opts o;
@@ -232,6 +306,7 @@ int mts_cmd_train(int argc, char **argv)
     mts_err err;
     int rc = parse(argc, argv, &o, &sel);
     if (rc || o.help) return rc;
+    if (o.list_layers) return list_layers(&o);
     if (sel.rtl && (o.spec.acc[0])) return mts_cli_error(CMD, "--acc with --rtl is not supported; use --lut of the design");
     resolve_specs(&o, &sel);
     mts_mulsel_arith rtl = {.sel = &sel};
@@ -239,12 +314,29 @@ int mts_cmd_train(int argc, char **argv)
     o.c.open_ud = &rtl;
     o.c.progress = progress;
     o.c.progress_ud = &o;
+    mts_gemm_tap tap;
+    char spec[1100];
+    if (o.dump_layer && !o.dump_gemm) return mts_cli_error(CMD, "--dump-layer needs --dump-gemm FILE");
+    if (o.dump_gemm) {
+        /* the flow passes the file as its own argument ({OUT}) */
+        if (o.dump_layer) snprintf(spec, sizeof spec, "%s:%s", o.dump_layer, o.dump_gemm);
+        else snprintf(spec, sizeof spec, "%s", o.dump_gemm);
+        if (mts_gemm_tap_init(&tap, spec, &err)) return mts_cli_error(CMD, "%s", err.msg);
+        o.c.tap = &tap;
+    }
     mts_train_info info;
     rc = mts_train_run(&o.c, &info, &err);
     mts_mulsel_arith_close(&rtl);
+    if (rc == MTS_OK && o.dump_gemm) rc = mts_gemm_tap_result(&tap, &err);
     if (rc != MTS_OK) {
         mts_cli_error(CMD, "%s", err.msg);
         return mts_cli_exit(rc);
+    }
+    if (info.diverged) { /* its own status: neither a result nor a failure to run (docs/training.md) */
+        fprintf(stderr, "mantis train: diverged at epoch %d step %d: batch loss %g (limit %g); stopped\n",
+                info.diverged_epoch, info.diverged_step, info.diverged_loss, MTS_DIVERGE_LOSS);
+        printf("diverged at epoch %d step %d\n", info.diverged_epoch, info.diverged_step);
+        return MTS_TRAIN_DIVERGED_EXIT;
     }
     printf("test accuracy %.4f\n", info.final_test_acc);
     return 0;

@@ -11,7 +11,7 @@
 #include "mul_opts.h"
 
 static const char usage[] =
-    "usage: mantis verify --rtl FILE.v [--param K=V]... [--kind sig|float|int|acc]\n"
+    "usage: mantis verify --rtl FILE.v [--param K=V]... [--kind sig|float|int|acc] [--signed|--unsigned]\n"
     "                     [--mul NAME] [--lut FILE] [--max-report N] [--json OUT|-]\n"
     "                     [--seed S] [--samples N] [--cache DIR] [--verbose]\n"
     "Compares a Verilog design bit for bit with the LUT swept from it (or --lut FILE)\n"
@@ -51,6 +51,10 @@ static int count_arg(verify_args *a, const char *opt, const char *val)
 static int one_arg(verify_args *a, int argc, char **argv, int *i)
 {
     const char *opt = argv[*i];
+    if (!strcmp(opt, "--signed") || !strcmp(opt, "--unsigned")) { /* the shared flags without a value */
+        mts_err err;
+        return mts_mulsel_arg(&a->sel, argc, argv, i, &err) > 0 ? 0 : mts_cli_error("verify", "%s", err.msg);
+    }
     if (*i + 1 >= argc) {
         if (!strncmp(opt, "--", 2)) return mts_cli_error("verify", "%s needs a value (see mantis verify --help)", opt);
         return mts_cli_error("verify", "unexpected argument '%s' (see mantis verify --help)", opt);

@@ -1,21 +1,24 @@
 /* config.c - the flow configuration file (docs/flow.md). */
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "flow.h"
 
 static int list(char dst[][32], int *n, const char *v)
 {
-    char buf[512];
+    char buf[1024];
     snprintf(buf, sizeof buf, "%s", v);
     *n = 0;
     for (char *save, *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
         if (*n == FLOW_MAX_LIST || strlen(t) >= 32) return -1;
         snprintf(dst[(*n)++], 32, "%s", t);
     }
-    return 0;
+    return *n ? 0 : -1;
 }
 
 static int pairs(flow_cfg *c, const char *v)
@@ -47,11 +50,43 @@ static int number(int *dst, const char *v, int lo, int hi)
     return 0;
 }
 
-static int set(flow_cfg *c, const char *k, const char *v)
+/* seeds = 1, 2, 3: every token a whole number. */
+static int seeds(flow_cfg *c, const char *v)
 {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", v);
+    c->nseeds = 0;
+    for (char *save, *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save))
+        if (c->nseeds == FLOW_MAX_LIST || number(&c->seeds[c->nseeds++], t, 0, 1 << 30)) return -1;
+    return c->nseeds ? 0 : -1;
+}
+
+/* A positive number, the whole value ("0.05abc" is refused). */
+static int positive(char *dst, size_t n, const char *v)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (*v == '\0' || *end || errno || !(x > 0) || strlen(v) >= n) return -1;
+    snprintf(dst, n, "%s", v);
+    return 0;
+}
+
+/* data_dir: relative to the configuration file's directory (dir "": as is). */
+static int data_dir(flow_cfg *c, const char *dir, const char *v)
+{
+    int n = v[0] == '/' || !dir[0] ? snprintf(c->data_dir, sizeof c->data_dir, "%s", v)
+                                   : snprintf(c->data_dir, sizeof c->data_dir, "%s/%s", dir, v);
+    return n < 0 || n >= FLOW_PATH - 32 ? -1 : 0; /* room for "/DATASET" */
+}
+
+static int set(flow_cfg *c, const char *dir, const char *k, const char *v)
+{
+    int exec_rc = flow_cfg_exec_set(c, k, v); /* executor, slurm_* (slurm.c) */
+    if (exec_rc != -2) return exec_rc;
     if (!strcmp(k, "designs")) return snprintf(c->designs, sizeof c->designs, "%s", v) >= FLOW_PATH ? -1 : 0;
     if (!strcmp(k, "out")) return snprintf(c->out, sizeof c->out, "%s", v) >= FLOW_PATH ? -1 : 0;
-    if (!strcmp(k, "data_dir")) return snprintf(c->data_dir, sizeof c->data_dir, "%s", v) >= FLOW_PATH - 32 ? -1 : 0;
+    if (!strcmp(k, "data_dir")) return data_dir(c, dir, v);
     if (!strcmp(k, "models")) return list(c->models, &c->nmodels, v);
     if (!strcmp(k, "datasets")) return list(c->datasets, &c->ndatasets, v);
     if (!strcmp(k, "baselines")) return list(c->baselines, &c->nbaselines, v);
@@ -59,11 +94,16 @@ static int set(flow_cfg *c, const char *k, const char *v)
     if (!strcmp(k, "epochs")) return number(&c->epochs, v, 1, 1000);
     if (!strcmp(k, "batch")) return number(&c->batch, v, 1, 65536);
     if (!strcmp(k, "subset")) return number(&c->subset, v, 0, 1 << 30);
-    if (!strcmp(k, "seed")) return number(&c->seed, v, 0, 1 << 30);
+    if (!strcmp(k, "seed")) return c->nseeds = 1, number(&c->seeds[0], v, 0, 1 << 30); /* one-seed alias */
+    if (!strcmp(k, "seeds")) return seeds(c, v);
     if (!strcmp(k, "trace_samples")) return number(&c->trace_samples, v, 1, 1 << 26);
     if (!strcmp(k, "trace_subset")) return number(&c->trace_subset, v, 1, 1 << 30);
     if (!strcmp(k, "jobs")) return number(&c->jobs, v, 0, 256);
-    if (!strcmp(k, "lr")) return strtod(v, NULL) > 0 ? snprintf(c->lr, sizeof c->lr, "%s", v), 0 : -1;
+    if (!strcmp(k, "lr")) return positive(c->lr, sizeof c->lr, v);
+    if (!strcmp(k, "mode"))
+        return strcmp(v, "train") && strcmp(v, "infer") && strcmp(v, "both") ? -1
+                                                                              : (snprintf(c->mode, 8, "%s", v), 0);
+    if (!strcmp(k, "cross")) return !strcmp(v, "none") ? (c->ncross = 0) : list(c->cross, &c->ncross, v);
     if (!strcmp(k, "opt")) return strcmp(v, "sgd") && strcmp(v, "adam") ? -1 : (snprintf(c->opt, 16, "%s", v), 0);
     return -2;
 }
@@ -87,45 +127,70 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err)
     list(c->baselines, &c->nbaselines, "fp32,bf16");
     c->epochs = 1;
     c->batch = 64;
-    c->seed = 1;
+    c->seeds[0] = 1;
+    c->nseeds = 1;
     c->trace_samples = 65536;
     c->trace_subset = 2000;
     snprintf(c->lr, sizeof c->lr, "0.05");
     snprintf(c->opt, sizeof c->opt, "sgd");
+    snprintf(c->mode, sizeof c->mode, "train");
+    flow_cfg_exec_defaults(c);
     if (path) {
+        struct stat st;
+        if (stat(path, &st)) return mts_fail(err, MTS_EIO, "%s: cannot open flow configuration", path);
+        if (!S_ISREG(st.st_mode))
+            return mts_fail(err, MTS_EINVAL, "%s: %s, not a flow configuration file", path,
+                            S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
         FILE *f = fopen(path, "r");
         if (!f) return mts_fail(err, MTS_EIO, "%s: cannot open flow configuration", path);
+        char dir[FLOW_PATH] = "", real[PATH_MAX];
+        const char *slash = strrchr(path, '/');
+        if (slash && (size_t)(slash - path) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+        else if (!slash) snprintf(dir, sizeof dir, ".");
+        if (slash == path) snprintf(dir, sizeof dir, "/");
+        if (realpath(dir, real) && strlen(real) < sizeof dir) snprintf(dir, sizeof dir, "%s", real);
         char line[1024];
-        int ln = 0;
-        while (fgets(line, sizeof line, f)) {
+        int ln = 0, rc = MTS_OK;
+        while (rc == MTS_OK && fgets(line, sizeof line, f)) {
             ln++;
+            size_t len = strlen(line);
+            if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
+                rc = mts_fail(err, MTS_EINVAL, "%s:%d: line longer than %d characters", path, ln, (int)sizeof line - 2);
+                break;
+            }
             char *hash = strchr(line, '#');
             if (hash) *hash = '\0';
             char *s = trim(line);
             if (!*s) continue;
             char *eq = strchr(s, '=');
             if (!eq) {
-                fclose(f);
-                return mts_fail(err, MTS_EINVAL, "%s:%d: expected 'key = value'", path, ln);
+                rc = mts_fail(err, MTS_EINVAL, "%s:%d: expected 'key = value'", path, ln);
+                break;
             }
             *eq = '\0';
             char *k = trim(s), *v = trim(eq + 1);
-            int rc = set(c, k, v);
-            if (rc) {
-                fclose(f);
-                return mts_fail(err, MTS_EINVAL, rc == -2 ? "%s:%d: unknown key '%s' (see docs/flow.md)"
-                                                          : "%s:%d: bad value for '%s'",
-                                path, ln, k);
-            }
+            int bad = set(c, dir, k, v);
+            if (bad)
+                rc = mts_fail(err, MTS_EINVAL, bad == -2 ? "%s:%d: unknown key '%s' (see docs/flow.md)"
+                                                         : "%s:%d: bad value for '%s': '%s'",
+                              path, ln, k, v);
         }
+        if (rc == MTS_OK && ferror(f)) rc = mts_fail(err, MTS_EIO, "%s: read error", path);
         fclose(f);
+        if (rc) return rc;
     }
+    int fp32 = 0;
+    for (int i = 0; i < c->nbaselines; i++) fp32 |= !strcmp(c->baselines[i], "fp32");
+    if (strcmp(c->mode, "train") && !fp32)
+        return mts_fail(err, MTS_EINVAL, "%s: mode = %s evaluates the fp32 baseline's checkpoint: add fp32 to baselines",
+                        path ? path : "flow", c->mode);
     if (quick) { /* the --quick profile: a few thousand images, one epoch */
         c->quick = 1;
         c->epochs = 1;
         if (c->subset == 0 || c->subset > 2000) c->subset = 2000;
         if (c->trace_subset > 500) c->trace_subset = 500;
         if (c->trace_samples > 8192) c->trace_samples = 8192;
+        if (c->nseeds > 2) c->nseeds = 2; /* still a mean and a spread, at two thirds the cost */
     }
     return MTS_OK;
 }

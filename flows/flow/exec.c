@@ -1,11 +1,17 @@
-/* exec.c - the flow's step graph: content-hash keys, a process pool,
- * atomic outputs and clean interruption. */
+/* exec.c - the flow's step graph: content-hash keys, the executors (a local
+ * process pool, or Slurm through slurm.c), checked and atomic outputs, the
+ * results directory's lock and clean interruption, even by SIGKILL. */
+#define _GNU_SOURCE /* pipe2 */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,26 +20,46 @@
 #include "mantis/clock.h"
 #include "mantis/hash.h"
 #include "mantis/fs.h"
+#include "mantis/json.h"
 #include "mantis/proc.h"
 
 static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig) { stop_signal = sig; }
 
-/* The record beside a step's output: its exit status and time. */
-static void record_path(const flow_step *s, char *buf, size_t n) { snprintf(buf, n, "%s.done", s->out); }
+void flow_step_file(const flow_step *s, const char *suffix, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s", s->out, suffix);
+}
 
-/* A failed step's record: the same inputs fail the same way, so a failure is
- * a cached result too (until --retry-failed). */
-static void fail_path(const flow_step *s, char *buf, size_t n) { snprintf(buf, n, "%s.failed", s->out); }
+/* The record beside a step's output: its exit status, time, and the size and
+ * SHA-256 of the output it vouches for. */
+static void record_path(const flow_step *s, char *buf, size_t n) { flow_step_file(s, ".done", buf, n); }
+
+/* A failed step's record: the same inputs fail the same way, so a
+ * deterministic failure is a cached result too (until --retry-failed).
+ * Failures caused by the environment get none (env_failure). */
+static void fail_path(const flow_step *s, char *buf, size_t n) { flow_step_file(s, ".failed", buf, n); }
 
 /* Where a running step writes its output before it is renamed into place. */
-static void tmp_path(const flow_step *s, char *buf, size_t n) { snprintf(buf, n, "%s.tmp", s->out); }
+static void tmp_path(const flow_step *s, char *buf, size_t n) { flow_step_file(s, ".tmp", buf, n); }
 
-static int write_record(const char *path, const flow_step *s)
+static long long file_size(const char *path)
 {
-    char line[64];
-    size_t n = (size_t)snprintf(line, sizeof line, "exit %d seconds %.3f\n", s->exit_code, s->seconds);
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
+}
+
+static int write_record(const char *path, const flow_step *s, int with_output)
+{
+    char line[256], sha[65] = "-";
+    long long size = -1;
+    if (with_output) {
+        size = file_size(s->out);
+        if (size < 0 || mts_sha256_file_hex(s->out, sha, NULL)) return MTS_EIO;
+    }
+    size_t n = (size_t)snprintf(line, sizeof line, "exit %d seconds %.3f size %lld sha256 %s\n", s->exit_code,
+                                s->seconds, size, sha);
     const void *parts[1] = {line};
     return mts_fs_write_atomic(path, 1, parts, &n, NULL);
 }
@@ -43,10 +69,27 @@ static void set_failed_reason(flow_step *s)
     snprintf(s->reason, sizeof s->reason, "exit %d (log: logs/%s/%s.log)", s->exit_code, s->design, s->name);
 }
 
-/* 1: done on record, -1: failed on record, 0: nothing on record. */
+/* A step output the report can read: a JSON output parses, anything else is
+ * non-empty. 1 when good. */
+static int output_parses(const flow_step *s)
+{
+    long long size = file_size(s->out);
+    if (size <= 0) return 0;
+    size_t n = strlen(s->out);
+    if (n > 5 && !strcmp(s->out + n - 5, ".json")) {
+        mts_json *j = mts_json_load(s->out);
+        if (!j) return 0;
+        mts_json_free(j);
+    }
+    return 1;
+}
+
+/* 1: done on record and its output is what the record vouches for (size,
+ * SHA-256, parses), -1: failed on record, 0: nothing trustworthy on record
+ * (a bad output and its record are deleted: the step runs again). */
 static int read_record(flow_step *s)
 {
-    char rp[FLOW_PATH + 8];
+    char rp[FLOW_PATH + 8], sha[65] = "";
     record_path(s, rp, sizeof rp);
     FILE *f = fopen(rp, "r");
     int done = 1;
@@ -56,11 +99,22 @@ static int read_record(flow_step *s)
         done = -1;
     }
     if (!f) return 0;
-    int ok = fscanf(f, "exit %d seconds %lf", &s->exit_code, &s->seconds) == 2;
+    long long size = -2;
+    int got = fscanf(f, "exit %d seconds %lf size %lld sha256 %64s", &s->exit_code, &s->seconds, &size, sha);
     fclose(f);
-    if (!ok) return 0;
-    if (done < 0) set_failed_reason(s);
-    return done > 0 ? mts_fs_exists(s->out) : -1;
+    if (got < 2) return 0;
+    if (done < 0) {
+        set_failed_reason(s);
+        return -1;
+    }
+    char have[65];
+    int good = got == 4 && file_size(s->out) == size && !mts_sha256_file_hex(s->out, have, NULL) &&
+               !strcmp(have, sha) && output_parses(s);
+    if (!good) { /* an older record without a checksum, or an output changed since: redo */
+        unlink(rp);
+        unlink(s->out);
+    }
+    return good;
 }
 
 /* The text a step's key hashes: every argument (dependency placeholders
@@ -140,13 +194,16 @@ void flow_free(flow_graph *g)
     g->n = g->cap = 0;
 }
 
-/* One flow_run: the graph, the pool and where progress goes. */
+/* One flow_run: the graph, the executor and where progress goes. */
 typedef struct run_ctx {
     flow_graph *g;
     int jobs, running;
     FILE *progress;   /* NULL: silent */
     double t_start;
     double *t0;       /* per step: when it started */
+    int reaper_fd;    /* local: write end of the pipe to the reaper, -1: none */
+    int reaper_pid;
+    flow_slurm *sl;   /* slurm executor */
 } run_ctx;
 
 /* One progress line: the elapsed time, then the message. */
@@ -168,69 +225,131 @@ static const char *label(const flow_step *s, char *buf, size_t n)
     return buf;
 }
 
+int flow_step_log(const flow_graph *g, const flow_step *s, char *buf, size_t n)
+{
+    char logdir[FLOW_PATH];
+    if (mts_fs_pathf(logdir, sizeof logdir, "%s/logs/%s", g->root, s->design) ||
+        mts_fs_pathf(buf, n, "%s/%s.log", logdir, s->name) || mts_fs_mkdirs(logdir, NULL))
+        return -1;
+    return 0;
+}
+
+void flow_step_argv(const flow_graph *g, const flow_step *s, char **argv, char subst[][FLOW_PATH + 16], int *to_out)
+{
+    char tmp[FLOW_PATH + 16];
+    tmp_path(s, tmp, sizeof tmp);
+    *to_out = 1;
+    argv[0] = (char *)g->exe;
+    for (int i = 0; i < s->argc; i++) {
+        int k;
+        if (!strcmp(s->argv[i], "{OUT}")) {
+            snprintf(subst[i], FLOW_PATH + 16, "%s", tmp);
+            *to_out = 0;
+        } else if (sscanf(s->argv[i], "{DEP%d}", &k) == 1 && k >= 0 && k < s->ndeps) {
+            snprintf(subst[i], FLOW_PATH + 16, "%s", g->s[s->dep[k]].out);
+        } else {
+            snprintf(subst[i], FLOW_PATH + 16, "%s", s->argv[i]);
+        }
+        argv[i + 1] = subst[i];
+    }
+    argv[s->argc + 1] = NULL;
+}
+
+void flow_shell_quote(FILE *f, char *const *argv)
+{
+    for (int i = 0; argv[i]; i++) {
+        fputs(i ? " '" : "'", f);
+        for (const char *c = argv[i]; *c; c++)
+            if (*c == '\'') fputs("'\\''", f); /* close, an escaped quote, reopen */
+            else fputc(*c, f);
+        fputc('\'', f);
+    }
+}
+
 /* Starts a step's command (this mantis binary) in its own process group,
  * stdout and stderr to its log; a command without {OUT} prints its result,
  * so its stdout alone goes to the temporary output. Returns the pid or -1
  * (errno says why). */
 static int launch(flow_graph *g, flow_step *s)
 {
-    char tmp[FLOW_PATH + 16], logdir[FLOW_PATH], log[FLOW_PATH + 64];
+    char tmp[FLOW_PATH + 16], log[FLOW_PATH + 64];
     tmp_path(s, tmp, sizeof tmp);
-    if (mts_fs_pathf(logdir, sizeof logdir, "%s/logs/%s", g->root, s->design) ||
-        mts_fs_pathf(log, sizeof log, "%s/%s.log", logdir, s->name) || mts_fs_mkdirs(logdir, NULL)) {
+    if (flow_step_log(g, s, log, sizeof log)) {
         errno = ENAMETOOLONG;
         return -1;
     }
     char *argv[STEP_MAX_ARGS + 1];
-    char subst[STEP_MAX_ARGS][FLOW_PATH + 16];
-    int to_out = 1;
-    argv[0] = g->exe;
-    for (int i = 0; i < s->argc; i++) {
-        int k;
-        if (!strcmp(s->argv[i], "{OUT}")) {
-            snprintf(subst[i], sizeof subst[i], "%s", tmp);
-            to_out = 0;
-        } else if (sscanf(s->argv[i], "{DEP%d}", &k) == 1 && k >= 0 && k < s->ndeps) {
-            snprintf(subst[i], sizeof subst[i], "%s", g->s[s->dep[k]].out);
-        } else {
-            snprintf(subst[i], sizeof subst[i], "%s", s->argv[i]);
-        }
-        argv[i + 1] = subst[i];
-    }
-    argv[s->argc + 1] = NULL;
+    static char subst[STEP_MAX_ARGS][FLOW_PATH + 16];
+    int to_out;
+    flow_step_argv(g, s, argv, subst, &to_out);
     mts_proc_io io = {.log = log, .out = to_out ? tmp : NULL, .own_group = 1}; /* interrupt kills -pid */
     return mts_proc_start(argv, &io);
 }
 
-/* After a step exits: move its output into place, then write its record. */
-static void finish(run_ctx *r, int i, int exit_code)
+/* Why a failure is the environment's and not the inputs' (NULL: the step's
+ * own, deterministic): a signal (killed, out of memory), a tool that could
+ * not start, or a log line naming a missing file or tool, a full disk or an
+ * I/O error. Such failures are not cached: the next run tries again. */
+static const char *env_failure(const flow_graph *g, const flow_step *s, char *line, size_t n)
+{
+    if (s->exit_code >= 128) return snprintf(line, n, "killed by signal %d", s->exit_code - 128), line;
+    if (s->exit_code == 127 || s->exit_code < 0) return "could not start the step's command";
+    static const char *const markers[] = {"No space left on device", "Disk quota exceeded", "Input/output error",
+                                          "Read-only file system", "No such file or directory", "Permission denied",
+                                          "not found on PATH", "Cannot allocate memory", "out of memory",
+                                          "Too many open files", "Stale file handle", "command not found", NULL};
+    char log[FLOW_PATH + 64];
+    if (flow_step_log(g, s, log, sizeof log) == 0 && mts_proc_log_find(log, markers, line, n)) return line;
+    return NULL;
+}
+
+/* After a step ends (exit_code; or slurm_reason when Slurm ended its job):
+ * check and move its output into place, then write its record. */
+static void finish(run_ctx *r, int i, int exit_code, const char *slurm_reason)
 {
     flow_step *s = &r->g->s[i];
-    char tmp[FLOW_PATH + 16], rp[FLOW_PATH + 8], lab[160];
+    char tmp[FLOW_PATH + 16], rp[FLOW_PATH + 8], lab[160], why[256];
     tmp_path(s, tmp, sizeof tmp);
     s->seconds = mts_clock_now() - r->t0[i];
-    s->exit_code = exit_code;
+    s->exit_code = slurm_reason ? -1 : exit_code;
     int ok = 0;
-    for (int k = 0; k < s->nok; k++) ok |= s->exit_code == s->ok_exit[k];
+    for (int k = 0; k < s->nok && !slurm_reason; k++) ok |= s->exit_code == s->ok_exit[k];
     if (ok && !mts_fs_exists(tmp)) { /* a step that writes nothing still leaves a result */
         FILE *f = fopen(tmp, "w");
         if (f) fclose(f);
     }
+    const char *env = NULL;
     if (ok && rename(tmp, s->out) == 0) {
-        record_path(s, rp, sizeof rp);
-        ok = write_record(rp, s) == MTS_OK;
+        if (!output_parses(s)) { /* exit 0 with an empty or torn output: a write that failed */
+            unlink(s->out);
+            ok = 0;
+            env = "its output is empty or does not parse";
+        } else {
+            record_path(s, rp, sizeof rp);
+            ok = write_record(rp, s, 1) == MTS_OK;
+            if (!ok) env = "cannot write its record";
+        }
     } else {
+        if (ok) env = "cannot move its output into place";
         ok = 0;
         unlink(tmp);
-        if (s->exit_code < 128) { /* a signal is no verdict on the inputs */
+    }
+    if (!ok) {
+        if (slurm_reason) env = slurm_reason;
+        else if (!env) env = env_failure(r->g, s, why, sizeof why);
+        s->env_fail = env != NULL;
+        if (!env) {
             fail_path(s, rp, sizeof rp);
-            write_record(rp, s);
+            write_record(rp, s, 0);
+            set_failed_reason(s);
+        } else {
+            snprintf(s->reason, sizeof s->reason, "%s%.120s, not cached (log: logs/%.40s/%.40s.log)",
+                     slurm_reason ? "" : "environment: ", env, s->design, s->name);
         }
     }
     s->state = ok ? ST_DONE : ST_FAILED;
-    if (!ok) set_failed_reason(s);
-    say(r, "%-7s %s (exit %d, %.1fs)\n", ok ? "done" : "FAILED", label(s, lab, sizeof lab), s->exit_code,
-        s->seconds);
+    if (ok) say(r, "done    %s (exit %d, %.1fs)\n", label(s, lab, sizeof lab), s->exit_code, s->seconds);
+    else say(r, "FAILED  %s (%s, %.1fs)\n", label(s, lab, sizeof lab), s->reason, s->seconds);
 }
 
 /* Marks the pending steps whose result (or failure) is already on record. */
@@ -251,6 +370,107 @@ static void load_records(flow_graph *g)
             s->cached = 1;
         }
     }
+}
+
+/* Slurm: a pending step with a job on record (an earlier coordinator
+ * submitted it) is followed again while the job is queued or running, and
+ * finished from its exit record when it ended meanwhile: never submitted
+ * twice. Returns 0, or 2 when squeue failed. */
+static int adopt_jobs(run_ctx *r)
+{
+    flow_graph *g = r->g;
+    int refreshed = 0;
+    char lab[160];
+    for (int i = 0; i < g->n; i++) {
+        flow_step *s = &g->s[i];
+        char jp[FLOW_PATH + 8], reason[256];
+        flow_step_file(s, ".job", jp, sizeof jp);
+        if (s->state != ST_PENDING) {
+            if (s->state == ST_DONE) unlink(jp);
+            continue;
+        }
+        FILE *f = fopen(jp, "r");
+        if (!f) continue;
+        long job = 0;
+        int got = fscanf(f, "job %ld", &job);
+        fclose(f);
+        if (got != 1 || job <= 0) {
+            unlink(jp);
+            continue;
+        }
+        if (!refreshed && flow_slurm_refresh(r->sl)) return 2;
+        refreshed = 1;
+        s->job = job;
+        int code;
+        int st = flow_slurm_state(r->sl, s, &code, reason, sizeof reason);
+        r->t0[i] = mts_clock_now();
+        if (st == 1) {
+            s->state = ST_RUNNING;
+            r->running++;
+            say(r, "follow  %s (slurm job %ld, submitted by an earlier run)\n", label(s, lab, sizeof lab), job);
+        } else if (code >= 0) {
+            s->state = ST_RUNNING; /* finished meanwhile: take its result */
+            finish(r, i, code, NULL);
+            unlink(jp);
+        } else {
+            unlink(jp); /* gone without a result: submit again */
+            s->job = 0;
+        }
+    }
+    return 0;
+}
+
+/* 1 if name is scratch: "X.tmp" (a step's output in the making) or
+ * "X.tmp.PID", "build-...-PID", "build-runtime-PID" (atomic writes and
+ * model builds, sim/rtl and synth); *pid gets the owner (0: none named). */
+static int is_scratch(const char *name, long *pid)
+{
+    *pid = 0;
+    size_t n = strlen(name);
+    if (n > 4 && !strcmp(name + n - 4, ".tmp")) return 1;
+    const char *dash = strrchr(name, '-'), *dot = strrchr(name, '.');
+    const char *num = NULL;
+    if (dot && dot - name >= 4 && !strncmp(dot - 4, ".tmp", 4)) num = dot + 1;
+    else if (dash && !strncmp(name, "build-", 6)) num = dash + 1;
+    if (!num || !*num || strspn(num, "0123456789") != strlen(num)) return 0;
+    *pid = strtol(num, NULL, 10);
+    return 1;
+}
+
+/* Removes the scratch a killed run left under dir (depth levels): in the
+ * results (which this process has locked) everything but the outputs in
+ * the making of steps with a Slurm job on record (it may still run), in the
+ * shared cache only what belongs to a process that no longer exists on this
+ * host. */
+static int clean_scratch(const run_ctx *r, const char *dir, int depth, int in_results)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    char path[FLOW_PATH * 2];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+        if (mts_fs_pathf(path, sizeof path, "%s/%s", dir, e->d_name)) continue;
+        long pid;
+        struct stat st;
+        int is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+        /* in the results, scratch is a file named X.tmp or X.tmp.PID (a design may be called build-1) */
+        if (is_scratch(e->d_name, &pid) && (!in_results || (!is_dir && strstr(e->d_name, ".tmp")))) {
+            int keep = 0;
+            if (in_results) { /* a Slurm job on record (this phase's graph may not hold its step yet) */
+                char job[FLOW_PATH * 2 + 8];
+                snprintf(job, sizeof job, "%.*s.job", (int)(strstr(path, ".tmp") - path), path);
+                keep = mts_fs_exists(job);
+            } else keep = pid <= 0 || pid == getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+            if (!keep && mts_fs_rmtree(path) == 0) removed++;
+            continue;
+        }
+        if (depth > 1 && is_dir)
+            removed += clean_scratch(r, path, depth - 1, in_results);
+    }
+    closedir(d);
+    return removed;
 }
 
 /* 1 when every dependency of s is done, 0 while one is still to come, -1
@@ -280,8 +500,34 @@ static int deps_ready(const flow_graph *g, flow_step *s)
     return ready;
 }
 
+/* Tells the reaper about a step's process group: +pgid started, -pgid reaped. */
+static void reaper_note(const run_ctx *r, int pgid)
+{
+    if (r->reaper_fd < 0) return;
+    ssize_t w;
+    do w = write(r->reaper_fd, &pgid, sizeof pgid); /* <= PIPE_BUF: atomic */
+    while (w < 0 && errno == EINTR);
+}
+
+/* Dry run: the step "succeeds" without running, so the steps after it are
+ * printed too; its output does not exist, so the flow plans nothing from it. */
+static void dry_step(run_ctx *r, flow_step *s)
+{
+    char *argv[STEP_MAX_ARGS + 1];
+    static char subst[STEP_MAX_ARGS][FLOW_PATH + 16];
+    int to_out;
+    flow_step_argv(r->g, s, argv, subst, &to_out);
+    if (r->progress) {
+        flow_shell_quote(r->progress, argv);
+        fputc('\n', r->progress);
+    }
+    s->state = ST_DONE;
+    s->exit_code = 0;
+}
+
 /* One pass over the pending steps: skips the blocked ones and starts the
- * ready ones while the pool has room. Returns 1 if anything changed. */
+ * ready ones while the pool has room. Returns 1 if anything changed, -1
+ * when the executor refused (g->error). */
 static int schedule(run_ctx *r)
 {
     flow_graph *g = r->g;
@@ -298,12 +544,36 @@ static int schedule(run_ctx *r)
             continue;
         }
         if (!ready || r->running >= r->jobs) continue;
+        if (g->dry_run && g->executor == FLOW_EXEC_LOCAL) {
+            dry_step(r, s);
+            progress = 1;
+            continue;
+        }
+        if (g->executor == FLOW_EXEC_SLURM) {
+            char tmp[FLOW_PATH + 16];
+            tmp_path(s, tmp, sizeof tmp);
+            unlink(tmp);
+            if (flow_slurm_submit(r->sl, s, g->dry_run ? r->progress : NULL)) return -1;
+            progress = 1;
+            if (g->dry_run) {
+                s->state = ST_DONE;
+                s->exit_code = 0;
+                continue;
+            }
+            s->state = ST_RUNNING;
+            r->t0[i] = mts_clock_now();
+            r->running++;
+            say(r, "start   %s (slurm job %ld)\n", label(s, lab, sizeof lab), s->job);
+            continue;
+        }
         int pid = launch(g, s);
         if (pid < 0) {
             s->state = ST_FAILED;
-            snprintf(s->reason, sizeof s->reason, "cannot start: %s", strerror(errno));
+            s->env_fail = 1;
+            snprintf(s->reason, sizeof s->reason, "cannot start: %s, not cached", strerror(errno));
             continue;
         }
+        reaper_note(r, pid);
         s->pid = pid;
         s->state = ST_RUNNING;
         r->t0[i] = mts_clock_now();
@@ -323,29 +593,132 @@ static int reap(run_ctx *r)
     if (pid < 0) return errno == EINTR ? 0 : -1;
     for (int i = 0; i < r->g->n; i++)
         if (r->g->s[i].state == ST_RUNNING && r->g->s[i].pid == pid) {
-            finish(r, i, mts_proc_exit_code(status));
+            reaper_note(r, -pid);
+            finish(r, i, mts_proc_exit_code(status), NULL);
             r->running--;
         }
     return 0;
 }
 
+/* Slurm: one squeue, then every followed job that ended is finished; sleeps
+ * a poll interval when none did. Returns 0, or 2 (g->error). */
+static int follow(run_ctx *r)
+{
+    if (flow_slurm_refresh(r->sl)) return 2;
+    int ended = 0;
+    for (int i = 0; i < r->g->n; i++) {
+        flow_step *s = &r->g->s[i];
+        if (s->state != ST_RUNNING) continue;
+        int code;
+        char reason[256], jp[FLOW_PATH + 8];
+        if (flow_slurm_state(r->sl, s, &code, reason, sizeof reason) == 1) continue;
+        finish(r, i, code, code < 0 ? reason : NULL);
+        flow_step_file(s, ".job", jp, sizeof jp);
+        unlink(jp);
+        r->running--;
+        ended++;
+    }
+    if (!ended) {
+        struct timespec ts = {flow_slurm_poll_seconds(r->sl), 0};
+        nanosleep(&ts, NULL); /* a signal ends it early */
+    }
+    return 0;
+}
+
 /* After SIGINT/SIGTERM: kill the running steps' process groups and drop
- * their partial outputs; they stay pending for the next run. */
+ * their partial outputs; they stay pending for the next run. Slurm jobs are
+ * left to run: the next run follows them. */
 static void stop_running(run_ctx *r, int sig)
 {
     flow_graph *g = r->g;
+    if (g->executor == FLOW_EXEC_SLURM) {
+        say(r, "interrupted by signal %d; %d Slurm jobs keep running and the next run follows them "
+               "(scancel them to stop them)\n", sig, r->running);
+        return;
+    }
     for (int i = 0; i < g->n; i++)
         if (g->s[i].state == ST_RUNNING) kill(-g->s[i].pid, SIGTERM);
     for (int i = 0; i < g->n; i++)
         if (g->s[i].state == ST_RUNNING) {
             char tmp[FLOW_PATH + 16];
             mts_proc_wait(g->s[i].pid);
+            reaper_note(r, -g->s[i].pid);
             tmp_path(&g->s[i], tmp, sizeof tmp);
             unlink(tmp);
             g->s[i].state = ST_PENDING;
         }
     r->running = 0;
     say(r, "interrupted by signal %d; finished steps are kept, re-run to continue\n", sig);
+}
+
+/* The reaper: a process of its own session that holds the read end of a
+ * pipe from the coordinator and learns every step's process group. When the
+ * pipe closes (the coordinator ended, even by SIGKILL: the kernel closes its
+ * end) it kills the groups still listed, so no step outlives the flow.
+ * Returns its pid and sets *wfd, or -1. */
+static int reaper_start(int *wfd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC)) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        setsid(); /* out of the flow's process group: a kill of the group leaves it to clean up */
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        int null = open("/dev/null", O_RDWR);
+        for (int fd = 0; fd < 3 && null >= 0; fd++) dup2(null, fd);
+        long maxfd = sysconf(_SC_OPEN_MAX);
+        for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 1024); fd++)
+            if (fd != p[0]) close(fd); /* no pipe or lock of the caller stays open here */
+        int live[4096], n = 0, g;
+        while (read(p[0], &g, sizeof g) == (ssize_t)sizeof g) {
+            if (g > 0 && n < 4096) live[n++] = g;
+            for (int i = 0; g < 0 && i < n; i++)
+                if (live[i] == -g) {
+                    live[i] = live[--n];
+                    break;
+                }
+        }
+        for (int i = 0; i < n; i++) kill(-live[i], SIGKILL);
+        _exit(0);
+    }
+    close(p[0]);
+    *wfd = p[1];
+    return (int)pid;
+}
+
+int flow_lock(const char *root, mts_err *err)
+{
+    char path[FLOW_PATH + 16];
+    if (mts_fs_mkdirs(root, err)) return -1;
+    if (mts_fs_pathf(path, sizeof path, "%s/.lock", root))
+        return mts_fail(err, MTS_EINVAL, "%s: results path too long", root), -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return mts_fail(err, MTS_EIO, "%s: cannot open: %s", path, strerror(errno)), -1;
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        char buf[32] = "";
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        close(fd);
+        long pid = strtol(buf, NULL, 10);
+        if (pid > 0)
+            return mts_fail(err, MTS_EIO, "%s is in use by pid %ld (another mantis flow): wait for it, or use "
+                            "another --out", root, pid), -1;
+        return mts_fail(err, MTS_EIO, "%s is in use by another mantis flow: wait for it, or use another --out",
+                        root), -1;
+    }
+    char line[32];
+    int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) || pwrite(fd, line, (size_t)n, 0) != n) { /* the pid is only for the message */
+    }
+    return fd;
 }
 
 int flow_run(flow_graph *g, int jobs, FILE *progress)
@@ -355,22 +728,49 @@ int flow_run(flow_graph *g, int jobs, FILE *progress)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    run_ctx r = {.g = g, .jobs = jobs, .progress = progress, .t_start = mts_clock_now()};
+    run_ctx r = {.g = g, .jobs = jobs, .progress = progress, .t_start = g->t_start ? g->t_start : mts_clock_now(),
+                 .reaper_fd = -1};
     r.t0 = calloc((size_t)g->n + 1, sizeof *r.t0);
-    load_records(g);
-    while (!stop_signal) {
+    int rc = r.t0 ? 0 : (snprintf(g->error, sizeof g->error, "out of memory"), 2);
+    if (!rc && g->executor == FLOW_EXEC_SLURM) rc = flow_slurm_open(g, &r.sl);
+    if (!rc) load_records(g);
+    if (!rc && g->executor == FLOW_EXEC_SLURM && !g->dry_run) rc = adopt_jobs(&r);
+    if (!rc && !g->dry_run) {
+        char dir[FLOW_PATH + 16], cache[FLOW_PATH];
+        mts_fs_pathf(dir, sizeof dir, "%s", g->root);
+        int n = clean_scratch(&r, dir, 3, 1);
+        /* a job on another node may be writing into the cache: its pid means nothing here */
+        if (g->executor == FLOW_EXEC_LOCAL && !mts_fs_cache_dir("", cache, sizeof cache, NULL))
+            n += clean_scratch(&r, cache, 3, 0);
+        if (n) say(&r, "removed %d temporary files left by an interrupted run\n", n);
+        if (g->executor == FLOW_EXEC_LOCAL) r.reaper_pid = reaper_start(&r.reaper_fd);
+    }
+    while (!rc && !stop_signal) {
         int changed = schedule(&r);
+        if (changed < 0) {
+            rc = 2;
+            break;
+        }
         if (stop_signal) break;
         if (r.running == 0) {
             if (!changed) break;
             continue;
         }
-        if (reap(&r)) break;
+        if (g->executor == FLOW_EXEC_SLURM) {
+            if ((rc = follow(&r))) break;
+        } else if (reap(&r)) {
+            break;
+        }
     }
     int sig = stop_signal;
     if (sig) stop_running(&r, sig);
+    if (r.reaper_fd >= 0) {
+        close(r.reaper_fd); /* nothing is listed any more: it just exits */
+        if (r.reaper_pid > 0) waitpid(r.reaper_pid, NULL, 0);
+    }
+    if (r.sl) flow_slurm_close(r.sl);
     free(r.t0);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    return sig ? 128 + sig : 0;
+    return sig ? 128 + sig : rc;
 }

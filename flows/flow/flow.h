@@ -24,7 +24,9 @@ typedef struct flow_cfg {
     int nmodels;
     char datasets[FLOW_MAX_LIST][32];
     int ndatasets;
-    int epochs, batch, subset, seed;
+    int epochs, batch, subset;
+    int seeds[FLOW_MAX_LIST];  /* every training runs once per seed; the report gives mean and std */
+    int nseeds;
     char lr[16], opt[16];
     int trace_samples, trace_subset;
     int jobs;                  /* parallel steps; 0: cores */
@@ -33,14 +35,39 @@ typedef struct flow_cfg {
     int nbaselines;
     char cmodels[16][64];      /* "design=model": verify the design against C model `model` too */
     int ncmodels;
+    char mode[8];              /* "train": every design trains; "infer": the FP32 baseline's checkpoint
+                                  is evaluated with every design (mantis test); "both" */
+    char cross[FLOW_MAX_LIST][32]; /* multipliers every trained checkpoint is also evaluated with */
+    int ncross;
+    /* executors (docs/flow.md "Executors"); set in slurm.c's flow_cfg_exec_set */
+    char executor[16];         /* "local" or "slurm" */
+    char slurm_partition[64], slurm_account[64];
+    char slurm_options[512];   /* extra sbatch options, split at blanks */
+    char slurm_res[8][256];    /* per step kind (flow_step_kind): sbatch resource options */
+    int slurm_poll;            /* seconds between squeue polls */
 } flow_cfg;
+
+/* The step kinds whose Slurm resources the configuration can set
+ * (`slurm_KIND = OPTIONS`), in flow_cfg.slurm_res order. */
+#define FLOW_KINDS 8
+extern const char *const flow_kinds[FLOW_KINDS];
+/* The kind of a step name ("train-lenet300-mnist" -> train's index), -1 if none. */
+int flow_step_kind(const char *name);
+
+/* Executor defaults into c (called by flow_cfg_load before the file). */
+void flow_cfg_exec_defaults(flow_cfg *c);
+/* One executor key of the configuration: 0 set, -1 bad value, -2 not an
+ * executor key. */
+int flow_cfg_exec_set(flow_cfg *c, const char *k, const char *v);
 
 /* The C model configured for design `name`, or NULL. */
 const char *flow_cmodel(const flow_cfg *c, const char *name);
 
 /* Defaults, then the file (NULL: none), then the quick profile if quick. A
- * config line is `key = value` (# comments); unknown keys and bad values are
- * an error naming the file and line. */
+ * config line is `key = value` (# comments); unknown keys, bad or partly
+ * numeric values, lines over 1023 characters and a path that is not a
+ * regular file are an error naming the file (and line). A relative data_dir
+ * in the file is resolved against the file's directory. */
 int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err);
 
 typedef enum { ST_PENDING, ST_RUNNING, ST_DONE, ST_FAILED, ST_SKIPPED } step_state;
@@ -64,7 +91,12 @@ typedef struct flow_step {
     char reason[256];          /* why it failed or was skipped */
     int cached;
     int pid;
+    long job;                  /* Slurm job id (slurm executor) */
+    int env_fail;              /* failed because of the environment: not cached */
+    double gone_since;         /* slurm: when its ended job was first seen without an exit record */
 } flow_step;
+
+enum { FLOW_EXEC_LOCAL = 0, FLOW_EXEC_SLURM = 1 };
 
 typedef struct flow_graph {
     flow_step *s;
@@ -72,7 +104,17 @@ typedef struct flow_graph {
     char root[FLOW_PATH];      /* results dir */
     char exe[FLOW_PATH];       /* this mantis binary */
     int retry_failed;          /* 1: re-run steps whose failure is on record */
+    double t_start;            /* mts_clock_now() of the flow's start (0: each flow_run's own) */
+    int executor;              /* FLOW_EXEC_LOCAL or FLOW_EXEC_SLURM */
+    int dry_run;               /* print the commands (sbatch lines) instead of running them */
+    const flow_cfg *cfg;       /* Slurm options (slurm executor) */
+    char error[512];           /* why flow_run returned 2 */
 } flow_graph;
+
+/* Takes the lock of results directory root (created if missing) for this
+ * process: returns the lock's fd (kept open, close-on-exec, released when the
+ * process ends), or -1 with "ROOT is in use by pid N ..." in err. */
+int flow_lock(const char *root, mts_err *err);
 
 /* Adds a step: argv is NULL-terminated; the key is derived from argv, the
  * dependencies' keys and `content` (hashes of input files). Returns its index
@@ -80,16 +122,50 @@ typedef struct flow_graph {
 int flow_add(flow_graph *g, const char *design, const char *name, const char *ext, const char *const *argv,
              const int *deps, int ndeps, const char *content, mts_err *err);
 
-/* Runs every pending step, at most `jobs` at once, each in its own process
- * group. Writes one progress line per start, finish and skip to `progress`
- * (NULL: none; the library never prints on its own). Returns 0, or 130/143
- * when interrupted (children killed, nothing half-written). */
+/* Runs every pending step, at most `jobs` at once: locally each in its own
+ * process group (killed with the coordinator, even by SIGKILL), or as Slurm
+ * jobs (g->executor). Outputs on record are checked before they are trusted;
+ * scratch a killed run left in the results and the cache is removed first.
+ * Writes one progress line per start, finish and skip to `progress` (NULL:
+ * none; the library never prints on its own). Returns 0, 2 when it could not
+ * run (g->error says why: sbatch missing or refusing, squeue failing), or
+ * 130/143 when interrupted (local children killed, Slurm jobs left to run,
+ * nothing half-written). */
 int flow_run(flow_graph *g, int jobs, FILE *progress);
 void flow_free(flow_graph *g);
 
+/* Between exec.c and the Slurm executor (slurm.c). */
+/* s->out + suffix (".tmp", ".done", ".job", ".exit"...). */
+void flow_step_file(const flow_step *s, const char *suffix, char *buf, size_t n);
+/* The step's log, OUT/logs/DESIGN/STEP.log (directory made). -1 if too long. */
+int flow_step_log(const flow_graph *g, const flow_step *s, char *buf, size_t n);
+/* The step's command with {OUT} and {DEPk} substituted: argv[0] is this mantis,
+ * NULL-terminated; subst is the storage. *to_out: 1 when stdout is the output. */
+void flow_step_argv(const flow_graph *g, const flow_step *s, char **argv, char subst[][FLOW_PATH + 16], int *to_out);
+/* Writes "'arg' 'arg' ..." (POSIX shell single quotes) for argv to f. */
+void flow_shell_quote(FILE *f, char *const *argv);
+
+typedef struct flow_slurm flow_slurm;
+/* Checks sbatch and squeue; 0, or 2 with g->error. */
+int flow_slurm_open(flow_graph *g, flow_slurm **out);
+void flow_slurm_close(flow_slurm *sl);
+/* One squeue call for every job of this user; 0, or 2 with g->error. */
+int flow_slurm_refresh(flow_slurm *sl);
+/* A step's job (s->job): 1 still queued or running; 0 ended, *code its exit
+ * status from the job's exit record, or -1 with Slurm's reason in reason
+ * (cancelled, timed out, node failure, no exit record). */
+int flow_slurm_state(flow_slurm *sl, const flow_step *s, int *code, char *reason, size_t n);
+/* Writes the job script and submits s (s->job set); with dry, prints the
+ * sbatch command line to dry instead. 0, or 2 with g->error (sbatch refused). */
+int flow_slurm_submit(flow_slurm *sl, flow_step *s, FILE *dry);
+/* Seconds between polls. */
+int flow_slurm_poll_seconds(const flow_slurm *sl);
+
 /* Writes results.csv, results.json, charts/ and report.html into g->root,
- * then the summary table and the report's path to `out` (NULL: none).
- * MTS_EIO/MTS_EINVAL naming the file that could not be written, MTS_ENOMEM. */
-int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, mts_err *err);
+ * then the summary table and the report's path to `out` (NULL: none);
+ * *not_ok (NULL: not wanted) gets the number of rows whose status is not
+ * "ok". MTS_EIO/MTS_EINVAL naming the file that could not be written,
+ * MTS_ENOMEM. */
+int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, int *not_ok, mts_err *err);
 
 #endif

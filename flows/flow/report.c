@@ -2,6 +2,7 @@
  * results.csv / results.json, Pareto charts drawn by gnuplot (PNG and SVG),
  * and report.html, a single self-contained page (SVG charts inline). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +12,29 @@
 #include "mantis/fs.h"
 #include "mantis/proc.h"
 
+typedef enum { R_OK, R_FAILED, R_DIVERGED, R_SKIPPED } row_state;
+static const char *const state_name[4] = {"ok", "failed", "diverged", "skipped"};
+
+#define CURVE_MAX 64 /* epochs a training curve keeps */
+
 typedef struct row {
     char design[64], kind[16], format[24], verify[64], model[32], data[32], status[256];
+    row_state state;
     double mred, nmed, err_rate, bias, wce;
     double area, gates, delay, pw_uniform, pw_work, energy;
-    double test_acc, train_acc;
+    double test_acc, test_std, train_acc; /* mean and sample std over the seeds that trained */
+    double cosim_cycles, cosim_energy; /* per inference, step cosim (docs/cosim.md) */
     int baseline, trained;
-    char curve[256];     /* per-epoch test accuracy (no timings: results must not depend on the run) */
+    int nseeds, ndone, ndiverged;         /* seeds configured, trained to the end, diverged */
+    double seed_acc[FLOW_MAX_LIST];       /* per seed (NaN: none) */
+    double curve[CURVE_MAX];              /* mean test accuracy per epoch */
+    int ncurve;
+    int within_noise;                     /* |mean - best mean| < the combined std (docs/flow.md) */
+    int how;                              /* 0: trained with the design; 1: infer, the fp32 checkpoint tested with it */
+    double cross[FLOW_MAX_LIST], cross_std[FLOW_MAX_LIST]; /* its checkpoints tested with cfg->cross[k] */
 } row;
+
+static const char *const how_name[2] = {"train", "infer"};
 
 static const flow_step *find(const flow_graph *g, const char *design, const char *name)
 {
@@ -32,18 +48,40 @@ static mts_json *load_done(const flow_step *s)
     return s && s->state == ST_DONE ? mts_json_load(s->out) : NULL;
 }
 
-/* First line of a step's log: the one-line error a failed command printed. */
+/* The one-line error a failed command printed ("mantis CMD: ..."), else the
+ * step's own reason. */
 static void first_error(const flow_graph *g, const flow_step *s, char *buf, size_t n)
 {
     char log[FLOW_PATH + 160], line[512] = "";
     FILE *f = mts_fs_pathf(log, sizeof log, "%s/logs/%s/%s.log", g->root, s->design, s->name) ? NULL : fopen(log, "r");
     if (f) {
-        while (fgets(line, sizeof line, f))
-            if (strstr(line, "mantis ")) break;
+        int found = 0;
+        while (!found && fgets(line, sizeof line, f)) found = strstr(line, "mantis ") != NULL;
+        if (!found) line[0] = '\0';
         fclose(f);
     }
     line[strcspn(line, "\n")] = '\0';
-    snprintf(buf, n, "%s", line[0] ? line : s->reason);
+    snprintf(buf, n, "%s", line[0] ? line : s->reason[0] ? s->reason : "no reason recorded");
+}
+
+/* Sets the row's status once: the first verdict (in step order) stands. */
+static void verdict(row *r, row_state st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void verdict(row *r, row_state st, const char *fmt, ...)
+{
+    if (r->state != R_OK) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->status, sizeof r->status, fmt, ap);
+    va_end(ap);
+    r->state = st;
+}
+
+/* A design step that failed (or could not start): "failed STEP: reason". */
+static void step_failed(const flow_graph *g, const flow_step *s, row *r)
+{
+    char why[300];
+    first_error(g, s, why, sizeof why);
+    verdict(r, R_FAILED, "failed %s: %s", s->name, why);
 }
 
 static void fill_design(const flow_graph *g, const char *d, row *r)
@@ -61,7 +99,7 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
     }
     mts_json_free(j);
     if (det && det->state != ST_DONE) {
-        first_error(g, det, r->status, sizeof r->status);
+        step_failed(g, det, r);
         snprintf(r->verify, sizeof r->verify, "does not fit the drop-in contract");
     } else if (!ver) {
         snprintf(r->verify, sizeof r->verify, "-");
@@ -76,6 +114,14 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
         else
             snprintf(r->verify, sizeof r->verify, "MISMATCH (%.0f)", mts_json_num(v, "mismatches", -1));
         mts_json_free(v);
+    }
+    /* the design's own steps, in plan order: the first failure is the status */
+    static const char *const steps[] = {"verify", "synth", "lutgen", "metrics", "trace", "power"};
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        const flow_step *s = find(g, d, steps[k]);
+        if (s && s->state == ST_FAILED) step_failed(g, s, r);
+        if (s && s == ver && ver->state == ST_DONE && ver->exit_code != 0)
+            verdict(r, R_SKIPPED, "skipped: verify failed (%s), not trained", r->verify);
     }
     j = load_done(find(g, d, "metrics"));
     r->mred = mts_json_num(j, "mred", NAN);
@@ -94,52 +140,114 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
     j = load_done(find(g, d, "power"));
     r->pw_work = mts_json_num(j, "power.total_uw", NAN);
     mts_json_free(j);
-}
-
-static void fill_train(const flow_graph *g, row *r)
-{
-    char name[80]; /* "train-" + model[32] + "-" + data[32] */
-    snprintf(name, sizeof name, "train-%s-%s", r->model, r->data);
-    const flow_step *s = find(g, r->design, name);
-    r->test_acc = r->train_acc = NAN;
-    if (!s) return;
-    if (s->state != ST_DONE) {
-        if (!r->status[0]) {
-            if (s->state == ST_SKIPPED) snprintf(r->status, sizeof r->status, "%s", s->reason);
-            else first_error(g, s, r->status, sizeof r->status);
-        }
-        return;
-    }
-    mts_json *j = mts_json_load(s->out);
-    r->test_acc = 100 * mts_json_num(j, "final_test_acc", NAN);
-    const mts_json *ep = mts_json_get(j, "epochs");
-    size_t used = 0;
-    for (const mts_json *e = ep ? ep->child : NULL; e; e = e->next) {
-        r->train_acc = 100 * mts_json_num(e, "train_acc", NAN);
-        used += (size_t)snprintf(r->curve + used, sizeof r->curve - used, "%s%.2f", used ? " " : "",
-                                 100 * mts_json_num(e, "test_acc", NAN));
-        if (used >= sizeof r->curve) break;
-    }
-    r->trained = 1;
+    j = load_done(find(g, d, "cosim"));
+    r->cosim_cycles = mts_json_num(j, "cycles_per_inference", NAN);
+    r->cosim_energy = mts_json_num(j, "energy_pj_per_inference", NAN);
     mts_json_free(j);
 }
 
+/* The training steps of the row, one per seed: mean and sample standard
+ * deviation of the final test accuracy over the seeds that trained to the
+ * end, the mean curve, and the verdict of the ones that did not. */
+static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
+{
+    double sum = 0, sq = 0, tr = 0, csum[CURVE_MAX] = {0};
+    int cn[CURVE_MAX] = {0};
+    char div[200] = "";
+    r->test_acc = r->test_std = r->train_acc = NAN;
+    r->nseeds = c->nseeds;
+    for (int k = 0; k < c->nseeds; k++) {
+        char name[80]; /* "train-" + model[32] + "-" + data[32] + "-s" + seed */
+        snprintf(name, sizeof name, "%s-%s-%s-s%d", how_name[r->how], r->model, r->data, c->seeds[k]);
+        const flow_step *s = find(g, r->design, name);
+        r->seed_acc[k] = NAN;
+        if (!s) continue;
+        if (s->state == ST_FAILED) {
+            step_failed(g, s, r);
+            continue;
+        }
+        if (s->state != ST_DONE) continue; /* skipped: the design's verdict says why */
+        mts_json *j = mts_json_load(s->out);
+        if (s->exit_code == 3) { /* mantis train: diverged (docs/training.md) */
+            size_t u = strlen(div);
+            snprintf(div + u, sizeof div - u, "%sseed %d at epoch %.0f step %.0f", u ? ", " : "", c->seeds[k],
+                     mts_json_num(j, "diverged_epoch", 0), mts_json_num(j, "diverged_step", 0));
+            r->ndiverged++;
+            mts_json_free(j);
+            continue;
+        }
+        double acc = 100 * mts_json_num(j, "final_test_acc", mts_json_num(j, "test_acc", NAN)); /* train, test */
+        if (!j || isnan(acc)) {
+            verdict(r, R_FAILED, "failed %s: unreadable result %s", s->name, s->out);
+            mts_json_free(j);
+            continue;
+        }
+        const mts_json *ep = mts_json_get(j, "epochs");
+        int e = 0;
+        double last_train = NAN;
+        for (const mts_json *x = ep ? ep->child : NULL; x; x = x->next, e++) {
+            last_train = 100 * mts_json_num(x, "train_acc", NAN);
+            if (e < CURVE_MAX) {
+                csum[e] += 100 * mts_json_num(x, "test_acc", NAN);
+                cn[e]++;
+            }
+        }
+        r->seed_acc[k] = acc;
+        sum += acc;
+        sq += acc * acc;
+        tr += last_train;
+        r->ndone++;
+        mts_json_free(j);
+    }
+    if (r->ndiverged) verdict(r, R_DIVERGED, "diverged (%d of %d seeds: %s)", r->ndiverged, r->nseeds, div);
+    if (r->ndone && r->state != R_DIVERGED) { /* a diverged row has no accuracy, never a partial mean */
+        r->trained = 1;
+        r->test_acc = sum / r->ndone;
+        r->train_acc = tr / r->ndone;
+        if (r->ndone > 1) r->test_std = sqrt(fmax(0, (sq - sum * sum / r->ndone) / (r->ndone - 1)));
+        for (int e = 0; e < CURVE_MAX && cn[e]; e++) r->curve[r->ncurve++] = csum[e] / cn[e];
+    }
+    if (r->state == R_OK) snprintf(r->status, sizeof r->status, "ok");
+    /* cross: every seed's checkpoint tested with each listed multiplier */
+    for (int y = 0; y < c->ncross; y++) {
+        double cs = 0, cq = 0;
+        int cnt = 0;
+        for (int k = 0; k < c->nseeds; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "cross-%s-%s-s%d-%s", r->model, r->data, c->seeds[k], c->cross[y]);
+            const flow_step *s = r->how ? NULL : find(g, r->design, name);
+            if (s && s->state == ST_FAILED) step_failed(g, s, r);
+            mts_json *j = load_done(s);
+            double a = 100 * mts_json_num(j, "test_acc", NAN);
+            mts_json_free(j);
+            if (isnan(a)) continue;
+            cs += a;
+            cq += a * a;
+            cnt++;
+        }
+        r->cross[y] = cnt ? cs / cnt : NAN;
+        r->cross_std[y] = cnt > 1 ? sqrt(fmax(0, (cq - cs * cs / cnt) / (cnt - 1))) : NAN;
+    }
+}
+
 /* The numeric columns of a row, in results.csv / results.json order. */
-#define NCOLS 13
+#define NCOLS 16
 static const char *const col_names[NCOLS] = {
-    "test_acc", "train_acc", "mred", "nmed", "error_rate", "bias", "wce",
-    "area_um2", "nand2_eq", "delay_ps", "power_uniform_uw", "energy_pj_per_op", "power_workload_uw"};
+    "test_acc", "test_acc_std", "train_acc", "mred", "nmed", "error_rate", "bias", "wce",
+    "area_um2", "nand2_eq", "delay_ps", "power_uniform_uw", "energy_pj_per_op", "power_workload_uw",
+    "cosim_cycles_per_inference", "cosim_energy_pj_per_inference"};
 
 static void row_values(const row *r, double v[NCOLS])
 {
-    const double x[NCOLS] = {r->test_acc, r->train_acc, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
-                             r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work};
+    const double x[NCOLS] = {r->test_acc, r->test_std, r->train_acc, r->mred, r->nmed, r->err_rate, r->bias, r->wce,
+                             r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work,
+                             r->cosim_cycles, r->cosim_energy};
     memcpy(v, x, sizeof x);
 }
 
 static void num(FILE *f, double v, const char *fmt)
 {
-    if (isnan(v)) fputs("", f); else fprintf(f, fmt, v);
+    if (!isnan(v)) fprintf(f, fmt, v);
 }
 
 static void jnum(FILE *f, const char *k, double v)
@@ -153,7 +261,8 @@ static double xval(const row *r, int x)
     return x == 0 ? r->area : x == 1 ? (isnan(r->pw_work) ? r->pw_uniform : r->pw_work) : r->mred;
 }
 
-/* Pareto-optimal: no other point has x <= and accuracy >= with one strict. */
+/* Pareto-optimal on the mean accuracy: no other point has x <= and mean >=
+ * with one strict. */
 static int pareto(const row *rows, int n, int i, int x)
 {
     double xi = xval(&rows[i], x), ai = rows[i].test_acc;
@@ -167,19 +276,139 @@ static int pareto(const row *rows, int n, int i, int x)
 
 #define CHART_MAX 256 /* rows one chart plots */
 
-/* The chart's data file: three blocks (0 designs, 1 the Pareto front sorted
- * by x, 2 baselines). Returns the number of points, -1 when unwritable. */
-static int chart_data(const char *dat, const row *rows, int n, int x)
+/* A chart's frame, decided here rather than by gnuplot so that label
+ * placement knows where everything lands: x on a log axis (lx = log10 x),
+ * a value 0 drawn in its own column left of the rest ("0" tic), y linear. */
+typedef struct frame {
+    double lxlo, lxhi, lzero; /* log10 of the x range and of the "0" column */
+    double lsep;              /* log10 of the rule between the "0" column and the rest */
+    int has_zero;
+    double lo, hi;            /* y range */
+    char omitted[512];        /* designs below the y range, named instead */
+} frame;
+
+static double fx(const frame *f, double x) { return x > 0 ? log10(x) : f->lzero; }
+
+/* The points one chart can place: x known (>= 0), and an accuracy or a
+ * divergence. */
+static int plotted(const row *r, int x)
+{
+    double v = xval(r, x);
+    return !isnan(v) && v >= 0 && (!isnan(r->test_acc) || r->state == R_DIVERGED);
+}
+
+static void chart_frame(const row *rows, int n, int x, frame *f)
+{
+    double lmin = 1e300, lmax = -1e300, best = -1, lo = 101, top = -1;
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < n; i++) {
+        if (!plotted(&rows[i], x)) continue;
+        double v = xval(&rows[i], x);
+        if (v == 0) f->has_zero = 1;
+        else {
+            if (log10(v) < lmin) lmin = log10(v);
+            if (log10(v) > lmax) lmax = log10(v);
+        }
+        if (rows[i].test_acc > best) best = rows[i].test_acc;
+    }
+    if (lmin > lmax) lmin = lmax = 0; /* only zeros */
+    double span = lmax - lmin > 0.3 ? lmax - lmin : 0.3;
+    f->lzero = lmin - (f->has_zero ? 0.35 * span + 0.3 : 0);
+    f->lsep = (f->lzero + lmin) / 2;
+    f->lxlo = (f->has_zero ? f->lzero : lmin) - 0.08 * span;
+    f->lxhi = lmax + 0.35 * span; /* room for the labels of the rightmost points */
+    /* y: the best mean and everything within 12 points of it (error bars
+     * included), so one collapsed design does not flatten the others */
+    for (int i = 0; i < n; i++) {
+        const row *r = &rows[i];
+        double a = r->test_acc, sd = isnan(r->test_std) ? 0 : r->test_std;
+        if (!plotted(r, x) || isnan(a)) continue;
+        if (a >= best - 12) {
+            if (a - sd < lo) lo = a - sd;
+            if (a + sd > top) top = a + sd;
+        } else {
+            size_t u = strlen(f->omitted);
+            snprintf(f->omitted + u, sizeof f->omitted - u, "%s%.40s %.1f%%", u ? ", " : "below the range: ",
+                     r->design, a);
+        }
+    }
+    if (lo > top) lo = top = 50; /* nothing with an accuracy: only diverged markers */
+    double pad = (top - lo) * 0.15 + 0.2;
+    f->lo = lo - 2.2 * pad; /* the bottom strip holds the diverged markers */
+    f->hi = top + 1.5 * pad;
+}
+
+/* Label placement, best effort: each label is a box right of its point (left
+ * of it near the right edge), moved up or down by whole label heights until
+ * it overlaps no other label and no point. Sizes are fractions of the plot
+ * area of the SVG (about 560 x 360 px of 760 x 460; 8 pt labels). */
+typedef struct lbox {
+    double u0, u1, v0, v1;
+} lbox;
+
+static int overlaps(const lbox *a, const lbox *b)
+{
+    return a->u0 < b->u1 && b->u0 < a->u1 && a->v0 < b->v1 && b->v0 < a->v1;
+}
+
+typedef struct label {
+    double x, y, ly;      /* point (data units) and the label's y */
+    int right;            /* 1: text ends left of the point */
+    const char *text;
+} label;
+
+static void place_labels(const frame *f, label *lab, int m)
+{
+    const double cw = 5.0 / 560, lh = 12.0 / 360, pw = 7.0 / 560, ph = 7.0 / 360;
+    lbox *taken = malloc((size_t)(2 * m + 1) * sizeof *taken);
+    if (!taken) return;
+    int nt = 0;
+    for (int i = 0; i < m; i++) { /* every point is taken first: labels never cover a point */
+        double u = (fx(f, lab[i].x) - f->lxlo) / (f->lxhi - f->lxlo), v = (lab[i].y - f->lo) / (f->hi - f->lo);
+        taken[nt++] = (lbox){u - pw, u + pw, v - ph, v + ph};
+    }
+    for (int i = 0; i < m; i++) {
+        double u = (fx(f, lab[i].x) - f->lxlo) / (f->lxhi - f->lxlo), v = (lab[i].y - f->lo) / (f->hi - f->lo);
+        double w = (double)strlen(lab[i].text) * cw + pw;
+        lab[i].right = u + pw + w > 1.0;
+        lbox b = {0};
+        static const int tries[] = {0, 1, -1, 2, -2, 3, -3, 4, -4, 5, -5};
+        int t;
+        for (t = 0; t < (int)(sizeof tries / sizeof tries[0]); t++) {
+            double vv = v + tries[t] * lh;
+            b = lab[i].right ? (lbox){u - pw - w, u - pw, vv - lh / 2, vv + lh / 2}
+                             : (lbox){u + pw, u + pw + w, vv - lh / 2, vv + lh / 2};
+            if (b.v0 < 0 || b.v1 > 1) continue;
+            int clash = 0;
+            for (int k = 0; k < nt && !clash; k++) clash = overlaps(&b, &taken[k]);
+            if (!clash) break;
+        }
+        if (t == (int)(sizeof tries / sizeof tries[0])) t = 0; /* crowded: keep it beside its point */
+        lab[i].ly = lab[i].y + tries[t] * lh * (f->hi - f->lo);
+        taken[nt++] = b;
+    }
+    free(taken);
+}
+
+/* The chart's data file, in blocks: 0 designs (x, mean, name, std), 1 the
+ * Pareto front by mean sorted by x, 2 baselines, 3 diverged runs at the
+ * bottom strip, 4 labels left-aligned (x, y, name, label y), 5 labels
+ * right-aligned. Returns the number of points, -1 when unwritable. */
+static int chart_data(const char *dat, const row *rows, int n, int x, const frame *fr, int cnt[6])
 {
     FILE *f = fopen(dat, "w");
     if (!f) return -1;
-    int pts = 0;
-    for (int pass = 0; pass < 3; pass++) {
+    label *lab = malloc((size_t)(n + 1) * sizeof *lab);
+    int pts = 0, nl = 0;
+    double ydiv = fr->lo + 0.04 * (fr->hi - fr->lo);
+    for (int pass = 0; pass < 4; pass++) {
         if (pass) fprintf(f, "\n\n");
         int idx[CHART_MAX], m = 0;
         for (int i = 0; i < n && m < CHART_MAX; i++) {
-            if (isnan(xval(&rows[i], x)) || isnan(rows[i].test_acc)) continue;
-            if ((pass == 2) != rows[i].baseline) continue;
+            const row *r = &rows[i];
+            if (!plotted(r, x)) continue;
+            if ((pass == 3) != (r->state == R_DIVERGED)) continue;
+            if (pass < 3 && ((pass == 2) != r->baseline || r->test_acc < fr->lo)) continue;
             if (pass == 1 && !pareto(rows, n, i, x)) continue;
             idx[m++] = i;
         }
@@ -187,48 +416,38 @@ static int chart_data(const char *dat, const row *rows, int n, int x)
             for (int b = a; b > 0 && xval(&rows[idx[b]], x) < xval(&rows[idx[b - 1]], x); b--) {
                 int t = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = t;
             }
-        for (int k = 0; k < m; k++)
-            fprintf(f, "%.9g %.6f \"%s\"\n", xval(&rows[idx[k]], x), rows[idx[k]].test_acc, rows[idx[k]].design);
-        if (m == 0) fprintf(f, "nan nan \"\"\n");
-        pts += m;
+        for (int k = 0; k < m; k++) {
+            const row *r = &rows[idx[k]];
+            double px = pow(10, fx(fr, xval(r, x))), py = pass == 3 ? ydiv : r->test_acc;
+            fprintf(f, "%.9g %.6f \"%s\" %.6f\n", px, py, r->design, isnan(r->test_std) ? 0 : r->test_std);
+            if (pass != 1 && lab) lab[nl++] = (label){px, py, py, 0, r->design};
+        }
+        if (m == 0) fprintf(f, "nan nan \"-\" 0\n"); /* keeps the block numbering; never plotted */
+        cnt[pass] = m;
+        if (pass != 1) pts += m;
     }
+    if (lab) place_labels(fr, lab, nl);
+    for (int side = 0; side < 2; side++) {
+        fprintf(f, "\n\n");
+        int m = 0;
+        for (int i = 0; lab && i < nl; i++)
+            if (lab[i].right == side) {
+                fprintf(f, "%.9g %.6f \"%s\" %.6f\n", lab[i].x, lab[i].y, lab[i].text, lab[i].ly);
+                m++;
+            }
+        if (m == 0) fprintf(f, "nan nan \"-\" nan\n");
+        cnt[4 + side] = m;
+    }
+    free(lab);
     fclose(f);
     return pts;
 }
 
-/* The chart's y range: the best accuracy and everything within 12 points of
- * it, so one collapsed design does not flatten the others; those below are
- * named in `omitted` instead. */
-typedef struct yrange {
-    double lo, hi;
-    char omitted[512];
-} yrange;
-
-static void chart_range(const row *rows, int n, int x, yrange *y)
-{
-    double best = -1, lo = 101;
-    for (int i = 0; i < n; i++)
-        if (!isnan(xval(&rows[i], x)) && rows[i].test_acc > best) best = rows[i].test_acc;
-    y->omitted[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        double a = rows[i].test_acc;
-        if (isnan(xval(&rows[i], x)) || isnan(a)) continue;
-        if (a >= best - 12) {
-            if (a < lo) lo = a;
-        } else {
-            size_t u = strlen(y->omitted);
-            snprintf(y->omitted + u, sizeof y->omitted - u, "%s%.40s %.1f%%", u ? ", " : "below the range: ",
-                     rows[i].design, a);
-        }
-    }
-    double pad = (best - lo) * 0.15 + 0.2;
-    y->lo = lo - pad;
-    y->hi = best + 2.5 * pad;
-}
-
-/* The gnuplot script: the same plot as PNG and as SVG. */
+/* The gnuplot script: the same plot as PNG and as SVG. Error bars are the
+ * seeds' standard deviation; diverged runs are red crosses on the bottom
+ * strip, named, never at an accuracy. */
 static int chart_script(const char *gp, const char *dir, const char *base, const char *dat, const char *title,
-                        const char *xlabel, const yrange *y)
+                        const char *xlabel, const frame *y, int nseeds, const int cnt[6])
 {
     FILE *f = fopen(gp, "w");
     if (!f) return -1;
@@ -236,16 +455,36 @@ static int chart_script(const char *gp, const char *dir, const char *base, const
         fprintf(f, t ? "set terminal svg size 760,460 dynamic font 'sans,11'\n"
                      : "set terminal pngcairo size 1000,600 font 'sans,11'\n");
         fprintf(f, "set output '%s/%s.%s'\n", dir, base, t ? "svg" : "png");
-        fprintf(f, "set title \"%s\"\nset xlabel \"%s\"\nset ylabel 'test accuracy (%%)'\nset grid\n"
+        fprintf(f, "set title \"%s\"\nset xlabel \"%s\"\nset ylabel 'test accuracy (%%%s)'\nset grid\n"
                    "set termoption noenhanced\nset key outside right top\nset logscale x\n"
-                   "set offsets graph 0.05, graph 0.15, 0, 0\nset yrange [%g:%g]\n"
+                   "set xrange [%.9g:%.9g]\nset yrange [%g:%g]\n"
                    "set label 1 \"%s\" at graph 0.01, graph 0.96 left font 'sans,9' tc rgb '#b00020'\n"
-                   "plot '%s' index 0 using 1:2 with points pt 7 ps 1.2 lc rgb '#4477aa' title 'designs', \\\n"
-                   "     '' index 1 using 1:2 with linespoints pt 6 ps 2.2 lw 2 lc rgb '#cc3311' title 'Pareto-optimal', \\\n"
-                   "     '' index 2 using 1:2 with points pt 9 ps 1.8 lc rgb '#228833' title 'baselines', \\\n"
-                   "     '' index 0 using 1:2:3 with labels rotate by 35 left offset 0.6,0.4 font 'sans,8' notitle, \\\n"
-                   "     '' index 2 using 1:2:3 with labels rotate by 35 left offset 0.6,0.4 font 'sans,8' notitle\n",
-                title, xlabel, y->lo, y->hi, y->omitted, dat);
+                   "set label 2 'diverged runs' at graph 0.99, first %g right font 'sans,8' tc rgb '#b00020'\n",
+                title, xlabel, nseeds > 1 ? ", mean +- std over seeds" : "", pow(10, y->lxlo), pow(10, y->lxhi),
+                y->lo, y->hi, y->omitted, y->lo + 0.09 * (y->hi - y->lo));
+        if (y->has_zero) /* the "0" column, set apart by a dotted rule */
+            fprintf(f, "set xtics add (\"0\" %.9g)\nset arrow 1 from %.9g, graph 0 to %.9g, graph 1 nohead dt 3 "
+                       "lc rgb '#888888'\n",
+                    pow(10, y->lzero), pow(10, y->lsep), pow(10, y->lsep));
+        /* only blocks with points: gnuplot 5.4 crashes on a label block whose values are all NaN */
+        static const char *const clause[6][2] = {
+            {"index 0 using 1:2:4 with yerrorbars pt 7 ps 1.0 lc rgb '#4477aa' title 'designs'", NULL},
+            {"index 1 using 1:2 with linespoints pt 6 ps 2.2 lw 2 lc rgb '#cc3311' title 'Pareto-optimal'", NULL},
+            {"index 2 using 1:2:4 with yerrorbars pt 9 ps 1.6 lc rgb '#228833' title 'baselines'", NULL},
+            {"index 3 using 1:2 with points pt 2 ps 1.6 lw 2 lc rgb '#b00020' title 'diverged'", NULL},
+            {"index 4 using 1:2:(0):($4-$2) with vectors nohead lc rgb '#bbbbbb' notitle",
+             "index 4 using 1:4:3 with labels left offset 0.7,0 font 'sans,8' notitle"},
+            {"index 5 using 1:2:(0):($4-$2) with vectors nohead lc rgb '#bbbbbb' notitle",
+             "index 5 using 1:4:3 with labels right offset -0.7,0 font 'sans,8' notitle"}};
+        int first = 1;
+        for (int b = 0; b < 6; b++)
+            for (int k = 0; k < 2 && cnt[b]; k++)
+                if (clause[b][k]) {
+                    if (first) fprintf(f, "plot '%s' %s", dat, clause[b][k]);
+                    else fprintf(f, ", \\\n     '' %s", clause[b][k]);
+                    first = 0;
+                }
+        fputc('\n', f);
     }
     return fclose(f) ? -1 : 0;
 }
@@ -253,17 +492,57 @@ static int chart_script(const char *gp, const char *dir, const char *base, const
 /* One chart, dir/base.{dat,gp,png,svg}: 0 drawn, 1 nothing to plot, -1
  * failed (the script stays in dir). */
 static int chart(const char *dir, const char *base, const row *rows, int n, int x, const char *title,
-                 const char *xlabel)
+                 const char *xlabel, int nseeds)
 {
     char dat[FLOW_PATH + 64], gp[FLOW_PATH + 64];
     if (mts_fs_pathf(dat, sizeof dat, "%s/%s.dat", dir, base) || mts_fs_pathf(gp, sizeof gp, "%s/%s.gp", dir, base))
         return -1;
-    int pts = chart_data(dat, rows, n, x);
+    frame fr;
+    chart_frame(rows, n, x, &fr);
+    int cnt[6] = {0};
+    int pts = chart_data(dat, rows, n, x, &fr, cnt);
     if (pts <= 0) return pts < 0 ? -1 : 1;
-    yrange y;
-    chart_range(rows, n, x, &y);
-    if (chart_script(gp, dir, base, dat, title, xlabel, &y)) return -1;
+    if (chart_script(gp, dir, base, dat, title, xlabel, &fr, nseeds, cnt)) return -1;
     char *argv[] = {"gnuplot", gp, NULL}; /* its output is of no use: the files are the result */
+    return mts_proc_run(argv, NULL) == 0 ? 0 : -1;
+}
+
+/* The training curves of one model x data set: mean test accuracy per epoch,
+ * one line per trained design (baselines dashed). */
+static int curves(const char *dir, const char *base, const row *rows, int n, const char *title)
+{
+    char dat[FLOW_PATH + 64], gp[FLOW_PATH + 64];
+    if (mts_fs_pathf(dat, sizeof dat, "%s/%s.dat", dir, base) || mts_fs_pathf(gp, sizeof gp, "%s/%s.gp", dir, base))
+        return -1;
+    FILE *f = fopen(dat, "w");
+    if (!f) return -1;
+    int m = 0, idx[CHART_MAX];
+    for (int i = 0; i < n && m < CHART_MAX; i++) {
+        if (!rows[i].ncurve) continue;
+        fprintf(f, "%s# %s\n", m ? "\n\n" : "", rows[i].design);
+        for (int e = 0; e < rows[i].ncurve; e++) fprintf(f, "%d %.6f\n", e + 1, rows[i].curve[e]);
+        idx[m++] = i;
+    }
+    fclose(f);
+    if (!m) return 1;
+    f = fopen(gp, "w");
+    if (!f) return -1;
+    int maxe = 1;
+    for (int k = 0; k < m; k++) maxe = rows[idx[k]].ncurve > maxe ? rows[idx[k]].ncurve : maxe;
+    for (int t = 0; t < 2; t++) {
+        fprintf(f, t ? "set terminal svg size 760,460 dynamic font 'sans,11'\n"
+                     : "set terminal pngcairo size 1000,600 font 'sans,11'\n");
+        fprintf(f, "set output '%s/%s.%s'\nset title \"%s\"\nset xlabel 'epoch'\nset ylabel 'test accuracy (%%)'\n"
+                   "set grid\nset termoption noenhanced\nset key outside right top\nset xrange [0.8:%g]\n"
+                   "set xtics 1\nplot ",
+                dir, base, t ? "svg" : "png", title, maxe + 0.2);
+        for (int k = 0; k < m; k++)
+            fprintf(f, "%s'%s' index %d using 1:2 with linespoints pt 7 ps 0.8 lw 1.5 dt %d title \"%s\"",
+                    k ? ", \\\n     " : "", dat, k, rows[idx[k]].baseline ? 2 : 1, rows[idx[k]].design);
+        fputc('\n', f);
+    }
+    if (fclose(f)) return -1;
+    char *argv[] = {"gnuplot", gp, NULL};
     return mts_proc_run(argv, NULL) == 0 ? 0 : -1;
 }
 
@@ -312,21 +591,55 @@ typedef struct report {
     int nd;
     row *rows;                 /* design x model x dataset */
     int n;
+    int count[4];              /* rows per row_state */
     char cdir[FLOW_PATH + 16]; /* charts/ */
-    int chart_rc[FLOW_MAX_LIST][FLOW_MAX_LIST][NAXES]; /* chart()'s result per model, dataset, axis */
+    int chart_rc[FLOW_MAX_LIST][FLOW_MAX_LIST][2][NAXES + 1]; /* chart()'s result per model, dataset, how, axis */
 } report;
 
-static const char *const axis_name[NAXES] = {"area", "power", "mred"};
+static const char *const axis_name[NAXES + 1] = {"area", "power", "mred", "curves"};
 static const char *const axis_label[NAXES] = {
     "multiplier area (um^2, mantis45 liberty)",
     "multiplier power (uW at 1 GHz; workload trace, else uniform operands)",
-    "mean relative error distance (MRED)"};
+    "mean relative error distance (MRED; exact designs in the 0 column)"};
 
-static void chart_names(const report *rp, int m, int s, int x, char base[128], char title[160])
+static void chart_names(const report *rp, int m, int s, int h, int x, char base[128], char title[160])
 {
     const flow_cfg *c = rp->c;
-    snprintf(base, 128, "%s-%s-%s", axis_name[x], c->models[m], c->datasets[s]);
-    snprintf(title, 160, "%s on %s: test accuracy vs %s", c->models[m], c->datasets[s], axis_name[x]);
+    snprintf(base, 128, "%s-%s-%s%s", axis_name[x], c->models[m], c->datasets[s], h ? "-infer" : "");
+    if (x == NAXES)
+        snprintf(title, 160, "%s on %s: test accuracy per epoch", c->models[m], c->datasets[s]);
+    else
+        snprintf(title, 160, "%s on %s%s: test accuracy vs %s", c->models[m], c->datasets[s],
+                 h ? " (fp32-trained, tested with each design)" : "", axis_name[x]);
+}
+
+/* Which runs the configuration has: bit 0 train, bit 1 infer. */
+static int hows(const flow_cfg *c)
+{
+    return !strcmp(c->mode, "infer") ? 2 : !strcmp(c->mode, "both") ? 3 : 1;
+}
+
+static int same_group(const row *a, const row *b)
+{
+    return !strcmp(a->model, b->model) && !strcmp(a->data, b->data) && a->how == b->how;
+}
+
+/* Which rows are within noise of the best mean of their model x data set:
+ * |mean - best| < sqrt(std^2 + std_best^2) (needs two seeds or more). */
+static void mark_noise(report *rp)
+{
+    for (int i = 0; i < rp->n; i++) {
+        row *r = &rp->rows[i];
+        const row *best = NULL;
+        for (int k = 0; k < rp->n; k++) {
+            const row *b = &rp->rows[k];
+            if (same_group(b, r) && !isnan(b->test_acc) &&
+                (!best || b->test_acc > best->test_acc))
+                best = b;
+        }
+        r->within_noise = best && best != r && !isnan(r->test_std) && !isnan(best->test_std) &&
+                          best->test_acc - r->test_acc < sqrt(r->test_std * r->test_std + best->test_std * best->test_std);
+    }
 }
 
 /* Step 1: the designs in step order, then one row per design x model x
@@ -340,39 +653,64 @@ static int collect_rows(report *rp, mts_err *err)
         for (int k = 0; k < rp->nd; k++) seen |= !strcmp(rp->designs[k], g->s[i].design);
         if (!seen) snprintf(rp->designs[rp->nd++], 64, "%s", g->s[i].design);
     }
-    rp->rows = calloc((size_t)(rp->nd * c->nmodels * c->ndatasets + 1), sizeof *rp->rows);
+    rp->rows = calloc((size_t)(2 * rp->nd * c->nmodels * c->ndatasets + 1), sizeof *rp->rows);
     if (!rp->rows) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
-    for (int d = 0; d < rp->nd; d++)
-        for (int m = 0; m < c->nmodels; m++)
-            for (int s = 0; s < c->ndatasets; s++) {
+    for (int h = 0; h < 2; h++)
+        for (int pass = 0; pass < 2 && (hows(c) >> h & 1); pass++) /* designs, then baselines */
+            for (int d = 0; d < rp->nd; d++)
+                for (int m = 0; m < c->nmodels; m++)
+                    for (int s = 0; s < c->ndatasets; s++) {
+                if ((strncmp(rp->designs[d], "baseline-", 9) == 0) != pass) continue;
                 row *r = &rp->rows[rp->n++];
+                r->how = h;
                 memcpy(r->design, rp->designs[d], sizeof r->design); /* same size, NUL-terminated */
                 snprintf(r->model, sizeof r->model, "%s", c->models[m]);
                 snprintf(r->data, sizeof r->data, "%s", c->datasets[s]);
                 r->baseline = !strncmp(rp->designs[d], "baseline-", 9);
                 fill_design(g, rp->designs[d], r);
-                fill_train(g, r);
+                fill_train(c, g, r);
+                rp->count[r->state]++;
             }
+    mark_noise(rp);
     return MTS_OK;
+}
+
+/* A CSV field, quoted. */
+static void csv_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
 }
 
 static void write_csv(FILE *f, const report *rp)
 {
-    fprintf(f, "design,kind,format,verify,model,dataset");
+    fprintf(f, "design,kind,format,verify,model,dataset,run,state,status,seeds");
     for (int k = 0; k < NCOLS; k++) fprintf(f, ",%s", col_names[k]);
-    fprintf(f, ",status\n");
+    fprintf(f, ",within_noise_of_best,test_acc_per_seed,test_acc_per_epoch\n");
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
-        fprintf(f, "%s,%s,%s,%s,%s,%s,", r->design, r->kind, r->format, r->verify, r->model, r->data);
+        fprintf(f, "%s,%s,%s,%s,%s,%s,%s,%s,", r->design, r->kind, r->format, r->verify, r->model, r->data,
+                how_name[r->how], state_name[r->state]);
+        csv_str(f, r->status);
+        fprintf(f, ",%d", r->ndone);
         double v[NCOLS];
         row_values(r, v);
         for (int k = 0; k < NCOLS; k++) {
-            num(f, v[k], "%.9g");
             fputc(',', f);
+            num(f, v[k], "%.9g");
         }
-        fputc('"', f);
-        for (const char *p = r->status; *p; p++) fputs(*p == '"' ? "\"\"" : (char[]){*p, 0}, f);
-        fputs("\"\n", f);
+        fprintf(f, ",%s,", r->within_noise ? "yes" : "");
+        for (int k = 0; k < r->nseeds; k++) {
+            if (k) fputc(' ', f);
+            if (isnan(r->seed_acc[k])) fputs("-", f); else fprintf(f, "%.2f", r->seed_acc[k]);
+        }
+        fputc(',', f);
+        for (int e = 0; e < r->ncurve; e++) fprintf(f, "%s%.2f", e ? " " : "", r->curve[e]);
+        fputc('\n', f);
     }
 }
 
@@ -384,11 +722,25 @@ static void jstr(FILE *f, const char *k, const char *v)
     fputs(", ", f);
 }
 
+static void jarr(FILE *f, const char *k, const double *v, int n)
+{
+    fprintf(f, "\"%s\": [", k);
+    for (int i = 0; i < n; i++) {
+        if (i) fputs(", ", f);
+        if (isnan(v[i])) fputs("null", f); else fprintf(f, "%.6g", v[i]);
+    }
+    fputs("], ", f);
+}
+
 static void write_json(FILE *f, const report *rp)
 {
+    const flow_cfg *c = rp->c;
     fputc('{', f);
     jstr(f, "mantis", MANTIS_VERSION);
-    fprintf(f, "\"rows\": [");
+    fprintf(f, "\"summary\": {\"ok\": %d, \"failed\": %d, \"diverged\": %d, \"skipped\": %d}, \"seeds\": [",
+            rp->count[R_OK], rp->count[R_FAILED], rp->count[R_DIVERGED], rp->count[R_SKIPPED]);
+    for (int k = 0; k < c->nseeds; k++) fprintf(f, "%s%d", k ? ", " : "", c->seeds[k]);
+    fprintf(f, "], \"rows\": [");
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
         fprintf(f, "%s\n  {", i ? "," : "");
@@ -398,15 +750,27 @@ static void write_json(FILE *f, const report *rp)
         jstr(f, "verify", r->verify);
         jstr(f, "model", r->model);
         jstr(f, "dataset", r->data);
+        jstr(f, "run", how_name[r->how]);
+        jstr(f, "state", state_name[r->state]);
+        jstr(f, "status", r->status);
         double v[NCOLS];
         row_values(r, v);
         for (int k = 0; k < NCOLS; k++) {
             jnum(f, col_names[k], v[k]);
             fputs(", ", f);
         }
-        fprintf(f, "\"baseline\": %s, \"status\": ", r->baseline ? "true" : "false");
-        mts_json_write_str(f, r->status);
-        fputc('}', f);
+        jarr(f, "test_acc_per_seed", r->seed_acc, r->nseeds);
+        jarr(f, "test_acc_per_epoch", r->curve, r->ncurve);
+        if (c->ncross && !r->how) {
+            fprintf(f, "\"cross\": {");
+            for (int y = 0; y < c->ncross; y++) {
+                fprintf(f, "%s\"%s\": ", y ? ", " : "", c->cross[y]);
+                if (isnan(r->cross[y])) fputs("null", f); else fprintf(f, "%.6g", r->cross[y]);
+            }
+            fputs("}, ", f);
+        }
+        fprintf(f, "\"seeds_trained\": %d, \"seeds_diverged\": %d, \"within_noise_of_best\": %s, \"baseline\": %s}",
+                r->ndone, r->ndiverged, r->within_noise ? "true" : "false", r->baseline ? "true" : "false");
     }
     fprintf(f, "\n]}\n");
 }
@@ -420,35 +784,116 @@ static void draw_charts(report *rp)
     mts_fs_mkdirs(rp->cdir, NULL); /* a failure shows as failed charts */
     row *sub = malloc(CHART_MAX * sizeof *sub);
     for (int m = 0; m < c->nmodels; m++)
-        for (int s = 0; s < c->ndatasets; s++) {
+        for (int s = 0; s < c->ndatasets; s++)
+        for (int h = 0; h < 2; h++) {
+            if (!(hows(c) >> h & 1)) continue;
             int ns = 0;
             for (int i = 0; sub && i < rp->n && ns < CHART_MAX; i++)
-                if (!strcmp(rp->rows[i].model, c->models[m]) && !strcmp(rp->rows[i].data, c->datasets[s]))
+                if (!strcmp(rp->rows[i].model, c->models[m]) && !strcmp(rp->rows[i].data, c->datasets[s]) &&
+                    rp->rows[i].how == h)
                     sub[ns++] = rp->rows[i];
-            for (int x = 0; x < NAXES; x++) {
+            for (int x = 0; x <= NAXES; x++) {
                 char base[128], title[160];
-                chart_names(rp, m, s, x, base, title);
-                rp->chart_rc[m][s][x] = sub ? chart(rp->cdir, base, sub, ns, x, title, axis_label[x]) : -1;
+                chart_names(rp, m, s, h, x, base, title);
+                rp->chart_rc[m][s][h][x] = !sub ? -1 : x == NAXES ? (h ? 1 : curves(rp->cdir, base, sub, ns, title))
+                                                               : chart(rp->cdir, base, sub, ns, x, title, axis_label[x],
+                                                                       c->nseeds);
             }
         }
     free(sub);
 }
 
+static void summary_line(char *buf, size_t n, const report *rp)
+{
+    snprintf(buf, n, "%d ok, %d failed, %d diverged, %d skipped (rows: design x model x data set)", rp->count[R_OK],
+             rp->count[R_FAILED], rp->count[R_DIVERGED], rp->count[R_SKIPPED]);
+}
+
 static void html_head(FILE *f, const report *rp)
 {
     const flow_cfg *c = rp->c;
-    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Mantis report</title>\n<style>"
-               "body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
+    /* charts: a grid of figures as wide as the window allows, each SVG scaled
+     * to its figure's width (gnuplot's SVG has a viewBox and no size) */
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>Mantis report</title>\n<style>"
+               "body{font-family:sans-serif;margin:2em;max-width:1600px}table{border-collapse:collapse;"
                "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
                "td:first-child,th:first-child{text-align:left}.ok{color:#176d1b;font-weight:bold}"
-               ".bad{color:#b00020;font-weight:bold}.st{text-align:left;font-size:12px;color:#555}"
-               "figure{display:inline-block;margin:0 1em 1em 0}</style></head><body>\n"
+               ".bad{color:#b00020;font-weight:bold}.st{text-align:left;font-size:12px;min-width:18em}.nw{white-space:nowrap}"
+               ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%%,560px),1fr));gap:1em}"
+               "figure.chart{margin:0;min-width:0}figure.chart svg{display:block;width:100%%;height:auto}"
+               ".summary{font-size:1.1em;font-weight:bold}</style></head>\n<body>\n"
                "<h1>Mantis report</h1>\n<p>%d designs and %d baselines; models: ", rp->nd - c->nbaselines,
             c->nbaselines);
     for (int m = 0; m < c->nmodels; m++) fprintf(f, "%s%s", m ? ", " : "", c->models[m]);
     fprintf(f, "; data sets: ");
     for (int s = 0; s < c->ndatasets; s++) fprintf(f, "%s%s", s ? ", " : "", c->datasets[s]);
-    fprintf(f, "; %d epoch(s)%s.</p>\n", c->epochs, c->quick ? ", quick profile (subset of the training data)" : "");
+    fprintf(f, "; %d epoch(s); seeds ", c->epochs);
+    for (int k = 0; k < c->nseeds; k++) fprintf(f, "%s%d", k ? ", " : "", c->seeds[k]);
+    fprintf(f, "%s.</p>\n", c->quick ? "; quick profile (subset of the training data)" : "");
+    char sum[160];
+    summary_line(sum, sizeof sum, rp);
+    fprintf(f, "<p class=\"summary\">%s</p>\n", sum);
+    if (c->nseeds > 1)
+        fprintf(f, "<p>Accuracies are the mean &plusmn; sample standard deviation over the %d seeds (error bars). Two "
+                   "designs are <em>not distinguishable</em> when their means differ by less than "
+                   "&radic;(s&#8321;&sup2; + s&#8322;&sup2;), their combined standard deviation. Pareto "
+                   "optimality uses the mean.</p>\n", c->nseeds);
+    else
+        fprintf(f, "<p>One seed: no uncertainty is measured, so accuracy differences of a point or two may be "
+                   "noise (use <code>seeds = 1, 2, 3</code>).</p>\n");
+}
+
+/* Per model x data set: which designs the best one cannot be told apart from. */
+static int in_group(const report *rp, const row *r, int m, int s, int h)
+{
+    return !strcmp(r->model, rp->c->models[m]) && !strcmp(r->data, rp->c->datasets[s]) && r->how == h;
+}
+
+static void html_noise(FILE *f, const report *rp, int m, int s, int h)
+{
+    const flow_cfg *c = rp->c;
+    if (c->nseeds < 2) return;
+    const row *best = NULL;
+    for (int i = 0; i < rp->n; i++) {
+        const row *r = &rp->rows[i];
+        if (in_group(rp, r, m, s, h) && !isnan(r->test_acc) && (!best || r->test_acc > best->test_acc)) best = r;
+    }
+    if (!best) return;
+    fprintf(f, "<p>Most accurate: <b>%s</b> %.2f &plusmn; %.2f%%. Not distinguishable from it: ", best->design,
+            best->test_acc, best->test_std);
+    int k = 0;
+    for (int i = 0; i < rp->n; i++) {
+        const row *r = &rp->rows[i];
+        if (in_group(rp, r, m, s, h) && r->within_noise)
+            fprintf(f, "%s%s (%.2f &plusmn; %.2f)", k++ ? ", " : "", r->design, r->test_acc, r->test_std);
+    }
+    fprintf(f, "%s.</p>\n", k ? "" : "none");
+}
+
+/* The train-with-X / test-with-Y matrix of one model x data set. */
+static void html_cross(FILE *f, const report *rp, int m, int s)
+{
+    const flow_cfg *c = rp->c;
+    if (!c->ncross) return;
+    fprintf(f, "<h3>Trained with X (rows), tested with Y (columns): test accuracy %%%s</h3>\n<table><tr>"
+               "<th>trained with</th><th>itself</th>",
+            c->nseeds > 1 ? ", mean &plusmn; std over seeds" : "");
+    for (int y = 0; y < c->ncross; y++) fprintf(f, "<th>%s</th>", c->cross[y]);
+    fputs("</tr>\n", f);
+    for (int i = 0; i < rp->n; i++) {
+        const row *r = &rp->rows[i];
+        if (!in_group(rp, r, m, s, 0)) continue;
+        fprintf(f, "<tr><td>%s</td>", r->design);
+        for (int y = -1; y < c->ncross; y++) {
+            double a = y < 0 ? r->test_acc : r->cross[y], sd = y < 0 ? r->test_std : r->cross_std[y];
+            if (isnan(a)) fputs("<td>&ndash;</td>", f);
+            else if (isnan(sd)) fprintf(f, "<td>%.2f</td>", a);
+            else fprintf(f, "<td class=\"nw\">%.2f &plusmn; %.2f</td>", a, sd);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
 }
 
 /* The charts inline (SVG), or why one is missing. */
@@ -456,42 +901,59 @@ static void html_charts(FILE *f, const report *rp)
 {
     const flow_cfg *c = rp->c;
     for (int m = 0; m < c->nmodels; m++)
-        for (int s = 0; s < c->ndatasets; s++) {
-            fprintf(f, "<h2>%s on %s</h2>\n", c->models[m], c->datasets[s]);
-            for (int x = 0; x < NAXES; x++) {
-                char base[128], title[160];
-                chart_names(rp, m, s, x, base, title);
-                int rc = rp->chart_rc[m][s][x];
-                fprintf(f, "<figure>");
-                if (rc == 0) {
-                    char svg[FLOW_PATH + 200];
-                    snprintf(svg, sizeof svg, "%s/%s.svg", rp->cdir, base);
-                    inline_file(f, svg);
-                } else {
-                    fprintf(f, "<p>%s: %s</p>", title, rc > 0 ? "no trained design has this figure yet" :
-                                                                 "gnuplot failed (charts/ has the script)");
+        for (int s = 0; s < c->ndatasets; s++)
+            for (int h = 0; h < 2; h++) {
+                if (!(hows(c) >> h & 1)) continue;
+                fprintf(f, "<h2>%s on %s%s</h2>\n", c->models[m], c->datasets[s],
+                        h ? ": inference only (the fp32 baseline's checkpoint tested with each design)" : "");
+                html_noise(f, rp, m, s, h);
+                fprintf(f, "<div class=\"charts\">\n");
+                for (int x = 0; x <= NAXES; x++) {
+                    char base[128], title[160];
+                    chart_names(rp, m, s, h, x, base, title);
+                    int rc = rp->chart_rc[m][s][h][x];
+                    if (rc == 0) {
+                        char svg[FLOW_PATH + 200];
+                        snprintf(svg, sizeof svg, "%s/%s.svg", rp->cdir, base);
+                        fprintf(f, "<figure class=\"chart\" id=\"%s\">", base);
+                        inline_file(f, svg);
+                        fprintf(f, "</figure>\n");
+                    } else if (!(h && x == NAXES)) {
+                        fprintf(f, "<p class=\"nochart\">%s: %s</p>\n", title,
+                                rc > 0 ? "no trained design has this figure yet"
+                                       : "gnuplot failed (charts/ has the script)");
+                    }
                 }
-                fprintf(f, "</figure>\n");
+                fprintf(f, "</div>\n");
+                if (!h) html_cross(f, rp, m, s);
             }
-        }
 }
 
 static void html_table(FILE *f, const report *rp)
 {
-    fprintf(f, "<h2>Designs</h2>\n<table><tr><th>design</th><th>kind</th><th>format</th><th>verification</th>"
-               "<th>model</th><th>data</th><th>test acc %%</th><th>train acc %%</th><th>test acc per epoch</th>"
-               "<th>MRED</th><th>NMED</th><th>error rate</th><th>bias</th><th>area um&sup2;</th><th>NAND2 eq</th>"
-               "<th>delay ps</th><th>power uW (uniform)</th><th>pJ/op</th><th>power uW (workload)</th>"
-               "<th>notes</th></tr>\n");
+    fprintf(f, "<h2>Designs</h2>\n<table><tr><th>design</th><th>status</th><th>kind</th><th>format</th>"
+               "<th>verification</th><th>model</th><th>data</th><th>run</th><th>test acc %%</th><th>seeds</th><th>train acc %%</th>"
+               "<th>test acc per epoch</th><th>MRED</th><th>NMED</th><th>error rate</th><th>bias</th><th>area um&sup2;</th>"
+               "<th>NAND2 eq</th><th>delay ps</th><th>power uW (uniform)</th><th>pJ/op</th><th>power uW (workload)</th>"
+               "<th>cosim cycles / inference</th><th>cosim pJ / inference</th>"
+               "</tr>\n");
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
         int ok = !strcmp(r->verify, "bit-exact");
-        fprintf(f, "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s%s</td><td>%s</td><td>%s</td>",
-                r->design, r->kind, r->format, ok ? "ok" : r->baseline ? "" : "bad", ok ? "&#10004; " : "",
-                r->baseline ? "C model" : r->verify, r->model, r->data);
-        cell(f, r->test_acc, "%.2f");
+        fprintf(f, "<tr><td>%s</td><td class=\"st %s\">", r->design, r->state == R_OK ? "ok" : "bad");
+        html_esc(f, r->status);
+        fprintf(f, "</td><td>%s</td><td>%s</td><td class=\"%s\">%s%s</td><td>%s</td><td>%s</td>", r->kind, r->format,
+                ok ? "ok" : r->baseline ? "" : "bad", ok ? "&#10004; " : "", r->baseline ? "C model" : r->verify,
+                r->model, r->data);
+        fprintf(f, "<td>%s</td>", how_name[r->how]);
+        if (isnan(r->test_acc)) fputs("<td>&ndash;</td>", f);
+        else if (isnan(r->test_std)) fprintf(f, "<td>%.2f</td>", r->test_acc);
+        else fprintf(f, "<td class=\"nw\">%.2f &plusmn; %.2f%s</td>", r->test_acc, r->test_std, r->within_noise ? " &asymp;best" : "");
+        fprintf(f, "<td>%d/%d</td>", r->ndone, r->nseeds);
         cell(f, r->train_acc, "%.2f");
-        fprintf(f, "<td>%s</td>", r->curve);
+        fputs("<td>", f);
+        for (int e = 0; e < r->ncurve; e++) fprintf(f, "%s%.2f", e ? " " : "", r->curve[e]);
+        fputs("</td>", f);
         cell(f, r->mred, "%.3g");
         cell(f, r->nmed, "%.3g");
         cell(f, r->err_rate, "%.3f");
@@ -502,9 +964,9 @@ static void html_table(FILE *f, const report *rp)
         cell(f, r->pw_uniform, "%.1f");
         cell(f, r->energy, "%.4f");
         cell(f, r->pw_work, "%.1f");
-        fprintf(f, "<td class=\"st\">");
-        html_esc(f, r->status);
-        fprintf(f, "</td></tr>\n");
+        cell(f, r->cosim_cycles, "%.0f");
+        cell(f, r->cosim_energy, "%.4g");
+        fprintf(f, "</tr>\n");
     }
     fprintf(f, "</table>\n");
 }
@@ -533,7 +995,7 @@ static void html_provenance(FILE *f, const report *rp)
         fputc('\n', f);
     }
     fprintf(f, "</pre>\n<p>Area, delay and power are relative 45 nm estimates from the project's own liberty "
-               "(synth/mantis45.lib) for ranking designs, not sign-off numbers.</p>\n</body></html>\n");
+               "(synth/mantis45.lib) for ranking designs, not sign-off numbers.</p>\n");
 }
 
 static void write_html(FILE *f, const report *rp)
@@ -542,6 +1004,7 @@ static void write_html(FILE *f, const report *rp)
     html_charts(f, rp);
     html_table(f, rp);
     html_provenance(f, rp);
+    fputs("</body>\n</html>\n", f);
 }
 
 /* Writes root/name atomically from what fn prints; its path into path. */
@@ -568,20 +1031,25 @@ static int emit(const report *rp, const char *name, void (*fn)(FILE *, const rep
 /* The summary table on the progress stream. */
 static void print_summary(FILE *out, const report *rp, const char *html)
 {
-    fprintf(out, "\n%-22s %-12s %-9s %-22s %-18s %8s %10s %10s %9s\n", "design", "kind", "format", "verification",
-            "model/data", "test%", "area um2", "uW(work)", "MRED");
+    fprintf(out, "\n%-22s %-9s %-22s %-18s %15s %10s %10s %9s  %s\n", "design", "format", "verification", "model/data",
+            "test% (+-std)", "area um2", "uW(work)", "MRED", "status");
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
-        char md[72];
-        snprintf(md, sizeof md, "%.31s/%.31s", r->model, r->data);
-        fprintf(out, "%-22s %-12s %-9s %-22s %-18s %8.2f %10.1f %10.1f %9.3g\n", r->design, r->kind, r->format,
-                r->baseline ? "C model" : r->verify, md, r->test_acc, r->area,
-                isnan(r->pw_work) ? r->pw_uniform : r->pw_work, r->mred);
+        char md[72], acc[32];
+        snprintf(md, sizeof md, "%.31s/%.31s%s", r->model, r->data, r->how ? " infer" : "");
+        if (isnan(r->test_acc)) snprintf(acc, sizeof acc, "-");
+        else if (isnan(r->test_std)) snprintf(acc, sizeof acc, "%.2f", r->test_acc);
+        else snprintf(acc, sizeof acc, "%.2f +-%.2f", r->test_acc, r->test_std);
+        fprintf(out, "%-22s %-9s %-22s %-18s %15s %10.1f %10.1f %9.3g  %s\n", r->design, r->format,
+                r->baseline ? "C model" : r->verify, md, acc, r->area, isnan(r->pw_work) ? r->pw_uniform : r->pw_work,
+                r->mred, r->status);
     }
-    fprintf(out, "\nreport: %s\n", html);
+    char sum[160];
+    summary_line(sum, sizeof sum, rp);
+    fprintf(out, "\n%s\nreport: %s\n", sum, html);
 }
 
-int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, mts_err *err)
+int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, int *not_ok, mts_err *err)
 {
     report *rp = calloc(1, sizeof *rp);
     if (!rp) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
@@ -597,6 +1065,7 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FIL
         rc = emit(rp, "report.html", write_html, path, sizeof path, err);
         if (out) print_summary(out, rp, path); /* the table is worth seeing even when the page failed */
     }
+    if (not_ok) *not_ok = rp->n - rp->count[R_OK];
     free(rp->rows);
     free(rp);
     return rc;

@@ -16,7 +16,10 @@ extern "C" {
 
 typedef enum {
     MTS_L_INPUT = 0, MTS_L_DENSE, MTS_L_CONV, MTS_L_MAXPOOL, MTS_L_AVGPOOL, MTS_L_GAP, MTS_L_RELU,
-    MTS_L_BN, MTS_L_ADD, MTS_L_FLATTEN, MTS_L_MATMUL
+    MTS_L_BN, MTS_L_ADD, MTS_L_FLATTEN, MTS_L_MATMUL,
+    /* transformer nodes; token activations are c=1, h=T tokens, w=D */
+    MTS_L_TOKDENSE, MTS_L_LAYERNORM, MTS_L_GELU, MTS_L_SOFTMAX, MTS_L_ATTN_QK, MTS_L_ATTN_AV, MTS_L_PATCHIFY,
+    MTS_L_TOKENS, MTS_L_TOKPOOL
 } mts_layer_kind;
 
 typedef struct mts_layer {
@@ -32,6 +35,7 @@ typedef struct mts_layer {
     float *aux;            /* BN xhat */
     float *aux2;           /* BN invstd */
     int32_t *argmax;       /* max pool */
+    char name[48];         /* "" : named by kind and ordinal (mts_net_layer_name) */
 } mts_layer;
 
 typedef struct mts_net {
@@ -84,7 +88,56 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
 const float *mts_net_output(const mts_net *net);
 int mts_net_outsize(const mts_net *net);
 
-/* Built-in models (examples/): "lenet300", "lenet5", "mlp1024", "resnet20".
+/* ------------------------------------------------ transformer builders
+ * (token activations: c = 1, h = T tokens, w = D; see nn_ops.h) */
+
+/* Image patches of p x p as tokens: c x h x w -> 1 x (h/p)(w/p) x c*p*p. */
+int mts_net_patchify(mts_net *net, int p, mts_err *err);
+/* Token-wise dense layer (the same weights for every token): 1 x T x in ->
+ * 1 x T x units; one GEMM over all N*T tokens (mts_dense_forward with N*T rows). */
+int mts_net_tokdense(mts_net *net, int units, mts_err *err);
+/* Learned position embedding, with a class token prepended when cls = 1. */
+int mts_net_tokens(mts_net *net, int cls, mts_err *err);
+/* LayerNorm over w (eps 1e-5), GELU, row softmax over w. */
+int mts_net_layernorm(mts_net *net, mts_err *err);
+int mts_net_gelu(mts_net *net, mts_err *err);
+int mts_net_softmax(mts_net *net, mts_err *err);
+/* Scaled scores of `heads` heads from the cursor's 1 x T x 3D Q|K|V tokens:
+ * H x T x T (scale 1/sqrt(D/heads)). */
+int mts_net_attn_qk(mts_net *net, int heads, mts_err *err);
+/* Attention output from the cursor's H x T x T probabilities and node
+ * `qkv`'s V columns: 1 x T x D. */
+int mts_net_attn_av(mts_net *net, int qkv, mts_err *err);
+/* Multi-head self-attention on the cursor's 1 x T x D tokens: the nodes
+ * PREFIX.qkv (token dense 3D: the Q, K, V projections side by side, each
+ * output column its own dot product, so bit-identical to three dense
+ * layers), PREFIX.qk, PREFIX.softmax, PREFIX.av and PREFIX.proj (token dense D).
+ * Returns the last node. */
+int mts_net_mhsa(mts_net *net, int heads, const char *prefix, mts_err *err);
+/* Tokens -> one vector: MTS_TOKPOOL_MEAN or MTS_TOKPOOL_CLS (nn_ops.h). */
+int mts_net_tokpool(mts_net *net, int mode, mts_err *err);
+
+/* ------------------------------------------------ layer names
+ * Names address layers for per-layer multipliers (--mul-layer). */
+
+/* Names node `node` (at most 47 characters). */
+int mts_net_set_name(mts_net *net, int node, const char *name, mts_err *err);
+/* The node's name: its own, or its kind and 1-based ordinal among the
+ * nodes of that kind ("conv3", "dense1"). */
+void mts_net_layer_name(const mts_net *net, int node, char *buf, size_t n);
+/* Kind as text ("conv", "tokdense", "attn_qk", ...). */
+const char *mts_layer_kind_name(mts_layer_kind k);
+/* 1 if the node's forward or backward multiplies through a provider
+ * (dense, conv, matmul, tokdense, attn_qk, attn_av). */
+int mts_layer_multiplies(const mts_layer *l);
+/* Marks match[i] = 1 for every multiplying node whose name matches the
+ * glob `pattern` (fnmatch: * ? [...]); returns how many matched. */
+int mts_net_match(const mts_net *net, const char *pattern, int *match);
+/* The multiply-accumulates of one sample's forward pass in node `node`. */
+uint64_t mts_net_layer_macs(const mts_net *net, int node);
+
+/* Built-in models (examples/): "lenet300", "lenet5", "mlp1024", "resnet20",
+ * "resnet18", "vit-tiny".
  * Builds (not allocates) the named model for input c x h x w and `classes`. */
 int mts_nn_model_build(mts_net *net, const char *model, int c, int h, int w, int classes, mts_err *err);
 const char *mts_nn_model_list(void);

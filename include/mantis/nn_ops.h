@@ -65,6 +65,7 @@ uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const 
 typedef enum { MTS_DEVICE_CPU = 0 } mts_device;
 
 typedef struct mts_nn_tracer mts_nn_tracer; /* nn_trace.h */
+typedef struct mts_gemm_tap mts_gemm_tap;   /* gemmdump.h */
 
 /* Everything an op needs besides its arrays; passed by the caller to every
  * op that multiplies (no process-wide settings). The CPU ops refuse another
@@ -75,6 +76,11 @@ typedef struct mts_nn_ctx {
     mts_ste ste;             /* FMAq STE of dense layers (with fwd->fmaq) */
     mts_nn_tracer *tracer;   /* NULL: none; else samples the operands of every GEMM */
     int device;              /* mts_device */
+    mts_gemm_tap *tap;       /* NULL: none; else dumps one layer's forward GEMM (gemmdump.h) */
+    /* Networks only (nn_net.h): per-node contexts, indexed by node; NULL
+     * (or a NULL entry) runs that node with this context. How per-layer
+     * multipliers (--mul-layer) reach the ops; the ops ignore it. */
+    const struct mts_nn_ctx *const *node_ctx;
 } mts_nn_ctx;
 
 /* A CPU context with providers fwd and bwd, IDENTITY STE and no tracer. */
@@ -151,6 +157,76 @@ int mts_matmul_forward(const mts_nn_ctx *ctx, int N, int m, int k, int q, const 
                        float *c, mts_err *err);
 int mts_matmul_backward(const mts_nn_ctx *ctx, int N, int m, int k, int q, const float *a, const float *b,
                         const float *dc, float *da, float *db, mts_err *err);
+
+
+/* ------------------------------------------------ transformer ops
+ * Token activations are [N][T][D] (T tokens of width D per sample). The
+ * elementwise ops (LayerNorm, GELU, softmax, embeddings, pooling) are FP32
+ * like BatchNorm and ReLU; the attention products go through the provider.
+ * Their tanh/exp are the shared transcendental functions so that CPU and
+ * GPU agree (sim/nn/nn_internal.h). */
+
+/* LayerNorm over the last dimension D of R rows: mean and variance in
+ * double (fixed order), invstd = 1/sqrtf(var + eps), xhat = (x - mean) *
+ * invstd, y = xhat * gamma + beta. Saves xhat[R*D] and invstd[R]. */
+void mts_layernorm_forward(int R, int D, const float *x, const float *gamma, const float *beta, float eps,
+                           float *y, float *xhat, float *invstd);
+/* dx (may be NULL), dgamma and dbeta (sums over rows in row order, in double). */
+void mts_layernorm_backward(int R, int D, const float *dy, const float *gamma, const float *xhat,
+                            const float *invstd, float *dx, float *dgamma, float *dbeta);
+
+/* GELU, tanh form: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ * Backward reads the input x. */
+void mts_gelu_forward(size_t n, const float *x, float *y);
+void mts_gelu_backward(size_t n, const float *x, const float *dy, float *dx);
+
+/* Row softmax over the last dimension W of R rows: y = exp(x - max) / sum
+ * (FP32 sum in order). Backward dx = y (dy - sum_j dy_j y_j). */
+void mts_softmax_forward(int R, int W, const float *x, float *y);
+void mts_softmax_backward(int R, int W, const float *y, const float *dy, float *dx);
+
+/* Attention scores of multi-head self-attention. qkv[N][T][3D] holds the
+ * Q, K and V projections side by side (D = H*dh; head h is columns
+ * h*dh .. h*dh+dh-1 of each), s[N][H][T][T]. Per (n, h) one GEMM through
+ * ctx->fwd, S = Q_h x K_h^T (operands Q, K; sum over dh), then s = scale*S
+ * in FP32 (scale = 1/sqrt(dh), exact when dh is a power of 4). */
+int mts_attn_qk_forward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, float scale, const float *qkv,
+                        float *s, mts_err *err);
+/* From ds[N][H][T][T]: P = scale*ds (FP32), then per (n, h) through ctx->bwd
+ * dQ_h = P x K_h (operands gradient, K; sum over keys) and dK_h = P^T x Q_h
+ * (gradient, Q; sum over queries), written into dqkv[N][T][3D] (its V
+ * columns are set to 0). */
+int mts_attn_qk_backward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, float scale, const float *qkv,
+                         const float *ds, float *dqkv, mts_err *err);
+/* Attention output: y[N][T][D], per (n, h) y_h = A_h x V_h through ctx->fwd
+ * (operands A, V; sum over keys) with a[N][H][T][T] the softmax
+ * probabilities and V_h from qkv. */
+int mts_attn_av_forward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, const float *a, const float *qkv,
+                        float *y, mts_err *err);
+/* Through ctx->bwd: dA_h = dY_h x V_h^T (operands gradient, V; sum over dh)
+ * into da (may be NULL), dV_h = A_h^T x dY_h (operands A, gradient; sum over
+ * queries) into the V columns of dqkv (may be NULL; its Q, K columns are set to 0). */
+int mts_attn_av_backward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, const float *a, const float *qkv,
+                         const float *dy, float *da, float *dqkv, mts_err *err);
+
+/* Patch tokens of images x[N][C][Hh][W] (Hh, W multiples of p): y[N][T][C*p*p]
+ * with T = (Hh/p)(W/p) in raster order and features in (c, ky, kx) order.
+ * A token-wise dense layer then embeds them (nn_net.h). Pure data movement. */
+void mts_patchify_forward(int N, int C, int Hh, int W, int p, const float *x, float *y);
+void mts_patchify_backward(int N, int C, int Hh, int W, int p, const float *dy, float *dx);
+
+/* Learned position embedding with an optional class token: x[N][T][D] ->
+ * y[N][T'][D], T' = T + (cls != NULL); with cls, token 0 is cls[D]; then
+ * pos[T'][D] is added. Backward: dx (may be NULL), dpos and dcls (NULL
+ * without a class token) as sums over the batch in n order. */
+void mts_tokens_forward(int N, int T, int D, const float *cls, const float *pos, const float *x, float *y);
+void mts_tokens_backward(int N, int T, int D, int has_cls, const float *dy, float *dx, float *dpos, float *dcls);
+
+/* Token pooling x[N][T][D] -> y[N][D]: MTS_TOKPOOL_MEAN (mean over tokens,
+ * FP32 sum in order, then / T) or MTS_TOKPOOL_CLS (token 0). */
+enum { MTS_TOKPOOL_MEAN = 0, MTS_TOKPOOL_CLS = 1 };
+void mts_tokpool_forward(int N, int T, int D, int mode, const float *x, float *y);
+void mts_tokpool_backward(int N, int T, int D, int mode, const float *dy, float *dx);
 
 #ifdef __cplusplus
 }

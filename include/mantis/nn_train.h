@@ -35,6 +35,25 @@ int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts
  * through ctx->fwd (the test provider). */
 int mts_evaluate(mts_net *net, const mts_nn_ctx *ctx, const mts_dataset *d, int n, double *acc, mts_err *err);
 
+/* ------------------------------------------- per-layer multipliers */
+
+/* One --mul-layer rule "PATTERN=SPEC": the multiplying layers whose names
+ * (mts_net_layer_name) match the glob PATTERN use SPEC instead of the run's
+ * multiplier, in the forward, backward (without FMAq) and test providers;
+ * the last matching rule wins. SPEC is MUL[,key=value...]: MUL a multiplier
+ * name (fp32, blas, bf16, a C model) or a LUT file (a path with '/' or
+ * ".lut"); keys acc, prod, acc-bias, prod-bias, chunk, man-bits, format and
+ * the flag no-underflow, as the options of the same names. */
+#define MTS_MAX_LAYER_RULES 16
+typedef struct mts_layer_rule {
+    char pattern[64];
+    char text[256];       /* "PATTERN=SPEC" as given */
+    mts_arith_spec spec;  /* the forward / test provider */
+} mts_layer_rule;
+
+/* Parses "PATTERN=SPEC"; MTS_EINVAL with the reason in err. */
+int mts_layer_rule_parse(const char *text, mts_layer_rule *r, mts_err *err);
+
 /* ------------------------------------------------- the training driver */
 
 typedef enum {
@@ -57,7 +76,16 @@ typedef struct mts_train_info {
     double final_test_acc;       /* test accuracy of the last epoch in the history (0: none) */
     size_t trace_have;           /* operand pairs sampled */
     uint64_t trace_seen;         /* of this many streamed */
+    int diverged;                /* 1: stopped because a batch's loss was non-finite or > MTS_DIVERGE_LOSS */
+    int diverged_epoch, diverged_step; /* 1-based epoch and step (batch) of that batch */
+    double diverged_loss;        /* its mean cross-entropy */
+    char layers[1024];           /* per-layer rules: "RULE: N layers (fwd desc); ..." ("" without) */
 } mts_train_info;
+
+/* A batch whose mean cross-entropy exceeds this (chance is ln(classes), about
+ * 2.3 for ten classes) or is not finite has diverged: the run stops after
+ * that epoch's last batch, without evaluating it (docs/training.md). */
+#define MTS_DIVERGE_LOSS 1000.0
 
 typedef void (*mts_train_progress_fn)(void *ud, mts_train_event ev, const mts_train_info *info, int done,
                                       int total);
@@ -87,8 +115,11 @@ typedef struct mts_train_config {
     const char *trace;           /* NULL: no operand trace */
     int trace_kind;              /* MTS_TRACE_SIG or MTS_TRACE_FLOAT */
     int trace_samples;
+    mts_gemm_tap *tap;           /* NULL: none; else dumps a layer's first forward GEMM (gemmdump.h) */
     mts_train_progress_fn progress; /* NULL: silent */
     void *progress_ud;
+    const char *const *layer_rules; /* "PATTERN=SPEC" (mts_layer_rule), recorded in the checkpoint */
+    int nlayer_rules;
 } mts_train_config;
 
 void mts_train_config_init(mts_train_config *c);
@@ -97,7 +128,9 @@ void mts_train_config_init(mts_train_config *c);
  * the model and optimizer, resumes if asked, then per epoch trains (traced
  * if asked; evaluation is not traced), evaluates with the test provider,
  * checkpoints and rewrites the JSON; writes the trace at the end. Returns
- * MTS_OK with *info complete, or an error code with one line in err. */
+ * MTS_OK with *info complete, or an error code with one line in err. A run
+ * that diverges also returns MTS_OK, with info->diverged set, the JSON
+ * saying so and no checkpoint or trace of the diverged epoch. */
 int mts_train_run(const mts_train_config *c, mts_train_info *info, mts_err *err);
 
 /* ---------------------------------------------- checkpoint evaluation */
@@ -112,6 +145,9 @@ typedef struct mts_test_config {
     int threads;
     mts_arith_open_fn open;      /* NULL: mts_arith_open */
     void *open_ud;
+    mts_gemm_tap *tap;           /* NULL: none; else dumps a layer's first forward GEMM (gemmdump.h) */
+    const char *const *layer_rules; /* applied after the run's own rules (which a given spec drops) */
+    int nlayer_rules;
 } mts_test_config;
 
 typedef struct mts_test_result {
@@ -119,6 +155,7 @@ typedef struct mts_test_result {
     char desc[192];              /* the provider (mts_arith.desc) */
     int samples;
     double acc;
+    char layers[1024];           /* the per-layer rules applied, as mts_train_info.layers */
 } mts_test_result;
 
 /* Rebuilds the model named in the checkpoint, loads it and evaluates the

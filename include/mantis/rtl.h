@@ -37,6 +37,21 @@ typedef enum {
 
 #define MTS_RTL_MAX_PARAMS 16
 
+/* How an integer design's operands are read (two's complement or not). */
+typedef enum {
+    MTS_RTL_SIGN_AUTO = 0,     /* declared (MANTIS_SIGNED / SIGNED), else inferred from the sweep */
+    MTS_RTL_SIGN_SIGNED = 1,   /* --signed */
+    MTS_RTL_SIGN_UNSIGNED = 2  /* --unsigned */
+} mts_rtl_sign;
+
+/* Where mts_rtl_info.int_signed came from. */
+typedef enum {
+    MTS_RTL_SIGNSRC_DEFAULT = 0,  /* unsigned, not measured (detect_only, or not an integer design) */
+    MTS_RTL_SIGNSRC_DECLARED = 1, /* parameter MANTIS_SIGNED or SIGNED of the design */
+    MTS_RTL_SIGNSRC_OPTION = 2,   /* --signed/--unsigned, or --param MANTIS_SIGNED=V */
+    MTS_RTL_SIGNSRC_INFERRED = 3  /* the reading with the smaller MRED against the exact product */
+} mts_rtl_signsrc;
+
 typedef struct mts_rtl_opts {
     const char *path;         /* the design's Verilog file (any directory) */
     mts_rtl_kind kind;        /* MTS_RTL_AUTO, or what --kind forced */
@@ -46,6 +61,9 @@ typedef struct mts_rtl_opts {
     int verbose;              /* 1: print tool commands and build steps to stderr */
     int detect_only;          /* 1: stop after detection: mts_rtl_get_info works, nothing is
                                  built, and the evaluation functions refuse (MTS_EINVAL/zeros) */
+    mts_rtl_sign int_sign;    /* INT designs: forced reading; AUTO: declared, else inferred.
+                                 A parameter override MANTIS_SIGNED=V counts as forcing (and is
+                                 passed to Verilator only when the top declares that parameter) */
 } mts_rtl_opts;
 
 /* What detection found; valid for the handle's lifetime. */
@@ -56,6 +74,11 @@ typedef struct mts_rtl_info {
     int w0, w1, wout;         /* their widths */
     mts_format fmt;           /* SIG, FLOAT: the multiplier's format (SIG: E = 8 unless MANTIS_E) */
     int int_bits, int_signed; /* INT */
+    mts_rtl_signsrc sign_src; /* INT: where int_signed came from */
+    double mred_unsigned, mred_signed; /* INT (model loaded): mean relative error distance of the
+                                 design's exhaustive table against the exact product, reading the
+                                 operands and product as unsigned / two's complement (pairs with
+                                 exact product 0 skipped); -1 when not measured */
     mts_qfmt qprod, qacc;     /* ACC: formats of p and of s, y */
     int cache_hit;            /* 1: the shared object came from the cache, nothing was built */
     char hash[33];            /* cache key (hex) */
@@ -70,8 +93,23 @@ typedef struct mts_rtl mts_rtl;
 int mts_rtl_kind_parse(const char *s, mts_rtl_kind *k, mts_err *err);
 /* "significand", "float", "int", "accumulator" (or "auto"). */
 const char *mts_rtl_kind_name(mts_rtl_kind k);
+/* "default", "declared", "option", "inferred". */
+const char *mts_rtl_signsrc_name(mts_rtl_signsrc s);
 
-/* Detects, builds (or finds in the cache) and loads the design. MTS_EINVAL:
+/* 1 when Verilator (and a Yosys script) takes path as one file name as it
+ * is: only letters, digits and ._/+,=@%:~- and no component starting with
+ * '-'. Verilator's wrapper splits names on spaces and quotes, expands $ and
+ * writes non-ASCII as character references, so other names go to the tools
+ * through links (mts_rtl_open, mts_synth_run) or are refused by name. */
+int mts_rtl_path_plain(const char *path);
+
+/* Detects, builds (or finds in the cache) and loads the design. An integer
+ * design whose signedness is neither declared nor forced is swept once and
+ * read the way (unsigned or signed) whose MRED against the exact product is
+ * smaller (ties: unsigned); both figures land in the info. Paths with
+ * characters Verilator cannot take (spaces, quotes, $, `, ;, non-ASCII, a
+ * leading '-') are handed to it through symbolic links in the scratch
+ * directory; nothing reaches a shell. MTS_EINVAL:
  * bad options or a design that fits no shape (the message lists the shapes
  * and the ports found); MTS_ETOOL: Verilator or the compiler failed or is
  * missing (the message quotes the first error with file:line); MTS_EIO: cache

@@ -77,7 +77,9 @@ typedef struct mts_synth_result {
  * vector in the message), or the C gate-level simulator disagrees with
  * Verilator. MTS_EUNSUPPORTED: the design is sequential, has more than 64
  * input or output bits, or a combinational loop. MTS_EINVAL: bad options,
- * paths with spaces or quotes, or a trace that does not fit the design's two
+ * a parameter that is not IDENT=number, a liberty/cache path that is not
+ * mts_rtl_path_plain (the design may have any name: the tools get links to
+ * it), or a trace that does not fit the design's two
  * input ports. MTS_EIO: the design or liberty cannot be read. */
 int mts_synth_run(const mts_synth_opts *opts, mts_synth_result *res, mts_err *err);
 

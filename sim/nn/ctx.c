@@ -3,6 +3,6 @@
 
 mts_nn_ctx mts_nn_ctx_cpu(const mts_provider *fwd, const mts_provider *bwd)
 {
-    mts_nn_ctx c = {.fwd = fwd, .bwd = bwd, .ste = MTS_STE_IDENTITY, .tracer = NULL, .device = MTS_DEVICE_CPU};
+    mts_nn_ctx c = {.fwd = fwd, .bwd = bwd, .ste = MTS_STE_IDENTITY, .tracer = NULL, .device = MTS_DEVICE_CPU, .tap = NULL};
     return c;
 }

@@ -4,6 +4,7 @@
  * its options and printing; it reports through the caller's callback and
  * never prints. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +48,19 @@ typedef struct run {
     mts_opt opt;
     mts_nn_tracer tracer;
     mts_ckpt_meta *meta;   /* large: the history of up to 1024 epochs */
+    /* the divergence watch: the epoch's sample order (mts_train_epoch's, so the
+     * labels of each batch are known), a batch of labels and a scratch gradient */
+    int32_t *order;
+    uint8_t *labels;
+    float *dl;
+    int prev_done;
+    mts__layers layers;    /* per-layer multipliers (--mul-layer) */
 } run;
 
 static void run_free(run *r)
 {
     mts_nn_tracer_free(&r->tracer);
+    mts__layers_close(&r->layers);
     mts_opt_free(&r->opt);
     mts_net_free(&r->net);
     mts_arith_close(&r->af);
@@ -60,6 +69,9 @@ static void run_free(run *r)
     mts_dataset_free(&r->train);
     mts_dataset_free(&r->test);
     free(r->meta);
+    free(r->order);
+    free(r->labels);
+    free(r->dl);
 }
 
 static void report(const run *r, mts_train_event ev, int done, int total)
@@ -110,12 +122,16 @@ static int build_model(run *r, mts_err *err)
     o->gamma = (float)c->gamma;
     o->epochs = c->epochs;
     r->info->nparam = r->net.nparam;
+    if ((rc = mts__layers_open(&r->layers, &r->net, c->layer_rules, c->nlayer_rules, 1, c->open, c->open_ud,
+                               c->threads, err)) != MTS_OK)
+        return rc;
+    snprintf(r->info->layers, sizeof r->info->layers, "%s", r->layers.desc);
     return mts_opt_init(o, r->net.nparam, err);
 }
 
 /* The run's identity: everything that changes its results (not the epoch
  * count unless the schedule depends on it, not threads, JSON or checkpoint). */
-static void config_str(const run *r, char *buf, size_t n)
+static int config_str(const run *r, char *buf, size_t n, mts_err *err)
 {
     const mts_train_config *c = r->c;
     char sf[700], sb[700], st[700];
@@ -133,6 +149,14 @@ static void config_str(const run *r, char *buf, size_t n)
         size_t l = strlen(buf);
         snprintf(buf + l, n - l, "epochs=%d\n", c->epochs);
     }
+    for (int i = 0; i < c->nlayer_rules; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "layer=%s\n", c->layer_rules[i]);
+    }
+    if (strlen(buf) + 1 >= n)
+        return mts_fail(err, MTS_EINVAL, "train: the run's settings do not fit a checkpoint (%zu bytes; fewer or "
+                        "shorter --mul-layer rules)", n - 1);
+    return MTS_OK;
 }
 
 /* Checkpoint directory and file; with resume, the state to continue from. */
@@ -168,19 +192,46 @@ static int prepare_trace(run *r, mts_err *err)
     return mts_nn_tracer_init(&r->tracer, (size_t)c->trace_samples, &tf, c->trace_kind, c->seed, err);
 }
 
+/* "layers": the per-layer rules, each with its providers and the layers
+ * it took (rule texts hold no quotes or backslashes: mts_layer_rule_parse). */
+static size_t layers_json(const run *r, char *buf, size_t cap)
+{
+    const mts__layers *L = &r->layers;
+    size_t len = (size_t)snprintf(buf, cap, "  \"layers\": [");
+    for (int k = 0; k < L->n && len < cap; k++) {
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "%s\n    {\"rule\": \"%s\", \"mul_fwd\": \"%s\", \"mul_bwd\": \"%s\", \"mul_test\": \"%s\", "
+                                "\"names\": [",
+                                k ? "," : "", L->rule[k].text, L->arith[k][0].desc, L->arith[k][1].desc,
+                                L->arith[k][2].desc);
+        int first = 1;
+        for (int i = 0; i < r->net.n && len < cap; i++)
+            if (L->assign[i] == k) {
+                char nm[64];
+                mts_net_layer_name(&r->net, i, nm, sizeof nm);
+                len += (size_t)snprintf(buf + len, cap - len, "%s\"%s\"", first ? "" : ", ", nm);
+                first = 0;
+            }
+        if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "]}");
+    }
+    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "%s],\n", L->n ? "\n  " : "");
+    return len < cap ? len : cap - 1;
+}
+
 static int write_json(const run *r, mts_err *err)
 {
     const mts_train_config *c = r->c;
     const mts_ckpt_meta *m = r->meta;
-    size_t cap = 4096 + (size_t)m->nhist * 256, len = 0;
+    size_t cap = 4096 + (size_t)m->nhist * 256 + (size_t)r->layers.n * 2048, len = 0;
     char *buf = malloc(cap);
     if (!buf) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", c->json);
     len += (size_t)snprintf(buf + len, cap - len,
                             "{\n  \"model\": \"%s\",\n  \"data\": \"%s\",\n  \"seed\": %llu,\n  \"batch\": %d,\n"
-                            "  \"mul_fwd\": \"%s\",\n  \"mul_bwd\": \"%s\",\n  \"mul_test\": \"%s\",\n  \"ste\": \"%s\",\n"
-                            "  \"epochs\": [",
+                            "  \"mul_fwd\": \"%s\",\n  \"mul_bwd\": \"%s\",\n  \"mul_test\": \"%s\",\n  \"ste\": \"%s\",\n",
                             c->model, c->data, (unsigned long long)c->seed, c->batch, r->af.desc, r->ab.desc,
                             r->at.desc, c->ste);
+    len += layers_json(r, buf + len, cap - len);
+    len += (size_t)snprintf(buf + len, cap - len, "  \"epochs\": [");
     for (int i = 0; i < m->nhist; i++) {
         const mts_epoch_stats *s = &m->hist[i];
         len += (size_t)snprintf(buf + len, cap - len,
@@ -189,15 +240,45 @@ static int write_json(const run *r, mts_err *err)
                                 i ? "," : "", i + 1, s->lr, s->train_loss, s->train_acc, s->test_acc, s->seconds,
                                 s->samples_per_s);
     }
-    len += (size_t)snprintf(buf + len, cap - len, "\n  ],\n  \"final_test_acc\": %.6f\n}\n",
-                            m->nhist ? m->hist[m->nhist - 1].test_acc : 0.0);
+    const mts_train_info *in = r->info;
+    if (in->diverged) /* no accuracy: a diverged run has none worth reporting */
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "\n  ],\n  \"diverged\": true,\n  \"diverged_epoch\": %d,\n  \"diverged_step\": %d,\n"
+                                "  \"diverged_loss\": %s%.6g%s,\n  \"diverge_threshold\": %g,\n  \"final_test_acc\": null\n}\n",
+                                in->diverged_epoch, in->diverged_step, isfinite(in->diverged_loss) ? "" : "\"",
+                                in->diverged_loss, isfinite(in->diverged_loss) ? "" : "\"", MTS_DIVERGE_LOSS);
+    else
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "\n  ],\n  \"diverged\": false,\n  \"final_test_acc\": %.6f\n}\n",
+                                m->nhist ? m->hist[m->nhist - 1].test_acc : 0.0);
     const void *parts[1] = {buf};
     int rc = mts_fs_write_atomic(c->json, 1, parts, &len, err);
     free(buf);
     return rc;
 }
 
-static void on_batch(void *ud, int done, int total) { report(ud, MTS_TRAIN_BATCH, done, total); }
+/* After every batch: its loss, recomputed from the logits the network still
+ * holds and the labels of the epoch's order; the first batch over the
+ * threshold (or non-finite) marks the run diverged. */
+static void on_batch(void *ud, int done, int total)
+{
+    run *r = ud;
+    mts_train_info *in = r->info;
+    int N = done - r->prev_done, b0 = r->prev_done, classes = mts_net_outsize(&r->net);
+    r->prev_done = done;
+    if (!in->diverged && N > 0 && N <= r->c->batch) {
+        for (int i = 0; i < N; i++) r->labels[i] = r->train.y[r->order[b0 + i]];
+        int ok = 0;
+        double loss = mts_softmax_ce(N, classes, mts_net_output(&r->net), r->labels, r->dl, &ok);
+        if (!(loss <= MTS_DIVERGE_LOSS)) { /* NaN compares false */
+            in->diverged = 1;
+            in->diverged_epoch = in->epoch;
+            in->diverged_step = b0 / r->c->batch + 1;
+            in->diverged_loss = loss;
+        }
+    }
+    if (r->c->progress) report(r, MTS_TRAIN_BATCH, done, total);
+}
 
 /* Epoch e (0-based): train (traced if asked), evaluate with the test
  * provider (never traced), record, checkpoint, rewrite the JSON. */
@@ -207,10 +288,18 @@ static int run_epoch(run *r, int e, mts_err *err)
     mts_nn_ctx train = mts_nn_ctx_cpu(&r->af.p, &r->ab.p), eval = mts_nn_ctx_cpu(&r->at.p, NULL);
     train.ste = r->ste;
     train.tracer = c->trace ? &r->tracer : NULL;
+    train.tap = c->tap;
+    mts__layers_bind(&r->layers, r->net.n, &train, &eval);
+    train.node_ctx = r->layers.train_nodes;
+    eval.node_ctx = r->layers.eval_nodes;
     mts_epoch_stats st;
     r->info->epoch = e + 1;
+    mts_epoch_order(c->seed, e, r->info->ntrain, r->order); /* the order mts_train_epoch uses */
+    r->prev_done = 0;
     int rc = mts_train_epoch(&r->net, &r->opt, &train, &r->train, r->info->ntrain, c->batch, c->seed, e,
-                             mts_opt_lr(&r->opt, e), c->progress ? on_batch : NULL, r, &st, err);
+                             mts_opt_lr(&r->opt, e), on_batch, r, &st, err);
+    if (rc == MTS_OK && r->info->diverged) /* nothing of this epoch is kept but the JSON's verdict */
+        return c->json ? write_json(r, err) : MTS_OK;
     if (rc == MTS_OK) rc = mts_evaluate(&r->net, &eval, &r->test, r->info->ntest, &st.test_acc, err);
     if (rc != MTS_OK) return rc;
     r->meta->hist[r->meta->nhist++] = st;
@@ -233,14 +322,19 @@ static int run_all(run *r, mts_err *err)
         (rc = mts_dataset_load(c->data, c->data_dir, 0, &r->test, err)) != MTS_OK)
         return rc;
     if ((rc = open_providers(r, err)) != MTS_OK || (rc = build_model(r, err)) != MTS_OK) return rc;
-    config_str(r, r->meta->config, sizeof r->meta->config);
+    if ((rc = config_str(r, r->meta->config, sizeof r->meta->config, err)) != MTS_OK) return rc;
     if ((rc = prepare_checkpoint(r, err)) != MTS_OK || (rc = prepare_trace(r, err)) != MTS_OK) return rc;
     info->final_test_acc = r->meta->nhist ? r->meta->hist[r->meta->nhist - 1].test_acc : 0.0;
     info->ntrain = c->subset && c->subset < r->train.n ? c->subset : r->train.n;
     info->ntest = c->test_subset && c->test_subset < r->test.n ? c->test_subset : r->test.n;
+    r->order = malloc(sizeof(int32_t) * (size_t)(info->ntrain + 1));
+    r->labels = malloc((size_t)c->batch);
+    r->dl = malloc(sizeof(float) * (size_t)c->batch * (size_t)mts_net_outsize(&r->net));
+    if (!r->order || !r->labels || !r->dl) return mts_fail(err, MTS_ENOMEM, "train: out of memory");
     report(r, MTS_TRAIN_STARTED, 0, 0);
-    for (int e = info->start; e < c->epochs; e++)
+    for (int e = info->start; e < c->epochs && !info->diverged; e++)
         if ((rc = run_epoch(r, e, err)) != MTS_OK) return rc;
+    if (info->diverged) return MTS_OK; /* no trace of a diverged run */
     if (c->json && info->start >= c->epochs && (rc = write_json(r, err)) != MTS_OK) return rc;
     if (c->trace) {
         if ((rc = mts_nn_tracer_write(&r->tracer, c->trace, err)) != MTS_OK) return rc;

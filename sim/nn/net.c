@@ -1,16 +1,20 @@
 /* net.c - networks as a list of nodes in topological order (sequential
  * layers plus branches for residual blocks): building, allocation,
  * deterministic initialisation, forward and backward passes. */
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/gemmdump.h"
 #include "mantis/nn_net.h"
 #include "mantis/rng.h"
 
 #define BN_MOMENTUM 0.1f
 #define BN_EPS 1e-5f
+#define LN_EPS 1e-5f
+#define POS_INIT 0.02f /* position embeddings start uniform in [-POS_INIT, POS_INIT] */
 
 static size_t node_size(const mts_layer *l) { return (size_t)l->c * l->h * l->w; }
 
@@ -148,16 +152,203 @@ int mts_net_matmul(mts_net *net, int other, mts_err *err)
     return push(net, l, err);
 }
 
-/* Kaiming uniform (bound sqrt(6/fan_in)), one RNG stream per layer so that
+/* ------------------------------------------------ transformer nodes */
+
+static int need_tokens(mts_net *net, const char *what, mts_err *err)
+{
+    const mts_layer *in = cur(net);
+    if (in->c != 1)
+        return mts_fail(err, MTS_EINVAL, "net %s: %s needs tokens (1 x T x D), not %dx%dx%d", net->name, what, in->c,
+                        in->h, in->w);
+    return MTS_OK;
+}
+
+int mts_net_patchify(mts_net *net, int p, mts_err *err)
+{
+    const mts_layer *in = cur(net);
+    if (p < 1 || in->h % p || in->w % p)
+        return mts_fail(err, MTS_EINVAL, "net %s: %dx%d patches do not tile a %dx%d input", net->name, p, p, in->h,
+                        in->w);
+    mts_layer l = {.kind = MTS_L_PATCHIFY, .in0 = net->cursor, .in1 = -1, .c = 1, .h = (in->h / p) * (in->w / p),
+                   .w = in->c * p * p, .k = p};
+    return push(net, l, err);
+}
+
+int mts_net_tokdense(mts_net *net, int units, mts_err *err)
+{
+    int rc = need_tokens(net, "a token dense layer", err);
+    if (rc != MTS_OK) return rc;
+    const mts_layer *in = cur(net);
+    if (units < 1) return mts_fail(err, MTS_EINVAL, "net %s: token dense with %d units", net->name, units);
+    mts_layer l = {.kind = MTS_L_TOKDENSE, .in0 = net->cursor, .in1 = -1, .c = 1, .h = in->h, .w = units,
+                   .units = units};
+    l.nweight = (size_t)units * in->w;
+    l.np = l.nweight + (size_t)units;
+    return push(net, l, err);
+}
+
+int mts_net_tokens(mts_net *net, int cls, mts_err *err)
+{
+    int rc = need_tokens(net, "a position embedding", err);
+    if (rc != MTS_OK) return rc;
+    const mts_layer *in = cur(net);
+    cls = cls ? 1 : 0;
+    mts_layer l = {.kind = MTS_L_TOKENS, .in0 = net->cursor, .in1 = -1, .c = 1, .h = in->h + cls, .w = in->w,
+                   .k = cls};
+    l.np = (size_t)(in->h + 2 * cls) * in->w; /* pos[T'][D], then cls[D] */
+    return push(net, l, err);
+}
+
+int mts_net_layernorm(mts_net *net, mts_err *err)
+{
+    const mts_layer *in = cur(net);
+    mts_layer l = {.kind = MTS_L_LAYERNORM, .in0 = net->cursor, .in1 = -1, .c = in->c, .h = in->h, .w = in->w};
+    l.np = 2 * (size_t)in->w; /* gamma, beta: no weight decay */
+    return push(net, l, err);
+}
+
+int mts_net_gelu(mts_net *net, mts_err *err) { return same_shape(net, MTS_L_GELU, err); }
+int mts_net_softmax(mts_net *net, mts_err *err) { return same_shape(net, MTS_L_SOFTMAX, err); }
+
+int mts_net_attn_qk(mts_net *net, int heads, mts_err *err)
+{
+    int rc = need_tokens(net, "attention", err);
+    if (rc != MTS_OK) return rc;
+    const mts_layer *in = cur(net);
+    if (heads < 1 || in->w % (3 * heads))
+        return mts_fail(err, MTS_EINVAL, "net %s: %d heads do not divide Q|K|V tokens of width %d", net->name, heads,
+                        in->w);
+    mts_layer l = {.kind = MTS_L_ATTN_QK, .in0 = net->cursor, .in1 = -1, .c = heads, .h = in->h, .w = in->h,
+                   .units = heads};
+    return push(net, l, err);
+}
+
+int mts_net_attn_av(mts_net *net, int qkv, mts_err *err)
+{
+    const mts_layer *a = cur(net);
+    if (qkv < 0 || qkv >= net->n) return mts_fail(err, MTS_EINVAL, "net %s: attention of unknown node %d", net->name, qkv);
+    const mts_layer *v = &net->l[qkv];
+    if (v->c != 1 || a->h != v->h || a->w != v->h || v->w % (3 * a->c))
+        return mts_fail(err, MTS_EINVAL, "net %s: attention probabilities %dx%dx%d do not fit Q|K|V tokens 1x%dx%d",
+                        net->name, a->c, a->h, a->w, v->h, v->w);
+    mts_layer l = {.kind = MTS_L_ATTN_AV, .in0 = net->cursor, .in1 = qkv, .c = 1, .h = v->h, .w = v->w / 3,
+                   .units = a->c};
+    return push(net, l, err);
+}
+
+int mts_net_tokpool(mts_net *net, int mode, mts_err *err)
+{
+    int rc = need_tokens(net, "token pooling", err);
+    if (rc != MTS_OK) return rc;
+    const mts_layer *in = cur(net);
+    if (mode != MTS_TOKPOOL_MEAN && mode != MTS_TOKPOOL_CLS)
+        return mts_fail(err, MTS_EINVAL, "net %s: token pooling mode %d", net->name, mode);
+    mts_layer l = {.kind = MTS_L_TOKPOOL, .in0 = net->cursor, .in1 = -1, .c = in->w, .h = 1, .w = 1, .k = mode};
+    return push(net, l, err);
+}
+
+int mts_net_set_name(mts_net *net, int node, const char *name, mts_err *err)
+{
+    if (node < 0 || node >= net->n) return mts_fail(err, MTS_EINVAL, "net %s: name for unknown node %d", net->name, node);
+    if (strlen(name) >= sizeof net->l[node].name)
+        return mts_fail(err, MTS_EINVAL, "net %s: layer name '%s' is too long", net->name, name);
+    snprintf(net->l[node].name, sizeof net->l[node].name, "%s", name);
+    return node;
+}
+
+/* Appends one node named PREFIX.SUFFIX (the builder's result passes through). */
+static int named(mts_net *net, int node, const char *prefix, const char *suffix, mts_err *err)
+{
+    char nm[64];
+    if (node < 0) return node;
+    snprintf(nm, sizeof nm, "%s.%s", prefix, suffix);
+    return mts_net_set_name(net, node, nm, err);
+}
+
+int mts_net_mhsa(mts_net *net, int heads, const char *prefix, mts_err *err)
+{
+    int rc = need_tokens(net, "attention", err);
+    if (rc != MTS_OK) return rc;
+    int D = cur(net)->w, qkv;
+    if ((qkv = named(net, mts_net_tokdense(net, 3 * D, err), prefix, "qkv", err)) < 0) return qkv;
+    if ((rc = named(net, mts_net_attn_qk(net, heads, err), prefix, "qk", err)) < 0 ||
+        (rc = named(net, mts_net_softmax(net, err), prefix, "softmax", err)) < 0 ||
+        (rc = named(net, mts_net_attn_av(net, qkv, err), prefix, "av", err)) < 0)
+        return rc;
+    return named(net, mts_net_tokdense(net, D, err), prefix, "proj", err);
+}
+
+static const char *const kind_names[] = {"input",   "dense",   "conv",     "maxpool",  "avgpool", "gap",
+                                         "relu",    "bn",      "add",      "flatten",  "matmul",  "tokdense",
+                                         "layernorm", "gelu",  "softmax",  "attn_qk",  "attn_av", "patchify",
+                                         "tokens",  "tokpool"};
+
+const char *mts_layer_kind_name(mts_layer_kind k)
+{
+    return (unsigned)k < sizeof kind_names / sizeof kind_names[0] ? kind_names[k] : "?";
+}
+
+int mts_layer_multiplies(const mts_layer *l)
+{
+    return l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV || l->kind == MTS_L_MATMUL || l->kind == MTS_L_TOKDENSE ||
+           l->kind == MTS_L_ATTN_QK || l->kind == MTS_L_ATTN_AV;
+}
+
+void mts_net_layer_name(const mts_net *net, int node, char *buf, size_t n)
+{
+    const mts_layer *l = &net->l[node];
+    if (l->name[0]) {
+        snprintf(buf, n, "%s", l->name);
+        return;
+    }
+    int ord = 0;
+    for (int i = 0; i <= node; i++) ord += net->l[i].kind == l->kind;
+    snprintf(buf, n, "%s%d", mts_layer_kind_name(l->kind), ord);
+}
+
+int mts_net_match(const mts_net *net, const char *pattern, int *match)
+{
+    int count = 0;
+    for (int i = 1; i < net->n; i++) {
+        char nm[64];
+        if (!mts_layer_multiplies(&net->l[i])) continue;
+        mts_net_layer_name(net, i, nm, sizeof nm);
+        if (!fnmatch(pattern, nm, 0)) {
+            match[i] = 1;
+            count++;
+        }
+    }
+    return count;
+}
+
+uint64_t mts_net_layer_macs(const mts_net *net, int node)
+{
+    const mts_layer *l = &net->l[node];
+    if (!mts_layer_multiplies(l)) return 0;
+    if (l->kind == MTS_L_CONV) return (uint64_t)l->nweight * l->h * l->w;
+    if (l->kind == MTS_L_DENSE) return l->nweight;
+    if (l->kind == MTS_L_TOKDENSE) return (uint64_t)l->nweight * l->h;
+    const mts_layer *a = &net->l[l->in0];
+    if (l->kind == MTS_L_MATMUL) return (uint64_t)a->h * a->w * l->w;
+    /* attention: H heads of T x T x dh */
+    if (l->kind == MTS_L_ATTN_QK) return (uint64_t)l->h * l->w * (a->w / 3);
+    return (uint64_t)l->h * l->h * l->w;
+}
+
+/* Kaiming uniform (bound sqrt(6/fan_in); Xavier for token dense layers), one RNG stream per layer so that
  * adding a layer does not change the others' initial weights. */
 static void init_params(mts_net *net, uint64_t seed)
 {
     for (int i = 1; i < net->n; i++) {
         mts_layer *l = &net->l[i];
         float *p = net->param + l->poff;
-        if (l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV) {
-            size_t fan = l->nweight / (size_t)(l->kind == MTS_L_DENSE ? l->units : l->g.cout);
-            float bound = sqrtf(6.0f / (float)fan);
+        if (l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV || l->kind == MTS_L_TOKDENSE) {
+            size_t fan = l->nweight / (size_t)(l->kind == MTS_L_CONV ? l->g.cout : l->units);
+            /* token dense layers (transformers): Xavier uniform, bound
+             * sqrt(6/(fan_in+fan_out)), as ViT; keeps the attention logits
+             * small at the start */
+            float bound = l->kind == MTS_L_TOKDENSE ? sqrtf(6.0f / (float)(fan + (size_t)l->units))
+                                                    : sqrtf(6.0f / (float)fan);
             mts_rng r = {mts_rng_derive(seed, (uint64_t)i)};
             for (size_t j = 0; j < l->nweight; j++) p[j] = (2.0f * mts_rng_uniform(&r) - 1.0f) * bound;
             memset(p + l->nweight, 0, sizeof(float) * (l->np - l->nweight));
@@ -168,6 +359,16 @@ static void init_params(mts_net *net, uint64_t seed)
                 net->state[l->soff + c] = 0.0f;
                 net->state[l->soff + l->c + c] = 1.0f;
             }
+        } else if (l->kind == MTS_L_LAYERNORM) {
+            for (int d = 0; d < l->w; d++) {
+                p[d] = 1.0f;
+                p[l->w + d] = 0.0f;
+            }
+        } else if (l->kind == MTS_L_TOKENS) {
+            size_t npos = (size_t)l->h * l->w; /* the class token starts at 0 */
+            mts_rng r = {mts_rng_derive(seed, (uint64_t)i)};
+            for (size_t j = 0; j < npos; j++) p[j] = (2.0f * mts_rng_uniform(&r) - 1.0f) * POS_INIT;
+            memset(p + npos, 0, sizeof(float) * (l->np - npos));
         }
     }
 }
@@ -202,6 +403,11 @@ int mts_net_build(mts_net *net, int batch, uint64_t seed, mts_err *err)
             if (!l->aux || !l->aux2) goto oom;
         }
         if (l->kind == MTS_L_MAXPOOL && !(l->argmax = calloc(sz, sizeof(int32_t)))) goto oom;
+        if (l->kind == MTS_L_LAYERNORM) {
+            l->aux = calloc(sz, sizeof(float));
+            l->aux2 = calloc((size_t)batch * l->c * l->h, sizeof(float));
+            if (!l->aux || !l->aux2) goto oom;
+        }
     }
     net->built = 1;
     init_params(net, seed);
@@ -213,17 +419,32 @@ oom:
 const float *mts_net_output(const mts_net *net) { return net->l[net->n - 1].y; }
 int mts_net_outsize(const mts_net *net) { return (int)node_size(&net->l[net->n - 1]); }
 
+/* The context of node i: its own (per-layer multipliers) or the net's. */
+static const mts_nn_ctx *node_ctx(const mts_nn_ctx *ctx, int i)
+{
+    return ctx->node_ctx && ctx->node_ctx[i] ? ctx->node_ctx[i] : ctx;
+}
+
 int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const float *x, mts_err *err)
 {
     if (!net->built || N < 1 || N > net->batch)
         return mts_fail(err, MTS_EINVAL, "net %s: forward of %d samples (capacity %d)", net->name, N, net->batch);
     memcpy(net->l[0].y, x, sizeof(float) * node_size(&net->l[0]) * (size_t)N);
+    char tapname[64]; /* the GEMM tap names layers as --mul-layer does (mts_net_layer_name) */
+    const mts_nn_ctx *ctx0 = ctx;
     for (int i = 1; i < net->n; i++) {
         mts_layer *l = &net->l[i];
+        ctx = node_ctx(ctx0, i);
         const mts_layer *a = &net->l[l->in0];
         const float *w = net->param + l->poff;
         size_t sz = node_size(l) * (size_t)N;
         int rc = MTS_OK;
+        if (ctx->tap) {
+            int gemm = mts_layer_multiplies(l);
+            if (gemm) mts_net_layer_name(net, i, tapname, sizeof tapname);
+            ctx->tap->cur = gemm ? tapname : NULL;
+            ctx->tap->batch = N;
+        }
         switch (l->kind) {
         case MTS_L_DENSE:
             rc = mts_dense_forward(ctx, N, (int)node_size(a), l->units, a->y, w, w + l->nweight, l->y, err);
@@ -246,8 +467,30 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
         case MTS_L_MATMUL:
             rc = mts_matmul_forward(ctx, N, a->h, a->w, l->w, a->y, net->l[l->in1].y, l->y, err);
             break;
+        case MTS_L_TOKDENSE:
+            rc = mts_dense_forward(ctx, N * a->h, a->w, l->units, a->y, w, w + l->nweight, l->y, err);
+            break;
+        case MTS_L_LAYERNORM:
+            mts_layernorm_forward(N * l->c * l->h, l->w, a->y, w, w + l->w, LN_EPS, l->y, l->aux, l->aux2);
+            break;
+        case MTS_L_GELU: mts_gelu_forward(sz, a->y, l->y); break;
+        case MTS_L_SOFTMAX: mts_softmax_forward(N * l->c * l->h, l->w, a->y, l->y); break;
+        case MTS_L_ATTN_QK: {
+            int dh = a->w / 3 / l->units;
+            rc = mts_attn_qk_forward(ctx, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), a->y, l->y, err);
+            break;
+        }
+        case MTS_L_ATTN_AV:
+            rc = mts_attn_av_forward(ctx, N, l->h, l->units, l->w / l->units, a->y, net->l[l->in1].y, l->y, err);
+            break;
+        case MTS_L_PATCHIFY: mts_patchify_forward(N, a->c, a->h, a->w, l->k, a->y, l->y); break;
+        case MTS_L_TOKENS:
+            mts_tokens_forward(N, a->h, a->w, l->k ? w + (size_t)l->h * l->w : NULL, w, a->y, l->y);
+            break;
+        case MTS_L_TOKPOOL: mts_tokpool_forward(N, a->h, a->w, l->k, a->y, l->y); break;
         default: break;
         }
+        if (ctx->tap) ctx->tap->cur = NULL;
         if (rc != MTS_OK) return rc;
     }
     return MTS_OK;
@@ -276,8 +519,10 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
     if (!tmp) return mts_fail(err, MTS_ENOMEM, "net %s: out of memory in backward", net->name);
     float *tmp2 = tmp + maxsz;
     int rc = MTS_OK;
+    const mts_nn_ctx *ctx0 = ctx;
     for (int i = net->n - 1; i >= 1 && rc == MTS_OK; i--) {
         mts_layer *l = &net->l[i];
+        ctx = node_ctx(ctx0, i);
         mts_layer *a = &net->l[l->in0];
         const float *w = net->param + l->poff;
         float *g = net->grad + l->poff;
@@ -317,6 +562,39 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             if (rc == MTS_OK && l->in1 > 0) acc(b->dy, tmp2, node_size(b) * (size_t)N);
             break;
         }
+        case MTS_L_TOKDENSE:
+            rc = mts_dense_backward(ctx, N * a->h, a->w, l->units, a->y, w, l->dy, dx, g, g + l->nweight, err);
+            break;
+        case MTS_L_LAYERNORM:
+            mts_layernorm_backward(N * l->c * l->h, l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->w);
+            break;
+        case MTS_L_GELU:
+            if (dx) mts_gelu_backward(sz, a->y, l->dy, dx);
+            break;
+        case MTS_L_SOFTMAX:
+            if (dx) mts_softmax_backward(N * l->c * l->h, l->w, l->y, l->dy, dx);
+            break;
+        case MTS_L_ATTN_QK: {
+            int dh = a->w / 3 / l->units;
+            if (dx) rc = mts_attn_qk_backward(ctx, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), a->y, l->dy, dx, err);
+            break;
+        }
+        case MTS_L_ATTN_AV: {
+            mts_layer *b = &net->l[l->in1];
+            rc = mts_attn_av_backward(ctx, N, l->h, l->units, l->w / l->units, a->y, b->y, l->dy, dx,
+                                      l->in1 > 0 ? tmp2 : NULL, err);
+            if (rc == MTS_OK && l->in1 > 0) acc(b->dy, tmp2, node_size(b) * (size_t)N);
+            break;
+        }
+        case MTS_L_PATCHIFY:
+            if (dx) mts_patchify_backward(N, a->c, a->h, a->w, l->k, l->dy, dx);
+            break;
+        case MTS_L_TOKENS:
+            mts_tokens_backward(N, a->h, a->w, l->k, l->dy, dx, g, l->k ? g + (size_t)l->h * l->w : NULL);
+            break;
+        case MTS_L_TOKPOOL:
+            if (dx) mts_tokpool_backward(N, a->h, a->w, l->k, l->dy, dx);
+            break;
         default: break;
         }
         if (rc == MTS_OK && dx) acc(a->dy, dx, asz);

@@ -3,10 +3,12 @@
 #ifndef MANTIS_NN_INTERNAL_H
 #define MANTIS_NN_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "mantis/gemm.h"
 #include "mantis/nn_arith.h"
+#include "mantis/nn_train.h"
 
 /* mts_prov_mul with fp32 = mts_model_find("fp32") looked up once by the
  * caller, for the STE replay's inner loop (prov.c). */
@@ -16,5 +18,33 @@ uint32_t mts__prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a,
  * NULL (driver.c; the train and test drivers). */
 int mts__nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s, int threads, mts_arith *a,
                        mts_err *err);
+
+/* Per-layer multipliers (layers.c): the rules, a provider set per rule
+ * (forward, backward, test), and per-node contexts for mts_nn_ctx.node_ctx. */
+typedef struct mts__layers {
+    int n;                                  /* rules opened */
+    mts_layer_rule rule[MTS_MAX_LAYER_RULES];
+    mts_arith (*arith)[3];                  /* [rule][fwd, bwd, test] */
+    mts_nn_ctx train[MTS_MAX_LAYER_RULES], eval[MTS_MAX_LAYER_RULES];
+    int *assign;                            /* per node: the rule, or -1 */
+    const mts_nn_ctx **train_nodes, **eval_nodes; /* per node: its context, or NULL */
+    char desc[1024];                        /* "RULE: N layers (desc); ..." */
+} mts__layers;
+
+/* Parses the n rules, matches them to net's multiplying layers (a rule
+ * that matches none is an error) and opens their providers (train = 0:
+ * only the test ones). On error everything is closed. */
+int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *texts, int n, int train,
+                     mts_arith_open_fn open, void *ud, int threads, mts_err *err);
+/* The rules' contexts: copies of train / eval (STE, tracer, device) with
+ * the rule's providers; fills train_nodes / eval_nodes (either may be NULL). */
+void mts__layers_bind(mts__layers *L, int nnodes, const mts_nn_ctx *train, const mts_nn_ctx *eval);
+void mts__layers_close(mts__layers *L);
+
+/* The transcendental functions of the transformer ops (GELU, softmax):
+ * one wrapper each so that CPU and GPU can share one definition.
+ * TODO: switch to mts_fm_expf / mts_fm_tanhf when include/mantis/fmath.h lands. */
+static inline float mts__nn_expf(float x) { return expf(x); }
+static inline float mts__nn_tanhf(float x) { return tanhf(x); }
 
 #endif

@@ -50,29 +50,58 @@ static int choose_spec(const mts_test_config *c, const char *path, const char *t
     return MTS_OK;
 }
 
+/* The per-layer rules to evaluate with: the run's "layer=" lines (unless
+ * another test multiplier replaces the run's), then the command's own. */
+static int collect_rules(const mts_test_config *c, const char *cfg, char (*store)[256], const char **rules, int *n,
+                         mts_err *err)
+{
+    *n = 0;
+    if (!c->spec)
+        for (const char *p = cfg; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+            if (!strncmp(p, "layer=", 6)) {
+                if (*n == MTS_MAX_LAYER_RULES) return mts_fail(err, MTS_EFORMAT, "checkpoint: too many layer rules");
+                const char *v = p + 6, *e = strchr(v, '\n');
+                int l = e ? (int)(e - v) : (int)strlen(v);
+                snprintf(store[*n], sizeof store[*n], "%.*s", l, v);
+                rules[*n] = store[*n];
+                ++*n;
+            }
+    for (int i = 0; i < c->nlayer_rules; i++) {
+        if (*n == MTS_MAX_LAYER_RULES) return mts_fail(err, MTS_EINVAL, "at most %d --mul-layer rules", MTS_MAX_LAYER_RULES);
+        rules[(*n)++] = c->layer_rules[i];
+    }
+    return MTS_OK;
+}
+
 static int write_json(const char *path, const mts_test_result *r, mts_err *err)
 {
-    char buf[1024];
+    char buf[2048];
     size_t len = (size_t)snprintf(buf, sizeof buf,
-                                  "{\"model\": \"%s\", \"data\": \"%s\", \"mul_test\": \"%s\", \"samples\": %d, "
-                                  "\"test_acc\": %.6f}\n",
-                                  r->model, r->data, r->desc, r->samples, r->acc);
+                                  "{\"model\": \"%s\", \"data\": \"%s\", \"mul_test\": \"%s\", \"layers\": \"%s\", "
+                                  "\"samples\": %d, \"test_acc\": %.6f}\n",
+                                  r->model, r->data, r->desc, r->layers, r->samples, r->acc);
     const void *parts[1] = {buf};
     return mts_fs_write_atomic(path, 1, parts, &len, err);
 }
 
 /* Opens the provider, loads the model and evaluates the test split. */
-static int evaluate(const mts_test_config *c, const char *path, const mts_arith_spec *spec,
-                    const mts_dataset *test, mts_arith *ar, mts_net *net, mts_test_result *r, mts_err *err)
+static int evaluate(const mts_test_config *c, const char *path, const mts_arith_spec *spec, const char *const *rules,
+                    int nrules, const mts_dataset *test, mts_arith *ar, mts__layers *L, mts_net *net,
+                    mts_test_result *r, mts_err *err)
 {
     int rc;
     if ((rc = mts__nn_open_arith(c->open, c->open_ud, spec, c->threads, ar, err)) != MTS_OK) return rc;
     if ((rc = mts_nn_model_build(net, r->model, test->c, test->h, test->w, test->classes, err)) != MTS_OK ||
         (rc = mts_net_build(net, 256, 0, err)) != MTS_OK || (rc = mts_ckpt_load(path, net, NULL, NULL, err)) != MTS_OK)
         return rc;
+    if ((rc = mts__layers_open(L, net, rules, nrules, 0, c->open, c->open_ud, c->threads, err)) != MTS_OK) return rc;
+    snprintf(r->layers, sizeof r->layers, "%s", L->desc);
     r->samples = c->test_subset && c->test_subset < test->n ? c->test_subset : test->n;
     snprintf(r->desc, sizeof r->desc, "%s", ar->desc);
     mts_nn_ctx ctx = mts_nn_ctx_cpu(&ar->p, NULL);
+    ctx.tap = c->tap;
+    mts__layers_bind(L, net->n, NULL, &ctx);
+    ctx.node_ctx = L->eval_nodes;
     if ((rc = mts_evaluate(net, &ctx, test, r->samples, &r->acc, err)) != MTS_OK) return rc;
     return c->json ? write_json(c->json, r, err) : MTS_OK;
 }
@@ -91,13 +120,20 @@ int mts_test_run(const mts_test_config *c, mts_test_result *r, mts_err *err)
         return mts_fail(err, MTS_EFORMAT, "%s: checkpoint configuration lacks model, data or test multiplier", path);
     mts_arith_spec spec;
     if ((rc = choose_spec(c, path, tspec, &spec, err)) != MTS_OK) return rc;
+    char store[MTS_MAX_LAYER_RULES][256];
+    const char *rules[MTS_MAX_LAYER_RULES];
+    int nrules;
+    if ((rc = collect_rules(c, cfg, store, rules, &nrules, err)) != MTS_OK) return rc;
     mts_dataset test = {0};
     if ((rc = mts_dataset_load(r->data, c->data_dir, 0, &test, err)) != MTS_OK) return rc;
     mts_net net;
     memset(&net, 0, sizeof net);
     mts_arith ar;
     memset(&ar, 0, sizeof ar);
-    rc = evaluate(c, path, &spec, &test, &ar, &net, r, err);
+    mts__layers L;
+    memset(&L, 0, sizeof L);
+    rc = evaluate(c, path, &spec, rules, nrules, &test, &ar, &L, &net, r, err);
+    mts__layers_close(&L);
     mts_net_free(&net);
     mts_arith_close(&ar);
     mts_dataset_free(&test);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "mantis/fpbits.h"
+#include "mantis/gemmdump.h"
 #include "mantis/nn_arith.h"
 #include "mantis/nn_trace.h"
 #include "mantis/trace.h"
@@ -90,6 +91,7 @@ int mts_nn_gemm(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int tr
     if (ctx->device != MTS_DEVICE_CPU)
         return mts_fail(err, MTS_EUNSUPPORTED, "nn: device %d is not the CPU; these ops run on the CPU only",
                         ctx->device);
+    if (ctx->tap && m > 0 && n > 0 && k > 0) mts_gemm_tap_see(ctx->tap, transA, transB, m, n, k, A, lda, B, ldb);
     if (ctx->tracer && m > 0 && n > 0 && k > 0) sample(ctx->tracer, p, transA, transB, m, n, k, A, lda, B, ldb);
     return mts_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 }

@@ -228,14 +228,14 @@ static int build_model(const mts_rtl_opts *o, const rtl_design *d, const char *t
     argv[n++] = "Vmts";
     argv[n++] = "-Mdir";
     argv[n++] = objdir;
-    n = rtl_verilator_common(argv, n, gbuf, o, d->dir, d->info.top);
+    n = rtl_verilator_common(argv, n, gbuf, d->nvparams, d->vparam, d->vdir, d->info.top);
     argv[n++] = "-O3";
     argv[n++] = "--x-assign";
     argv[n++] = "fast";
     argv[n++] = "--x-initial";
     argv[n++] = "fast";
     argv[n++] = "--no-timing";
-    argv[n++] = (char *)d->path;
+    argv[n++] = (char *)d->vpath;
     argv[n] = NULL;
     int rc = run_step(argv, log, "verilator", o->verbose, err);
     if (rc) return rc;
@@ -259,6 +259,11 @@ int rtl_build(const mts_rtl_opts *o, rtl_design *d, mts_err *err)
     if (rc0) return rc0;
     if (strlen(root) > 900) /* room for the names below it */
         return mts_fail(err, MTS_EINVAL, "RTL cache directory path too long (over 900 characters)");
+    if (!mts_rtl_path_plain(root)) /* Verilator writes its model there (-Mdir) */
+        return mts_fail(err, MTS_EINVAL,
+                        "%s: the RTL cache directory may hold only letters, digits and ._/+,=@%%:~- (Verilator "
+                        "cannot take spaces, quotes, $, `, ; or non-ASCII there); set MANTIS_CACHE or --cache",
+                        root);
     if (mts_fs_mkdirs(root, NULL)) return mts_fail(err, MTS_EIO, "%s: cannot create the RTL cache directory", root);
     char vver[256], cver[256];
     tool_version(rtl_verilator(), vver, sizeof vver);
@@ -284,7 +289,7 @@ int rtl_build(const mts_rtl_opts *o, rtl_design *d, mts_err *err)
     mts_hash128_str(&h, d->info.in0);
     mts_hash128_str(&h, d->info.in1);
     mts_hash128_str(&h, d->info.out);
-    for (int i = 0; i < o->nparams; i++) mts_hash128_str(&h, o->param[i]);
+    for (int i = 0; i < d->nvparams; i++) mts_hash128_str(&h, d->vparam[i]);
     for (int i = 0; i < d->nfiles; i++) {
         const char *slash = strrchr(d->files[i], '/');
         mts_hash128_str(&h, slash ? slash + 1 : d->files[i]); /* content, not location, names a design */

@@ -5,11 +5,14 @@
  * directions and elaborated widths, parameter values after -G overrides.
  * Pass 1 (no top) finds the top module by the file rules; pass 2 elaborates
  * that top with the user's overrides and reads its ports. Rules: docs/rtl.md. */
+#define _GNU_SOURCE
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "mantis/fs.h"
 #include "mantis/proc.h"
@@ -30,6 +33,7 @@ typedef struct {
     long long ival;
     int is_int;     /* fits an integer */
     char sval[64];  /* the value read as an ASCII string (string parameters) */
+    int is_local;   /* a localparam (read like a parameter, but -G cannot set it) */
 } param;
 
 typedef struct {
@@ -43,6 +47,14 @@ static const char *base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
+}
+
+/* A Verilator message with the linked path (d->vpath) shown as the user's. */
+static void unlink_path(const char *msg, const rtl_design *d, char *out, size_t n)
+{
+    const char *hit = strcmp(d->vpath, d->path) ? strstr(msg, d->vpath) : NULL;
+    if (!hit) snprintf(out, n, "%s", msg);
+    else mts_fs_pathf(out, n, "%.*s%s%s", (int)(hit - msg), msg, d->path, hit + strlen(d->vpath)); /* cut if long */
 }
 
 /* Verilator's --xml-only into tmpdir/<tag>.xml, log in tmpdir/<tag>.log. */
@@ -62,8 +74,8 @@ static int run_front_end(const mts_rtl_opts *o, const char *tmpdir, const char *
     argv[n++] = xml;
     argv[n++] = "-Mdir";
     argv[n++] = mdir;
-    n = rtl_verilator_common(argv, n, gbuf, o, d->dir, top);
-    argv[n++] = (char *)d->path;
+    n = rtl_verilator_common(argv, n, gbuf, d->nvparams, d->vparam, d->vdir, top);
+    argv[n++] = (char *)d->vpath;
     argv[n] = NULL;
     mts_proc_io io = {.log = log, .log_append = 1, .echo = o->verbose ? "mantis rtl" : NULL};
     int rc = mts_proc_run(argv, &io);
@@ -71,9 +83,10 @@ static int run_front_end(const mts_rtl_opts *o, const char *tmpdir, const char *
         return mts_fail(err, MTS_ETOOL, "%s: could not run '%s' (install Verilator 5 or set MANTIS_VERILATOR)",
                         d->path, rtl_verilator());
     if (rc != 0) {
-        char first[400];
+        char first[400], shown[600];
         rtl_log_first_error(log, first, sizeof first);
-        return mts_fail(err, MTS_ETOOL, "verilator: %s", first[0] ? first : "failed without a message");
+        unlink_path(first, d, shown, sizeof shown);
+        return mts_fail(err, MTS_ETOOL, "verilator: %s", shown[0] ? shown : "failed without a message");
     }
     uint8_t *raw;
     size_t len;
@@ -88,11 +101,15 @@ static int run_front_end(const mts_rtl_opts *o, const char *tmpdir, const char *
 static void design_file_id(const rtl_xml *doc, const char *path, char *id, size_t n)
 {
     id[0] = '\0';
+    /* Verilator records the name in its own spelling (a/../b.v, ./x.v): compare real paths */
+    char want[PATH_MAX], got[PATH_MAX];
+    int have_real = realpath(path, want) != NULL;
     for (int i = 0; i < doc->n; i++) {
         const rtl_xml_node *nd = &doc->node[i];
         if (strcmp(nd->name, "file") || nd->parent < 0 || strcmp(doc->node[nd->parent].name, "files")) continue;
         const char *fn = rtl_xml_attr(nd, "filename"), *fid = rtl_xml_attr(nd, "id");
-        if (fn && fid && !strcmp(fn, path)) snprintf(id, n, "%s", fid);
+        if (!fn || !fid) continue;
+        if (!strcmp(fn, path) || (have_real && realpath(fn, got) && !strcmp(got, want))) snprintf(id, n, "%s", fid);
     }
 }
 
@@ -107,7 +124,7 @@ static int loc_in_file(const rtl_xml_node *nd, const char *id)
 static int choose_top(const rtl_xml *doc, const rtl_design *d, char *top, size_t n, mts_err *err)
 {
     char id[16];
-    design_file_id(doc, d->path, id, sizeof id);
+    design_file_id(doc, d->vpath, id, sizeof id);
     char stem[256];
     mts_fs_pathf(stem, sizeof stem, "%s", base_name(d->path)); /* a longer name cannot match a module anyway */
     char *dot = strrchr(stem, '.');
@@ -230,6 +247,9 @@ static int read_top(const rtl_xml *doc, rtl_design *d, elab *el, mts_err *err)
         if (!nm) nm = rtl_xml_attr(nd, "name");
         if (!nm) continue;
         const char *dir = rtl_xml_attr(nd, "dir"), *isp = rtl_xml_attr(nd, "param");
+        const char *isl = rtl_xml_attr(nd, "localparam"); /* Verilator 5: localparam="true" */
+        int is_local = isl && !strcmp(isl, "true");
+        if (is_local) isp = isl;
         if (dir && el->nport < MAX_PORTS) {
             port *p = &el->port[el->nport++];
             snprintf(p->name, sizeof p->name, "%s", nm);
@@ -240,6 +260,7 @@ static int read_top(const rtl_xml *doc, rtl_design *d, elab *el, mts_err *err)
         } else if (isp && !strcmp(isp, "true") && el->npar < MAX_PARAMS) {
             param *pr = &el->par[el->npar++];
             snprintf(pr->name, sizeof pr->name, "%s", nm);
+            pr->is_local = is_local;
             if (i + 1 < doc->n && doc->node[i + 1].parent == i && !strcmp(doc->node[i + 1].name, "const")) {
                 const char *v = rtl_xml_attr(&doc->node[i + 1], "name");
                 if (v) read_const(v, pr);
@@ -427,13 +448,30 @@ static int shape_float(rtl_design *d, const elab *el, const port *x1, const port
     return rc ? prefix_err(err, rc, d->path, "float format from MANTIS_E/MANTIS_BIAS") : MTS_OK;
 }
 
-/* a[n], b[n] -> y[2n], n <= 8; signed if MANTIS_SIGNED (or SIGNED). */
-static int shape_int(rtl_design *d, const elab *el, const port *x1, const port *y, int w, mts_err *err)
+/* a[n], b[n] -> y[2n], n <= 8. Signed: as forced (--signed/--unsigned, then
+ * --param MANTIS_SIGNED=V), else as declared (MANTIS_SIGNED or SIGNED), else
+ * left to the sweep in mts_rtl_open (sign_src DEFAULT until then). */
+static int shape_int(const mts_rtl_opts *o, rtl_design *d, const elab *el, const port *x1, const port *y, int w,
+                     mts_err *err)
 {
     if (x1->width != w || w > 8 || y->width != 2 * w)
         return no_shape(d, el, "an integer multiplier needs a[n], b[n], y[2n] with n <= 8", err);
-    d->info.int_bits = w;
-    d->info.int_signed = int_param(el, "MANTIS_SIGNED", "SIGNED", 0) != 0;
+    mts_rtl_info *in = &d->info;
+    in->int_bits = w;
+    const param *sp = find_param(el, "MANTIS_SIGNED", "SIGNED");
+    if (o->int_sign != MTS_RTL_SIGN_AUTO) {
+        in->int_signed = o->int_sign == MTS_RTL_SIGN_SIGNED;
+        in->sign_src = MTS_RTL_SIGNSRC_OPTION;
+    } else if (d->sign_param >= 0) {
+        in->int_signed = d->sign_param;
+        in->sign_src = MTS_RTL_SIGNSRC_OPTION;
+    } else if (sp && sp->is_int) {
+        in->int_signed = sp->ival != 0;
+        in->sign_src = MTS_RTL_SIGNSRC_DECLARED;
+    } else {
+        in->int_signed = 0;
+        in->sign_src = MTS_RTL_SIGNSRC_DEFAULT;
+    }
     return MTS_OK;
 }
 
@@ -468,12 +506,90 @@ static int classify(const mts_rtl_opts *o, rtl_design *d, const elab *el, mts_er
     switch (d->info.kind) {
     case MTS_RTL_SIG: rc = shape_sig(d, el, x1, y, w, err); break;
     case MTS_RTL_FLOAT: rc = shape_float(d, el, x1, y, w, err); break;
-    case MTS_RTL_INT: rc = shape_int(d, el, x1, y, w, err); break;
+    case MTS_RTL_INT: rc = shape_int(o, d, el, x1, y, w, err); break;
     case MTS_RTL_ACC: rc = shape_acc(d, el, x0, x1, y, err); break;
     default: return mts_fail(err, MTS_EINVAL, "%s: unknown kind", d->path);
     }
     if (rc) return rc;
     mts_fs_pathf(d->info.name, sizeof d->info.name, "rtl:%s", d->info.top); /* a label; long names are cut */
+    return MTS_OK;
+}
+
+/* d->vpath, d->vdir: the design as Verilator can take it. A path it would
+ * mangle goes through links in tmpdir: tmpdir/src -> the real directory (-y),
+ * and the file itself as tmpdir/src/NAME, or tmpdir/design.v when its own
+ * name is the problem. */
+static int verilator_paths(rtl_design *d, const char *tmpdir, mts_err *err)
+{
+    if (d->path[0] == '-') /* relative, but would read as an option */
+        snprintf(d->vpath, sizeof d->vpath, "./%s", d->path);
+    else
+        snprintf(d->vpath, sizeof d->vpath, "%s", d->path);
+    snprintf(d->vdir, sizeof d->vdir, "%s", d->dir);
+    if (mts_rtl_path_plain(d->vpath) && mts_rtl_path_plain(d->vdir)) return MTS_OK;
+    if (!mts_rtl_path_plain(tmpdir))
+        return mts_fail(err, MTS_EINVAL,
+                        "%s: the name holds characters Verilator cannot take (spaces, quotes, $, `, ;, non-ASCII, a "
+                        "leading '-'), and so does the scratch directory %s that would link to it; set TMPDIR",
+                        d->path, tmpdir);
+    char rdir[PATH_MAX], rfile[PATH_MAX];
+    if (!realpath(d->dir, rdir) || !realpath(d->path, rfile))
+        return mts_fail(err, MTS_EIO, "%s: cannot resolve the path", d->path);
+    snprintf(d->vdir, sizeof d->vdir, "%s/src", tmpdir);
+    if (symlink(rdir, d->vdir)) return mts_fail(err, MTS_EIO, "%s: cannot create a link in the scratch directory", d->vdir);
+    const char *bn = base_name(d->path);
+    if (mts_rtl_path_plain(bn)) {
+        if (mts_fs_pathf(d->vpath, sizeof d->vpath, "%s/%s", d->vdir, bn))
+            return mts_fail(err, MTS_EINVAL, "%s: path too long", d->path);
+    } else {
+        snprintf(d->vpath, sizeof d->vpath, "%s/design.v", tmpdir);
+        if (symlink(rfile, d->vpath))
+            return mts_fail(err, MTS_EIO, "%s: cannot create a link in the scratch directory", d->vpath);
+    }
+    return MTS_OK;
+}
+
+/* 2: module `top` of the pass-1 XML declares parameter `name`, 1: as a
+ * localparam, 0: not at all. */
+static int top_declares(const rtl_xml *doc, const char *top, const char *name)
+{
+    for (int m = 0; m < doc->n; m++) {
+        const rtl_xml_node *mod = &doc->node[m];
+        const char *mn = rtl_xml_attr(mod, "origName");
+        if (!mn) mn = rtl_xml_attr(mod, "name");
+        if (strcmp(mod->name, "module") || !mn || strcmp(mn, top)) continue;
+        for (int i = m + 1; i < doc->n && doc->node[i].depth > mod->depth; i++) {
+            const rtl_xml_node *nd = &doc->node[i];
+            const char *vn = rtl_xml_attr(nd, "origName");
+            if (!vn) vn = rtl_xml_attr(nd, "name");
+            if (nd->parent != m || strcmp(nd->name, "var") || !vn || strcmp(vn, name)) continue;
+            const char *pa = rtl_xml_attr(nd, "param"), *lp = rtl_xml_attr(nd, "localparam");
+            if (pa && !strcmp(pa, "true")) return 2;
+            if (lp && !strcmp(lp, "true")) return 1;
+        }
+    }
+    return 0;
+}
+
+/* The -G overrides: opts->param, less MANTIS_SIGNED=V when the top does not
+ * declare it as an overridable parameter (then it only says how to read the
+ * operands; d->sign_param). */
+static int verilator_params(const mts_rtl_opts *o, const rtl_xml *doc, const char *top, rtl_design *d, mts_err *err)
+{
+    d->nvparams = 0;
+    d->sign_param = -1;
+    for (int i = 0; i < o->nparams; i++) {
+        const char *p = o->param[i], *eq = strchr(p, '=');
+        if ((size_t)(eq - p) == strlen("MANTIS_SIGNED") && !strncmp(p, "MANTIS_SIGNED", (size_t)(eq - p))) {
+            char *end;
+            long v = strtol(eq + 1, &end, 0);
+            if (!eq[1] || *end || v < 0 || v > 1)
+                return mts_fail(err, MTS_EINVAL, "--param '%s': MANTIS_SIGNED takes 0 or 1", p);
+            d->sign_param = (int)v;
+            if (top_declares(doc, top, "MANTIS_SIGNED") != 2) continue;
+        }
+        d->vparam[d->nvparams++] = p;
+    }
     return MTS_OK;
 }
 
@@ -494,11 +610,15 @@ int rtl_detect(const mts_rtl_opts *o, const char *tmpdir, rtl_design *d, mts_err
         if (!o->param[i] || !strchr(o->param[i], '=') || o->param[i][0] == '=')
             return mts_fail(err, MTS_EINVAL, "--param '%s': expected NAME=VALUE", o->param[i] ? o->param[i] : "");
 
+    int rc = verilator_paths(d, tmpdir, err);
+    if (rc) return rc;
+    d->sign_param = -1;
     rtl_xml doc;
-    int rc = run_front_end(o, tmpdir, "find-top", NULL, d, &doc, err);
+    rc = run_front_end(o, tmpdir, "find-top", NULL, d, &doc, err);
     if (rc) return rc;
     char top[128];
     rc = choose_top(&doc, d, top, sizeof top, err);
+    if (!rc) rc = verilator_params(o, &doc, top, d, err);
     rtl_xml_free(&doc);
     if (rc) return rc;
     rc = run_front_end(o, tmpdir, "elaborate", top, d, &doc, err);
@@ -526,6 +646,16 @@ int mts_rtl_kind_parse(const char *s, mts_rtl_kind *k, mts_err *err)
             return MTS_OK;
         }
     return mts_fail(err, MTS_EINVAL, "unknown design kind '%s': expected sig, float, int or acc", s);
+}
+
+const char *mts_rtl_signsrc_name(mts_rtl_signsrc s)
+{
+    switch (s) {
+    case MTS_RTL_SIGNSRC_DECLARED: return "declared";
+    case MTS_RTL_SIGNSRC_OPTION: return "option";
+    case MTS_RTL_SIGNSRC_INFERRED: return "inferred";
+    default: return "default";
+    }
 }
 
 const char *mts_rtl_kind_name(mts_rtl_kind k)

@@ -3,6 +3,7 @@
  * (mulop, integer, accumulator, LUT). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,41 @@ static int load(mts_rtl *r, mts_err *err)
     return MTS_OK;
 }
 
+static int64_t sext(uint64_t v, int bits)
+{
+    return ((v >> (bits - 1)) & 1u) ? (int64_t)v - ((int64_t)1 << bits) : (int64_t)v;
+}
+
+/* INT: sweeps every operand pair once and measures both readings against
+ * the exact product (MRED over pairs whose exact product is not 0); an
+ * undeclared, unforced signedness becomes the reading with the smaller one. */
+static int measure_sign(mts_rtl *r, mts_err *err)
+{
+    mts_rtl_info *in = &r->info;
+    int n = in->int_bits;
+    size_t cnt = (size_t)1 << (2 * n);
+    uint64_t *y = malloc(cnt * sizeof *y);
+    if (!y) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", in->top);
+    int rc = mts_rtl_sweep(r, n, 0, n, 0, y, err);
+    double su = 0, ss = 0;
+    uint64_t nu = 0, ns = 0;
+    for (size_t k = 0; k < cnt && !rc; k++) {
+        uint64_t i = k >> n, j = k & (((uint64_t)1 << n) - 1);
+        int64_t eu = (int64_t)(i * j), es = sext(i, n) * sext(j, n);
+        if (eu) su += fabs((double)((int64_t)y[k] - eu)) / (double)eu, nu++;
+        if (es) ss += fabs((double)(sext(y[k], 2 * n) - es)) / fabs((double)es), ns++;
+    }
+    free(y);
+    if (rc) return rc;
+    in->mred_unsigned = nu ? su / (double)nu : 0;
+    in->mred_signed = ns ? ss / (double)ns : 0;
+    if (in->sign_src == MTS_RTL_SIGNSRC_DEFAULT) {
+        in->int_signed = in->mred_signed < in->mred_unsigned;
+        in->sign_src = MTS_RTL_SIGNSRC_INFERRED;
+    }
+    return MTS_OK;
+}
+
 int mts_rtl_open(const mts_rtl_opts *opts, mts_rtl **out, mts_err *err)
 {
     *out = NULL;
@@ -46,6 +82,7 @@ int mts_rtl_open(const mts_rtl_opts *opts, mts_rtl **out, mts_err *err)
     mts_rtl *r = calloc(1, sizeof *r);
     int rc = d && r ? MTS_OK : mts_fail(err, MTS_ENOMEM, "out of memory");
     if (!rc) rc = rtl_detect(opts, tmp, d, err);
+    if (!rc) d->info.mred_unsigned = d->info.mred_signed = -1;
     if (!rc && opts->detect_only) {
         mts_fs_rmtree(tmp);
         r->info = d->info;
@@ -60,6 +97,7 @@ int mts_rtl_open(const mts_rtl_opts *opts, mts_rtl **out, mts_err *err)
         r->info = d->info;
         for (int t = 0; t < MTS_PAR_WORKERS; t++) pthread_mutex_init(&r->inst[t].mu, NULL);
         rc = load(r, err);
+        if (!rc && r->info.kind == MTS_RTL_INT) rc = measure_sign(r, err);
         if (rc) {
             mts_rtl_close(r);
             r = NULL;

@@ -41,16 +41,25 @@ const char *rtl_verilator(void);
 const char *rtl_cxx(void);
 /* Appends the options every Verilator run of a design takes to argv[n..]:
  * warnings not fatal, several tops allowed, -y the design's directory, and
- * when top is non-NULL --top-module top with each parameter override as -G
- * (formatted into gbuf). Returns the new n; argv needs 6 + nparams more slots. */
-int rtl_verilator_common(char **argv, int n, char gbuf[][300], const mts_rtl_opts *o, const char *dir,
-                         const char *top);
+ * when top is non-NULL --top-module top with each of the nparams parameter
+ * overrides as -G (formatted into gbuf). Returns the new n; argv needs
+ * 6 + nparams more slots. */
+int rtl_verilator_common(char **argv, int n, char gbuf[][300], int nparams, const char *const *params,
+                         const char *dir, const char *top);
+
 
 /* ---- detect.c: which drop-in shape the design has. */
 typedef struct rtl_design {
     mts_rtl_info info;
     char path[1024];          /* the design file as given */
-    char dir[1024];           /* its directory (Verilator -y) */
+    char dir[1024];           /* its directory */
+    char vpath[1100];         /* the design file as Verilator is given it (a link in the scratch
+                                 directory when the real path is not mts_rtl_path_plain) */
+    char vdir[1100];          /* its directory as Verilator is given it (-y) */
+    int nvparams;             /* the overrides passed to Verilator as -G: opts->param less a
+                                 MANTIS_SIGNED the top does not declare as a parameter */
+    const char *vparam[MTS_RTL_MAX_PARAMS];
+    int sign_param;           /* --param MANTIS_SIGNED=V: V (0/1), else -1 */
     int nfiles;
     char files[32][1024];     /* every source file Verilator read, for the hash */
 } rtl_design;

@@ -46,8 +46,20 @@ void rtl_log_first_error(const char *log_path, char *buf, size_t n)
     free(text);
 }
 
-int rtl_verilator_common(char **argv, int n, char gbuf[][300], const mts_rtl_opts *o, const char *dir,
-                         const char *top)
+int mts_rtl_path_plain(const char *path)
+{
+    if (!path || !*path) return 0;
+    for (const char *s = path; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '-' && (s == path || s[-1] == '/')) return 0;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) continue;
+        if (!strchr("._/+,=@%:~-", c)) return 0;
+    }
+    return 1;
+}
+
+int rtl_verilator_common(char **argv, int n, char gbuf[][300], int nparams, const char *const *params,
+                         const char *dir, const char *top)
 {
     argv[n++] = "-Wno-fatal";
     argv[n++] = "-Wno-MULTITOP";
@@ -56,8 +68,8 @@ int rtl_verilator_common(char **argv, int n, char gbuf[][300], const mts_rtl_opt
     if (top) {
         argv[n++] = "--top-module";
         argv[n++] = (char *)top;
-        for (int i = 0; i < o->nparams; i++) {
-            snprintf(gbuf[i], 300, "-G%s", o->param[i]);
+        for (int i = 0; i < nparams; i++) {
+            snprintf(gbuf[i], 300, "-G%s", params[i]);
             argv[n++] = gbuf[i];
         }
     }

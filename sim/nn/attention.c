@@ -1,0 +1,115 @@
+/* attention.c - the pieces of multi-head self-attention that are not dense
+ * layers: the scores S = Q K^T (scaled), the row softmax and the output
+ * A V, with their gradients dQ, dK, dA, dV. Every product is a GEMM per
+ * (sample, head) through mts_nn_gemm, so the provider, FMAq and the tracer
+ * see all six (ApproxTrain's AMMHA, with the gradients of the math). The
+ * projections Q, K, V and the output one are token-wise dense layers
+ * (nn_net.h). FMAq STE: identity, as for MatMul. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mantis/nn_ops.h"
+#include "mantis/nn_trace.h"
+#include "nn_internal.h"
+
+void mts_softmax_forward(int R, int W, const float *x, float *y)
+{
+    for (int r = 0; r < R; r++) {
+        const float *xr = x + (size_t)r * W;
+        float *yr = y + (size_t)r * W;
+        float mx = xr[0], s = 0.0f;
+        for (int j = 1; j < W; j++)
+            if (xr[j] > mx) mx = xr[j];
+        for (int j = 0; j < W; j++) s += yr[j] = mts__nn_expf(xr[j] - mx);
+        for (int j = 0; j < W; j++) yr[j] /= s;
+    }
+}
+
+void mts_softmax_backward(int R, int W, const float *y, const float *dy, float *dx)
+{
+    for (int r = 0; r < R; r++) {
+        const float *yr = y + (size_t)r * W, *dr = dy + (size_t)r * W;
+        float s = 0.0f;
+        for (int j = 0; j < W; j++) s += dr[j] * yr[j];
+        for (int j = 0; j < W; j++) dx[(size_t)r * W + j] = yr[j] * (dr[j] - s);
+    }
+}
+
+/* Zeroes columns [c0, c0+w) of the N*T rows of a [N*T][ld] array. */
+static void zero_cols(int rows, int ld, int c0, int w, float *a)
+{
+    for (int r = 0; r < rows; r++) memset(a + (size_t)r * ld + c0, 0, sizeof(float) * (size_t)w);
+}
+
+int mts_attn_qk_forward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, float scale, const float *qkv,
+                        float *s, mts_err *err)
+{
+    int D = H * dh, ld = 3 * D;
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++) {
+            const float *q = qkv + (size_t)n * T * ld + h * dh, *k = q + D;
+            float *sh = s + ((size_t)n * H + h) * T * T;
+            /* S[t][u] = sum_j Q[t][j] K[u][j]: a = Q, b = K (stored [u][j]: transB) */
+            int rc = mts_nn_gemm(ctx, ctx->fwd, 0, 1, T, T, dh, q, ld, k, ld, 0.0f, sh, T, err);
+            if (rc != MTS_OK) return rc;
+            for (size_t i = 0; i < (size_t)T * T; i++) sh[i] *= scale;
+        }
+    return MTS_OK;
+}
+
+int mts_attn_qk_backward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, float scale, const float *qkv,
+                         const float *ds, float *dqkv, mts_err *err)
+{
+    int D = H * dh, ld = 3 * D, rc = MTS_OK;
+    float *p = malloc(sizeof(float) * (size_t)T * T);
+    if (!p) return mts_fail(err, MTS_ENOMEM, "attention backward: out of memory");
+    zero_cols(N * T, ld, 2 * D, D, dqkv);
+    for (int n = 0; n < N && rc == MTS_OK; n++)
+        for (int h = 0; h < H && rc == MTS_OK; h++) {
+            const float *q = qkv + (size_t)n * T * ld + h * dh, *k = q + D;
+            const float *dsh = ds + ((size_t)n * H + h) * T * T;
+            float *dq = dqkv + (size_t)n * T * ld + h * dh, *dk = dq + D;
+            for (size_t i = 0; i < (size_t)T * T; i++) p[i] = dsh[i] * scale;
+            /* dQ[t][j] = sum_u P[t][u] K[u][j]: a = gradient, b = K */
+            rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, T, dh, T, p, T, k, ld, 0.0f, dq, ld, err);
+            /* dK[u][j] = sum_t P[t][u] Q[t][j]: a = gradient (P stored [t][u]: transA), b = Q */
+            if (rc == MTS_OK) rc = mts_nn_gemm(ctx, ctx->bwd, 1, 0, T, dh, T, p, T, q, ld, 0.0f, dk, ld, err);
+        }
+    free(p);
+    return rc;
+}
+
+int mts_attn_av_forward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, const float *a, const float *qkv,
+                        float *y, mts_err *err)
+{
+    int D = H * dh, ld = 3 * D;
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++) {
+            const float *ah = a + ((size_t)n * H + h) * T * T, *v = qkv + (size_t)n * T * ld + 2 * D + h * dh;
+            /* Y[t][j] = sum_u A[t][u] V[u][j]: a = A, b = V */
+            int rc = mts_nn_gemm(ctx, ctx->fwd, 0, 0, T, dh, T, ah, T, v, ld, 0.0f, y + (size_t)n * T * D + h * dh,
+                                 D, err);
+            if (rc != MTS_OK) return rc;
+        }
+    return MTS_OK;
+}
+
+int mts_attn_av_backward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, const float *a, const float *qkv,
+                         const float *dy, float *da, float *dqkv, mts_err *err)
+{
+    int D = H * dh, ld = 3 * D, rc = MTS_OK;
+    if (dqkv) zero_cols(N * T, ld, 0, 2 * D, dqkv);
+    for (int n = 0; n < N && rc == MTS_OK; n++)
+        for (int h = 0; h < H && rc == MTS_OK; h++) {
+            const float *ah = a + ((size_t)n * H + h) * T * T, *v = qkv + (size_t)n * T * ld + 2 * D + h * dh;
+            const float *dyh = dy + (size_t)n * T * D + h * dh;
+            /* dA[t][u] = sum_j dY[t][j] V[u][j]: a = gradient, b = V (stored [u][j]: transB) */
+            if (da) rc = mts_nn_gemm(ctx, ctx->bwd, 0, 1, T, T, dh, dyh, D, v, ld, 0.0f,
+                                     da + ((size_t)n * H + h) * T * T, T, err);
+            /* dV[u][j] = sum_t A[t][u] dY[t][j]: a = A (stored [t][u]: transA), b = gradient */
+            if (rc == MTS_OK && dqkv)
+                rc = mts_nn_gemm(ctx, ctx->bwd, 1, 0, T, dh, T, ah, T, dyh, D, 0.0f,
+                                 dqkv + (size_t)n * T * ld + 2 * D + h * dh, ld, err);
+        }
+    return rc;
+}
