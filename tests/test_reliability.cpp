@@ -227,6 +227,10 @@ TEST(Reliability, EveryNumericOptionRefusesBadValues)
          {{"--epochs", ""}, {"--batch", ""}, {"--seed", ""}, {"--lr", ""}, {"--momentum", ""}, {"--wd", ""},
           {"--step-size", ""}, {"--gamma", ""}, {"--subset", ""}, {"--test-subset", ""}, {"--threads", ""},
           {"--trace-samples", ""}, {"--chunk", ""}, {"--acc-bias", ""}, {"--prod-bias", ""}, {"--man-bits", mul}}},
+        {"cosim",
+         {{"--array", "--gemm x --mul mbm"}, {"--acc-bias", "--gemm x --array 2x2 --mul mbm"},
+          {"--prod-bias", "--gemm x --array 2x2 --mul mbm"}, {"--chunk", "--gemm x --array 2x2 --mul mbm"},
+          {"--batch", "--gemm x --array 2x2 --mul mbm"}, {"--man-bits", "--gemm x --array 2x2 " + mul}}},
         {"test",
          {{"--test-subset", "--checkpoint x"}, {"--threads", "--checkpoint x"}, {"--chunk", "--checkpoint x"},
           {"--acc-bias", "--checkpoint x"}, {"--prod-bias", "--checkpoint x"}, {"--man-bits", "--checkpoint x " + mul}}},
@@ -234,9 +238,24 @@ TEST(Reliability, EveryNumericOptionRefusesBadValues)
     // what --help lists as taking a number (metavariables N M R S X B T, F for a frequency)
     std::regex numeric("(^|[\\s\\[(])(-j|--[a-z-]+) (N|M|R|S|X|B|T|16|N\\[,N\\.\\.\\.\\])(?=[\\s\\])|,]|$)"),
         ghz("--clock-ghz F");
-    for (const char *cmd : {"flow", "models", "rtl info", "eval", "lutgen", "lut", "metrics", "verify", "bench core",
-                            "bench gemm", "synth", "train", "test", "data"}) {
-        CliResult h = run_cli(std::string(cmd) + " --help");
+    const std::vector<std::string> cmds = {"flow",  "models",     "rtl info",  "eval",        "lutgen",
+                                           "lut",   "metrics",    "verify",    "bench core",  "bench gemm",
+                                           "bench rtl", "bench cosim", "synth", "train", "test", "data", "cosim"};
+    // every command of `mantis --help` (and every benchmark of `mantis bench --help`) is scanned
+    std::regex listed("\\n  ([a-z]+) ");
+    for (const char *top : {"", "bench "}) {
+        std::string text = run_cli(std::string(top) + "--help").out;
+        int found = 0;
+        for (std::sregex_iterator it(text.begin(), text.end(), listed), end; it != end; ++it, ++found) {
+            std::string c = *top ? std::string(top) + (*it)[1].str() : (*it)[1].str();
+            bool have = false;
+            for (const auto &k : cmds) have |= k == c || k.rfind(c + " ", 0) == 0;
+            EXPECT_TRUE(have) << "mantis " << c << " is not scanned for numeric options";
+        }
+        EXPECT_GE(found, *top ? 4 : 14) << text;
+    }
+    for (const std::string &cmd : cmds) {
+        CliResult h = run_cli(cmd + " --help");
         std::string text = h.out + h.err;
         for (std::sregex_iterator it(text.begin(), text.end(), numeric), end; it != end; ++it) {
             std::string opt = (*it)[2];
