@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -27,7 +28,10 @@ extern "C" {
 #include "mantis/fs.h"
 #include "mantis/json.h"
 #include "mantis/lut.h"
+#include "mantis/mul.h"
+#include "mantis/nn_arith.h"
 #include "mantis/nn_data.h"
+#include "mantis/nn_train.h"
 }
 #include "test_util.h"
 
@@ -367,6 +371,120 @@ TEST(Reliability, TrainKilledWhileCheckpointingResumes)
         resumed += same_state(slurp(ck + "/checkpoint.mtsckpt"), want);
     }
     EXPECT_EQ(resumed, points);
+}
+
+namespace {
+// The backward provider of the gradient-fault test: exact FP32 products
+// (a serial MULOP, so the count is the same on every machine) except the
+// product number `at`, which is a quiet NaN. It reaches the library through
+// the train config's own provider hook (mts_train_config.open), the way a
+// caller plugs in any multiplier: nothing in the library knows about it.
+struct NanInjector {
+    uint64_t calls = 0, at = 0;
+};
+uint32_t nan_once(const mts_mulop *op, uint32_t a, uint32_t b)
+{
+    NanInjector *inj = (NanInjector *)op->impl;
+    if (++inj->calls == inj->at) return 0x7FC00000u;
+    float x, y, z;
+    memcpy(&x, &a, 4), memcpy(&y, &b, 4);
+    z = x * y;
+    uint32_t r;
+    memcpy(&r, &z, 4);
+    return r;
+}
+int open_nan(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err)
+{
+    if (strcmp(s->mul, "nan-once")) return mts_arith_open(s, threads, a, err);
+    memset(a, 0, sizeof *a);
+    a->op.fn = nan_once;
+    a->op.impl = ud;
+    a->op.fmt = mts_format_e8(23);
+    a->op.serial = 1;
+    snprintf(a->op.name, sizeof a->op.name, "nan-once");
+    a->p.kind = MTS_PROV_MULOP;
+    a->p.mul = &a->op;
+    a->p.threads = 1;
+    snprintf(a->desc, sizeof a->desc, "fp32 with one NaN product");
+    return MTS_OK;
+}
+} // namespace
+
+// Issue 17: a diverging run stops with its own status. A NaN in a gradient
+// (one product of the first batch's backward GEMMs) poisons a weight at that
+// step. The loss alone never showed it (the NaN weight fed a ReLU, which maps
+// NaN to 0: the run went on "training" a poisoned net); the trainer now also
+// checks the parameters after every update: the run stops at epoch 1 step 1
+// with diverged set, a NaN loss, the JSON saying so, and no checkpoint of the diverged
+// epoch; through the CLI, a learning rate that blows the loss up exits 3 with
+// the same JSON fields. NaN data cannot come from a data file (IDX and CIFAR
+// pixels are bytes, scaled by 1/255): an IDX file claiming another element
+// type (0x0D: float, where a NaN could hide) is refused as not an image file.
+TEST(Reliability, TrainFaultsStopWithTheirOwnStatus)
+{
+    std::string d = fresh_dir("trainfault"), data = d + "/mnist";
+    mkdir(data.c_str(), 0777);
+    write_idx(data, "train", 64);
+    write_idx(data, "t10k", 16);
+
+    // (a) a NaN in a gradient
+    NanInjector inj;
+    inj.at = 1;
+    mts_train_config c;
+    mts_train_config_init(&c);
+    c.model = "lenet300", c.data = "mnist", c.data_dir = data.c_str();
+    c.epochs = 2, c.batch = 16, c.threads = 1, c.seed = 3;
+    snprintf(c.bwd.mul, sizeof c.bwd.mul, "nan-once");
+    c.open = open_nan, c.open_ud = &inj;
+    std::string json = d + "/grad.json", ck = d + "/grad_ck";
+    c.json = json.c_str(), c.ckdir = ck.c_str();
+    mts_train_info info;
+    mts_err err;
+    ASSERT_EQ(mts_train_run(&c, &info, &err), MTS_OK) << err.msg;
+    EXPECT_GT(inj.calls, inj.at) << "the NaN product was never asked for";
+    EXPECT_EQ(info.diverged, 1);
+    EXPECT_EQ(info.diverged_epoch, 1);
+    EXPECT_EQ(info.diverged_step, 1) << "the update of step 1 wrote the NaN";
+    EXPECT_TRUE(std::isnan(info.diverged_loss)) << info.diverged_loss;
+    std::string j = slurp(json);
+    EXPECT_NE(j.find("\"diverged\": true"), std::string::npos) << j;
+    EXPECT_NE(j.find("\"diverged_epoch\": 1,"), std::string::npos) << j;
+    EXPECT_NE(j.find("\"diverged_step\": 1,"), std::string::npos) << j;
+    EXPECT_NE(j.find("\"final_test_acc\": null"), std::string::npos) << j;
+    EXPECT_TRUE(slurp(ck + "/checkpoint.mtsckpt").empty()) << "a checkpoint of the diverged epoch";
+    // the same run without the fault trains
+    NanInjector none;
+    c.open_ud = &none, c.epochs = 1;
+    std::string ck2 = d + "/clean_ck";
+    c.ckdir = ck2.c_str();
+    ASSERT_EQ(mts_train_run(&c, &info, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(info.diverged, 0);
+    EXPECT_GT(none.calls, 0u);
+
+    // (b) through the CLI: the loss overflows, exit 3, the JSON fields
+    std::string js = d + "/lr.json";
+    CliResult r = run_cli("train --model lenet300 --data mnist --data-dir " + data +
+                          " --batch 16 --seed 3 --epochs 2 --threads 1 --lr 100 --json " + js);
+    EXPECT_EQ(r.status, 3) << r.out << r.err;
+    EXPECT_NE(r.err.find("diverged at epoch 1 step "), std::string::npos) << r.err;
+    EXPECT_EQ(lines(r.err), 2) << r.err; // the run's banner, the verdict
+    j = slurp(js);
+    EXPECT_NE(j.find("\"diverged\": true"), std::string::npos) << j;
+    EXPECT_NE(j.find("\"diverged_epoch\": 1,"), std::string::npos) << j;
+    EXPECT_NE(j.find("\"diverged_step\": "), std::string::npos) << j;
+
+    // (c) NaN data: an IDX image file of floats (type 0x0D) is not read as pixels
+    std::string fl = d + "/float";
+    mkdir(fl.c_str(), 0777);
+    write_idx(fl, "train", 4);
+    write_idx(fl, "t10k", 4);
+    std::string im;
+    be32(im, 0xD03), be32(im, 4), be32(im, 14), be32(im, 14);
+    for (int i = 0; i < 4 * 14 * 14; i++) be32(im, i == 5 ? 0x7FC00000u : 0x3F000000u);
+    std::ofstream(fl + "/train-images-idx3-ubyte", std::ios::binary) << im;
+    r = run_cli("train --model lenet300 --data mnist --data-dir " + fl + " --epochs 1 --threads 1");
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("train-images-idx3-ubyte: not an IDX image file"), std::string::npos) << r.err;
 }
 
 // ------------------------------------------------------------------ fixed bugs

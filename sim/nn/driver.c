@@ -257,9 +257,20 @@ static int write_json(const run *r, mts_err *err)
     return rc;
 }
 
+/* Whether every parameter is finite. A NaN weight can hide from the loss
+ * for ever (ReLU and max-pooling map a NaN input to 0 or drop it), so a NaN
+ * gradient would leave a run "training" on a poisoned net. */
+static int params_finite(const mts_net *net)
+{
+    for (size_t i = 0; i < net->nparam; i++)
+        if (!isfinite(net->param[i])) return 0;
+    return 1;
+}
+
 /* After every batch: its loss, recomputed from the logits the network still
  * holds and the labels of the epoch's order; the first batch over the
- * threshold (or non-finite) marks the run diverged. */
+ * threshold (or non-finite), or whose update left a non-finite parameter
+ * (diverged_loss then NaN), marks the run diverged. */
 static void on_batch(void *ud, int done, int total)
 {
     run *r = ud;
@@ -270,6 +281,7 @@ static void on_batch(void *ud, int done, int total)
         for (int i = 0; i < N; i++) r->labels[i] = r->train.y[r->order[b0 + i]];
         int ok = 0;
         double loss = mts_softmax_ce(N, classes, mts_net_output(&r->net), r->labels, r->dl, &ok);
+        if (loss <= MTS_DIVERGE_LOSS && !params_finite(&r->net)) loss = NAN;
         if (!(loss <= MTS_DIVERGE_LOSS)) { /* NaN compares false */
             in->diverged = 1;
             in->diverged_epoch = in->epoch;
