@@ -1,6 +1,6 @@
 /* seeds.c - writes the seed corpus of every fuzz target into DIR/<target>/,
  * valid files made by Mantis' own writers (LUTs, tables, checkpoints,
- * traces) or in the documented layouts (IDX, CIFAR, Verilator XML, JSON,
+ * traces, GEMM dumps) or in the documented layouts (IDX, CIFAR, Verilator XML, JSON,
  * flow config). Usage: fuzz_seeds DIR MANTIS_SOURCE_DIR */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 
 #include "mantis/binio.h"
 #include "mantis/fs.h"
+#include "mantis/gemmdump.h"
 #include "mantis/lut.h"
 #include "mantis/mul.h"
 #include "mantis/nn_ckpt.h"
@@ -135,6 +136,24 @@ int main(int argc, char **argv)
     mts_trace_info tf = {MTS_TRACE_FLOAT, 16, 16, 8, 0, 0};
     uint64_t fa[2] = {0x3f80, 0xc000}, fb[2] = {0x4049, 0x7f80};
     if (mts_trace_write(tmp, &tf, 2, fa, fb, &err) == MTS_OK) put_file("trace_crc", "bf16.trace", tmp, 0, 0);
+
+    /* GEMM dumps: a 2x3x4 GEMM with edge values (zero, -0, subnormal, inf,
+     * NaN), and a 1x1x1 one with an empty layer name */
+    float ga[8] = {0, -0.0f, 1e-45f, 1.0f / 0.0f, -1.5f, 3e38f, 0.0f / 0.0f, 7},
+          gb[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, -12};
+    mts_gemmdump gd;
+    memset(&gd, 0, sizeof gd);
+    gd.m = 2, gd.n = 3, gd.k = 4, gd.batch = 2, gd.A = ga, gd.B = gb;
+    snprintf(gd.layer, sizeof gd.layer, "conv1");
+    if (mts_gemmdump_write(tmp, &gd, &err) == MTS_OK) {
+        put_file("gemmdump", "conv1_2x3x4.gemm", tmp, 0, 0);
+        put_file("gemmdump_crc", "conv1_2x3x4.gemm", tmp, 0, 0);
+    }
+    gd.m = gd.n = gd.k = 1, gd.batch = 0, gd.layer[0] = 0;
+    if (mts_gemmdump_write(tmp, &gd, &err) == MTS_OK) {
+        put_file("gemmdump", "unnamed_1x1x1.gemm", tmp, 0, 0);
+        put_file("gemmdump_crc", "unnamed_1x1x1.gemm", tmp, 0, 0);
+    }
 
     /* flow configs: the shipped default (first byte 0: full profile, 1: quick) */
     snprintf(tmp2, sizeof tmp2, "%s/flows/default.flow", argv[2]);
