@@ -312,6 +312,15 @@ void write_idx(const std::string &dir, const char *prefix, int n)
     std::ofstream(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary) << im;
     std::ofstream(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary) << lb;
 }
+// DIR/mnist with 64 training and ntest test images (write_idx); its path.
+std::string small_mnist(const std::string &dir, int ntest)
+{
+    std::string data = dir + "/mnist";
+    mkdir(data.c_str(), 0777);
+    write_idx(data, "train", 64);
+    write_idx(data, "t10k", ntest);
+    return data;
+}
 // Two checkpoints hold the same training state: every byte but the timings
 // of the history (seconds, samples/s: entries 3 and 4 of each 6-double
 // record; layout in sim/nn/ckpt.c) and the CRC that covers them.
@@ -335,10 +344,7 @@ bool same_state(const std::string &a, const std::string &b)
 // parameters and output as an uninterrupted run, and no temp file remains.
 TEST(Reliability, TrainKilledWhileCheckpointingResumes)
 {
-    std::string d = fresh_dir("killtrain"), data = d + "/mnist";
-    mkdir(data.c_str(), 0777);
-    write_idx(data, "train", 64);
-    write_idx(data, "t10k", 32);
+    std::string d = fresh_dir("killtrain"), data = small_mnist(d, 32);
     std::string common = "train --model lenet300 --data mnist --data-dir " + data +
                          " --batch 32 --seed 3 --epochs 3 --threads 1 --checkpoint ";
     CliResult full = run_cli(common + d + "/full");
@@ -412,8 +418,9 @@ int open_nan(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_e
 
 // Issue 17: a diverging run stops with its own status. A NaN in a gradient
 // (one product of the first batch's backward GEMMs) poisons a weight at that
-// step. The loss alone never showed it (the NaN weight fed a ReLU, which maps
-// NaN to 0: the run went on "training" a poisoned net); the trainer now also
+// step. The loss alone never showed it (the run finished with a finite loss:
+// ReLU, x > 0 ? x : 0, maps a NaN to 0, so a poisoned weight can stay hidden
+// from the logits); the trainer now also
 // checks the parameters after every update: the run stops at epoch 1 step 1
 // with diverged set, a NaN loss, the JSON saying so, and no checkpoint of the diverged
 // epoch; through the CLI, a learning rate that blows the loss up exits 3 with
@@ -422,10 +429,7 @@ int open_nan(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_e
 // type (0x0D: float, where a NaN could hide) is refused as not an image file.
 TEST(Reliability, TrainFaultsStopWithTheirOwnStatus)
 {
-    std::string d = fresh_dir("trainfault"), data = d + "/mnist";
-    mkdir(data.c_str(), 0777);
-    write_idx(data, "train", 64);
-    write_idx(data, "t10k", 16);
+    std::string d = fresh_dir("trainfault"), data = small_mnist(d, 16);
 
     // (a) a NaN in a gradient
     NanInjector inj;

@@ -44,7 +44,7 @@ static const char usage_text[] =
     "  --subset N         train on the first N samples; --test-subset N evaluates on N\n"
     "  --threads N        GEMM threads (0 = all cores); results do not depend on it\n"
     "  --json FILE        per-epoch results; --checkpoint DIR [--resume]\n"
-    "exit status: 0 trained, 2 could not run, 3 diverged (a batch loss non-finite or > 1000)\n"
+    "exit status: 0 trained, 2 could not run, 3 diverged (a batch loss non-finite or > 1000, or a non-finite weight)\n"
     "  --trace-operands FILE [--trace-samples N (100000)] [--trace-kind sig|float (sig)]\n"
     "                     a uniform sample of the forward multiplier's operand pairs during\n"
     "                     training (trace format: docs/trace-format.md)\n"
