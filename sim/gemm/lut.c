@@ -50,7 +50,7 @@ float *mts__gemm_lut_table(const mts_lut *lut)
     return Tf;
 }
 
-unsigned char *mts__gemm_lut_bytes(const mts_lut *lut)
+unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
 {
     const mts_format *f = &lut->fmt;
     if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 7) return NULL;
@@ -65,7 +65,7 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut)
                 mts__gemm_ws_free(tb);
                 return NULL;
             }
-            tb[ma * 128 + mb] = (unsigned char)((unsigned)adj << 7 | (e & MTS_LUT_MAN) >> 16);
+            tb[transposed ? mb * 128 + ma : ma * 128 + mb] = (unsigned char)((unsigned)adj << 7 | (e & MTS_LUT_MAN) >> 16);
         }
     return tb;
 }
@@ -80,13 +80,14 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut)
 #define MR 2
 #endif
 
+int mts__gemm_lut_nr(void) { return NR; }
+
 static void store_tile(const gemm_job *g, vf acc[MR][NV], int i0, int i1, int j0, int j1)
 {
     float out[NR];
     for (int r = 0; r < i1 - i0; r++) {
         for (int v = 0; v < NV; v++) VF_STORE(out + v * GW, acc[r][v]);
-        float *crow = g->C + (size_t)(i0 + r) * (size_t)g->ldc;
-        for (int j = j0; j < j1; j++) gemm_store(&crow[j], g->beta, out[j - j0]);
+        for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i0 + r, j), g->beta, out[j - j0]);
     }
 }
 
@@ -187,5 +188,6 @@ int mts__gemm_lut(const gemm_job *g, mts_err *err)
     return MTS_OK;
 }
 #else
+int mts__gemm_lut_nr(void) { return 0; }
 int mts__gemm_lut(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
 #endif
