@@ -51,3 +51,14 @@ int mts_parse_u64(const char *s, uint64_t *out)
     *out = (uint64_t)v;
     return 0;
 }
+
+double mts_cli_loadavg(void)
+{
+    double l = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
+        fclose(f);
+    }
+    return l;
+}
