@@ -131,18 +131,6 @@ static int time_gemm(const mts_provider *p, int n, const float *A, const float *
     return MTS_OK;
 }
 
-/* The 1-minute load average, so a reader can tell a busy machine's figures. */
-static double loadavg(void)
-{
-    double l = -1.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
-        fclose(f);
-    }
-    return l;
-}
-
 /* nn operands U(-1, 1), typical activations and weights, from seed: A and B
  * alternate draws. */
 static void fill_operands(uint64_t seed, size_t nn, float *A, float *B)
@@ -221,7 +209,7 @@ int mts_bench_gemm(int argc, char **argv)
 #endif
     printf("mantis bench gemm: isa %s, %d thread%s, LUT %s e8m7 (bf16), FMAq M7E4 prod bias 12 / acc bias 10, "
            "chunk 16, best of %d, load average %.2f\n",
-           mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, loadavg());
+           mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, mts_cli_loadavg());
     printf("%-6s %-8s %10s %10s %10s %9s %9s\n", "size", "gemm", "wall ms", "cpu ms", "GMAC/s", "x blas", "x lut");
     int status = 0;
     for (int s = 0; s < o.nsizes && !status; s++) {

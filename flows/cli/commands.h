@@ -33,5 +33,6 @@ int mts_bench_core(int argc, char **argv); /* bench_core.c */
 int mts_bench_gemm(int argc, char **argv); /* bench_gemm.c */
 int mts_bench_rtl(int argc, char **argv);  /* bench_rtl.c */
 int mts_bench_cosim(int argc, char **argv); /* bench_cosim.c */
+int mts_bench_train(int argc, char **argv); /* bench_train.c */
 
 #endif
