@@ -17,4 +17,9 @@ uint32_t mts__prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a,
 int mts__nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s, int threads, mts_arith *a,
                        mts_err *err);
 
+/* Puts opened provider a on device (0: CPU; MTS_GPU_DEVICE_CUDA: its GEMMs
+ * run on the GPU, with the same results); MTS_EUNSUPPORTED when the GPU does
+ * not take this provider (driver.c). */
+int mts__nn_arith_device(mts_arith *a, int device, mts_err *err);
+
 #endif
