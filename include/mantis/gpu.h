@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mantis/gemm.h"
+#include "mantis/nn_ops.h"
 #include "mantis/status.h"
 
 #ifdef __cplusplus
@@ -90,6 +91,51 @@ int mts_gpu_sgemm_cublas(int m, int n, int k, const float *A, const float *B, fl
 /* Device synchronisation and a device-side timer for benchmarks: seconds
  * between two calls of mts_gpu_sync (host wall time after synchronising). */
 int mts_gpu_sync(mts_err *err);
+
+/* ----------------------------------------------- layer ops (gpu/nn_ops.cu)
+ *
+ * CUDA twins of the ops of nn_ops.h on device pointers: the same name with
+ * mts_gpu_ in front, the same arguments (a GEMM plan instead of the
+ * context; err last) and, by contract, the same bits as the CPU op,
+ * including the fixed blocked order of fmath.h for every long reduction.
+ * Written and compiled; NOT yet run on a GPU (tests/test_gpu.cpp compares
+ * each with its CPU twin where a device is present). All synchronous. */
+int mts_gpu_relu_forward(size_t n, const float *x, float *y, mts_err *err);
+int mts_gpu_relu_backward(size_t n, const float *y, const float *dy, float *dx, mts_err *err);
+/* Dense with IDENTITY STE (the masked STE backward is not on the GPU). */
+int mts_gpu_dense_forward(const mts_gpu_gemm_plan *fwd, int N, int in, int out, const float *x, const float *w,
+                          const float *b, float *y, mts_err *err);
+int mts_gpu_dense_backward(const mts_gpu_gemm_plan *bwd, int N, int in, int out, const float *x, const float *w,
+                           const float *dy, float *dx, float *dw, float *db, mts_err *err);
+/* Softmax CE: labels on the device; *loss (the batch mean) and *correct
+ * come back to the host. */
+int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *labels, float *dlogits, double *loss,
+                       int *correct, mts_err *err);
+/* BatchNorm: rmean/rvar on the device, updated as on the CPU. */
+int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
+                       float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd,
+                       mts_err *err);
+int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                        const float *invstd, float *dx, float *dgamma, float *dbeta, mts_err *err);
+int mts_gpu_maxpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, int32_t *argmax,
+                            mts_err *err);
+int mts_gpu_maxpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, const int32_t *argmax,
+                             float *dx, mts_err *err);
+int mts_gpu_avgpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, mts_err *err);
+int mts_gpu_avgpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, float *dx, mts_err *err);
+int mts_gpu_gap_forward(int N, int C, int HW, const float *x, float *y, mts_err *err);
+int mts_gpu_gap_backward(int N, int C, int HW, const float *dy, float *dx, mts_err *err);
+/* im2col / col2im of nn_ops.h (col2im as a gather in the CPU's tap order). */
+int mts_gpu_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_err *err);
+int mts_gpu_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx, mts_err *err);
+/* One optimizer step over n parameters, elementwise as mts_opt_step:
+ * wmask[j] = 1 where weight decay applies (NULL: everywhere); Adam's bias
+ * corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t come from the host (FP64,
+ * as the CPU computes them). m, v on the device. */
+int mts_gpu_sgd_step(size_t n, float *param, const float *grad, float *m, const uint8_t *wmask, float lr,
+                     float momentum, float wd, mts_err *err);
+int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float *v, const uint8_t *wmask, float lr,
+                      float beta1, float beta2, float eps, float wd, double bc1, double bc2, mts_err *err);
 
 #ifdef __cplusplus
 }
