@@ -283,4 +283,179 @@ TEST(GpuGemm, OutOfDeviceMemoryNamesTheSize)
     EXPECT_NE(std::string(err.msg).find(std::to_string(huge)), std::string::npos) << err.msg;
 }
 
+// ------------------------------------------- layer ops vs their CPU twins
+
+// A device copy of a host vector, freed at scope exit.
+template <class T> struct Dev {
+    void *p = nullptr;
+    size_t n;
+    explicit Dev(const std::vector<T> &h) : n(h.size())
+    {
+        mts_err err;
+        EXPECT_EQ(mts_gpu_alloc(&p, n * sizeof(T), &err), MTS_OK) << err.msg;
+        EXPECT_EQ(mts_gpu_upload(p, h.data(), n * sizeof(T), &err), MTS_OK) << err.msg;
+    }
+    ~Dev() { mts_gpu_free(p); }
+    T *d() { return (T *)p; }
+    std::vector<T> get() const
+    {
+        std::vector<T> h(n);
+        mts_err err;
+        EXPECT_EQ(mts_gpu_download(h.data(), p, n * sizeof(T), &err), MTS_OK) << err.msg;
+        return h;
+    }
+};
+
+void expect_same(const std::vector<float> &gpu, const std::vector<float> &cpu, const char *what)
+{
+    ASSERT_EQ(gpu.size(), cpu.size());
+    int bad = 0;
+    for (size_t i = 0; i < gpu.size(); i++)
+        if (fbits(gpu[i]) != fbits(cpu[i]) && bad++ < 5)
+            ADD_FAILURE() << what << "[" << i << "]: gpu 0x" << std::hex << fbits(gpu[i]) << " cpu 0x" << fbits(cpu[i]);
+    EXPECT_EQ(bad, 0) << what;
+}
+
+std::vector<float> randv(size_t n, uint64_t seed)
+{
+    std::vector<float> v(n);
+    for (float &x : v) {
+        uint64_t r = splitmix64(&seed);
+        x = ((float)(r & 0xffffff) / 16777216.0f - 0.5f) * std::ldexp(1.0f, (int)((r >> 24) % 8) - 3);
+    }
+    return v;
+}
+
+TEST(GpuOps, DenseSoftmaxRelu)
+{
+    NEED_GPU();
+    const int N = 67, in = 29, out = 10;
+    mts_err err;
+    auto x = randv((size_t)N * in, 1), w = randv((size_t)out * in, 2), b = randv(out, 3);
+    mts_provider p = prov(MTS_PROV_NATIVE);
+    mts_nn_ctx ctx = mts_nn_ctx_cpu(&p, &p);
+    mts_gpu_gemm_plan *pl;
+    ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+    std::vector<float> y((size_t)N * out), dx((size_t)N * in), dw((size_t)out * in), db(out), dz((size_t)N * out);
+    ASSERT_EQ(mts_dense_forward(&ctx, N, in, out, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK);
+    Dev<float> gx(x), gw(w), gb(b), gy(y), gdx(dx), gdw(dw), gdb(db), gdz(dz);
+    ASSERT_EQ(mts_gpu_dense_forward(pl, N, in, out, gx.d(), gw.d(), gb.d(), gy.d(), &err), MTS_OK) << err.msg;
+    expect_same(gy.get(), y, "dense forward");
+
+    std::vector<uint8_t> lab(N);
+    for (int n = 0; n < N; n++) lab[n] = (uint8_t)((n * 7) % out);
+    Dev<uint8_t> glab(lab);
+    int ok = -1, gok = -2;
+    double L = mts_softmax_ce(N, out, y.data(), lab.data(), dz.data(), &ok), gL = 0;
+    ASSERT_EQ(mts_gpu_softmax_ce(N, out, gy.d(), glab.d(), gdz.d(), &gL, &gok, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(std::memcmp(&L, &gL, sizeof L), 0) << "loss cpu " << L << " gpu " << gL;
+    EXPECT_EQ(ok, gok);
+    expect_same(gdz.get(), dz, "dlogits");
+
+    ASSERT_EQ(mts_dense_backward(&ctx, N, in, out, x.data(), w.data(), dz.data(), dx.data(), dw.data(), db.data(), &err),
+              MTS_OK);
+    ASSERT_EQ(mts_gpu_dense_backward(pl, N, in, out, gx.d(), gw.d(), gdz.d(), gdx.d(), gdw.d(), gdb.d(), &err), MTS_OK)
+        << err.msg;
+    expect_same(gdx.get(), dx, "dense dx");
+    expect_same(gdw.get(), dw, "dense dw");
+    expect_same(gdb.get(), db, "dense db");
+
+    std::vector<float> r(x.size()), dr(x.size());
+    mts_relu_forward(x.size(), x.data(), r.data());
+    mts_relu_backward(x.size(), r.data(), x.data(), dr.data());
+    Dev<float> gr(r), gdr(dr);
+    ASSERT_EQ(mts_gpu_relu_forward(x.size(), gx.d(), gr.d(), &err), MTS_OK);
+    ASSERT_EQ(mts_gpu_relu_backward(x.size(), gr.d(), gx.d(), gdr.d(), &err), MTS_OK);
+    expect_same(gr.get(), r, "relu forward");
+    expect_same(gdr.get(), dr, "relu backward");
+    mts_gpu_plan_close(pl);
+}
+
+TEST(GpuOps, BatchNormPoolConvOptimizers)
+{
+    NEED_GPU();
+    mts_err err;
+    const int N = 5, C = 3, H = 9, W = 7, HW = H * W;
+    auto x = randv((size_t)N * C * HW, 5), dy = randv(x.size(), 6);
+    std::vector<float> gam = {1.5f, 0.5f, -1.0f}, bet = {0.1f, -0.2f, 0.0f}, rm(C, 0.1f), rv(C, 0.9f), y(x.size()),
+                       xh(x.size()), is(C), dx(x.size()), dg(C), dbt(C);
+    Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), grm(rm), grv(rv), gy(y), gxh(xh), gis(is), gdx(dx), gdg(dg),
+        gdbt(dbt);
+    mts_bn_forward(1, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f, y.data(),
+                   xh.data(), is.data());
+    ASSERT_EQ(mts_gpu_bn_forward(1, N, C, HW, gx.d(), ggam.d(), gbet.d(), grm.d(), grv.d(), 0.1f, 1e-5f, gy.d(),
+                                 gxh.d(), gis.d(), &err),
+              MTS_OK)
+        << err.msg;
+    expect_same(gy.get(), y, "bn y");
+    expect_same(grm.get(), rm, "bn running mean");
+    expect_same(grv.get(), rv, "bn running var");
+    mts_bn_backward(N, C, HW, dy.data(), gam.data(), xh.data(), is.data(), dx.data(), dg.data(), dbt.data());
+    ASSERT_EQ(mts_gpu_bn_backward(N, C, HW, gdy.d(), ggam.d(), gxh.d(), gis.d(), gdx.d(), gdg.d(), gdbt.d(), &err),
+              MTS_OK);
+    expect_same(gdx.get(), dx, "bn dx");
+    expect_same(gdg.get(), dg, "bn dgamma");
+    expect_same(gdbt.get(), dbt, "bn dbeta");
+
+    for (int k = 2; k <= 3; k++) // k = 3, s = 2: overlapping windows
+        for (int s = 1; s <= 2; s++) {
+            int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
+            std::vector<float> py((size_t)N * C * oh * ow), pdx(x.size()), ay(py.size()), adx(x.size());
+            std::vector<int32_t> am(py.size());
+            auto pdy = randv(py.size(), 7);
+            mts_maxpool_forward(N, C, H, W, k, s, x.data(), py.data(), am.data());
+            mts_maxpool_backward(N, C, H, W, k, s, pdy.data(), am.data(), pdx.data());
+            mts_avgpool_forward(N, C, H, W, k, s, x.data(), ay.data());
+            mts_avgpool_backward(N, C, H, W, k, s, pdy.data(), adx.data());
+            Dev<float> gpy(py), gpdx(pdx), gay(ay), gadx(adx), gpdy(pdy);
+            Dev<int32_t> gam2(am);
+            ASSERT_EQ(mts_gpu_maxpool_forward(N, C, H, W, k, s, gx.d(), gpy.d(), gam2.d(), &err), MTS_OK);
+            ASSERT_EQ(mts_gpu_maxpool_backward(N, C, H, W, k, s, gpdy.d(), gam2.d(), gpdx.d(), &err), MTS_OK);
+            ASSERT_EQ(mts_gpu_avgpool_forward(N, C, H, W, k, s, gx.d(), gay.d(), &err), MTS_OK);
+            ASSERT_EQ(mts_gpu_avgpool_backward(N, C, H, W, k, s, gpdy.d(), gadx.d(), &err), MTS_OK);
+            expect_same(gpy.get(), py, "maxpool y");
+            expect_same(gpdx.get(), pdx, "maxpool dx");
+            expect_same(gay.get(), ay, "avgpool y");
+            expect_same(gadx.get(), adx, "avgpool dx");
+        }
+
+    mts_conv_geom g = {C, H, W, 4, 3, 2, 1, 0, 0};
+    ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK);
+    size_t K = (size_t)C * 9, NP = (size_t)N * g.oh * g.ow;
+    std::vector<float> col(K * NP), cdx(x.size());
+    auto dcol = randv(K * NP, 8);
+    mts_im2col(&g, N, x.data(), col.data());
+    mts_col2im(&g, N, dcol.data(), cdx.data());
+    Dev<float> gcol(col), gdcol(dcol), gcdx(cdx);
+    ASSERT_EQ(mts_gpu_im2col(&g, N, gx.d(), gcol.d(), &err), MTS_OK);
+    ASSERT_EQ(mts_gpu_col2im(&g, N, gdcol.d(), gcdx.d(), &err), MTS_OK);
+    expect_same(gcol.get(), col, "im2col");
+    expect_same(gcdx.get(), cdx, "col2im");
+
+    // optimizers: elementwise, weight decay on a mask
+    const size_t n = 1000;
+    auto prm = randv(n, 9), grd = randv(n, 10);
+    std::vector<float> m(n, 0.0f), v(n, 0.0f), p2 = prm;
+    std::vector<uint8_t> mask(n);
+    for (size_t j = 0; j < n; j++) mask[j] = j % 3 != 0;
+    Dev<float> gp(prm), gg(grd), gm(m), gv(v), gp2(p2), gm2(m);
+    Dev<uint8_t> gmask(mask);
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 1e-4f;
+    for (int t = 1; t <= 3; t++) {
+        double bc1 = 1.0 - std::pow(b1, (double)t), bc2 = 1.0 - std::pow(b2, (double)t);
+        for (size_t j = 0; j < n; j++) { // mts_opt_step's Adam, on one flat layer
+            float g2 = grd[j];
+            if (mask[j]) g2 += wd * prm[j];
+            m[j] = b1 * m[j] + (1.0f - b1) * g2;
+            v[j] = b2 * v[j] + (1.0f - b2) * g2 * g2;
+            float mh = m[j] / (float)bc1, vh = v[j] / (float)bc2;
+            prm[j] -= lr * mh / (std::sqrt(vh) + eps);
+        }
+        ASSERT_EQ(mts_gpu_adam_step(n, gp.d(), gg.d(), gm.d(), gv.d(), gmask.d(), lr, b1, b2, eps, wd, bc1, bc2, &err),
+                  MTS_OK);
+    }
+    expect_same(gp.get(), prm, "adam params");
+    expect_same(gv.get(), v, "adam v");
+}
+
 } // namespace
