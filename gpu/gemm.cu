@@ -71,16 +71,27 @@ __device__ uint32_t quantize_e8(uint32_t x, int M, int rne)
 
 // mts_mul_classify + mts_mul_finish for an E8 IEEE format at M bits, with
 // the significand product given by the LUT entry (mts_amsim) ...
+// Rules 1 and 2 (mts_mul_classify) at M bits: returns 1 with *special the
+// result, or 0 with the sign, exponent sum and the truncated operands.
+__device__ int classify_e8(int M, uint32_t a, uint32_t b, uint32_t *special, uint32_t *sign, int *e, uint32_t *qa,
+                           uint32_t *qb)
+{
+    *sign = (a ^ b) & F32_SIGN;
+    *qa = quantize_e8(a, M, 0), *qb = quantize_e8(b, M, 0);
+    if ((*qa & 0x7FFFFFFFu) > F32_INF || (*qb & 0x7FFFFFFFu) > F32_INF) return *special = F32_QNAN, 1;
+    uint32_t ea = (*qa >> 23) & 0xFFu, eb = (*qb >> 23) & 0xFFu;
+    int za = ea == 0, zb = eb == 0, ia = ea == 0xFFu, ib = eb == 0xFFu;
+    if (ia || ib) return *special = (za || zb) ? F32_QNAN : (*sign | F32_INF), 1;
+    if (za || zb) return *special = *sign, 1;
+    *e = (int)ea + (int)eb - 254;
+    return 0;
+}
+
 __device__ uint32_t amsim_e8(const uint32_t *T, int M, uint32_t a, uint32_t b)
 {
-    uint32_t sign = (a ^ b) & F32_SIGN;
-    uint32_t qa = quantize_e8(a, M, 0), qb = quantize_e8(b, M, 0);
-    if ((qa & 0x7FFFFFFFu) > F32_INF || (qb & 0x7FFFFFFFu) > F32_INF) return F32_QNAN;
-    uint32_t ea = (qa >> 23) & 0xFFu, eb = (qb >> 23) & 0xFFu;
-    int za = ea == 0, zb = eb == 0, ia = ea == 0xFFu, ib = eb == 0xFFu;
-    if (ia || ib) return (za || zb) ? F32_QNAN : (sign | F32_INF);
-    if (za || zb) return sign;
-    int e = (int)ea + (int)eb - 254;
+    uint32_t special, sign, qa, qb;
+    int e;
+    if (classify_e8(M, a, b, &special, &sign, &e, &qa, &qb)) return special;
     uint32_t ma = (qa & F32_MAN) >> (23 - M), mb = (qb & F32_MAN) >> (23 - M);
     uint32_t entry = T[(ma << M) | mb];
     if (entry & LUT_ZERO) return sign;
@@ -94,14 +105,9 @@ __device__ uint32_t amsim_e8(const uint32_t *T, int M, uint32_t a, uint32_t b)
 // model (IEEE FP32 multiply with flush-to-zero), FMAq's native products.
 __device__ uint32_t fp32_model(uint32_t a, uint32_t b)
 {
-    uint32_t sign = (a ^ b) & F32_SIGN;
-    uint32_t qa = quantize_e8(a, 23, 0), qb = quantize_e8(b, 23, 0);
-    if ((qa & 0x7FFFFFFFu) > F32_INF || (qb & 0x7FFFFFFFu) > F32_INF) return F32_QNAN;
-    uint32_t ea = (qa >> 23) & 0xFFu, eb = (qb >> 23) & 0xFFu;
-    int za = ea == 0, zb = eb == 0, ia = ea == 0xFFu, ib = eb == 0xFFu;
-    if (ia || ib) return (za || zb) ? F32_QNAN : (sign | F32_INF);
-    if (za || zb) return sign;
-    int e = (int)ea + (int)eb - 254;
+    uint32_t special, sign, qa, qb;
+    int e;
+    if (classify_e8(23, a, b, &special, &sign, &e, &qa, &qb)) return special;
     uint64_t sig = (uint64_t)((qa & F32_MAN) | 0x800000u) * (uint64_t)((qb & F32_MAN) | 0x800000u); // F = 46
     int p = 63 - __clzll((long long)sig), shift = p - 46, d = p - 23;
     uint64_t frac = sig >> d, rem = sig & ((1ull << d) - 1ull), half = 1ull << (d - 1);

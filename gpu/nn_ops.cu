@@ -49,46 +49,36 @@ template <class T, class Term> __global__ void chunk_sums(int rows, size_t n, si
 }
 
 // Phase 2: the pairwise tree of each row's chunk sums, with fmath.h's code.
-__global__ void tree_d(int rows, size_t m, const double *part, double *out)
+__device__ void tree_row(size_t m, const double *part, double *out)
 {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
     mts_fm_sumd s;
     mts_fm_sumd_init(&s);
-    for (size_t c = 0; c < m; c++) mts_fm__sumd_chunk(&s, part[(size_t)r * m + c]);
-    out[r] = mts_fm_sumd_sum(&s);
+    for (size_t c = 0; c < m; c++) mts_fm__sumd_chunk(&s, part[c]);
+    *out = mts_fm_sumd_sum(&s);
 }
-__global__ void tree_f(int rows, size_t m, const float *part, float *out)
+__device__ void tree_row(size_t m, const float *part, float *out)
 {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
     mts_fm_sumf s;
     mts_fm_sumf_init(&s);
-    for (size_t c = 0; c < m; c++) mts_fm__sumf_chunk(&s, part[(size_t)r * m + c]);
-    out[r] = mts_fm_sumf_sum(&s);
+    for (size_t c = 0; c < m; c++) mts_fm__sumf_chunk(&s, part[c]);
+    *out = mts_fm_sumf_sum(&s);
+}
+template <class T> __global__ void tree(int rows, size_t m, const T *part, T *out)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) tree_row(m, part + (size_t)r * m, out + r);
 }
 
-// out[r] = the blocked sum over j < n of term(r, j), out on the device.
-template <class Term> int reduce_rows_d(int rows, size_t n, Term term, double *out, mts_err *err)
+// out[r] = the blocked sum over j < n of term(r, j) (T = float or double),
+// out on the device.
+template <class T, class Term> int reduce_rows(int rows, size_t n, Term term, T *out, mts_err *err)
 {
     size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
     void *part = NULL;
-    int rc = mts_gpu_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(double), err);
+    int rc = mts_gpu_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
     if (rc != MTS_OK) return rc;
-    if (m) chunk_sums<double><<<blocks_for((size_t)rows * m), THREADS>>>(rows, n, m, term, (double *)part);
-    tree_d<<<blocks_for((size_t)rows), THREADS>>>(rows, m, (const double *)part, out);
-    rc = launch_check(err, "reduction");
-    mts_gpu_free(part);
-    return rc;
-}
-template <class Term> int reduce_rows_f(int rows, size_t n, Term term, float *out, mts_err *err)
-{
-    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
-    void *part = NULL;
-    int rc = mts_gpu_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(float), err);
-    if (rc != MTS_OK) return rc;
-    if (m) chunk_sums<float><<<blocks_for((size_t)rows * m), THREADS>>>(rows, n, m, term, (float *)part);
-    tree_f<<<blocks_for((size_t)rows), THREADS>>>(rows, m, (const float *)part, out);
+    if (m) chunk_sums<T><<<blocks_for((size_t)rows * m), THREADS>>>(rows, n, m, term, (T *)part);
+    tree<T><<<blocks_for((size_t)rows), THREADS>>>(rows, m, (const T *)part, out);
     rc = launch_check(err, "reduction");
     mts_gpu_free(part);
     return rc;
@@ -389,7 +379,7 @@ int mts_gpu_dense_backward(const mts_gpu_gemm_plan *bwd, int N, int in, int out,
                            const float *dy, float *dx, float *dw, float *db, mts_err *err)
 {
     int rc = MTS_OK;
-    if (db) rc = reduce_rows_f(out, (size_t)N, ColTerm{dy, out}, db, err);
+    if (db) rc = reduce_rows<float>(out, (size_t)N, ColTerm{dy, out}, db, err);
     if (rc == MTS_OK && dx) rc = mts_gpu_gemm_dev(bwd, 0, 0, N, in, out, dy, out, w, in, 0.0f, dx, in, err);
     if (rc == MTS_OK && dw) rc = mts_gpu_gemm_dev(bwd, 1, 0, out, in, N, dy, out, x, in, 0.0f, dw, in, err);
     return rc;
@@ -411,7 +401,7 @@ int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *l
     softmax_ce_rows<<<blocks_for((size_t)N), THREADS>>>(N, classes, logits, labels, dlogits, (double *)terms,
                                                         (int *)ok);
     if ((rc = launch_check(err, "softmax cross-entropy")) ||
-        (rc = reduce_rows_d(1, (size_t)N, Flat{(const double *)terms}, (double *)sum, err)))
+        (rc = reduce_rows<double>(1, (size_t)N, Flat{(const double *)terms}, (double *)sum, err)))
         goto done;
     {
         double s = 0.0;
@@ -448,7 +438,7 @@ int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const fl
         goto done;
     if (train) {
         // mean first (the variance's terms need it), as the CPU does
-        if ((rc = reduce_rows_d(C, cnt, BnX{x, C, HW}, (double *)s1, err))) goto done;
+        if ((rc = reduce_rows<double>(C, cnt, BnX{x, C, HW}, (double *)s1, err))) goto done;
         void *m = NULL;
         if ((rc = mts_gpu_alloc(&m, (size_t)C * 8, err))) goto done;
         // m[c] = s1[c] / cnt in double, for the variance terms
@@ -465,7 +455,7 @@ int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const fl
             }
             std::free(hs);
         }
-        if (rc == MTS_OK) rc = reduce_rows_d(C, cnt, BnVar{x, (const double *)m, C, HW}, (double *)s2, err);
+        if (rc == MTS_OK) rc = reduce_rows<double>(C, cnt, BnVar{x, (const double *)m, C, HW}, (double *)s2, err);
         mts_gpu_free(m);
         if (rc) goto done;
     }
@@ -494,8 +484,8 @@ int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamm
     void *sg = NULL, *sgx = NULL;
     int rc;
     if ((rc = mts_gpu_alloc(&sg, (size_t)C * 8, err)) || (rc = mts_gpu_alloc(&sgx, (size_t)C * 8, err)) ||
-        (rc = reduce_rows_d(C, cnt, BnX{dy, C, HW}, (double *)sg, err)) ||
-        (rc = reduce_rows_d(C, cnt, BnDyX{dy, xhat, C, HW}, (double *)sgx, err)))
+        (rc = reduce_rows<double>(C, cnt, BnX{dy, C, HW}, (double *)sg, err)) ||
+        (rc = reduce_rows<double>(C, cnt, BnDyX{dy, xhat, C, HW}, (double *)sgx, err)))
         goto done;
     if (dgamma) d2f<<<blocks_for((size_t)C), THREADS>>>(C, (const double *)sgx, dgamma);
     if (dbeta) d2f<<<blocks_for((size_t)C), THREADS>>>(C, (const double *)sg, dbeta);
