@@ -37,7 +37,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: mantis bench gemm [--sizes N[,N...]] [--threads T] [--reps R] [--model exact|mbm]\n"
                "                        [--seed S]\n"
                "  times OpenBLAS SGEMM, native, LUT (bf16) and FMAq (M7E4, biases 12/10, chunk 16)\n"
-               "  GEMMs at N^3 (default sizes 512,1024; threads 0 = all cores; reps 3; model mbm)\n");
+               "  GEMMs at N^3 (default sizes 512,1024; threads 0 = all cores; reps 3; model mbm)\n"
+               "  --device cuda: the GPU providers against cuBLAS (see --device cuda --help)\n");
 }
 
 /* "N[,N...]" into o->sizes (at most 8); -1 if malformed. */
@@ -190,6 +191,15 @@ static void print_size(int n, const double t[N_PROV], const double cpu[N_PROV])
 int mts_bench_gemm(int argc, char **argv)
 {
     gemm_opts o;
+    /* --device cuda: the GPU benchmark (bench_gemm_gpu.c); --device cpu: this one */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--device")) {
+            if (!strcmp(argv[i + 1], "cuda")) return mts_bench_gemm_cuda(argc, argv);
+            if (strcmp(argv[i + 1], "cpu")) return mts_cli_error(CMD, "--device '%s': expected cpu or cuda", argv[i + 1]);
+            memmove(argv + i, argv + i + 2, sizeof *argv * (size_t)(argc - i - 2));
+            argc -= 2;
+            break;
+        }
     int rc = parse_opts(argc, argv, &o);
     if (rc != 1) return rc;
     mts_err err;

@@ -8,6 +8,7 @@
 #endif
 
 #include "gemm_internal.h"
+#include "mantis/gpu.h"
 
 const char *mts_gemm_isa(void)
 {
@@ -234,6 +235,9 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
     int rc;
     if ((rc = check_provider(p, err)) != MTS_OK) return rc;
     if ((rc = check_shapes(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, err)) != MTS_OK) return rc;
+    if (p->device == MTS_GPU_DEVICE_CUDA) /* gpu/: same results; its errors name the missing piece */
+        return mts_gpu_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    if (p->device != 0) return mts_fail(err, MTS_EINVAL, "gemm: unknown device %d", p->device);
     if (m == 0 || n == 0) return MTS_OK;
     int threads = resolve_threads(p->threads);
     /* a thread team costs more than a small product (waking it, and its
