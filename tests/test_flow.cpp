@@ -148,7 +148,9 @@ TEST_F(Flow, QuickFlowCachingAndInterruption) {
         std::string skip, blog;
         int rc = browser_check(out, &skip, &blog);
         if (skip.empty()) EXPECT_EQ(rc, 0) << blog;
-        else std::cout << "[  SKIPPED ] browser check: " << skip << "\n";
+        // not "[  SKIPPED ]": CTest (gtest_discover_tests) marks a test whose output has it as skipped,
+        // which would hide every other phase's result
+        else std::cout << "[   NOTE   ] browser check not run: " << skip << "\n";
     }
     {
         SCOPED_TRACE("phase 2: re-run does no work; a deleted design is recomputed alone");

@@ -129,7 +129,9 @@ TEST_F(FlowKill, EnvironmentFailuresAreNotCached)
 {
     std::string out = dir + "/out";
     sh("cp " + std::string(MANTIS_TEST_DATA) + "/flow/three_inputs.v " + designs + "/");
-    // the data is missing: the training steps fail, and none of those failures is cached
+    // the data set's directory is there (the flow's upfront check passes) but its files are not: the
+    // training steps fail ("No such file"), and none of those failures is cached
+    ASSERT_EQ(sh("mkdir -p " + dir + "/data/mnist"), 0);
     std::ofstream(dir + "/nodata.flow") << "models = lenet300\ndatasets = mnist\ndata_dir = " << dir
                                         << "/data\nepochs = 1\nsubset = 300\ntrace_subset = 100\n"
                                            "trace_samples = 1024\nbaselines = bf16\n";
@@ -143,8 +145,10 @@ TEST_F(FlowKill, EnvironmentFailuresAreNotCached)
     // a deterministic failure (a design that fits no drop-in shape) is cached
     EXPECT_EQ(sh("find " + out + "/steps/three_inputs -name 'detect-*.failed' | grep -q ."), 0) << log;
     // the data arrives: the same configuration now trains, and the cached failure is not replayed
-    ASSERT_EQ(symlink((src + "/data").c_str(), (dir + "/data").c_str()), 0);
-    ASSERT_EQ(sh(run + " >" + dir + "/withdata.log 2>&1"), 0) << slurp(dir + "/withdata.log");
+    ASSERT_EQ(rmdir((dir + "/data/mnist").c_str()), 0);
+    ASSERT_EQ(symlink((src + "/data/mnist").c_str(), (dir + "/data/mnist").c_str()), 0);
+    // exit 1: three_inputs' row is still not ok (its detect failure, from the cache)
+    ASSERT_EQ(sh(run + " >" + dir + "/withdata.log 2>&1"), 1) << slurp(dir + "/withdata.log");
     log = slurp(dir + "/withdata.log");
     EXPECT_NE(log.find("done    mul_trunc/train-lenet300-mnist"), std::string::npos) << log;
     EXPECT_EQ(log.find("start   three_inputs/detect"), std::string::npos) << "the cached failure was run again";
@@ -165,7 +169,9 @@ TEST(FlowScratch, LeftoversOfAKilledRunAreCleanedOnTheNextStart)
     ASSERT_EQ(sh("mv " + cache + "/rtl/build-abc-1 " + cache + "/rtl/build-abc-" + g + " && touch " + cache +
                  "/synth/e.tmp." + g + " " + cache + "/synth/e.tmp." + live),
               0);
-    std::ofstream(d + "/t.flow") << "baselines =\n";  // no steps at all: only the start-up work
+    // no steps at all: only the start-up work (an empty DATA_DIR/mnist passes the flow's upfront data check)
+    ASSERT_EQ(sh("mkdir -p " + d + "/data/mnist"), 0);
+    std::ofstream(d + "/t.flow") << "baselines =\ndata_dir = data\n";
     std::string log = d + "/log";
     ASSERT_EQ(sh("MANTIS_CACHE=" + cache + " " + MANTIS_BIN + " flow --config " + d + "/t.flow --designs " + d +
                  "/designs --out " + out + " >" + log + " 2>&1"),
