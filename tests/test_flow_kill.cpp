@@ -54,10 +54,14 @@ class FlowKill : public ::testing::Test {
     {
         if (!dir.empty()) sh("rm -rf " + dir);
     }
-    // The flow into out; MANTIS_FLOW_MARK in its environment finds every process it starts.
+    // The flow into out; MANTIS_FLOW_MARK in its environment finds every process it starts. Its own
+    // tool cache per results directory, empty at first: the reference run and the killed runs start
+    // from the same cold cache, so the kill points (fractions of the reference's time) fall mid-run;
+    // a cache the reference warmed would make the later runs finish before them.
     std::string cmd(const std::string &out) const
     {
-        return "env MANTIS_FLOW_MARK=" + dir + " " + MANTIS_BIN + " flow --quick -j 2 --config " + dir +
+        return "env MANTIS_FLOW_MARK=" + dir + " MANTIS_CACHE=" + out + ".cache " + MANTIS_BIN +
+               " flow --quick -j 2 --config " + dir +
                "/t.flow --designs " + designs + " --out " + out;
     }
 };
