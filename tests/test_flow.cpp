@@ -109,6 +109,9 @@ class Flow : public ::testing::Test {
         cmd = std::string(MANTIS_BIN) + " flow --quick -j 2 --config " + dir + "/test.flow --designs " + d +
               " --out " + out;
     }
+    static void TearDownTestSuite() {
+        if (!dir.empty()) sh("rm -rf " + dir);
+    }
     void SetUp() override {
         if (!exists(src + "/data/mnist/train-images-idx3-ubyte"))
             GTEST_SKIP() << "MNIST not in " << src << "/data/mnist (mantis data fetch mnist): flow test skipped";
