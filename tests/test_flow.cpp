@@ -1,4 +1,4 @@
-// The quick flow end to end, as a user runs it: shipped designs plus a user's
+// The quick flow end to end, as a user runs it: a shipped design plus a user's
 // copy in a temp directory, a design that fits no shape and one that fails
 // verification; caching, partial recompute, and interruption with SIGTERM.
 #include <gtest/gtest.h>
@@ -98,16 +98,19 @@ class Flow : public ::testing::Test {
         out = dir + "/out";
         std::string d = dir + "/designs";
         mkdir(d.c_str(), 0755);
-        sh("cp " + src + "/rtl/mul_mbm.v " + src + "/rtl/mul_trunc.v " + d + "/");
+        sh("cp " + src + "/rtl/mul_trunc.v " + d + "/");  // a shipped design
         sh("cp " + src + "/rtl/mul_mitchell.v " + d + "/my_mitchell.v");  // a user's own file
         sh("cp " + std::string(MANTIS_TEST_DATA) + "/flow/bf16_expdep.v " + MANTIS_TEST_DATA +
            "/flow/three_inputs.v " + d + "/");
         std::ofstream(dir + "/test.flow") << "models = lenet300\ndatasets = mnist\ndata_dir = " << src
                                           << "/data\nepochs = 1\nsubset = 600\ntrace_subset = 200\n"
                                              "trace_samples = 2048\nbaselines = fp32, bf16\n"
-                                             "cmodels = mul_mbm=mbm, mul_trunc=trunc, my_mitchell=mitchell\n";
+                                             "cmodels = mul_trunc=trunc, my_mitchell=mitchell\n";
         cmd = std::string(MANTIS_BIN) + " flow --quick -j 2 --config " + dir + "/test.flow --designs " + d +
               " --out " + out;
+    }
+    static void TearDownTestSuite() {
+        if (!dir.empty()) sh("rm -rf " + dir);
     }
     void SetUp() override {
         if (!exists(src + "/data/mnist/train-images-idx3-ubyte"))
@@ -139,7 +142,7 @@ TEST_F(Flow, QuickFlowCachingAndInterruption) {
     std::string log1 = slurp(dir + "/run1.log");
     EXPECT_NE(log1.find("skip    bf16_expdep/train-lenet300-mnist-s1: skipped: "), std::string::npos)
         << log1;
-    EXPECT_NE(log1.find("5 ok, 1 failed, 0 diverged, 1 skipped"), std::string::npos) << log1;
+    EXPECT_NE(log1.find("4 ok, 1 failed, 0 diverged, 1 skipped"), std::string::npos) << log1;
     first_csv = slurp(out + "/results.csv");
     check_first_run(out, first_csv);
     if (HasFatalFailure()) return;
@@ -148,7 +151,9 @@ TEST_F(Flow, QuickFlowCachingAndInterruption) {
         std::string skip, blog;
         int rc = browser_check(out, &skip, &blog);
         if (skip.empty()) EXPECT_EQ(rc, 0) << blog;
-        else std::cout << "[  SKIPPED ] browser check: " << skip << "\n";
+        // not "[  SKIPPED ]": CTest (gtest_discover_tests) marks a test whose output has it as skipped,
+        // which would hide every other phase's result
+        else std::cout << "[   NOTE   ] browser check not run: " << skip << "\n";
     }
     {
         SCOPED_TRACE("phase 2: re-run does no work; a deleted design is recomputed alone");
@@ -161,8 +166,8 @@ TEST_F(Flow, QuickFlowCachingAndInterruption) {
 }
 
 void check_first_run(const std::string &out, const std::string &csv) {
-    EXPECT_EQ(split_lines(csv).size(), 8u) << csv;  // header + 5 designs + 2 baselines
-    for (const char *d : {"mul_mbm", "mul_trunc", "my_mitchell"}) {
+    EXPECT_EQ(split_lines(csv).size(), 7u) << csv;  // header + 4 designs + 2 baselines
+    for (const char *d : {"mul_trunc", "my_mitchell"}) {
         EXPECT_EQ(col(csv, d, "kind"), "significand") << d;
         EXPECT_EQ(col(csv, d, "format"), "bf16") << d;
         EXPECT_EQ(col(csv, d, "verify"), "bit-exact") << d;
@@ -195,10 +200,10 @@ void check_first_run(const std::string &out, const std::string &csv) {
     std::string html = slurp(out + "/report.html");
     EXPECT_NE(html.find("<svg"), std::string::npos);
     EXPECT_NE(html.find("</body>"), std::string::npos);
-    for (const char *d : {"mul_mbm", "my_mitchell", "three_inputs", "bf16_expdep", "baseline-fp32"})
+    for (const char *d : {"mul_trunc", "my_mitchell", "three_inputs", "bf16_expdep", "baseline-fp32"})
         EXPECT_NE(html.find(d), std::string::npos) << d;
     std::string json = slurp(out + "/results.json");
-    EXPECT_NE(json.find("\"summary\": {\"ok\": 5, \"failed\": 1, \"diverged\": 0, \"skipped\": 1}"), std::string::npos)
+    EXPECT_NE(json.find("\"summary\": {\"ok\": 4, \"failed\": 1, \"diverged\": 0, \"skipped\": 1}"), std::string::npos)
         << json.substr(0, 300);
     EXPECT_TRUE(exists(out + "/charts/area-lenet300-mnist.png"));
     EXPECT_TRUE(exists(out + "/charts/power-lenet300-mnist.svg"));

@@ -93,7 +93,7 @@ mts_provider prov(mts_prov_kind kind)
 // Tables and mulops shared by the tests; each table is built on first use
 // (every test runs in its own process under CTest).
 struct World {
-    mts_lut exact7{}, mbm7{}, mitchell5{}, e5m4{}, weird7{}, zeroes7{}, below7{}, trunc8{}, int8u{}, int4s{};
+    mts_lut exact7{}, mbm7{}, mitchell5{}, e5m4{}, weird7{}, zeroes7{}, below7{}, trunc8{}, int8u{}, int4s{}, asym7{};
     mts_mulop mbm_op{};
     World()
     {
@@ -131,6 +131,13 @@ struct World {
             gen("exact", bf16, &l);
             for (size_t i = 3; i < l.n; i += 29)
                 l.entry[i] = (l.entry[i] & MTS_LUT_MAN) | ((uint32_t)(uint8_t)(int8_t)(-1 - (int)(i % 2)) << 24);
+        }
+        // asym7: mbm with mantissas perturbed off the diagonal, so T[a][b] !=
+        // T[b][a], still a byte table (adj 0/1, 7 mantissa bits).
+        if (&l == &asym7) {
+            gen("mbm", bf16, &l);
+            for (size_t i = 0; i < l.n; i += 13)
+                if ((i >> 7) != (i & 127)) l.entry[i] ^= (uint32_t)((i % 5) + 1) << 16;
         }
         if (&l == &int8u) {
             EXPECT_EQ(mts_intmul_exact_lut(8, 0, &l, &err), MTS_OK) << err.msg;
@@ -309,6 +316,48 @@ TEST_P(GemmProvider, FastKernelEqualsReference)
     check_provider_shape(np, 9, 40, 37, 2, seed += 16);  // plus inf, NaN, huge, tiny in some rows/cols
     check_provider_shape(np, 12, 35, 70, 3, seed += 16); // wide magnitudes
     check_provider_shape(np, 40, 140, 50, 1, seed += 16, {1, 2, 3});
+}
+
+// Skinny shapes (n well below m, as a convolution's output channels against
+// batch x pixels): mts_gemm runs the transposed problem there (swapped
+// operand roles, transposed byte table, transposed stores); the bits must
+// not change. Ragged m, n of 1..7, k across chunk boundaries, specials.
+TEST_P(GemmProvider, SkinnyShapesEqualReference)
+{
+    const int shapes[][3] = {{70, 5, 20}, {130, 6, 25}, {97, 1, 3}, {66, 16, 33}, {200, 7, 1}};
+    Named np = providers()[(size_t)GetParam()];
+    uint64_t seed = 7 + 100 * (uint64_t)GetParam();
+    for (auto &sh : shapes) check_provider_shape(np, sh[0], sh[1], sh[2], 0, seed += 16);
+    check_provider_shape(np, 70, 6, 17, 1, seed += 16);
+    check_provider_shape(np, 90, 3, 37, 2, seed += 16);
+    check_provider_shape(np, 81, 5, 40, 3, seed += 16);
+    check_provider_shape(np, 600, 6, 75, 1, seed += 16, {1, 2});
+}
+
+// The transposed problem must keep the caller's operand order in every
+// product: with a table where T[a][b] != T[b][a] (byte and gather paths,
+// with and without FMAq) a swapped order would change bits.
+TEST(Gemm, SkinnyShapesKeepOperandOrderOfAsymmetricTables)
+{
+    mts_lut *t = world().use(world().asym7);
+    size_t asym = 0;
+    for (size_t i = 0; i < t->n; i++) asym += t->entry[i] != t->entry[(i & 127) << 7 | i >> 7];
+    ASSERT_GT(asym, 1000u);
+    mts_provider p = prov(MTS_PROV_LUT);
+    p.lut = t;
+    check_provider_shape({"lut-asym7", p}, 70, 5, 20, 1, 901);
+    check_provider_shape({"lut-asym7", p}, 130, 6, 25, 2, 917);
+    mts_provider z = p;
+    z.lut = world().use(world().zeroes7); // gathers
+    check_provider_shape({"lut-zeroes7", z}, 70, 5, 20, 1, 933);
+    p.fmaq = 1;
+    p.qprod = qfmt(7, 4, 12);
+    p.qacc = qfmt(7, 4, 10);
+    check_provider_shape({"fmaq-lut-asym7", p}, 70, 5, 33, 1, 949);
+    z.fmaq = 1;
+    z.qprod = p.qprod;
+    z.qacc = p.qacc;
+    check_provider_shape({"fmaq-lut-zeroes7", z}, 66, 3, 40, 2, 965);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gemm, GemmProvider, ::testing::Range(0, (int)providers().size()),

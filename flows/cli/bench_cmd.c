@@ -9,6 +9,7 @@
 static const mts_command benches[] = {
     {"core", mts_bench_core, "scalar AMSim, C models and FMAq vs native FP32 multiply and add"},
     {"gemm", mts_bench_gemm, "GEMM providers (native, LUT, FMAq) vs OpenBLAS SGEMM"},
+    {"train", mts_bench_train, "one MNIST epoch of LeNet-300-100 / LeNet-5 per provider vs PyTorch CPU"},
     {"rtl", mts_bench_rtl, "Verilated RTL sweeps and mantis verify throughput vs the C models"},
     {"cosim", mts_bench_cosim, "SystemC MAC array PE-cycles/s (lut, rtl) and LeNet-5 conv2 replay vs mts_gemm"},
 };

@@ -37,7 +37,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: mantis bench gemm [--sizes N[,N...]] [--threads T] [--reps R] [--model exact|mbm]\n"
                "                        [--seed S]\n"
                "  times OpenBLAS SGEMM, native, LUT (bf16) and FMAq (M7E4, biases 12/10, chunk 16)\n"
-               "  GEMMs at N^3 (default sizes 512,1024; threads 0 = all cores; reps 3; model mbm)\n");
+               "  GEMMs at N^3 (default sizes 512,1024; threads 0 = all cores; reps 3; model mbm)\n"
+               "  --device cuda: the GPU providers against cuBLAS (see --device cuda --help)\n");
 }
 
 /* "N[,N...]" into o->sizes (at most 8); -1 if malformed. */
@@ -131,18 +132,6 @@ static int time_gemm(const mts_provider *p, int n, const float *A, const float *
     return MTS_OK;
 }
 
-/* The 1-minute load average, so a reader can tell a busy machine's figures. */
-static double loadavg(void)
-{
-    double l = -1.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
-        fclose(f);
-    }
-    return l;
-}
-
 /* nn operands U(-1, 1), typical activations and weights, from seed: A and B
  * alternate draws. */
 static void fill_operands(uint64_t seed, size_t nn, float *A, float *B)
@@ -202,6 +191,15 @@ static void print_size(int n, const double t[N_PROV], const double cpu[N_PROV])
 int mts_bench_gemm(int argc, char **argv)
 {
     gemm_opts o;
+    /* --device cuda: the GPU benchmark (bench_gemm_gpu.c); --device cpu: this one */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--device")) {
+            if (!strcmp(argv[i + 1], "cuda")) return mts_bench_gemm_cuda(argc, argv);
+            if (strcmp(argv[i + 1], "cpu")) return mts_cli_error(CMD, "--device '%s': expected cpu or cuda", argv[i + 1]);
+            memmove(argv + i, argv + i + 2, sizeof *argv * (size_t)(argc - i - 2));
+            argc -= 2;
+            break;
+        }
     int rc = parse_opts(argc, argv, &o);
     if (rc != 1) return rc;
     mts_err err;
@@ -221,7 +219,7 @@ int mts_bench_gemm(int argc, char **argv)
 #endif
     printf("mantis bench gemm: isa %s, %d thread%s, LUT %s e8m7 (bf16), FMAq M7E4 prod bias 12 / acc bias 10, "
            "chunk 16, best of %d, load average %.2f\n",
-           mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, loadavg());
+           mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, mts_cli_loadavg());
     printf("%-6s %-8s %10s %10s %10s %9s %9s\n", "size", "gemm", "wall ms", "cpu ms", "GMAC/s", "x blas", "x lut");
     int status = 0;
     for (int s = 0; s < o.nsizes && !status; s++) {

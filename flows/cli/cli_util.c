@@ -75,3 +75,14 @@ int mts_cli_finish(const char *cmd, int rc)
     }
     return rc;
 }
+
+double mts_cli_loadavg(void)
+{
+    double l = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
+        fclose(f);
+    }
+    return l;
+}

@@ -24,6 +24,10 @@ int mts_parse_hex32(const char *s, uint32_t *out);
  * digits, nothing else (no spaces, no '+', no trailing text); 0 on success. */
 int mts_parse_int(const char *s, long lo, long hi, long *out);
 
+/* The 1-minute load average (-1 if unknown), so a reader can tell a busy
+ * machine's benchmark figures. */
+double mts_cli_loadavg(void);
+
 /* Parses an unsigned 64-bit integer (decimal, 0x hex or 0 octal, as strtoull
  * with base 0) that starts with a digit, has nothing after it and fits; 0 on
  * success. */

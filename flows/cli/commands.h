@@ -31,7 +31,9 @@ int mts_cmd_cosim(int argc, char **argv);
  * WHAT. What each measures and against which baseline: docs/benchmarks.md. */
 int mts_bench_core(int argc, char **argv); /* bench_core.c */
 int mts_bench_gemm(int argc, char **argv); /* bench_gemm.c */
+int mts_bench_gemm_cuda(int argc, char **argv); /* bench_gemm_gpu.c: bench gemm --device cuda */
 int mts_bench_rtl(int argc, char **argv);  /* bench_rtl.c */
 int mts_bench_cosim(int argc, char **argv); /* bench_cosim.c */
+int mts_bench_train(int argc, char **argv); /* bench_train.c */
 
 #endif

@@ -9,6 +9,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/gemmdump.h"
+#include "mantis/gpu.h"
 #include "mantis/nn_train.h"
 #include "mul_opts.h"
 
@@ -24,6 +25,7 @@ static const char usage_text[] =
     "  --data-dir DIR     (default ./data/<data set of the run>)\n"
     "  --test-subset N    evaluate the first N test samples\n"
     "  --threads N        GEMM threads (results do not depend on it)\n"
+    "  --device D         cpu | cuda | auto (default cpu): where the GEMMs run (same results)\n"
     "  --json FILE        write {\"test_acc\": ...}\n"
     "  --dump-gemm LAYER:FILE  write the first test batch's forward GEMM of LAYER\n"
     "                     for `mantis cosim` (format: docs/cosim.md)\n";
@@ -60,6 +62,9 @@ int mts_cmd_test(int argc, char **argv)
         else if (!strcmp(a, "--dump-gemm")) {
             if (mts_gemm_tap_init(&tap, v, &err)) return mts_cli_error(CMD, "%s", err.msg);
             c.tap = &tap;
+        }
+        else if (!strcmp(a, "--device")) {
+            if (mts_gpu_resolve_device(v, &c.device, &err) != MTS_OK) return mts_cli_error(CMD, "%s", err.msg);
         }
         else if (!strcmp(a, "--acc")) snprintf(acc.acc, sizeof acc.acc, "%s", v), any_acc = 1;
         else if (!strcmp(a, "--prod")) snprintf(acc.prod, sizeof acc.prod, "%s", v), any_acc = 1;

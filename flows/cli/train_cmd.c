@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/gemmdump.h"
+#include "mantis/gpu.h"
 #include "mantis/nn_train.h"
 #include "mantis/trace.h"
 #include "mul_opts.h"
@@ -43,6 +44,9 @@ static const char usage_text[] =
     "  --momentum X (0.9) --wd X (0) --sched const|step|cosine (const) --step-size N (1) --gamma X (0.95)\n"
     "  --subset N         train on the first N samples; --test-subset N evaluates on N\n"
     "  --threads N        GEMM threads (0 = all cores); results do not depend on it\n"
+    "  --device D         cpu | cuda | auto (default cpu until the GPU kernels have run on a device;\n"
+    "                     auto: the GPU when present): where the GEMMs run;\n"
+    "                     results are the same (docs/training.md); layer ops stay on the CPU\n"
     "  --json FILE        per-epoch results; --checkpoint DIR [--resume]\n"
     "exit status: 0 trained, 2 could not run, 3 diverged (a batch loss non-finite or > 1000, or a non-finite weight)\n"
     "  --trace-operands FILE [--trace-samples N (100000)] [--trace-kind sig|float (sig)]\n"
@@ -58,6 +62,7 @@ typedef struct train_opts {
     mts_train_config c;
     mts_arith_spec spec;  /* the main multiplier (forward) */
     const char *mul_bwd, *mul_test;
+    const char *device;                   /* --device: cpu | cuda | auto (NULL: auto) */
     const char *opt, *sched, *trace_kind; /* checked after the loop, as --help documents them */
     const char *dump_gemm, *dump_layer;   /* --dump-gemm LAYER:FILE, or --dump-layer L --dump-gemm FILE */
     int help;
@@ -122,6 +127,7 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--dump-gemm")) o->dump_gemm = v;
     else if (!strcmp(a, "--dump-layer")) o->dump_layer = v;
     else if (!strcmp(a, "--opt")) o->opt = v;
+    else if (!strcmp(a, "--device")) o->device = v;
     else if (!strcmp(a, "--sched")) o->sched = v;
     else if (!strcmp(a, "--acc")) snprintf(o->spec.acc, sizeof o->spec.acc, "%s", v);
     else if (!strcmp(a, "--prod")) snprintf(o->spec.prod, sizeof o->spec.prod, "%s", v);
@@ -205,6 +211,7 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
     if (strcmp(o->trace_kind, "sig") && strcmp(o->trace_kind, "float"))
         return mts_cli_error(CMD, "--trace-kind '%s': expected sig or float", o->trace_kind);
     o->c.trace_kind = !strcmp(o->trace_kind, "sig") ? MTS_TRACE_SIG : MTS_TRACE_FLOAT;
+    if (mts_gpu_resolve_device(o->device ? o->device : "cpu", &o->c.device, &err) != MTS_OK) return mts_cli_error(CMD, "%s", err.msg);
     /* the main multiplier selection, through the shared options (mul_opts.h) */
     if (sel->lut) snprintf(o->spec.lut, sizeof o->spec.lut, "%s", sel->lut), o->spec.mul[0] = 0;
     else if (sel->mul) snprintf(o->spec.mul, sizeof o->spec.mul, "%s", sel->mul);

@@ -89,7 +89,8 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v)
     if (!strcmp(k, "data_dir")) return data_dir(c, dir, v);
     if (!strcmp(k, "models")) return list(c->models, &c->nmodels, v);
     if (!strcmp(k, "datasets")) return list(c->datasets, &c->ndatasets, v);
-    if (!strcmp(k, "baselines")) return list(c->baselines, &c->nbaselines, v);
+    if (!strcmp(k, "baselines")) /* empty: no baselines (infer still needs fp32, checked below) */
+        return !*v ? (c->nbaselines = 0) : list(c->baselines, &c->nbaselines, v);
     if (!strcmp(k, "cmodels")) return pairs(c, v);
     if (!strcmp(k, "epochs")) return number(&c->epochs, v, 1, 1000);
     if (!strcmp(k, "batch")) return number(&c->batch, v, 1, 65536);

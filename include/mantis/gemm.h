@@ -51,6 +51,8 @@ typedef struct mts_provider {
     int threads;           /* 0: all cores */
     int scalar_only;       /* testing: 1 runs the portable scalar kernels even on a SIMD
                               build (same results; lets tests check both paths) */
+    int device;            /* 0: the CPU; MTS_GPU_DEVICE_CUDA (gpu.h): mts_gemm runs on the GPU
+                              (same results; errors when unbuilt, absent or not supported there) */
 } mts_provider;
 
 /* Runs the GEMM above. transA: A is stored [k][m] (lda its row stride); transB:

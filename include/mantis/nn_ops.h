@@ -62,7 +62,7 @@ uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const 
 /* ---------------------------------------------------------- context */
 
 /* Where the ops run. A CUDA backend (gpu/) adds its device here. */
-typedef enum { MTS_DEVICE_CPU = 0 } mts_device;
+typedef enum { MTS_DEVICE_CPU = 0, MTS_DEVICE_CUDA = 1 /* = MTS_GPU_DEVICE_CUDA (gpu.h) */ } mts_device;
 
 typedef struct mts_nn_tracer mts_nn_tracer; /* nn_trace.h */
 typedef struct mts_gemm_tap mts_gemm_tap;   /* gemmdump.h */

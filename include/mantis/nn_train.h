@@ -103,6 +103,7 @@ typedef struct mts_train_config {
     const char *ste;             /* as given ("imm-diff", "immediate/diff", ...): recorded verbatim */
     uint64_t seed;
     int epochs, batch, threads;
+    int device;                  /* 0: CPU; MTS_GPU_DEVICE_CUDA (gpu.h): every GEMM on the GPU (same results) */
     int subset, test_subset;     /* 0: all samples */
     mts_opt_kind opt;
     mts_sched_kind sched;
@@ -143,6 +144,7 @@ typedef struct mts_test_config {
     const mts_arith_spec *acc;   /* with spec NULL: FMAq settings replacing the run's (NULL: keep) */
     int test_subset;             /* 0: all test samples */
     int threads;
+    int device;                  /* 0: CPU; MTS_GPU_DEVICE_CUDA (gpu.h): the GEMMs on the GPU */
     mts_arith_open_fn open;      /* NULL: mts_arith_open */
     void *open_ud;
     mts_gemm_tap *tap;           /* NULL: none; else dumps a layer's first forward GEMM (gemmdump.h) */

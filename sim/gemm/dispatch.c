@@ -8,6 +8,7 @@
 #endif
 
 #include "gemm_internal.h"
+#include "mantis/gpu.h"
 
 const char *mts_gemm_isa(void)
 {
@@ -139,6 +140,24 @@ static void pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int
     }
 }
 
+/* Padded size of x in tiles of t. */
+static double padded(int x, int t) { return (double)((x + t - 1) / t) * t; }
+
+/* 1 when the transposed problem costs the SIMD kernel fewer vector lanes:
+ * the kernels vectorise across n in panels of NR columns and MR rows, so a
+ * GEMM with n = 6 (a convolution's output channels) would leave most lanes
+ * padding, while its m (batch x pixels) fills them. Per k step the cost is
+ * the padded tile area plus packing the B panel (writes of its lanes). */
+static int swap_pays(const gemm_job *g)
+{
+    int nr = g->fmaq ? mts__gemm_fmaq_nr() : g->prod == GEMM_PROD_LUT ? mts__gemm_lut_nr() : mts__gemm_native_nr();
+    const int mr = 4;
+    if (nr == 0 || g->n >= g->m) return 0;
+    double plain = padded(g->m, mr) * padded(g->n, nr) / 16.0 + padded(g->n, nr);
+    double swapped = padded(g->n, mr) * padded(g->m, nr) / 16.0 + padded(g->m, nr);
+    return swapped < 0.9 * plain;
+}
+
 static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB, const float *A, int lda,
                      const float *B, int ldb, mts_err *err)
 {
@@ -172,15 +191,31 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
             return mts_fail(err, MTS_EINVAL, "gemm: FMAq with native products needs the \"fp32\" model");
         break;
     }
+    int swap = !p->scalar_only && g->prod != GEMM_PROD_MULOP && swap_pays(g);
     size_t na = (size_t)g->m * (size_t)g->k, nb = (size_t)g->k * (size_t)g->n;
+    if (swap) { /* Aq holds op(B)^T, Bq op(A)^T */
+        size_t t = na;
+        na = nb;
+        nb = t;
+    }
     uint32_t *Aq = mts__gemm_ws_alloc(na * sizeof *Aq, 0), *Bq = mts__gemm_ws_alloc(nb * sizeof *Bq, 0);
     if (!Aq || !Bq) {
         mts__gemm_ws_free(Aq);
         mts__gemm_ws_free(Bq);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing %zu + %zu operands", na, nb);
     }
-    pack(Aq, A, lda, transA, g->m, g->k, qfp, rtz, g->threads);
-    pack(Bq, B, ldb, transB, g->k, g->n, qfp, rtz, g->threads);
+    if (swap) {
+        /* the transposed problem: rows of op(B)^T against columns of op(A)^T */
+        int m = g->m;
+        g->swap = 1;
+        g->m = g->n;
+        g->n = m;
+        pack(Aq, B, ldb, !transB, g->m, g->k, qfp, rtz, g->threads);
+        pack(Bq, A, lda, !transA, g->k, g->n, qfp, rtz, g->threads);
+    } else {
+        pack(Aq, A, lda, transA, g->m, g->k, qfp, rtz, g->threads);
+        pack(Bq, B, ldb, transB, g->k, g->n, qfp, rtz, g->threads);
+    }
     g->A = Aq;
     g->B = Bq;
 
@@ -200,6 +235,9 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
     int rc;
     if ((rc = check_provider(p, err)) != MTS_OK) return rc;
     if ((rc = check_shapes(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, err)) != MTS_OK) return rc;
+    if (p->device == MTS_GPU_DEVICE_CUDA) /* gpu/: same results; its errors name the missing piece */
+        return mts_gpu_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    if (p->device != 0) return mts_fail(err, MTS_EINVAL, "gemm: unknown device %d", p->device);
     if (m == 0 || n == 0) return MTS_OK;
     int threads = resolve_threads(p->threads);
     /* a thread team costs more than a small product (waking it, and its

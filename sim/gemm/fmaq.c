@@ -28,6 +28,8 @@
 #endif
 #define NR (2 * GW)
 
+int mts__gemm_fmaq_nr(void) { return NR; }
+
 typedef struct fmaq_ctx {
     const gemm_job *g;
     const gemm_lutpack *lp;
@@ -117,8 +119,7 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
     for (int r = 0; r < i1 - i0; r++) {
         VI_STORE(out, y[r][0]);
         VI_STORE(out + GW, y[r][1]);
-        float *crow = g->C + (size_t)(i0 + r) * (size_t)g->ldc;
-        for (int j = j0; j < j1; j++) gemm_store(&crow[j], g->beta, mts_u2f(out[j - j0]));
+        for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i0 + r, j), g->beta, mts_u2f(out[j - j0]));
     }
 }
 
@@ -167,5 +168,6 @@ int mts__gemm_fmaq(const gemm_job *g, mts_err *err)
     return MTS_OK;
 }
 #else
+int mts__gemm_fmaq_nr(void) { return 0; }
 int mts__gemm_fmaq(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
 #endif

@@ -36,9 +36,14 @@ typedef struct gemm_job {
     int fmaq;
     mts_qfmt qprod, qacc;
     int chunk;
+    /* 1: the job is the transposed problem C^T = op(B)^T op(A)^T (A holds
+     * op(B)^T, B holds op(A)^T, m and n swapped) so that a skinny GEMM fills
+     * the kernels' vector lanes. Products keep the caller's operand order
+     * (gemm_prod_rc) and the output goes to C^T (gemm_out): bits unchanged. */
+    int swap;
 } gemm_job;
 
-/* The scalar product of the job's kind. */
+/* The scalar product of the job's kind, in the caller's operand order. */
 static inline uint32_t gemm_prod(const gemm_job *g, uint32_t a, uint32_t b)
 {
     switch (g->prod) {
@@ -47,6 +52,18 @@ static inline uint32_t gemm_prod(const gemm_job *g, uint32_t a, uint32_t b)
     case GEMM_PROD_LUT: return mts_amsim(g->lut, a, b);
     default: return g->mul->fn(g->mul, a, b);
     }
+}
+
+/* The product of the job's row operand r and column operand c. */
+static inline uint32_t gemm_prod_rc(const gemm_job *g, uint32_t r, uint32_t c)
+{
+    return g->swap ? gemm_prod(g, c, r) : gemm_prod(g, r, c);
+}
+
+/* Where the job's output (i, j) lies in the caller's C. */
+static inline float *gemm_out(const gemm_job *g, int i, int j)
+{
+    return g->swap ? g->C + (size_t)j * (size_t)g->ldc + (size_t)i : g->C + (size_t)i * (size_t)g->ldc + (size_t)j;
 }
 
 /* Stores y into *c with beta (gemm.h) and the canonical NaN. */
@@ -108,7 +125,9 @@ static inline int mts__gemm_exp_ok(uint32_t x)
 /* Byte form of an E8 LUT with M <= 7 whose entries are all adj 0/1 with 7
  * mantissa bits and no zero flag: 2^M rows of 128 bytes adj << 7 | man7,
  * then one all-zero row (used for a = 0); NULL otherwise. */
-unsigned char *mts__gemm_lut_bytes(const mts_lut *lut);
+unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed);
+/* transposed: row mb holds the entries (ma, mb) for all ma (the row operand
+ * of a swapped job is the caller's b). */
 
 /* Packed operands of the SIMD LUT / FMAq kernels (pack.c). */
 typedef struct gemm_lutpack {
@@ -124,10 +143,19 @@ typedef struct gemm_lutpack {
     unsigned char *panbad;  /* [panel] */
 } gemm_lutpack;
 
-/* Packs g's operands (LUT or FP32M products). Returns MTS_OK, 1 when the
+/* Packs g's operands (LUT or FP32M products), vectorised where the build
+ * has SIMD (mts__gemm_lutpack_make_scalar is the readable reference, same
+ * bits: tests/test_gemm_pack.cpp). Returns MTS_OK, 1 when the
  * LUT has no exact SIMD form (use the scalar kernel), or MTS_ENOMEM. */
 int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err);
+int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err);
 void mts__gemm_lutpack_free(gemm_lutpack *lp);
+
+/* Register tile widths of the SIMD kernels (0 on a scalar build), which
+ * mts_gemm uses to decide whether to run the transposed problem. */
+int mts__gemm_lut_nr(void);
+int mts__gemm_fmaq_nr(void);
+int mts__gemm_native_nr(void);
 
 /* Workspace for packed operands (ws.c): like malloc / calloc (zero)
  * and free, but freed blocks are kept for the next call. */

@@ -50,7 +50,7 @@ float *mts__gemm_lut_table(const mts_lut *lut)
     return Tf;
 }
 
-unsigned char *mts__gemm_lut_bytes(const mts_lut *lut)
+unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
 {
     const mts_format *f = &lut->fmt;
     if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 7) return NULL;
@@ -65,37 +65,65 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut)
                 mts__gemm_ws_free(tb);
                 return NULL;
             }
-            tb[ma * 128 + mb] = (unsigned char)((unsigned)adj << 7 | (e & MTS_LUT_MAN) >> 16);
+            tb[transposed ? mb * 128 + ma : ma * 128 + mb] = (unsigned char)((unsigned)adj << 7 | (e & MTS_LUT_MAN) >> 16);
         }
     return tb;
 }
 
 #if GEMM_SIMD
-/* Register tile: MR rows x NV vectors (64 columns on AVX-512, 32 on AVX2). */
+/* Register tile: MR rows x nv vectors, nv <= NV (up to 64 columns on
+ * AVX-512, 32 on AVX2). AVX-512 builds narrow the tile to 1 or 2 vectors
+ * when n is small (a weight gradient with n = 25 would otherwise pack and
+ * multiply 64 lanes per k, 39 of them padding); the order of each output's
+ * sum does not depend on the tile. */
 #define NV 4
-#define NR (NV * GW)
+#define NR_MAX (NV * GW)
 #if GW == 16
 #define MR 4
 #else
 #define MR 2
 #endif
+#define LUT_INLINE static inline __attribute__((always_inline))
 
-static void store_tile(const gemm_job *g, vf acc[MR][NV], int i0, int i1, int j0, int j1)
+int mts__gemm_lut_nr(void) { return NR_MAX; }
+
+/* Vectors per tile for n columns: fewest (panels x (1 + nv)) - per k, a
+ * row costs the A element's loads plus nv lookups - ties to the wider. */
+static int pick_nv(int n)
 {
-    float out[NR];
+#if GW == 16
+    int best = NV;
+    double cost = 1e300;
+    for (int nv = NV; nv >= 1; nv /= 2) {
+        double c = (double)((n + nv * GW - 1) / (nv * GW)) * (1 + nv);
+        if (c < cost) {
+            cost = c;
+            best = nv;
+        }
+    }
+    return best;
+#else
+    (void)n;
+    return NV;
+#endif
+}
+
+LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR][NV], int i0, int i1, int j0, int j1, const int nv)
+{
+    float out[NR_MAX];
     for (int r = 0; r < i1 - i0; r++) {
-        for (int v = 0; v < NV; v++) VF_STORE(out + v * GW, acc[r][v]);
-        float *crow = g->C + (size_t)(i0 + r) * (size_t)g->ldc;
-        for (int j = j0; j < j1; j++) gemm_store(&crow[j], g->beta, out[j - j0]);
+        for (int v = 0; v < nv; v++) VF_STORE(out + v * GW, acc[r][v]);
+        for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i0 + r, j), g->beta, out[j - j0]);
     }
 }
 
 /* Gather path: products Tf[ma << M | mb] * (Sa * Sb). */
-static void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1)
+LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
+                            const int nv)
 {
-    const int K = g->k;
-    const uint32_t *bi = c->Bi + (size_t)panel * (size_t)K * NR;
-    const float *bs = c->Bs + (size_t)panel * (size_t)K * NR;
+    const int K = g->k, nr = nv * GW;
+    const uint32_t *bi = c->Bi + (size_t)panel * (size_t)K * nr;
+    const float *bs = c->Bs + (size_t)panel * (size_t)K * nr;
     const uint32_t *ai[MR];
     const float *as[MR];
     vf acc[MR][NV];
@@ -104,34 +132,35 @@ static void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0, in
         int i = i0 + r < i1 ? i0 + r : i1 - 1;
         ai[r] = c->Ai + (size_t)i * (size_t)K;
         as[r] = c->As + (size_t)i * (size_t)K;
-        for (int v = 0; v < NV; v++) acc[r][v] = VF_ZERO();
+        for (int v = 0; v < nv; v++) acc[r][v] = VF_ZERO();
     }
     for (int kk = 0; kk < K; kk++) {
-        size_t o = (size_t)kk * NR;
+        size_t o = (size_t)kk * nr;
         vi bix[NV];
         vf bsx[NV];
-        for (int v = 0; v < NV; v++) {
+        for (int v = 0; v < nv; v++) {
             bix[v] = VI_LOAD(bi + o + v * GW);
             bsx[v] = VF_LOAD(bs + o + v * GW);
         }
         for (int r = 0; r < MR; r++) {
             vi ia = VI_SET1(ai[r][kk]);
             vf sa = VF_SET1(as[r][kk]);
-            for (int v = 0; v < NV; v++)
+            for (int v = 0; v < nv; v++)
                 acc[r][v] = VF_ADD(acc[r][v], VF_MUL(VF_GATHER(c->Tf, VI_OR(ia, bix[v])), VF_MUL(sa, bsx[v])));
         }
     }
-    store_tile(g, acc, i0, i1, j0, j1);
+    store_tile(g, acc, i0, i1, j0, j1, nv);
 }
 
 #if GEMM_VBMI
 /* Byte-table path: 16 lookups per permute instruction, no memory gathers. */
-static void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1)
+LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
+                          const int nv)
 {
-    const int K = g->k;
-    const uint32_t *bi = c->Bi + (size_t)panel * (size_t)K * NR;
-    const float *bs = c->Bs + (size_t)panel * (size_t)K * NR;
-    const uint64_t *bm = c->Bm + (size_t)panel * (size_t)K * NV;
+    const int K = g->k, nr = nv * GW;
+    const uint32_t *bi = c->Bi + (size_t)panel * (size_t)K * nr;
+    const float *bs = c->Bs + (size_t)panel * (size_t)K * nr;
+    const uint64_t *bm = c->Bm + (size_t)panel * (size_t)K * nv;
     const uint32_t *ai[MR];
     const float *as[MR];
     vf acc[MR][NV];
@@ -140,27 +169,27 @@ static void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, int 
         int i = i0 + r < i1 ? i0 + r : i1 - 1;
         ai[r] = c->Ai + (size_t)i * (size_t)K;
         as[r] = c->As + (size_t)i * (size_t)K;
-        for (int v = 0; v < NV; v++) acc[r][v] = VF_ZERO();
+        for (int v = 0; v < nv; v++) acc[r][v] = VF_ZERO();
     }
     for (int kk = 0; kk < K; kk++) {
-        size_t o = (size_t)kk * NR;
+        size_t o = (size_t)kk * nr;
         vi bix[NV];
         vf bsx[NV];
         __mmask64 bmx[NV];
-        for (int v = 0; v < NV; v++) {
+        for (int v = 0; v < nv; v++) {
             bix[v] = VI_LOAD(bi + o + v * GW);
             bsx[v] = VF_LOAD(bs + o + v * GW);
-            bmx[v] = bm[(size_t)kk * NV + (size_t)v];
+            bmx[v] = bm[(size_t)kk * nv + (size_t)v];
         }
         for (int r = 0; r < MR; r++) {
             const unsigned char *row = c->TB + ai[r][kk];
             __m512i tlo = _mm512_loadu_si512((const void *)row), thi = _mm512_loadu_si512((const void *)(row + 64));
             vf sa = VF_SET1(as[r][kk]);
-            for (int v = 0; v < NV; v++)
+            for (int v = 0; v < nv; v++)
                 acc[r][v] = VF_ADD(acc[r][v], vf_lut_byte_prod(tlo, thi, bix[v], bmx[v], VF_MUL(sa, bsx[v])));
         }
     }
-    store_tile(g, acc, i0, i1, j0, j1);
+    store_tile(g, acc, i0, i1, j0, j1, nv);
 }
 #endif
 
@@ -169,23 +198,36 @@ static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, i
     const gemm_lutpack *c = vctx;
     int bad = c->panbad[panel];
     for (int i = i0; i < i1; i++) bad |= c->rowbad[i];
-    if (bad) mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+    if (bad) {
+        mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+        return;
+    }
+    /* one instance per tile width, so the loops over vectors unroll */
 #if GEMM_VBMI
-    else if (c->TB) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1);
+    if (c->TB) {
+        if (c->NR == GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 1);
+        else if (c->NR == 2 * GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 2);
+        else lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, NV);
+        return;
+    }
 #endif
-    else lut_tile_gather(c, g, i0, i1, panel, j0, j1);
+    if (c->NR == GW) lut_tile_gather(c, g, i0, i1, panel, j0, j1, 1);
+    else if (c->NR == 2 * GW) lut_tile_gather(c, g, i0, i1, panel, j0, j1, 2);
+    else lut_tile_gather(c, g, i0, i1, panel, j0, j1, NV);
 }
 
 int mts__gemm_lut(const gemm_job *g, mts_err *err)
 {
     gemm_lutpack lp;
-    int rc = mts__gemm_lutpack_make(g, NR, GEMM_VBMI, &lp, err);
+    int nr = pick_nv(g->n) * GW;
+    int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI, &lp, err);
     if (rc == 1) return mts__gemm_scalar(g, err); /* format or table outside the exact-product condition */
     if (rc != MTS_OK) return rc;
-    mts__gemm_tiles(g, MR, NR, lut_tile, &lp);
+    mts__gemm_tiles(g, MR, nr, lut_tile, &lp);
     mts__gemm_lutpack_free(&lp);
     return MTS_OK;
 }
 #else
+int mts__gemm_lut_nr(void) { return 0; }
 int mts__gemm_lut(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
 #endif

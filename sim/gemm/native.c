@@ -11,6 +11,8 @@
 #define MR 4
 #define NR (2 * GW)
 
+int mts__gemm_native_nr(void) { return NR; }
+
 typedef struct native_ctx {
     const float *Bp; /* [panel][k][NR], zero-padded past n */
 } native_ctx;
@@ -40,8 +42,7 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
     for (int r = 0; r < i1 - i0; r++) {
         VF_STORE(out, acc[r][0]);
         VF_STORE(out + GW, acc[r][1]);
-        float *crow = g->C + (size_t)(i0 + r) * (size_t)g->ldc;
-        for (int j = j0; j < j1; j++) gemm_store(&crow[j], g->beta, out[j - j0]);
+        for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i0 + r, j), g->beta, out[j - j0]);
     }
 }
 
@@ -65,5 +66,6 @@ int mts__gemm_native(const gemm_job *g, mts_err *err)
     return MTS_OK;
 }
 #else
+int mts__gemm_native_nr(void) { return 0; }
 int mts__gemm_native(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
 #endif

@@ -2,10 +2,20 @@
  * per-element (index part, power of two) pairs, B as column panels of NR
  * lanes (zero-padded past n) with the same split, plus per-row and
  * per-panel flags for operands the kernels do not take (lut.c has the
- * exactness argument). Native FMAq products keep a and b as they are. */
+ * exactness argument). Native FMAq products keep a and b as they are.
+ *
+ * Two implementations with the same output bits: the scalar reference
+ * (one element at a time, as the definitions read) and, on AVX-512 builds,
+ * a vectorised one (16 elements per step; the VBMI lane masks come from one
+ * pdep). tests/test_gemm_pack.cpp compares them.
+ *
+ * For a swapped job (gemm_job.swap) the row operand is the caller's b: it
+ * gets the plain mantissa index and the column operand the shifted one, so
+ * the gather index stays ma << M | mb; the byte table is transposed. */
 #include <stdlib.h>
 
 #include "gemm_internal.h"
+#include "gemm_simd.h"
 
 void mts__gemm_lutpack_free(gemm_lutpack *lp)
 {
@@ -21,16 +31,17 @@ void mts__gemm_lutpack_free(gemm_lutpack *lp)
     memset(lp, 0, sizeof *lp);
 }
 
-int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err)
+/* Tables and buffers of lp for job g; 1 when the LUT has no exact SIMD form. */
+static int alloc_pack(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err)
 {
-    int lut = g->prod == GEMM_PROD_LUT, M = lut ? g->lut->fmt.M : 0;
+    int lut = g->prod == GEMM_PROD_LUT;
     int npan = (g->n + NR - 1) / NR, nv = NR / 16; /* NR <= 64 */
     size_t K = (size_t)g->k, m = (size_t)g->m, nb = (size_t)npan * K * (size_t)NR;
 
     memset(lp, 0, sizeof *lp);
     lp->NR = NR;
     if (lut) {
-        if (vbmi) lp->TB = mts__gemm_lut_bytes(g->lut);
+        if (vbmi) lp->TB = mts__gemm_lut_bytes(g->lut, g->swap);
         if (!lp->TB && !(lp->Tf = mts__gemm_lut_table(g->lut))) return 1; /* no exact SIMD form */
     }
     lp->As = mts__gemm_ws_alloc(m * K * sizeof *lp->As, 0);
@@ -48,21 +59,34 @@ int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp
         mts__gemm_lutpack_free(lp);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing operands (%d x %d x %d)", g->m, g->n, g->k);
     }
-    const uint32_t zero_row = (uint32_t)(((size_t)1 << M) * 128u);
-#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 8)
+    return MTS_OK;
+}
+
+/* Scalar packing of one A element (row operand) x at offset o. */
+static inline void pack_a1(const gemm_job *g, gemm_lutpack *lp, size_t o, uint32_t x, int M)
+{
+    if (g->prod != GEMM_PROD_LUT) {
+        lp->As[o] = mts_u2f(x);
+        return;
+    }
+    mts__gemm_lut_split(x, M, !g->swap, &lp->Ai[o], &lp->As[o]);
+    if (lp->TB) /* byte offset of the table row, or the all-zero row */
+        lp->Ai[o] = mts_f32_exp(x) ? ((x & MTS_F32_MAN) >> (23 - M)) * 128u : (uint32_t)(((size_t)1 << M) * 128u);
+}
+
+int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err)
+{
+    int rc = alloc_pack(g, NR, vbmi, lp, err);
+    if (rc != MTS_OK) return rc;
+    int lut = g->prod == GEMM_PROD_LUT, M = lut ? g->lut->fmt.M : 0;
+    int npan = (g->n + NR - 1) / NR, nv = NR / 16;
+    size_t K = (size_t)g->k, m = (size_t)g->m;
     for (size_t i = 0; i < m; i++)
         for (size_t kk = 0; kk < K; kk++) {
-            size_t o = i * K + kk;
-            uint32_t x = g->A[o];
-            if (!lut) {
-                lp->As[o] = mts_u2f(x);
-            } else {
-                mts__gemm_lut_split(x, M, 1, &lp->Ai[o], &lp->As[o]);
-                if (lp->TB) lp->Ai[o] = mts_f32_exp(x) ? (lp->Ai[o] >> M) * 128u : zero_row;
-            }
+            uint32_t x = g->A[i * K + kk];
+            pack_a1(g, lp, i * K + kk, x, M);
             if (!mts__gemm_exp_ok(x)) lp->rowbad[i] = 1;
         }
-#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 1)
     for (int p = 0; p < npan; p++) {
         int bad = 0, j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR; /* w real lanes, rest padding */
         for (size_t kk = 0; kk < K; kk++) {
@@ -76,9 +100,9 @@ int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp
                     lp->Bs[o + (size_t)jj] = mts_u2f(x);
                     continue;
                 }
-                mts__gemm_lut_split(x, M, 0, &lp->Bi[o + (size_t)jj], &lp->Bs[o + (size_t)jj]);
-                if (lp->TB) {
-                    lp->Bi[o + (size_t)jj] <<= 16; /* byte 2 of the lane: the byte the permute keeps */
+                mts__gemm_lut_split(x, M, g->swap, &lp->Bi[o + (size_t)jj], &lp->Bs[o + (size_t)jj]);
+                if (lp->TB) { /* byte 2 of the lane holds the column operand's mantissa: the byte the permute keeps */
+                    lp->Bi[o + (size_t)jj] = ((x & MTS_F32_MAN) >> (23 - M)) << 16;
                     if (mts_f32_exp(x)) mask[jj / 16] |= (uint64_t)1 << (4 * (jj % 16) + 2);
                 }
             }
@@ -88,4 +112,110 @@ int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp
         lp->panbad[p] = (unsigned char)bad;
     }
     return MTS_OK;
+}
+
+#if GEMM_SIMD && GW == 16
+/* 16 operands at once: the vector forms of mts__gemm_exp_ok (as a mask of
+ * the lanes that fail it), mts__gemm_lut_split and the byte-table fields. */
+typedef struct pack_k {
+    __m512i man, expm, sgn, lo, hi, zero_row;
+    int drop, M;
+} pack_k;
+
+static inline __mmask16 v_bad(const pack_k *c, __m512i x)
+{
+    __m512i e = _mm512_and_si512(x, c->expm);
+    __mmask16 zero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_setzero_si512());
+    __mmask16 inr = _mm512_cmpge_epu32_mask(e, c->lo) & _mm512_cmple_epu32_mask(e, c->hi);
+    return (__mmask16)~(zero | inr);
+}
+
+/* s = sign 2^(e-127), or the signed zero when e == 0 */
+static inline __m512 v_pow2(const pack_k *c, __m512i x, __mmask16 *nz)
+{
+    *nz = _mm512_test_epi32_mask(x, c->expm);
+    return _mm512_castsi512_ps(_mm512_mask_and_epi32(_mm512_and_si512(x, c->sgn), *nz, x, _mm512_set1_epi32((int)0xFF800000u)));
+}
+
+static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
+{
+    int lut = g->prod == GEMM_PROD_LUT, M = lut ? g->lut->fmt.M : 0;
+    int npan = (g->n + NR - 1) / NR, nv = NR / 16;
+    size_t K = (size_t)g->k, m = (size_t)g->m;
+    pack_k c;
+    c.man = _mm512_set1_epi32((int)MTS_F32_MAN);
+    c.expm = _mm512_set1_epi32((int)MTS_F32_EXP);
+    c.sgn = _mm512_set1_epi32((int)MTS_F32_SIGN);
+    c.lo = _mm512_set1_epi32((127 - 62) << 23);
+    c.hi = _mm512_set1_epi32((127 + 62) << 23);
+    c.zero_row = _mm512_set1_epi32((int)(((uint32_t)1 << M) * 128u));
+    c.drop = 23 - M;
+    c.M = M;
+    const int rshift = g->swap ? 0 : M, cshift = g->swap ? M : 0; /* index shifts of row / column operands */
+
+#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 8)
+    for (size_t i = 0; i < m; i++) {
+        __mmask16 bad = 0;
+        for (size_t k0 = 0; k0 < K; k0 += 16) {
+            __mmask16 ld = K - k0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k0)) - 1u);
+            size_t o = i * K + k0;
+            __m512i x = _mm512_maskz_loadu_epi32(ld, g->A + o);
+            bad |= v_bad(&c, x) & ld;
+            if (!lut) {
+                _mm512_mask_storeu_epi32(lp->As + o, ld, x);
+                continue;
+            }
+            __mmask16 nz;
+            __m512 s = v_pow2(&c, x, &nz);
+            __m512i man = _mm512_srli_epi32(_mm512_and_si512(x, c.man), (unsigned)c.drop);
+            __m512i idx = lp->TB ? _mm512_mask_mov_epi32(c.zero_row, nz, _mm512_slli_epi32(man, 7))
+                                 : _mm512_slli_epi32(man, (unsigned)rshift);
+            _mm512_mask_storeu_ps(lp->As + o, ld, s);
+            _mm512_mask_storeu_epi32(lp->Ai + o, ld, idx);
+        }
+        lp->rowbad[i] = bad != 0;
+    }
+#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 1)
+    for (int p = 0; p < npan; p++) {
+        __mmask16 bad = 0;
+        int j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR;
+        for (size_t kk = 0; kk < K; kk++) {
+            size_t o = ((size_t)p * K + kk) * (size_t)NR;
+            const uint32_t *src = g->B + kk * (size_t)g->n + (size_t)j0;
+            for (int v = 0; v < nv; v++) {
+                int left = w - 16 * v;
+                __mmask16 ld = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+                __m512i x = _mm512_maskz_loadu_epi32(ld, src + 16 * v); /* padding lanes: +0 */
+                size_t ov = o + (size_t)(16 * v);
+                bad |= v_bad(&c, x);
+                if (!lut) {
+                    _mm512_storeu_si512((void *)(lp->Bs + ov), x);
+                    continue;
+                }
+                __mmask16 nz;
+                __m512 s = v_pow2(&c, x, &nz);
+                __m512i man = _mm512_srli_epi32(_mm512_and_si512(x, c.man), (unsigned)c.drop);
+                _mm512_storeu_ps(lp->Bs + ov, s);
+                if (lp->TB) {
+                    _mm512_storeu_si512((void *)(lp->Bi + ov), _mm512_slli_epi32(man, 16));
+                    lp->Bm[((size_t)p * K + kk) * (size_t)nv + (size_t)v] = _pdep_u64(nz, 0x4444444444444444ull);
+                } else {
+                    _mm512_storeu_si512((void *)(lp->Bi + ov), _mm512_slli_epi32(man, (unsigned)cshift));
+                }
+            }
+        }
+        lp->panbad[p] = bad != 0;
+    }
+}
+#endif
+
+int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err)
+{
+#if GEMM_SIMD && GW == 16 && defined(__BMI2__)
+    int rc = alloc_pack(g, NR, vbmi, lp, err);
+    if (rc == MTS_OK) pack_fast(g, lp, NR);
+    return rc;
+#else
+    return mts__gemm_lutpack_make_scalar(g, NR, vbmi, lp, err);
+#endif
 }

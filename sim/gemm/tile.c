@@ -12,7 +12,7 @@ uint32_t mts__gemm_dot(const gemm_job *g, int i, int j)
 
     if (!g->fmaq) {
         float acc = 0.0f;
-        for (int kk = 0; kk < g->k; kk++) acc = acc + mts_u2f(gemm_prod(g, a[kk], b[(size_t)kk * n]));
+        for (int kk = 0; kk < g->k; kk++) acc = acc + mts_u2f(gemm_prod_rc(g, a[kk], b[(size_t)kk * n]));
         return mts_f2u(acc);
     }
     /* mts_fmaq_dot's order: chunks from +0, then chunk sums left to right */
@@ -21,7 +21,7 @@ uint32_t mts__gemm_dot(const gemm_job *g, int i, int j)
         int c1 = g->k - c0 < g->chunk ? g->k : c0 + g->chunk;
         uint32_t s = 0;
         for (int kk = c0; kk < c1; kk++)
-            s = mts_fmaq(&g->qprod, &g->qacc, gemm_prod(g, a[kk], b[(size_t)kk * n]), s);
+            s = mts_fmaq(&g->qprod, &g->qacc, gemm_prod_rc(g, a[kk], b[(size_t)kk * n]), s);
         y = c0 == 0 ? s : mts_qadd(&g->qacc, y, s);
     }
     return y;
@@ -31,7 +31,7 @@ void mts__gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1)
 {
     for (int i = i0; i < i1; i++)
         for (int j = j0; j < j1; j++)
-            gemm_store(&g->C[(size_t)i * (size_t)g->ldc + (size_t)j], g->beta, mts_u2f(mts__gemm_dot(g, i, j)));
+            gemm_store(gemm_out(g, i, j), g->beta, mts_u2f(mts__gemm_dot(g, i, j)));
 }
 
 void mts__gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx)

@@ -18,20 +18,26 @@ typedef struct ws_block {
 } ws_block;
 
 static _Atomic(ws_block *) slots[SLOTS];
+static _Atomic size_t caps[SLOTS]; /* capacity of the block in slots[i] when it was put there */
 
 void *mts__gemm_ws_alloc(size_t bytes, int zero)
 {
     ws_block *b = NULL;
     if (bytes == 0) bytes = 1;
-    for (int i = 0; i < SLOTS && !b; i++) {
-        ws_block *c = atomic_exchange(&slots[i], NULL);
-        if (!c) continue;
-        if (c->cap >= bytes) {
-            b = c;
-            break;
-        }
-        ws_block *other = atomic_exchange(&slots[i], c); /* too small: put it back */
-        if (other) mts__gemm_ws_free(other->pad);        /* a block cached meanwhile */
+    /* best fit: the smallest cached block that holds bytes, so a small
+     * request does not take the block a large one needs next (which would
+     * then be malloc'ed and page-faulted in again). caps[] is a hint; the
+     * block taken is checked. */
+    int best = -1;
+    for (int i = 0; i < SLOTS; i++) {
+        size_t c = atomic_load(&caps[i]);
+        if (c >= bytes && (best < 0 || c < atomic_load(&caps[best]))) best = i;
+    }
+    if (best >= 0) {
+        ws_block *c = atomic_exchange(&slots[best], NULL);
+        atomic_store(&caps[best], 0);
+        if (c && c->cap >= bytes) b = c;
+        else if (c) mts__gemm_ws_free(c->pad); /* changed meanwhile: back into the cache */
     }
     if (!b) {
         b = malloc(sizeof *b + bytes);
@@ -48,16 +54,21 @@ void mts__gemm_ws_free(void *p)
     ws_block *b = (ws_block *)((char *)p - offsetof(ws_block, pad));
     for (int i = 0; i < SLOTS; i++) { /* an empty slot first */
         ws_block *expect = NULL;
-        if (atomic_compare_exchange_strong(&slots[i], &expect, b)) return;
+        if (atomic_compare_exchange_strong(&slots[i], &expect, b)) {
+            atomic_store(&caps[i], b->cap);
+            return;
+        }
     }
     for (int i = 0; i < SLOTS; i++) { /* all full: evict a smaller block */
         ws_block *old = atomic_exchange(&slots[i], b);
+        atomic_store(&caps[i], b->cap);
         if (!old) return;
         if (old->cap < b->cap) {
             free(old);
             return;
         }
         b = atomic_exchange(&slots[i], old); /* keep the larger one, carry ours on */
+        atomic_store(&caps[i], old->cap);
         if (!b) return;
     }
     free(b);

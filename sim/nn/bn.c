@@ -1,8 +1,10 @@
-/* bn.c - BatchNorm over (N, H, W) per channel, FP32 values with double
- * reductions in a fixed order (deterministic, and no catastrophic
- * cancellation in the variance). */
+/* bn.c - BatchNorm over (N, H, W) per channel, FP32 values with FP64
+ * reductions (no catastrophic cancellation in the variance) in the fixed
+ * blocked order of fmath.h over the terms in (n, h, w) order, which the GPU
+ * twin implements too (docs/training.md). */
 #include <math.h>
 
+#include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
 
 void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
@@ -12,16 +14,19 @@ void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float
     for (int c = 0; c < C; c++) {
         float mean, var;
         if (train) {
-            double s = 0.0, s2 = 0.0;
+            mts_fm_sumd acc;
+            mts_fm_sumd_init(&acc);
             for (int n = 0; n < N; n++) {
                 const float *xp = x + ((size_t)n * C + c) * HW;
-                for (int i = 0; i < HW; i++) s += xp[i];
+                for (int i = 0; i < HW; i++) mts_fm_sumd_push(&acc, xp[i]);
             }
-            double m = s / (double)cnt;
+            double m = mts_fm_sumd_sum(&acc) / (double)cnt;
+            mts_fm_sumd_init(&acc);
             for (int n = 0; n < N; n++) {
                 const float *xp = x + ((size_t)n * C + c) * HW;
-                for (int i = 0; i < HW; i++) s2 += (xp[i] - m) * (xp[i] - m);
+                for (int i = 0; i < HW; i++) mts_fm_sumd_push(&acc, (xp[i] - m) * (xp[i] - m));
             }
+            double s2 = mts_fm_sumd_sum(&acc);
             mean = (float)m;
             var = (float)(s2 / (double)cnt);
             /* running variance uses the unbiased estimate, as PyTorch */
@@ -50,14 +55,17 @@ void mts_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, 
 {
     double cnt = (double)N * HW;
     for (int c = 0; c < C; c++) {
-        double sg = 0.0, sgx = 0.0;
+        mts_fm_sumd ag, agx;
+        mts_fm_sumd_init(&ag);
+        mts_fm_sumd_init(&agx);
         for (int n = 0; n < N; n++) {
             size_t off = ((size_t)n * C + c) * HW;
             for (int i = 0; i < HW; i++) {
-                sg += dy[off + i];
-                sgx += (double)dy[off + i] * xhat[off + i];
+                mts_fm_sumd_push(&ag, dy[off + i]);
+                mts_fm_sumd_push(&agx, (double)dy[off + i] * xhat[off + i]);
             }
         }
+        double sg = mts_fm_sumd_sum(&ag), sgx = mts_fm_sumd_sum(&agx);
         if (dgamma) dgamma[c] = (float)sgx;
         if (dbeta) dbeta[c] = (float)sg;
         if (!dx) continue;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
 #include "mantis/nn_trace.h"
 
@@ -116,9 +117,10 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
             for (int q = 0; q < P; q++) dyt[((size_t)n * P + q) * C + co] = dy[((size_t)n * C + co) * P + q];
     if (db)
         for (int co = 0; co < C; co++) {
-            float s = 0.0f;
-            for (size_t j = 0; j < NP; j++) s += dyt[j * C + co];
-            db[co] = s;
+            mts_fm_sumf s; /* the fixed blocked order of fmath.h, (n, p) order */
+            mts_fm_sumf_init(&s);
+            for (size_t j = 0; j < NP; j++) mts_fm_sumf_push(&s, dyt[j * C + co]);
+            db[co] = mts_fm_sumf_sum(&s);
         }
     if (dw) {
         mts_im2col(g, N, x, col);

@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
 #include "mantis/nn_trace.h"
 
@@ -31,12 +32,14 @@ int mts_dense_forward(const mts_nn_ctx *ctx, int N, int in, int out, const float
     return MTS_OK;
 }
 
+/* db[o] = sum over n of dy[n][o], FP32 in the fixed blocked order (fmath.h) */
 static void bias_grad(int N, int out, const float *dy, float *db)
 {
     for (int o = 0; o < out; o++) {
-        float s = 0.0f;
-        for (int n = 0; n < N; n++) s += dy[(size_t)n * out + o];
-        db[o] = s;
+        mts_fm_sumf s;
+        mts_fm_sumf_init(&s);
+        for (int n = 0; n < N; n++) mts_fm_sumf_push(&s, dy[(size_t)n * out + o]);
+        db[o] = mts_fm_sumf_sum(&s);
     }
 }
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "mantis/fs.h"
+#include "mantis/gpu.h"
 #include "mantis/nn_trace.h"
 #include "mantis/nn_train.h"
 #include "mantis/trace.h"
@@ -85,6 +86,16 @@ int mts__nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s
     return open ? open(ud, s, threads, a, err) : mts_arith_open(s, threads, a, err);
 }
 
+int mts__nn_arith_device(mts_arith *a, int device, mts_err *err)
+{
+    if (device) {
+        int rc = mts_gpu_supports(&a->p, err);
+        if (rc != MTS_OK) return rc;
+    }
+    a->p.device = device;
+    return MTS_OK;
+}
+
 static int open_providers(run *r, mts_err *err)
 {
     const mts_train_config *c = r->c;
@@ -94,6 +105,7 @@ static int open_providers(run *r, mts_err *err)
     for (int i = 0; i < 3; i++) {
         mts_err e2;
         int rc = mts__nn_open_arith(c->open, c->open_ud, spec[i], c->threads, a[i], &e2);
+        if (rc == MTS_OK) rc = mts__nn_arith_device(a[i], c->device, &e2);
         if (rc != MTS_OK) return mts_fail(err, rc, "%s multiplier: %s", what[i], e2.msg);
     }
     snprintf(r->info->fwd, sizeof r->info->fwd, "%s", r->af.desc);

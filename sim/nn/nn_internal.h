@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "mantis/fmath.h"
 #include "mantis/gemm.h"
 #include "mantis/nn_arith.h"
 #include "mantis/nn_train.h"
@@ -41,10 +42,14 @@ int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *text
 void mts__layers_bind(mts__layers *L, int nnodes, const mts_nn_ctx *train, const mts_nn_ctx *eval);
 void mts__layers_close(mts__layers *L);
 
-/* The transcendental functions of the transformer ops (GELU, softmax):
- * one wrapper each so that CPU and GPU can share one definition.
- * TODO: switch to mts_fm_expf / mts_fm_tanhf when include/mantis/fmath.h lands. */
-static inline float mts__nn_expf(float x) { return expf(x); }
-static inline float mts__nn_tanhf(float x) { return tanhf(x); }
+/* The transcendental functions of the transformer ops (GELU, softmax): the
+ * shared definitions of fmath.h, so that CPU and GPU agree bit for bit. */
+static inline float mts__nn_expf(float x) { return mts_fm_expf(x); }
+static inline float mts__nn_tanhf(float x) { return mts_fm_tanhf(x); }
+
+/* Puts opened provider a on device (0: CPU; MTS_GPU_DEVICE_CUDA: its GEMMs
+ * run on the GPU, with the same results); MTS_EUNSUPPORTED when the GPU does
+ * not take this provider (driver.c). */
+int mts__nn_arith_device(mts_arith *a, int device, mts_err *err);
 
 #endif

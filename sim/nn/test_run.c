@@ -90,7 +90,9 @@ static int evaluate(const mts_test_config *c, const char *path, const mts_arith_
                     mts_test_result *r, mts_err *err)
 {
     int rc;
-    if ((rc = mts__nn_open_arith(c->open, c->open_ud, spec, c->threads, ar, err)) != MTS_OK) return rc;
+    if ((rc = mts__nn_open_arith(c->open, c->open_ud, spec, c->threads, ar, err)) != MTS_OK ||
+        (rc = mts__nn_arith_device(ar, c->device, err)) != MTS_OK)
+        return rc;
     if ((rc = mts_nn_model_build(net, r->model, test->c, test->h, test->w, test->classes, err)) != MTS_OK ||
         (rc = mts_net_build(net, 256, 0, err)) != MTS_OK || (rc = mts_ckpt_load(path, net, NULL, NULL, err)) != MTS_OK)
         return rc;

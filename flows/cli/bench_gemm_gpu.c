@@ -1,0 +1,153 @@
+/* bench_gemm_gpu.c - `mantis bench gemm --device cuda`: in one run, at each
+ * size N (default 1024, 4096, 8192), cuBLAS SGEMM (FP32, TF32 off) as the
+ * baseline and our GPU providers on device-resident operands: NATIVE, LUT
+ * bf16 (e8m7 table of the model, default mbm), LUT e8m10 (table in global
+ * memory / L2), FMAq M7E4 (bf16 LUT products, biases 12/10, chunk 16), INT8
+ * table (host-pointer path: includes its host quantization and transfers).
+ * Prints the time, approx-MAC/s, the ratio to cuBLAS and the peak device
+ * memory. docs/gemm.md, "GPU". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "mantis/clock.h"
+#include "mantis/gpu.h"
+#include "mantis/intmul.h"
+#include "mantis/rng.h"
+
+#define CMD "bench gemm --device cuda"
+#define N_GPU 6
+
+static const char *const names[N_GPU] = {"cublas", "native", "lut-bf16", "lut-m10", "fmaq-m7e4", "int8"};
+
+/* Best wall time (s) of reps runs of provider idx after a warm-up; dA etc.
+ * on the device, hA etc. on the host (INT only). */
+static int time_one(int idx, const mts_gpu_gemm_plan *pl, const mts_provider *pint, int n, int reps, const float *dA,
+                    const float *dB, float *dC, const float *hA, const float *hB, float *hC, double *best,
+                    mts_err *err)
+{
+    *best = 1e30;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = mts_clock_now();
+        int rc;
+        if (idx == 0) rc = mts_gpu_sgemm_cublas(n, n, n, dA, dB, dC, err);
+        else if (idx == 5) rc = mts_gpu_gemm(pint, 0, 0, n, n, n, hA, n, hB, n, 0.0f, hC, n, err);
+        else rc = mts_gpu_gemm_dev(pl, 0, 0, n, n, n, dA, n, dB, n, 0.0f, dC, n, err);
+        if (rc == MTS_OK) rc = mts_gpu_sync(err);
+        if (rc != MTS_OK) return rc;
+        double t = mts_clock_now() - t0;
+        if (r > 0 && t < *best) *best = t; /* run 0 is the warm-up */
+    }
+    return MTS_OK;
+}
+
+int mts_bench_gemm_cuda(int argc, char **argv)
+{
+    int sizes[8] = {1024, 4096, 8192}, nsizes = 3, reps = 1;
+    const char *model = "mbm";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+        if (mts_is_help(a)) {
+            printf("usage: mantis bench gemm --device cuda [--sizes N[,N...]] [--reps R] [--model mbm|exact]\n"
+                   "  cuBLAS SGEMM (TF32 off) vs our GPU NATIVE, LUT bf16, LUT e8m10, FMAq M7E4, INT8\n"
+                   "  (default sizes 1024,4096,8192; reps 1 after a warm-up)\n");
+            return 0;
+        }
+        if (!v) return mts_cli_error(CMD, "option '%s' needs a value", a);
+        i++;
+        if (!strcmp(a, "--device")) continue; /* "cuda": how we got here */
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--reps")) {
+            if (mts_parse_int(v, 1, 100, &x)) return mts_cli_error(CMD, "--reps '%s': expected 1..100", v);
+            reps = (int)x;
+        } else if (!strcmp(a, "--sizes")) {
+            nsizes = 0;
+            for (const char *s = v; *s && nsizes < 8;) {
+                char *end;
+                long y = strtol(s, &end, 10);
+                if (end == s || y < 1 || y > 16384 || (*end && *end != ','))
+                    return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..16384 separated by commas", v);
+                sizes[nsizes++] = (int)y;
+                s = *end ? end + 1 : end;
+            }
+        } else
+            return mts_cli_error(CMD, "unknown option '%s' (see --help)", a);
+    }
+    mts_err err;
+    mts_gpu_info info;
+    if (mts_gpu_probe(&info, &err) != MTS_OK) return mts_cli_error(CMD, "%s", err.msg);
+
+    /* the providers: tables built once on the host, plans upload them */
+    mts_lut l7, l10, i8;
+    mts_mulop op;
+    mts_format f7 = mts_format_e8(7), f10 = mts_format_e8(10);
+    memset(&l7, 0, sizeof l7), memset(&l10, 0, sizeof l10), memset(&i8, 0, sizeof i8);
+    if (mts_mulop_model(&op, model, &f7, &err) || mts_lut_generate(&op, &l7, &err) ||
+        mts_mulop_model(&op, model, &f10, &err) || mts_lut_generate(&op, &l10, &err) ||
+        mts_intmul_exact_lut(8, 1, &i8, &err))
+        return mts_cli_error(CMD, "%s", err.msg);
+    mts_provider p[N_GPU];
+    memset(p, 0, sizeof p);
+    p[1].kind = MTS_PROV_NATIVE;
+    p[2].kind = p[3].kind = p[4].kind = MTS_PROV_LUT;
+    p[2].lut = &l7;
+    p[3].lut = &l10;
+    p[4].lut = &l7;
+    p[4].fmaq = 1;
+    p[4].chunk = 16;
+    mts_qfmt_parse("M7E4", 12, &p[4].qprod, &err);
+    mts_qfmt_parse("M7E4", 10, &p[4].qacc, &err);
+    p[5].kind = MTS_PROV_INT;
+    p[5].lut = &i8;
+    mts_gpu_gemm_plan *pl[N_GPU] = {0};
+    int status = 0;
+    for (int i = 1; i < 5 && !status; i++)
+        if (mts_gpu_plan_open(&p[i], &pl[i], &err)) status = mts_cli_error(CMD, "%s: %s", names[i], err.msg);
+
+    printf("mantis bench gemm --device cuda: %s (sm_%d%d, %d SMs, %.1f GiB), LUT model %s, best of %d\n", info.name,
+           info.cc_major, info.cc_minor, info.sm_count, (double)info.mem_total / (1u << 30), model, reps);
+    printf("%-6s %-10s %10s %14s %9s %12s\n", "size", "gemm", "ms", "approx-MAC/s", "x cublas", "peak MiB");
+    for (int s = 0; s < nsizes && !status; s++) {
+        int n = sizes[s];
+        size_t nn = (size_t)n * n;
+        float *h = malloc(3 * nn * sizeof(float));
+        void *d[3] = {0};
+        if (!h) {
+            status = mts_cli_error(CMD, "out of host memory for %zu-element operands", nn);
+            break;
+        }
+        mts_rng rng = {1};
+        for (size_t j = 0; j < 2 * nn; j++) h[j] = mts_rng_uniform(&rng) * 2.0f - 1.0f; /* U(-1, 1) */
+        for (int j = 0; j < 3 && !status; j++)
+            if (mts_gpu_alloc(&d[j], nn * sizeof(float), &err) ||
+                (j < 2 && mts_gpu_upload(d[j], h + j * nn, nn * sizeof(float), &err)))
+                status = mts_cli_error(CMD, "%s", err.msg);
+        double t[N_GPU];
+        for (int i = 0; i < N_GPU && !status; i++) {
+            int rc = time_one(i, pl[i], &p[5], n, reps, d[0], d[1], d[2], h, h + nn, h + 2 * nn, &t[i], &err);
+            if (rc == MTS_EUNSUPPORTED && i == 0) { /* no cuBLAS: the others still run */
+                printf("%-6d %-10s %s\n", n, names[i], err.msg);
+                t[0] = 0;
+                continue;
+            }
+            if (rc != MTS_OK) {
+                status = mts_cli_error(CMD, "%s at %d: %s", names[i], n, err.msg);
+                break;
+            }
+            double macs = (double)n * n * n;
+            printf("%-6d %-10s %10.2f %14.3e %9.2f %12.1f\n", n, names[i], t[i] * 1e3, macs / t[i],
+                   t[0] > 0 ? t[i] / t[0] : 0.0, (double)mts_gpu_peak_bytes() / (1 << 20));
+            fflush(stdout);
+        }
+        for (int j = 0; j < 3; j++) mts_gpu_free(d[j]);
+        free(h);
+    }
+    for (int i = 0; i < N_GPU; i++) mts_gpu_plan_close(pl[i]);
+    mts_lut_free(&l7);
+    mts_lut_free(&l10);
+    mts_lut_free(&i8);
+    return status;
+}

@@ -1,0 +1,590 @@
+// nn_ops.cu - CUDA twins of the layer ops (nn_ops.h) on device pointers,
+// gpu.h "layer ops". Each kernel mirrors its CPU op's arithmetic operation
+// by operation (explicitly rounded, built with -fmad=false); long reductions
+// use the fixed blocked order of fmath.h with the very same helpers
+// (mts_fm_sumd / mts_fm_sumf are host-and-device code): chunk sums in
+// parallel, one thread per chunk, then the pairwise tree per row in one
+// thread. Scatter-adds of the CPU (col2im, max/avg pool backward) become
+// gathers that add the same terms in the same order from +0.
+//
+// Written and compiled; NOT yet run on a GPU.
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "mantis/fmath.h"
+#include "mantis/gpu.h"
+
+namespace {
+
+const int THREADS = 256;
+
+unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
+
+int launch_check(mts_err *err, const char *what)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) return MTS_OK;
+    return mts_fail(err, e == cudaErrorMemoryAllocation ? MTS_ENOMEM : MTS_EIO, "gpu %s: %s", what,
+                    cudaGetErrorString(e));
+}
+
+// --------------------------------------------- fixed-order row reductions
+
+__device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
+
+// Phase 1: part[r*m + c] = sequential sum from +0 of term(r, j) over chunk c.
+template <class T, class Term> __global__ void chunk_sums(int rows, size_t n, size_t m, Term term, T *part)
+{
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)rows * m) return;
+    int r = (int)(t / m);
+    size_t c = t % m, j1 = (c + 1) * MTS_FM_CHUNK < n ? (c + 1) * MTS_FM_CHUNK : n;
+    T s = 0;
+    for (size_t j = c * MTS_FM_CHUNK; j < j1; j++) s = add(s, term(r, j));
+    part[t] = s;
+}
+
+// Phase 2: the pairwise tree of each row's chunk sums, with fmath.h's code.
+__device__ void tree_row(size_t m, const double *part, double *out)
+{
+    mts_fm_sumd s;
+    mts_fm_sumd_init(&s);
+    for (size_t c = 0; c < m; c++) mts_fm__sumd_chunk(&s, part[c]);
+    *out = mts_fm_sumd_sum(&s);
+}
+__device__ void tree_row(size_t m, const float *part, float *out)
+{
+    mts_fm_sumf s;
+    mts_fm_sumf_init(&s);
+    for (size_t c = 0; c < m; c++) mts_fm__sumf_chunk(&s, part[c]);
+    *out = mts_fm_sumf_sum(&s);
+}
+template <class T> __global__ void tree(int rows, size_t m, const T *part, T *out)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) tree_row(m, part + (size_t)r * m, out + r);
+}
+
+// out[r] = the blocked sum over j < n of term(r, j) (T = float or double),
+// out on the device.
+template <class T, class Term> int reduce_rows(int rows, size_t n, Term term, T *out, mts_err *err)
+{
+    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
+    void *part = NULL;
+    int rc = mts_gpu_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
+    if (rc != MTS_OK) return rc;
+    if (m) chunk_sums<T><<<blocks_for((size_t)rows * m), THREADS>>>(rows, n, m, term, (T *)part);
+    tree<T><<<blocks_for((size_t)rows), THREADS>>>(rows, m, (const T *)part, out);
+    rc = launch_check(err, "reduction");
+    mts_gpu_free(part);
+    return rc;
+}
+
+// Terms. dy[n][out] column o (dense bias gradient).
+struct ColTerm {
+    const float *dy;
+    int out;
+    __device__ float operator()(int o, size_t n) const { return dy[n * out + o]; }
+};
+// BatchNorm: element j = (n, i) of channel c in x[N][C][HW], as double.
+struct BnX {
+    const float *x;
+    int C, HW;
+    __device__ double operator()(int c, size_t j) const
+    {
+        return (double)x[((j / HW) * C + c) * HW + j % HW];
+    }
+};
+struct BnVar {
+    const float *x;
+    const double *mean;
+    int C, HW;
+    __device__ double operator()(int c, size_t j) const
+    {
+        double d = __dsub_rn((double)x[((j / HW) * C + c) * HW + j % HW], mean[c]);
+        return __dmul_rn(d, d);
+    }
+};
+struct BnDyX {
+    const float *dy, *xhat;
+    int C, HW;
+    __device__ double operator()(int c, size_t j) const
+    {
+        size_t o = ((j / HW) * C + c) * HW + j % HW;
+        return __dmul_rn((double)dy[o], (double)xhat[o]);
+    }
+};
+struct Flat {
+    const double *t;
+    __device__ double operator()(int, size_t j) const { return t[j]; }
+};
+
+// ------------------------------------------------------------- kernels
+
+__global__ void relu_fwd(size_t n, const float *x, float *y)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+__global__ void relu_bwd(size_t n, const float *y, const float *dy, float *dx)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+__global__ void bias_add(int N, int out, float *y, const float *b)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)N * out) y[i] = __fadd_rn(y[i], b[i % out]);
+}
+
+// Softmax CE of one sample per thread: its loss term (double) and dlogits.
+__global__ void softmax_ce_rows(int N, int classes, const float *logits, const uint8_t *labels, float *dlogits,
+                                double *terms, int *ok)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    const float *z = logits + (size_t)n * classes;
+    int am = 0;
+    for (int c = 1; c < classes; c++)
+        if (z[c] > z[am]) am = c;
+    ok[n] = am == labels[n];
+    float mx = z[am], s = 0.0f;
+    for (int c = 0; c < classes; c++) s = __fadd_rn(s, mts_fm_expf(__fsub_rn(z[c], mx)));
+    float lse = __fadd_rn(mx, mts_fm_logf(s));
+    terms[n] = (double)__fsub_rn(lse, z[labels[n]]);
+    if (dlogits)
+        for (int c = 0; c < classes; c++)
+            dlogits[(size_t)n * classes + c] =
+                __fdiv_rn(__fsub_rn(mts_fm_expf(__fsub_rn(z[c], lse)), c == labels[n] ? 1.0f : 0.0f), (float)N);
+}
+
+// BatchNorm statistics of channel c from the blocked sums (one thread per channel).
+__global__ void bn_stats(int C, size_t cnt, const double *s1, const double *s2, float *rmean, float *rvar, float mom,
+                         float eps, float *mean_out, float *istd_out, int train)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float mean, var;
+    if (train) {
+        double m = __ddiv_rn(s1[c], (double)cnt);
+        mean = (float)m;
+        var = (float)__ddiv_rn(s2[c], (double)cnt);
+        float uvar = cnt > 1 ? (float)__ddiv_rn(s2[c], (double)(cnt - 1)) : var;
+        rmean[c] = __fadd_rn(__fmul_rn(__fsub_rn(1.0f, mom), rmean[c]), __fmul_rn(mom, mean));
+        rvar[c] = __fadd_rn(__fmul_rn(__fsub_rn(1.0f, mom), rvar[c]), __fmul_rn(mom, uvar));
+    } else {
+        mean = rmean[c];
+        var = rvar[c];
+    }
+    mean_out[c] = mean;
+    istd_out[c] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
+}
+__global__ void bn_apply(int N, int C, int HW, const float *x, const float *gamma, const float *beta,
+                         const float *mean, const float *is, float *y, float *xhat)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * C * HW) return;
+    int c = (int)((i / HW) % C);
+    float h = __fmul_rn(__fsub_rn(x[i], mean[c]), is[c]);
+    if (xhat) xhat[i] = h;
+    y[i] = __fadd_rn(__fmul_rn(gamma[c], h), beta[c]);
+}
+__global__ void bn_dx(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                      const float *invstd, const double *sg, const double *sgx, float *dx)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * C * HW) return;
+    int c = (int)((i / HW) % C);
+    double cnt = (double)N * HW;
+    float k = __fmul_rn(gamma[c], invstd[c]), mg = (float)__ddiv_rn(sg[c], cnt), mgx = (float)__ddiv_rn(sgx[c], cnt);
+    dx[i] = __fmul_rn(k, __fsub_rn(__fsub_rn(dy[i], mg), __fmul_rn(xhat[i], mgx)));
+}
+__global__ void d2f(int n, const double *a, float *b)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) b[i] = (float)a[i];
+}
+
+// Pooling: one thread per output (forward) or per input element (backward gathers).
+__global__ void maxpool_fwd(int N, int C, int H, int W, int k, int s, int oh, int ow, const float *x, float *y,
+                            int32_t *argmax)
+{
+    size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= (size_t)N * C * oh * ow) return;
+    size_t pl = o / ((size_t)oh * ow);
+    int q = (int)(o % ((size_t)oh * ow)), oy = q / ow, ox = q % ow;
+    const float *xp = x + pl * H * W;
+    int best = oy * s * W + ox * s;
+    for (int ky = 0; ky < k; ky++)
+        for (int kx = 0; kx < k; kx++) {
+            int i = (oy * s + ky) * W + ox * s + kx;
+            if (xp[i] > xp[best]) best = i;
+        }
+    y[o] = xp[best];
+    argmax[o] = best;
+}
+// Windows covering input row iy: oy in [lo, hi] (none when lo > hi).
+__device__ void cover(int iy, int k, int s, int oh, int *lo, int *hi)
+{
+    *lo = iy < k ? 0 : (iy - k) / s + 1;
+    *hi = iy / s < oh - 1 ? iy / s : oh - 1;
+}
+__global__ void maxpool_bwd(int N, int C, int H, int W, int k, int s, int oh, int ow, const float *dy,
+                            const int32_t *argmax, float *dx)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * C * H * W) return;
+    size_t pl = i / ((size_t)H * W);
+    int p = (int)(i % ((size_t)H * W)), iy = p / W, ix = p % W, y0, y1, x0, x1;
+    cover(iy, k, s, oh, &y0, &y1);
+    cover(ix, k, s, ow, &x0, &x1);
+    float a = 0.0f; // the CPU adds the windows' gradients in output order
+    for (int oy = y0; oy <= y1; oy++)
+        for (int ox = x0; ox <= x1; ox++) {
+            size_t o = pl * oh * ow + (size_t)oy * ow + ox;
+            if (argmax[o] == p) a = __fadd_rn(a, dy[o]);
+        }
+    dx[i] = a;
+}
+__global__ void avgpool_fwd(int N, int C, int H, int W, int k, int s, int oh, int ow, const float *x, float *y)
+{
+    size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= (size_t)N * C * oh * ow) return;
+    size_t pl = o / ((size_t)oh * ow);
+    int q = (int)(o % ((size_t)oh * ow)), oy = q / ow, ox = q % ow;
+    const float *xp = x + pl * H * W;
+    float a = 0.0f, inv = __fdiv_rn(1.0f, (float)(k * k));
+    for (int ky = 0; ky < k; ky++)
+        for (int kx = 0; kx < k; kx++) a = __fadd_rn(a, xp[(oy * s + ky) * W + ox * s + kx]);
+    y[o] = __fmul_rn(a, inv);
+}
+__global__ void avgpool_bwd(int N, int C, int H, int W, int k, int s, int oh, int ow, const float *dy, float *dx)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * C * H * W) return;
+    size_t pl = i / ((size_t)H * W);
+    int p = (int)(i % ((size_t)H * W)), iy = p / W, ix = p % W, y0, y1, x0, x1;
+    cover(iy, k, s, oh, &y0, &y1);
+    cover(ix, k, s, ow, &x0, &x1);
+    float a = 0.0f, inv = __fdiv_rn(1.0f, (float)(k * k));
+    for (int oy = y0; oy <= y1; oy++)
+        for (int ox = x0; ox <= x1; ox++) a = __fadd_rn(a, __fmul_rn(dy[pl * oh * ow + (size_t)oy * ow + ox], inv));
+    dx[i] = a;
+}
+__global__ void gap_fwd(size_t planes, int HW, const float *x, float *y)
+{
+    size_t pl = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (pl >= planes) return;
+    float a = 0.0f;
+    for (int i = 0; i < HW; i++) a = __fadd_rn(a, x[pl * HW + i]);
+    y[pl] = __fdiv_rn(a, (float)HW);
+}
+__global__ void gap_bwd(size_t planes, int HW, const float *dy, float *dx)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= planes * HW) return;
+    dx[i] = __fdiv_rn(dy[i / HW], (float)HW);
+}
+
+// im2col: col[K][N*P], one thread per element.
+__global__ void im2col_k(mts_conv_geom g, int N, const float *x, float *col)
+{
+    int P = g.oh * g.ow;
+    size_t NP = (size_t)N * P, t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)g.cin * g.k * g.k * NP) return;
+    int r = (int)(t / NP), q = (int)(t % NP), n = q / P, oq = q % P;
+    int ci = r / (g.k * g.k), ky = (r / g.k) % g.k, kx = r % g.k, oy = oq / g.ow, ox = oq % g.ow;
+    int iy = oy * g.stride - g.pad + ky, ix = ox * g.stride - g.pad + kx;
+    col[t] = (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) ? x[(((size_t)n * g.cin + ci) * g.h + iy) * g.w + ix] : 0.0f;
+}
+// col2im as a gather: input pixel (n, ci, iy, ix) adds its taps in the CPU's
+// (ky, kx, oy, ox) order from +0 (for fixed ky, kx at most one (oy, ox) hits it).
+__global__ void col2im_k(mts_conv_geom g, int N, const float *dcolT, float *dx)
+{
+    int P = g.oh * g.ow, K = g.cin * g.k * g.k;
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)N * g.cin * g.h * g.w) return;
+    int ix = (int)(t % g.w), iy = (int)((t / g.w) % g.h), ci = (int)((t / ((size_t)g.w * g.h)) % g.cin);
+    int n = (int)(t / ((size_t)g.w * g.h * g.cin));
+    float a = 0.0f;
+    for (int ky = 0; ky < g.k; ky++) {
+        int ty = iy + g.pad - ky;
+        if (ty < 0 || ty % g.stride || ty / g.stride >= g.oh) continue;
+        for (int kx = 0; kx < g.k; kx++) {
+            int tx = ix + g.pad - kx;
+            if (tx < 0 || tx % g.stride || tx / g.stride >= g.ow) continue;
+            int r = (ci * g.k + ky) * g.k + kx, oy = ty / g.stride, ox = tx / g.stride;
+            a = __fadd_rn(a, dcolT[((size_t)n * P + oy * g.ow + ox) * K + r]);
+        }
+    }
+    dx[t] = a;
+}
+
+// Optimizers: mts_opt_step's expressions, operation for operation.
+__global__ void sgd_k(size_t n, float *param, const float *grad, float *m, const uint8_t *wmask, float lr, float mom,
+                      float wd)
+{
+    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    float g = grad[j];
+    if (!wmask || wmask[j]) g = __fadd_rn(g, __fmul_rn(wd, param[j]));
+    m[j] = __fadd_rn(__fmul_rn(mom, m[j]), g);
+    param[j] = __fsub_rn(param[j], __fmul_rn(lr, m[j]));
+}
+__global__ void adam_k(size_t n, float *param, const float *grad, float *m, float *v, const uint8_t *wmask, float lr,
+                       float b1, float b2, float eps, float wd, float bc1, float bc2)
+{
+    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    float g = grad[j];
+    if (!wmask || wmask[j]) g = __fadd_rn(g, __fmul_rn(wd, param[j]));
+    m[j] = __fadd_rn(__fmul_rn(b1, m[j]), __fmul_rn(__fsub_rn(1.0f, b1), g));
+    v[j] = __fadd_rn(__fmul_rn(b2, v[j]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), g), g));
+    float mh = __fdiv_rn(m[j], bc1), vh = __fdiv_rn(v[j], bc2);
+    param[j] = __fsub_rn(param[j], __fdiv_rn(__fmul_rn(lr, mh), __fadd_rn(__fsqrt_rn(vh), eps)));
+}
+
+} // namespace
+
+extern "C" {
+
+int mts_gpu_relu_forward(size_t n, const float *x, float *y, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    relu_fwd<<<blocks_for(n), THREADS>>>(n, x, y);
+    return launch_check(err, "relu forward");
+}
+
+int mts_gpu_relu_backward(size_t n, const float *y, const float *dy, float *dx, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    relu_bwd<<<blocks_for(n), THREADS>>>(n, y, dy, dx);
+    return launch_check(err, "relu backward");
+}
+
+int mts_gpu_dense_forward(const mts_gpu_gemm_plan *fwd, int N, int in, int out, const float *x, const float *w,
+                          const float *b, float *y, mts_err *err)
+{
+    int rc = mts_gpu_gemm_dev(fwd, 0, 1, N, out, in, x, in, w, in, 0.0f, y, out, err);
+    if (rc != MTS_OK || !b || !N || !out) return rc;
+    bias_add<<<blocks_for((size_t)N * out), THREADS>>>(N, out, y, b);
+    return launch_check(err, "dense bias");
+}
+
+int mts_gpu_dense_backward(const mts_gpu_gemm_plan *bwd, int N, int in, int out, const float *x, const float *w,
+                           const float *dy, float *dx, float *dw, float *db, mts_err *err)
+{
+    int rc = MTS_OK;
+    if (db) rc = reduce_rows<float>(out, (size_t)N, ColTerm{dy, out}, db, err);
+    if (rc == MTS_OK && dx) rc = mts_gpu_gemm_dev(bwd, 0, 0, N, in, out, dy, out, w, in, 0.0f, dx, in, err);
+    if (rc == MTS_OK && dw) rc = mts_gpu_gemm_dev(bwd, 1, 0, out, in, N, dy, out, x, in, 0.0f, dw, in, err);
+    return rc;
+}
+
+int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *labels, float *dlogits, double *loss,
+                       int *correct, mts_err *err)
+{
+    if (N <= 0) {
+        if (loss) *loss = 0.0;
+        if (correct) *correct = 0;
+        return MTS_OK;
+    }
+    void *terms = NULL, *ok = NULL, *sum = NULL;
+    int rc;
+    if ((rc = mts_gpu_alloc(&terms, (size_t)N * sizeof(double), err)) ||
+        (rc = mts_gpu_alloc(&ok, (size_t)N * sizeof(int), err)) || (rc = mts_gpu_alloc(&sum, sizeof(double), err)))
+        goto done;
+    softmax_ce_rows<<<blocks_for((size_t)N), THREADS>>>(N, classes, logits, labels, dlogits, (double *)terms,
+                                                        (int *)ok);
+    if ((rc = launch_check(err, "softmax cross-entropy")) ||
+        (rc = reduce_rows<double>(1, (size_t)N, Flat{(const double *)terms}, (double *)sum, err)))
+        goto done;
+    {
+        double s = 0.0;
+        int *h = (int *)std::malloc((size_t)N * sizeof(int));
+        if (!h) {
+            rc = mts_fail(err, MTS_ENOMEM, "gpu softmax: out of host memory");
+            goto done;
+        }
+        if ((rc = mts_gpu_download(&s, sum, sizeof s, err)) == MTS_OK &&
+            (rc = mts_gpu_download(h, ok, (size_t)N * sizeof(int), err)) == MTS_OK) {
+            int c = 0; // an integer count: exact in any order
+            for (int n = 0; n < N; n++) c += h[n];
+            if (correct) *correct = c;
+            if (loss) *loss = s / N;
+        }
+        std::free(h);
+    }
+done:
+    mts_gpu_free(terms);
+    mts_gpu_free(ok);
+    mts_gpu_free(sum);
+    return rc;
+}
+
+int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
+                       float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd,
+                       mts_err *err)
+{
+    size_t cnt = (size_t)N * HW;
+    void *s1 = NULL, *s2 = NULL, *mean = NULL, *is = NULL;
+    int rc;
+    if ((rc = mts_gpu_alloc(&s1, (size_t)C * 8, err)) || (rc = mts_gpu_alloc(&s2, (size_t)C * 8, err)) ||
+        (rc = mts_gpu_alloc(&mean, (size_t)C * 4, err)) || (rc = mts_gpu_alloc(&is, (size_t)C * 4, err)))
+        goto done;
+    if (train) {
+        // mean first (the variance's terms need it), as the CPU does
+        if ((rc = reduce_rows<double>(C, cnt, BnX{x, C, HW}, (double *)s1, err))) goto done;
+        void *m = NULL;
+        if ((rc = mts_gpu_alloc(&m, (size_t)C * 8, err))) goto done;
+        // m[c] = s1[c] / cnt in double, for the variance terms
+        {
+            double *hs = (double *)std::malloc((size_t)C * 8);
+            if (!hs) {
+                mts_gpu_free(m);
+                rc = mts_fail(err, MTS_ENOMEM, "gpu bn: out of host memory");
+                goto done;
+            }
+            if ((rc = mts_gpu_download(hs, s1, (size_t)C * 8, err)) == MTS_OK) {
+                for (int c = 0; c < C; c++) hs[c] = hs[c] / (double)cnt; // correctly rounded: as on the device
+                rc = mts_gpu_upload(m, hs, (size_t)C * 8, err);
+            }
+            std::free(hs);
+        }
+        if (rc == MTS_OK) rc = reduce_rows<double>(C, cnt, BnVar{x, (const double *)m, C, HW}, (double *)s2, err);
+        mts_gpu_free(m);
+        if (rc) goto done;
+    }
+    bn_stats<<<blocks_for((size_t)C), THREADS>>>(C, cnt, (const double *)s1, (const double *)s2, rmean, rvar, mom,
+                                                 eps, (float *)mean, (float *)is, train);
+    if ((rc = launch_check(err, "batchnorm statistics"))) goto done;
+    if (invstd && (rc = cudaMemcpy(invstd, is, (size_t)C * 4, cudaMemcpyDeviceToDevice) == cudaSuccess
+                            ? MTS_OK
+                            : mts_fail(err, MTS_EIO, "gpu bn: copy failed")))
+        goto done;
+    bn_apply<<<blocks_for((size_t)N * C * HW), THREADS>>>(N, C, HW, x, gamma, beta, (const float *)mean,
+                                                          (const float *)is, y, xhat);
+    rc = launch_check(err, "batchnorm forward");
+done:
+    mts_gpu_free(s1);
+    mts_gpu_free(s2);
+    mts_gpu_free(mean);
+    mts_gpu_free(is);
+    return rc;
+}
+
+int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                        const float *invstd, float *dx, float *dgamma, float *dbeta, mts_err *err)
+{
+    size_t cnt = (size_t)N * HW;
+    void *sg = NULL, *sgx = NULL;
+    int rc;
+    if ((rc = mts_gpu_alloc(&sg, (size_t)C * 8, err)) || (rc = mts_gpu_alloc(&sgx, (size_t)C * 8, err)) ||
+        (rc = reduce_rows<double>(C, cnt, BnX{dy, C, HW}, (double *)sg, err)) ||
+        (rc = reduce_rows<double>(C, cnt, BnDyX{dy, xhat, C, HW}, (double *)sgx, err)))
+        goto done;
+    if (dgamma) d2f<<<blocks_for((size_t)C), THREADS>>>(C, (const double *)sgx, dgamma);
+    if (dbeta) d2f<<<blocks_for((size_t)C), THREADS>>>(C, (const double *)sg, dbeta);
+    if (dx)
+        bn_dx<<<blocks_for(cnt * C), THREADS>>>(N, C, HW, dy, gamma, xhat, invstd, (const double *)sg,
+                                                (const double *)sgx, dx);
+    rc = launch_check(err, "batchnorm backward");
+done:
+    mts_gpu_free(sg);
+    mts_gpu_free(sgx);
+    return rc;
+}
+
+int mts_gpu_maxpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, int32_t *argmax,
+                            mts_err *err)
+{
+    int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
+    size_t no = (size_t)N * C * oh * ow;
+    if (!no) return MTS_OK;
+    maxpool_fwd<<<blocks_for(no), THREADS>>>(N, C, H, W, k, s, oh, ow, x, y, argmax);
+    return launch_check(err, "maxpool forward");
+}
+
+int mts_gpu_maxpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, const int32_t *argmax,
+                             float *dx, mts_err *err)
+{
+    int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
+    size_t ni = (size_t)N * C * H * W;
+    if (!ni) return MTS_OK;
+    maxpool_bwd<<<blocks_for(ni), THREADS>>>(N, C, H, W, k, s, oh, ow, dy, argmax, dx);
+    return launch_check(err, "maxpool backward");
+}
+
+int mts_gpu_avgpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, mts_err *err)
+{
+    int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
+    size_t no = (size_t)N * C * oh * ow;
+    if (!no) return MTS_OK;
+    avgpool_fwd<<<blocks_for(no), THREADS>>>(N, C, H, W, k, s, oh, ow, x, y);
+    return launch_check(err, "avgpool forward");
+}
+
+int mts_gpu_avgpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, float *dx, mts_err *err)
+{
+    int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
+    size_t ni = (size_t)N * C * H * W;
+    if (!ni) return MTS_OK;
+    avgpool_bwd<<<blocks_for(ni), THREADS>>>(N, C, H, W, k, s, oh, ow, dy, dx);
+    return launch_check(err, "avgpool backward");
+}
+
+int mts_gpu_gap_forward(int N, int C, int HW, const float *x, float *y, mts_err *err)
+{
+    size_t planes = (size_t)N * C;
+    if (!planes) return MTS_OK;
+    gap_fwd<<<blocks_for(planes), THREADS>>>(planes, HW, x, y);
+    return launch_check(err, "global average pool forward");
+}
+
+int mts_gpu_gap_backward(int N, int C, int HW, const float *dy, float *dx, mts_err *err)
+{
+    size_t planes = (size_t)N * C;
+    if (!planes || !HW) return MTS_OK;
+    gap_bwd<<<blocks_for(planes * HW), THREADS>>>(planes, HW, dy, dx);
+    return launch_check(err, "global average pool backward");
+}
+
+int mts_gpu_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_err *err)
+{
+    size_t n = (size_t)g->cin * g->k * g->k * N * g->oh * g->ow;
+    if (!n) return MTS_OK;
+    im2col_k<<<blocks_for(n), THREADS>>>(*g, N, x, col);
+    return launch_check(err, "im2col");
+}
+
+int mts_gpu_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx, mts_err *err)
+{
+    size_t n = (size_t)N * g->cin * g->h * g->w;
+    if (!n) return MTS_OK;
+    col2im_k<<<blocks_for(n), THREADS>>>(*g, N, dcolT, dx);
+    return launch_check(err, "col2im");
+}
+
+int mts_gpu_sgd_step(size_t n, float *param, const float *grad, float *m, const uint8_t *wmask, float lr,
+                     float momentum, float wd, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    sgd_k<<<blocks_for(n), THREADS>>>(n, param, grad, m, wmask, lr, momentum, wd);
+    return launch_check(err, "sgd step");
+}
+
+int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float *v, const uint8_t *wmask, float lr,
+                      float beta1, float beta2, float eps, float wd, double bc1, double bc2, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    // the CPU divides by (float)bc1 and (float)bc2
+    adam_k<<<blocks_for(n), THREADS>>>(n, param, grad, m, v, wmask, lr, beta1, beta2, eps, wd, (float)bc1,
+                                       (float)bc2);
+    return launch_check(err, "adam step");
+}
+
+} // extern "C"

@@ -1,0 +1,341 @@
+/* fmath.h - the transcendental functions and fixed-order sums of training,
+ * one implementation shared by the CPU ops (sim/nn) and their CUDA twins
+ * (gpu/), so both backends produce the same bits (docs/training.md,
+ * "Reproducibility contract").
+ *
+ * Why not expf/logf/tanhf: glibc's and CUDA's differ in the last bit on some
+ * inputs, and a different bit in a loss gradient changes every later step.
+ * These functions use only FP32 (or FP64) additions, subtractions and
+ * multiplications, correctly rounded division (one per logf and tanhf), and
+ * integer manipulation of the bit patterns. Every one of those operations is
+ * correctly rounded (round to nearest even) on an x86-64 CPU (SSE, compiled
+ * with -ffp-contract=off) and on an NVIDIA GPU (__fmul_rn/__fadd_rn/
+ * __fdiv_rn, which CUDA never contracts into an FMA, with denormals kept:
+ * no -ftz / --use_fast_math), so the results are identical on both. The
+ * helpers mts_fm_mul/add/sub/div name each rounding explicitly.
+ *
+ * Accuracy (measured by tests/test_fmath.cpp against glibc over every FP32
+ * input; see docs/training.md for the figures): expf and logf within 1 ulp,
+ * tanhf within 2 ulp. Special values follow C99 Annex F: NaN in, NaN out;
+ * expf(+inf) = +inf, expf(-inf) = +0, overflow to +inf, underflow through the
+ * subnormals to +0; logf(+-0) = -inf, logf(x < 0) = NaN, logf(+inf) = +inf;
+ * tanhf(+-0) = +-0, tanhf(+-inf) = +-1.
+ *
+ * Header-only: every function is static inline and MTS_HD (host and device
+ * under nvcc). */
+#ifndef MANTIS_FMATH_H
+#define MANTIS_FMATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__)
+#define MTS_HD __host__ __device__
+#else
+#define MTS_HD
+#endif
+
+/* ------------------------------------------- explicitly rounded ops */
+
+static inline MTS_HD float mts_fm_mul(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+static inline MTS_HD float mts_fm_add(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+static inline MTS_HD float mts_fm_sub(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+static inline MTS_HD float mts_fm_div(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+static inline MTS_HD double mts_fm_dadd(double a, double b)
+{
+#if defined(__CUDA_ARCH__)
+    return __dadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+static inline MTS_HD uint32_t mts_fm_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static inline MTS_HD float mts_fm_float(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* ---------------------------------------------------------- expf */
+
+/* e^x. x = k ln2 + r with k = nearest integer to x log2(e) (found by adding
+ * 1.5*2^23, which rounds to an integer: no conversion instruction), r by
+ * Cody-Waite with ln2 split into a 16-bit head (k*head exact) and a tail;
+ * e^r = 1 + (r + r^2 P(r)) with P the Taylor polynomial to r^8 (|r| <=
+ * 0.35: truncation < 2^-28); then a multiply by 2^k built from bits, split
+ * in two factors when 2^k is not a normal float so the only rounding is the
+ * last multiply (subnormal results are rounded once, correctly). */
+static inline MTS_HD float mts_fm_expf(float x)
+{
+    uint32_t ux = mts_fm_bits(x);
+    if ((ux & 0x7F800000u) == 0x7F800000u) { /* NaN or inf */
+        if (ux & 0x007FFFFFu) return mts_fm_add(x, x);
+        return (ux >> 31) ? 0.0f : x;
+    }
+    if (x > 88.72284f) return mts_fm_float(0x7F800000u); /* e^x > FLT_MAX */
+    if (x < -104.0f) return 0.0f;                          /* e^x < 2^-150 */
+    const float shift = 12582912.0f;                       /* 1.5 * 2^23 */
+    float t = mts_fm_add(mts_fm_mul(x, 1.44269502e+00f), shift);
+    int k = (int)(mts_fm_bits(t) - mts_fm_bits(shift)); /* |k| <= 151 */
+    float kf = mts_fm_sub(t, shift);
+    const float ln2_hi = 6.93145752e-01f; /* 0x3f317200: 16 bits, kf*ln2_hi exact */
+    const float ln2_lo = 1.42860677e-06f; /* 0x35bfbe8e: ln2 - ln2_hi */
+    float r = mts_fm_sub(mts_fm_sub(x, mts_fm_mul(kf, ln2_hi)), mts_fm_mul(kf, ln2_lo));
+    float p = 2.48015876e-05f;
+    p = mts_fm_add(mts_fm_mul(p, r), 1.98412701e-04f);
+    p = mts_fm_add(mts_fm_mul(p, r), 1.38888892e-03f);
+    p = mts_fm_add(mts_fm_mul(p, r), 8.33333377e-03f);
+    p = mts_fm_add(mts_fm_mul(p, r), 4.16666679e-02f);
+    p = mts_fm_add(mts_fm_mul(p, r), 1.66666672e-01f);
+    p = mts_fm_add(mts_fm_mul(p, r), 0.5f);
+    float er = mts_fm_add(1.0f, mts_fm_add(r, mts_fm_mul(mts_fm_mul(r, r), p)));
+    if (k > 127) /* 2^k = 2^127 * 2 */
+        return mts_fm_mul(mts_fm_mul(er, mts_fm_float(0x7F000000u)), 2.0f);
+    if (k < -126) /* 2^k = 2^(k+64) * 2^-64: first factor exact, one rounding */
+        return mts_fm_mul(mts_fm_mul(er, mts_fm_float((uint32_t)(k + 64 + 127) << 23)),
+                          mts_fm_float((uint32_t)(-64 + 127) << 23));
+    return mts_fm_mul(er, mts_fm_float((uint32_t)(k + 127) << 23));
+}
+
+/* ---------------------------------------------------------- logf */
+
+/* Natural logarithm: fdlibm's __ieee754_logf (Sun Microsystems, freely
+ * redistributable), rewritten with the explicit operations above. x =
+ * 2^k (1+f) with 1+f in [sqrt(2)/2, sqrt(2)); log(1+f) = f - hfsq +
+ * s(hfsq + R(z)), s = f/(2+f) (the one division), R a minimax polynomial. */
+static inline MTS_HD float mts_fm_logf(float x)
+{
+    const float ln2_hi = 6.9313812256e-01f, /* 0x3f317180 */
+        ln2_lo = 9.0580006145e-06f,         /* 0x3717f7d1 */
+        Lg1 = 6.6666662693e-01f,            /* 0x3f2aaaaa */
+        Lg2 = 4.0000972152e-01f,            /* 0x3ecccce1 */
+        Lg3 = 2.8498786688e-01f,            /* 0x3e91e9ee */
+        Lg4 = 2.4279078841e-01f;            /* 0x3e789e26 */
+    uint32_t ix = mts_fm_bits(x);
+    int k = 0;
+    if ((ix & 0x7FFFFFFFu) == 0) return mts_fm_float(0xFF800000u); /* log(+-0) = -inf */
+    if ((ix & 0x7F800000u) == 0x7F800000u) {                       /* NaN, +-inf */
+        if (ix & 0x007FFFFFu) return mts_fm_add(x, x);
+        return (ix >> 31) ? mts_fm_float(0x7FC00000u) : x;
+    }
+    if (ix >> 31) return mts_fm_float(0x7FC00000u); /* log(x < 0) = NaN */
+    if (ix < 0x00800000u) {                         /* subnormal: scale by 2^25 (exact) */
+        k -= 25;
+        x = mts_fm_mul(x, 33554432.0f);
+        ix = mts_fm_bits(x);
+    }
+    k += (int)(ix >> 23) - 127;
+    ix &= 0x007FFFFFu;
+    uint32_t i = (ix + (0x95f64u << 3)) & 0x800000u;
+    x = mts_fm_float(ix | (i ^ 0x3f800000u)); /* normalize x or x/2 */
+    k += (int)(i >> 23);
+    float f = mts_fm_sub(x, 1.0f);
+    float dk = (float)k; /* |k| < 2^8: exact */
+    if ((0x007FFFFFu & (0x8000u + ix)) < 0xc000u) { /* -2^-9 <= f < 2^-9 */
+        if (f == 0.0f) {
+            if (k == 0) return 0.0f;
+            return mts_fm_add(mts_fm_mul(dk, ln2_hi), mts_fm_mul(dk, ln2_lo));
+        }
+        float R = mts_fm_mul(mts_fm_mul(f, f), mts_fm_sub(0.5f, mts_fm_mul(0.33333333333333333f, f)));
+        if (k == 0) return mts_fm_sub(f, R);
+        return mts_fm_sub(mts_fm_mul(dk, ln2_hi), mts_fm_sub(mts_fm_sub(R, mts_fm_mul(dk, ln2_lo)), f));
+    }
+    float s = mts_fm_div(f, mts_fm_add(2.0f, f));
+    float z = mts_fm_mul(s, s);
+    int32_t ii = (int32_t)ix - (int32_t)(0x6147au << 3);
+    float w = mts_fm_mul(z, z);
+    int32_t j = (int32_t)(0x6b851u << 3) - (int32_t)ix;
+    float t1 = mts_fm_mul(w, mts_fm_add(Lg2, mts_fm_mul(w, Lg4)));
+    float t2 = mts_fm_mul(z, mts_fm_add(Lg1, mts_fm_mul(w, Lg3)));
+    ii |= j;
+    float R = mts_fm_add(t2, t1);
+    if (ii > 0) {
+        float hfsq = mts_fm_mul(mts_fm_mul(0.5f, f), f);
+        if (k == 0) return mts_fm_sub(f, mts_fm_sub(hfsq, mts_fm_mul(s, mts_fm_add(hfsq, R))));
+        return mts_fm_sub(mts_fm_mul(dk, ln2_hi),
+                          mts_fm_sub(mts_fm_sub(hfsq, mts_fm_add(mts_fm_mul(s, mts_fm_add(hfsq, R)),
+                                                                 mts_fm_mul(dk, ln2_lo))),
+                                     f));
+    }
+    if (k == 0) return mts_fm_sub(f, mts_fm_mul(s, mts_fm_sub(f, R)));
+    return mts_fm_sub(mts_fm_mul(dk, ln2_hi),
+                      mts_fm_sub(mts_fm_sub(mts_fm_mul(s, mts_fm_sub(f, R)), mts_fm_mul(dk, ln2_lo)), f));
+}
+
+/* --------------------------------------------------------- tanhf */
+
+/* Hyperbolic tangent. |x| < 0.55: the odd Taylor series to x^19 (truncation
+ * < 2^-30 relative); |x| < 9.1: 1 - 2/(e^(2|x|) + 1) with mts_fm_expf (the
+ * one division); beyond, +-1 (1 - tanh < 2^-25 rounds to 1). */
+static inline MTS_HD float mts_fm_tanhf(float x)
+{
+    uint32_t ux = mts_fm_bits(x);
+    uint32_t sign = ux & 0x80000000u;
+    float ax = mts_fm_float(ux & 0x7FFFFFFFu);
+    if ((ux & 0x7F800000u) == 0x7F800000u) {
+        if (ux & 0x007FFFFFu) return mts_fm_add(x, x);
+        return mts_fm_float(sign | 0x3F800000u);
+    }
+    float r;
+    if (ax < 0.55f) { /* on |x|, the sign put back below (keeps tanh(-0) = -0) */
+        float z = mts_fm_mul(ax, ax);
+        float p = -2.39129120e-04f;
+        p = mts_fm_add(mts_fm_mul(p, z), 5.90027426e-04f);
+        p = mts_fm_add(mts_fm_mul(p, z), -1.45583437e-03f);
+        p = mts_fm_add(mts_fm_mul(p, z), 3.59212793e-03f);
+        p = mts_fm_add(mts_fm_mul(p, z), -8.86323582e-03f);
+        p = mts_fm_add(mts_fm_mul(p, z), 2.18694881e-02f);
+        p = mts_fm_add(mts_fm_mul(p, z), -5.39682545e-02f);
+        p = mts_fm_add(mts_fm_mul(p, z), 1.33333340e-01f);
+        p = mts_fm_add(mts_fm_mul(p, z), -3.33333343e-01f);
+        r = mts_fm_add(ax, mts_fm_mul(mts_fm_mul(ax, z), p));
+    } else if (ax >= 9.1f) r = 1.0f;
+    else r = mts_fm_sub(1.0f, mts_fm_div(2.0f, mts_fm_add(mts_fm_expf(mts_fm_add(ax, ax)), 1.0f)));
+    return mts_fm_float(mts_fm_bits(r) | sign);
+}
+
+/* ------------------------------------------------- fixed-order sums */
+
+/* The one summation order of every long reduction in training (BatchNorm
+ * statistics and gradients, bias gradients, the loss), in FP32 or FP64:
+ *   1. the terms t[0..n) are cut into chunks of MTS_FM_CHUNK consecutive
+ *      terms (the last one shorter); each chunk is summed sequentially from
+ *      +0: c = ((+0 + t[j0]) + t[j0+1]) + ...;
+ *   2. the chunk sums c[0..m) are added pairwise, adjacent pairs level by
+ *      level, (c0+c1), (c2+c3), ... then ((c0+c1)+(c2+c3)), ...; an odd
+ *      element at the end of a level moves up unchanged (the same as padding
+ *      m to a power of two with +0, which changes no chunk sum: a chunk sum
+ *      is never -0). n == 0 gives +0.
+ * A GPU does step 1 with one thread per chunk and step 2 as the usual
+ * shared-memory tree; a CPU loop does it streaming, as below (a binary
+ * counter of pending pair sums, no allocation). Use: _init, _push each term
+ * in order, _sum. */
+#define MTS_FM_CHUNK 64
+#define MTS_FM_LEVELS 48 /* 2^48 chunks: more than any size_t count of terms here */
+
+typedef struct mts_fm_sumd {
+    double chunk;      /* the running sum of the current chunk */
+    int in_chunk;      /* terms in it */
+    uint64_t nchunks;  /* completed chunks pushed into the tree */
+    int top;           /* entries on the stack */
+    double stack[MTS_FM_LEVELS];
+} mts_fm_sumd;
+
+typedef struct mts_fm_sumf {
+    float chunk;
+    int in_chunk;
+    uint64_t nchunks;
+    int top;
+    float stack[MTS_FM_LEVELS];
+} mts_fm_sumf;
+
+static inline MTS_HD void mts_fm_sumd_init(mts_fm_sumd *s)
+{
+    s->chunk = 0.0;
+    s->in_chunk = 0;
+    s->nchunks = 0;
+    s->top = 0;
+}
+
+/* One chunk sum into the tree: pair it with the pending left siblings (one
+ * per trailing 1 bit of the count of chunks so far). */
+static inline MTS_HD void mts_fm__sumd_chunk(mts_fm_sumd *s, double c)
+{
+    for (uint64_t m = s->nchunks; m & 1u; m >>= 1) c = mts_fm_dadd(s->stack[--s->top], c);
+    s->stack[s->top++] = c;
+    s->nchunks++;
+}
+
+static inline MTS_HD void mts_fm_sumd_push(mts_fm_sumd *s, double t)
+{
+    s->chunk = mts_fm_dadd(s->chunk, t);
+    if (++s->in_chunk == MTS_FM_CHUNK) {
+        mts_fm__sumd_chunk(s, s->chunk);
+        s->chunk = 0.0;
+        s->in_chunk = 0;
+    }
+}
+
+/* The sum of the terms pushed so far (s is left finished: init to reuse). */
+static inline MTS_HD double mts_fm_sumd_sum(mts_fm_sumd *s)
+{
+    if (s->in_chunk) mts_fm__sumd_chunk(s, s->chunk);
+    s->in_chunk = 0;
+    if (s->top == 0) return 0.0;
+    double r = s->stack[--s->top]; /* the right-most pending subtree */
+    while (s->top > 0) r = mts_fm_dadd(s->stack[--s->top], r);
+    return r;
+}
+
+static inline MTS_HD void mts_fm_sumf_init(mts_fm_sumf *s)
+{
+    s->chunk = 0.0f;
+    s->in_chunk = 0;
+    s->nchunks = 0;
+    s->top = 0;
+}
+
+static inline MTS_HD void mts_fm__sumf_chunk(mts_fm_sumf *s, float c)
+{
+    for (uint64_t m = s->nchunks; m & 1u; m >>= 1) c = mts_fm_add(s->stack[--s->top], c);
+    s->stack[s->top++] = c;
+    s->nchunks++;
+}
+
+static inline MTS_HD void mts_fm_sumf_push(mts_fm_sumf *s, float t)
+{
+    s->chunk = mts_fm_add(s->chunk, t);
+    if (++s->in_chunk == MTS_FM_CHUNK) {
+        mts_fm__sumf_chunk(s, s->chunk);
+        s->chunk = 0.0f;
+        s->in_chunk = 0;
+    }
+}
+
+static inline MTS_HD float mts_fm_sumf_sum(mts_fm_sumf *s)
+{
+    if (s->in_chunk) mts_fm__sumf_chunk(s, s->chunk);
+    s->in_chunk = 0;
+    if (s->top == 0) return 0.0f;
+    float r = s->stack[--s->top];
+    while (s->top > 0) r = mts_fm_add(s->stack[--s->top], r);
+    return r;
+}
+
+#endif

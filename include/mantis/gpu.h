@@ -1,0 +1,143 @@
+/* gpu.h - the CUDA half of mts_gemm (gpu/): device discovery, device
+ * buffers, a device-pointer GEMM for a training engine that keeps its data
+ * on the device, and the host-pointer path mts_gemm takes for a provider
+ * with device == MTS_GPU_DEVICE_CUDA.
+ *
+ * Contract: every GPU provider returns the bits mts_gemm_ref returns
+ * (gemm.h: one thread per output summing sequentially in k, no split-k, no
+ * atomics, no FMA contraction, the same operand quantization and special
+ * cases). Providers on the GPU: NATIVE, LUT (E8 IEEE formats, M <= 11),
+ * FMAq over NATIVE or LUT products, INT (host-pointer path only). MULOP
+ * (C models, RTL in the loop) and BLAS stay on the CPU.
+ *
+ * Errors (one line in err): built without CUDA and no CUDA device
+ * (MTS_EUNSUPPORTED), provider not available on the GPU (MTS_EUNSUPPORTED),
+ * out of device memory with the size asked (MTS_ENOMEM), a CUDA runtime
+ * error (MTS_EIO, with CUDA's message). Thread-safe for distinct buffers;
+ * uses the current CUDA device of the calling thread (device 0 unless the
+ * caller chose another). */
+#ifndef MANTIS_GPU_H
+#define MANTIS_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "mantis/gemm.h"
+#include "mantis/nn_ops.h"
+#include "mantis/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Value of mts_provider.device (and mts_nn_ctx.device) for the GPU. */
+#define MTS_GPU_DEVICE_CUDA 1
+
+/* 1 if this build compiled the CUDA code (nvcc found at configure time). */
+int mts_gpu_built(void);
+
+typedef struct mts_gpu_info {
+    char name[128];
+    int cc_major, cc_minor, sm_count;
+    size_t mem_total, mem_free;  /* bytes */
+    size_t smem_optin;           /* shared memory per block a kernel may opt in to */
+    size_t l2_bytes;
+} mts_gpu_info;
+
+/* MTS_OK (info filled when not NULL) when a CUDA device can be used; else
+ * MTS_EUNSUPPORTED: "built without CUDA" or "no CUDA device (...)". */
+int mts_gpu_probe(mts_gpu_info *info, mts_err *err);
+
+/* MTS_OK if provider p can run on the GPU, else MTS_EUNSUPPORTED naming why
+ * ("provider MULOP is not available on the GPU ..."). Needs no device. */
+int mts_gpu_supports(const mts_provider *p, mts_err *err);
+
+/* The device of --device / the config key `device`: "cpu" -> 0, "cuda" ->
+ * MTS_GPU_DEVICE_CUDA when a device can be used (else the probe's
+ * MTS_EUNSUPPORTED: built without CUDA / no CUDA device), "auto" -> the GPU
+ * when one can be used, else the CPU; NULL means "auto". MTS_EINVAL for
+ * another name. */
+int mts_gpu_resolve_device(const char *name, int *device, mts_err *err);
+
+/* Device memory. mts_gpu_alloc: *dptr = bytes of device memory (bytes == 0
+ * gives NULL); MTS_ENOMEM names the size asked and the free memory. */
+int mts_gpu_alloc(void **dptr, size_t bytes, mts_err *err);
+void mts_gpu_free(void *dptr);
+int mts_gpu_upload(void *dst, const void *src, size_t bytes, mts_err *err);
+int mts_gpu_download(void *dst, const void *src, size_t bytes, mts_err *err);
+/* Peak device memory allocated through mts_gpu_alloc since the start (bytes). */
+size_t mts_gpu_peak_bytes(void);
+
+/* A provider prepared for the device: its tables uploaded once. */
+typedef struct mts_gpu_gemm_plan mts_gpu_gemm_plan;
+int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *err);
+void mts_gpu_plan_close(mts_gpu_gemm_plan *plan);
+
+/* mts_gemm's contract on device pointers (A, B, C on the device; shapes and
+ * leading dimensions as gemm.h). Synchronous. INT plans return
+ * MTS_EUNSUPPORTED here (its per-call quantization runs on the host). */
+int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+
+/* mts_gemm with host pointers on the GPU: uploads, runs, downloads (what
+ * mts_gemm calls when p->device == MTS_GPU_DEVICE_CUDA). */
+int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+
+/* cuBLAS SGEMM (FP32, TF32 off) on device pointers, row-major as mts_gemm,
+ * beta 0, no transposes: the baseline of `mantis bench gemm --device cuda`.
+ * MTS_EUNSUPPORTED when the build has no cuBLAS. */
+int mts_gpu_sgemm_cublas(int m, int n, int k, const float *A, const float *B, float *C, mts_err *err);
+
+/* Device synchronisation and a device-side timer for benchmarks: seconds
+ * between two calls of mts_gpu_sync (host wall time after synchronising). */
+int mts_gpu_sync(mts_err *err);
+
+/* ----------------------------------------------- layer ops (gpu/nn_ops.cu)
+ *
+ * CUDA twins of the ops of nn_ops.h on device pointers: the same name with
+ * mts_gpu_ in front, the same arguments (a GEMM plan instead of the
+ * context; err last) and, by contract, the same bits as the CPU op,
+ * including the fixed blocked order of fmath.h for every long reduction.
+ * Written and compiled; NOT yet run on a GPU (tests/test_gpu.cpp compares
+ * each with its CPU twin where a device is present). All synchronous. */
+int mts_gpu_relu_forward(size_t n, const float *x, float *y, mts_err *err);
+int mts_gpu_relu_backward(size_t n, const float *y, const float *dy, float *dx, mts_err *err);
+/* Dense with IDENTITY STE (the masked STE backward is not on the GPU). */
+int mts_gpu_dense_forward(const mts_gpu_gemm_plan *fwd, int N, int in, int out, const float *x, const float *w,
+                          const float *b, float *y, mts_err *err);
+int mts_gpu_dense_backward(const mts_gpu_gemm_plan *bwd, int N, int in, int out, const float *x, const float *w,
+                           const float *dy, float *dx, float *dw, float *db, mts_err *err);
+/* Softmax CE: labels on the device; *loss (the batch mean) and *correct
+ * come back to the host. */
+int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *labels, float *dlogits, double *loss,
+                       int *correct, mts_err *err);
+/* BatchNorm: rmean/rvar on the device, updated as on the CPU. */
+int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
+                       float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd,
+                       mts_err *err);
+int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                        const float *invstd, float *dx, float *dgamma, float *dbeta, mts_err *err);
+int mts_gpu_maxpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, int32_t *argmax,
+                            mts_err *err);
+int mts_gpu_maxpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, const int32_t *argmax,
+                             float *dx, mts_err *err);
+int mts_gpu_avgpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, mts_err *err);
+int mts_gpu_avgpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, float *dx, mts_err *err);
+int mts_gpu_gap_forward(int N, int C, int HW, const float *x, float *y, mts_err *err);
+int mts_gpu_gap_backward(int N, int C, int HW, const float *dy, float *dx, mts_err *err);
+/* im2col / col2im of nn_ops.h (col2im as a gather in the CPU's tap order). */
+int mts_gpu_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_err *err);
+int mts_gpu_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx, mts_err *err);
+/* One optimizer step over n parameters, elementwise as mts_opt_step:
+ * wmask[j] = 1 where weight decay applies (NULL: everywhere); Adam's bias
+ * corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t come from the host (FP64,
+ * as the CPU computes them). m, v on the device. */
+int mts_gpu_sgd_step(size_t n, float *param, const float *grad, float *m, const uint8_t *wmask, float lr,
+                     float momentum, float wd, mts_err *err);
+int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float *v, const uint8_t *wmask, float lr,
+                      float beta1, float beta2, float eps, float wd, double bc1, double bc2, mts_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

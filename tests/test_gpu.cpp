@@ -1,0 +1,461 @@
+// test_gpu.cpp - the CUDA GEMM providers (gpu.h). Host-side logic runs
+// everywhere: which providers the GPU takes, the "built without CUDA" / "no
+// CUDA device" answers of gpu.h and of mts_gemm with device = CUDA. The
+// kernel tests compare every GPU provider with mts_gemm_ref bit for bit and
+// skip, with the reason, when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mantis/gemm.h"
+#include "mantis/gpu.h"
+#include "mantis/intmul.h"
+#include "mantis/lut.h"
+#include "mantis/mul.h"
+#include "test_rng.h"
+#include "test_util.h"
+
+namespace {
+
+mts_provider prov(mts_prov_kind kind, const mts_lut *lut = nullptr)
+{
+    mts_provider p;
+    std::memset(&p, 0, sizeof p);
+    p.kind = kind;
+    p.lut = lut;
+    p.threads = 1;
+    return p;
+}
+
+// Why the GPU tests cannot run here ("" when they can).
+std::string no_gpu_reason()
+{
+    mts_err err;
+    if (mts_gpu_probe(nullptr, &err) != MTS_OK) return err.msg;
+    return "";
+}
+#define NEED_GPU()                                                                 \
+    do {                                                                           \
+        std::string why = no_gpu_reason();                                         \
+        if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;        \
+    } while (0)
+
+// ----------------------------------------------------------- host side
+
+TEST(GpuHost, ProvidersTheGpuRefusesAreNamed)
+{
+    mts_err err;
+    mts_provider p = prov(MTS_PROV_MULOP);
+    EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_EUNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find("provider MULOP is not available on the GPU"), std::string::npos) << err.msg;
+    p = prov(MTS_PROV_BLAS);
+    EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_EUNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find("provider BLAS is not available on the GPU"), std::string::npos) << err.msg;
+    p = prov(MTS_PROV_NATIVE);
+    EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_OK);
+
+    mts_lut e5{};
+    mts_format f;
+    mts_mulop op;
+    ASSERT_EQ(mts_format_parse("e5m4", &f, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_mulop_model(&op, "exact", &f, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &e5, &err), MTS_OK) << err.msg;
+    p = prov(MTS_PROV_LUT, &e5);
+    EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_EUNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find("E5M4"), std::string::npos) << err.msg;
+    mts_lut_free(&e5);
+
+    mts_lut i8{};
+    ASSERT_EQ(mts_intmul_exact_lut(8, 0, &i8, &err), MTS_OK) << err.msg;
+    p = prov(MTS_PROV_INT, &i8);
+    EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_OK);
+    p.fmaq = 1;
+    EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_EINVAL);
+    mts_lut_free(&i8);
+}
+
+// Without CUDA in the build or without a device, every entry point says
+// which, and mts_gemm with device = CUDA returns the same answer (never a
+// silent CPU fallback).
+TEST(GpuHost, UnavailableGpuIsReported)
+{
+    mts_err err;
+    int rc = mts_gpu_probe(nullptr, &err);
+    if (rc == MTS_OK) GTEST_SKIP() << "a CUDA device is present: the unavailable paths cannot be reached";
+    EXPECT_EQ(rc, MTS_EUNSUPPORTED);
+    std::string want = mts_gpu_built() ? "no CUDA device" : "built without CUDA";
+    EXPECT_NE(std::string(err.msg).find(want), std::string::npos) << err.msg;
+
+    void *d = reinterpret_cast<void *>(1);
+    EXPECT_EQ(mts_gpu_alloc(&d, 1024, &err), MTS_EUNSUPPORTED);
+    EXPECT_EQ(d, nullptr);
+    EXPECT_NE(std::string(err.msg).find(want), std::string::npos) << err.msg;
+
+    mts_provider p = prov(MTS_PROV_NATIVE);
+    mts_gpu_gemm_plan *pl = reinterpret_cast<mts_gpu_gemm_plan *>(1);
+    EXPECT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_EUNSUPPORTED);
+    EXPECT_EQ(pl, nullptr);
+
+    p.device = MTS_GPU_DEVICE_CUDA;
+    float A[4] = {1, 2, 3, 4}, B[4] = {1, 0, 0, 1}, C[4] = {7, 7, 7, 7};
+    EXPECT_EQ(mts_gemm(&p, 0, 0, 2, 2, 2, A, 2, B, 2, 0.0f, C, 2, &err), MTS_EUNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find(want), std::string::npos) << err.msg;
+    EXPECT_EQ(C[0], 7.0f) << "C must be untouched when the GPU is unavailable";
+
+    // a provider the GPU refuses is named before the device is looked for
+    p = prov(MTS_PROV_MULOP);
+    mts_mulop op;
+    mts_format bf16 = mts_format_e8(7);
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &bf16, &err), MTS_OK) << err.msg;
+    p.mul = &op;
+    p.device = MTS_GPU_DEVICE_CUDA;
+    EXPECT_EQ(mts_gemm(&p, 0, 0, 2, 2, 2, A, 2, B, 2, 0.0f, C, 2, &err), MTS_EUNSUPPORTED);
+    EXPECT_NE(std::string(err.msg).find("provider MULOP is not available on the GPU"), std::string::npos) << err.msg;
+
+    p.device = 7;
+    EXPECT_EQ(mts_gemm(&p, 0, 0, 2, 2, 2, A, 2, B, 2, 0.0f, C, 2, &err), MTS_EINVAL);
+}
+
+TEST(GpuHost, CliDeviceCudaSaysWhyNot)
+{
+    mts_err err;
+    if (mts_gpu_probe(nullptr, &err) == MTS_OK) GTEST_SKIP() << "a CUDA device is present";
+    CliResult r = run_cli("train --model lenet300 --data mnist --device cuda --epochs 1 --subset 64");
+    EXPECT_EQ(r.status, 2) << r.err;
+    std::string want = mts_gpu_built() ? "no CUDA device" : "built without CUDA";
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    r = run_cli("train --model lenet300 --data mnist --device tpu");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("--device"), std::string::npos) << r.err;
+}
+
+// ------------------------------------------------------ on the device
+
+// Operands with every special case: zeros of both signs, subnormals, inf,
+// NaN, exponent extremes (products that over- and underflow), plain values.
+float operand(uint64_t *s)
+{
+    uint64_t r = splitmix64(s);
+    switch (r % 16) {
+    case 0: return 0.0f;
+    case 1: return -0.0f;
+    case 2: return std::ldexp((float)((r >> 8) & 0x7fffff), -149); // subnormal
+    case 3: return (r >> 40) & 1 ? INFINITY : -INFINITY;
+    case 4: return r % 97 == 4 ? NAN : 1.0f;
+    case 5: return std::ldexp(1.0f + (float)((r >> 8) & 0xffff) / 65536.0f, 100 + (int)((r >> 30) % 28));
+    case 6: return -std::ldexp(1.0f + (float)((r >> 8) & 0xffff) / 65536.0f, -100 - (int)((r >> 30) % 26));
+    default: {
+        float m = (float)((r >> 8) & 0xffffff) / 16777216.0f + 0.25f;
+        return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 16) - 8);
+    }
+    }
+}
+
+uint32_t fbits(float f)
+{
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+// mts_gpu_gemm (host pointers) against mts_gemm_ref on one shape; prints the
+// first mismatches with indices and both results in hex.
+void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what)
+{
+    uint64_t s = seed;
+    int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 1;
+    std::vector<float> A((size_t)(ta ? k : m) * lda + 1), B((size_t)(tb ? n : k) * ldb + 1), C((size_t)m * ldc + 1);
+    for (float &v : A) v = operand(&s);
+    for (float &v : B) v = operand(&s);
+    for (float &v : C) v = operand(&s);
+    std::vector<float> R = C;
+    mts_err err;
+    ASSERT_EQ(mts_gemm_ref(&p, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, R.data(), ldc, &err), MTS_OK)
+        << err.msg;
+    ASSERT_EQ(mts_gpu_gemm(&p, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, &err), MTS_OK)
+        << what << ": " << err.msg;
+    int shown = 0, bad = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            uint32_t g = fbits(C[(size_t)i * ldc + j]), r = fbits(R[(size_t)i * ldc + j]);
+            if (g == r) continue;
+            if (shown++ < 5)
+                ADD_FAILURE() << what << " m=" << m << " n=" << n << " k=" << k << " tA=" << ta << " tB=" << tb
+                              << " beta=" << beta << ": C[" << i << "][" << j << "] gpu 0x" << std::hex << g
+                              << " ref 0x" << r << " (a[i][0] 0x" << fbits(ta ? A[i] : A[(size_t)i * lda])
+                              << ", b[0][j] 0x" << fbits(tb ? B[(size_t)j * ldb] : B[j]) << ")" << std::dec;
+            bad++;
+        }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << m * n << " outputs differ";
+}
+
+// Ragged shapes: 1, primes, tile multiples and a tile plus one.
+const int kShapes[][3] = {{1, 1, 1}, {1, 7, 3}, {17, 1, 33}, {31, 37, 41}, {16, 16, 16}, {33, 17, 65}, {5, 3, 0}};
+
+void check_all(const mts_provider &p, const char *what)
+{
+    uint64_t seed = 1;
+    for (auto &sh : kShapes)
+        for (int t = 0; t < 4; t++) {
+            float beta = t == 0 ? 0.0f : t == 1 ? 1.0f : -0.75f;
+            check(p, sh[0], sh[1], sh[2], t & 1, (t >> 1) & 1, beta, seed++, what);
+        }
+}
+
+TEST(GpuGemm, NativeEqualsReference)
+{
+    NEED_GPU();
+    check_all(prov(MTS_PROV_NATIVE), "native");
+}
+
+TEST(GpuGemm, LutEveryMantissaWidth)
+{
+    NEED_GPU();
+    mts_err err;
+    for (int M = 1; M <= 11; M++) {
+        mts_lut lut{};
+        mts_mulop op;
+        mts_format f = mts_format_e8(M);
+        ASSERT_EQ(mts_mulop_model(&op, M <= 7 ? "mbm" : "trunc", &f, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+        std::string what = "lut M=" + std::to_string(M);
+        check_all(prov(MTS_PROV_LUT, &lut), what.c_str());
+        mts_provider wide = prov(MTS_PROV_LUT, &lut); // operands quantized wider, then truncated
+        wide.in_fmt = mts_format_e8(M + 3);
+        check(wide, 19, 23, 29, 0, 1, 0.0f, 99, (what + " in_fmt M+3").c_str());
+        mts_lut_free(&lut);
+    }
+}
+
+TEST(GpuGemm, FmaqChunksBiasesUnderflow)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_lut lut{};
+    mts_mulop op;
+    mts_format bf16 = mts_format_e8(7);
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &bf16, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+    const int chunks[] = {1, 5, 16, 64};
+    for (int uf = 0; uf <= 1; uf++)
+        for (int bias : {8, 12})
+            for (int ch : chunks)
+                for (int lutp = 0; lutp <= 1; lutp++) {
+                    mts_provider p = lutp ? prov(MTS_PROV_LUT, &lut) : prov(MTS_PROV_NATIVE);
+                    p.fmaq = 1;
+                    p.chunk = ch;
+                    p.qacc = qfmt(7, 4, bias, uf);
+                    p.qprod = qfmt(7, 4, bias, uf, MTS_RNE);
+                    std::string what = std::string("fmaq ") + (lutp ? "lut" : "native") + " chunk " +
+                                       std::to_string(ch) + " bias " + std::to_string(bias) + " uf " +
+                                       std::to_string(uf);
+                    check(p, 13, 11, 70, 0, 0, 0.0f, 7 + ch, what.c_str());
+                    check(p, 3, 17, 33, 1, 1, 1.0f, 8 + ch, what.c_str());
+                }
+    mts_lut_free(&lut);
+}
+
+TEST(GpuGemm, IntTables)
+{
+    NEED_GPU();
+    mts_err err;
+    for (int sg = 0; sg <= 1; sg++) {
+        mts_lut lut{};
+        ASSERT_EQ(mts_intmul_exact_lut(sg ? 4 : 8, sg, &lut, &err), MTS_OK) << err.msg;
+        for (size_t i = 0; i < lut.n; i += 3) lut.entry[i] += (uint32_t)((i % 7) - 3); // approximate
+        check_all(prov(MTS_PROV_INT, &lut), sg ? "int4 signed" : "int8 unsigned");
+        mts_lut_free(&lut);
+    }
+}
+
+TEST(GpuGemm, OutOfDeviceMemoryNamesTheSize)
+{
+    NEED_GPU();
+    mts_err err;
+    void *d = nullptr;
+    size_t huge = (size_t)1 << 50;
+    EXPECT_EQ(mts_gpu_alloc(&d, huge, &err), MTS_ENOMEM);
+    EXPECT_EQ(d, nullptr);
+    EXPECT_NE(std::string(err.msg).find(std::to_string(huge)), std::string::npos) << err.msg;
+}
+
+// ------------------------------------------- layer ops vs their CPU twins
+
+// A device copy of a host vector, freed at scope exit.
+template <class T> struct Dev {
+    void *p = nullptr;
+    size_t n;
+    explicit Dev(const std::vector<T> &h) : n(h.size())
+    {
+        mts_err err;
+        EXPECT_EQ(mts_gpu_alloc(&p, n * sizeof(T), &err), MTS_OK) << err.msg;
+        EXPECT_EQ(mts_gpu_upload(p, h.data(), n * sizeof(T), &err), MTS_OK) << err.msg;
+    }
+    ~Dev() { mts_gpu_free(p); }
+    T *d() { return (T *)p; }
+    std::vector<T> get() const
+    {
+        std::vector<T> h(n);
+        mts_err err;
+        EXPECT_EQ(mts_gpu_download(h.data(), p, n * sizeof(T), &err), MTS_OK) << err.msg;
+        return h;
+    }
+};
+
+void expect_same(const std::vector<float> &gpu, const std::vector<float> &cpu, const char *what)
+{
+    ASSERT_EQ(gpu.size(), cpu.size());
+    int bad = 0;
+    for (size_t i = 0; i < gpu.size(); i++)
+        if (fbits(gpu[i]) != fbits(cpu[i]) && bad++ < 5)
+            ADD_FAILURE() << what << "[" << i << "]: gpu 0x" << std::hex << fbits(gpu[i]) << " cpu 0x" << fbits(cpu[i]);
+    EXPECT_EQ(bad, 0) << what;
+}
+
+std::vector<float> randv(size_t n, uint64_t seed)
+{
+    std::vector<float> v(n);
+    for (float &x : v) {
+        uint64_t r = splitmix64(&seed);
+        x = ((float)(r & 0xffffff) / 16777216.0f - 0.5f) * std::ldexp(1.0f, (int)((r >> 24) % 8) - 3);
+    }
+    return v;
+}
+
+TEST(GpuOps, DenseSoftmaxRelu)
+{
+    NEED_GPU();
+    const int N = 67, in = 29, out = 10;
+    mts_err err;
+    auto x = randv((size_t)N * in, 1), w = randv((size_t)out * in, 2), b = randv(out, 3);
+    mts_provider p = prov(MTS_PROV_NATIVE);
+    mts_nn_ctx ctx = mts_nn_ctx_cpu(&p, &p);
+    mts_gpu_gemm_plan *pl;
+    ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+    std::vector<float> y((size_t)N * out), dx((size_t)N * in), dw((size_t)out * in), db(out), dz((size_t)N * out);
+    ASSERT_EQ(mts_dense_forward(&ctx, N, in, out, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK);
+    Dev<float> gx(x), gw(w), gb(b), gy(y), gdx(dx), gdw(dw), gdb(db), gdz(dz);
+    ASSERT_EQ(mts_gpu_dense_forward(pl, N, in, out, gx.d(), gw.d(), gb.d(), gy.d(), &err), MTS_OK) << err.msg;
+    expect_same(gy.get(), y, "dense forward");
+
+    std::vector<uint8_t> lab(N);
+    for (int n = 0; n < N; n++) lab[n] = (uint8_t)((n * 7) % out);
+    Dev<uint8_t> glab(lab);
+    int ok = -1, gok = -2;
+    double L = mts_softmax_ce(N, out, y.data(), lab.data(), dz.data(), &ok), gL = 0;
+    ASSERT_EQ(mts_gpu_softmax_ce(N, out, gy.d(), glab.d(), gdz.d(), &gL, &gok, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(std::memcmp(&L, &gL, sizeof L), 0) << "loss cpu " << L << " gpu " << gL;
+    EXPECT_EQ(ok, gok);
+    expect_same(gdz.get(), dz, "dlogits");
+
+    ASSERT_EQ(mts_dense_backward(&ctx, N, in, out, x.data(), w.data(), dz.data(), dx.data(), dw.data(), db.data(), &err),
+              MTS_OK);
+    ASSERT_EQ(mts_gpu_dense_backward(pl, N, in, out, gx.d(), gw.d(), gdz.d(), gdx.d(), gdw.d(), gdb.d(), &err), MTS_OK)
+        << err.msg;
+    expect_same(gdx.get(), dx, "dense dx");
+    expect_same(gdw.get(), dw, "dense dw");
+    expect_same(gdb.get(), db, "dense db");
+
+    std::vector<float> r(x.size()), dr(x.size());
+    mts_relu_forward(x.size(), x.data(), r.data());
+    mts_relu_backward(x.size(), r.data(), x.data(), dr.data());
+    Dev<float> gr(r), gdr(dr);
+    ASSERT_EQ(mts_gpu_relu_forward(x.size(), gx.d(), gr.d(), &err), MTS_OK);
+    ASSERT_EQ(mts_gpu_relu_backward(x.size(), gr.d(), gx.d(), gdr.d(), &err), MTS_OK);
+    expect_same(gr.get(), r, "relu forward");
+    expect_same(gdr.get(), dr, "relu backward");
+    mts_gpu_plan_close(pl);
+}
+
+TEST(GpuOps, BatchNormPoolConvOptimizers)
+{
+    NEED_GPU();
+    mts_err err;
+    const int N = 5, C = 3, H = 9, W = 7, HW = H * W;
+    auto x = randv((size_t)N * C * HW, 5), dy = randv(x.size(), 6);
+    std::vector<float> gam = {1.5f, 0.5f, -1.0f}, bet = {0.1f, -0.2f, 0.0f}, rm(C, 0.1f), rv(C, 0.9f), y(x.size()),
+                       xh(x.size()), is(C), dx(x.size()), dg(C), dbt(C);
+    Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), grm(rm), grv(rv), gy(y), gxh(xh), gis(is), gdx(dx), gdg(dg),
+        gdbt(dbt);
+    mts_bn_forward(1, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f, y.data(),
+                   xh.data(), is.data());
+    ASSERT_EQ(mts_gpu_bn_forward(1, N, C, HW, gx.d(), ggam.d(), gbet.d(), grm.d(), grv.d(), 0.1f, 1e-5f, gy.d(),
+                                 gxh.d(), gis.d(), &err),
+              MTS_OK)
+        << err.msg;
+    expect_same(gy.get(), y, "bn y");
+    expect_same(grm.get(), rm, "bn running mean");
+    expect_same(grv.get(), rv, "bn running var");
+    mts_bn_backward(N, C, HW, dy.data(), gam.data(), xh.data(), is.data(), dx.data(), dg.data(), dbt.data());
+    ASSERT_EQ(mts_gpu_bn_backward(N, C, HW, gdy.d(), ggam.d(), gxh.d(), gis.d(), gdx.d(), gdg.d(), gdbt.d(), &err),
+              MTS_OK);
+    expect_same(gdx.get(), dx, "bn dx");
+    expect_same(gdg.get(), dg, "bn dgamma");
+    expect_same(gdbt.get(), dbt, "bn dbeta");
+
+    for (int k = 2; k <= 3; k++) // k = 3, s = 2: overlapping windows
+        for (int s = 1; s <= 2; s++) {
+            int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
+            std::vector<float> py((size_t)N * C * oh * ow), pdx(x.size()), ay(py.size()), adx(x.size());
+            std::vector<int32_t> am(py.size());
+            auto pdy = randv(py.size(), 7);
+            mts_maxpool_forward(N, C, H, W, k, s, x.data(), py.data(), am.data());
+            mts_maxpool_backward(N, C, H, W, k, s, pdy.data(), am.data(), pdx.data());
+            mts_avgpool_forward(N, C, H, W, k, s, x.data(), ay.data());
+            mts_avgpool_backward(N, C, H, W, k, s, pdy.data(), adx.data());
+            Dev<float> gpy(py), gpdx(pdx), gay(ay), gadx(adx), gpdy(pdy);
+            Dev<int32_t> gam2(am);
+            ASSERT_EQ(mts_gpu_maxpool_forward(N, C, H, W, k, s, gx.d(), gpy.d(), gam2.d(), &err), MTS_OK);
+            ASSERT_EQ(mts_gpu_maxpool_backward(N, C, H, W, k, s, gpdy.d(), gam2.d(), gpdx.d(), &err), MTS_OK);
+            ASSERT_EQ(mts_gpu_avgpool_forward(N, C, H, W, k, s, gx.d(), gay.d(), &err), MTS_OK);
+            ASSERT_EQ(mts_gpu_avgpool_backward(N, C, H, W, k, s, gpdy.d(), gadx.d(), &err), MTS_OK);
+            expect_same(gpy.get(), py, "maxpool y");
+            expect_same(gpdx.get(), pdx, "maxpool dx");
+            expect_same(gay.get(), ay, "avgpool y");
+            expect_same(gadx.get(), adx, "avgpool dx");
+        }
+
+    mts_conv_geom g = {C, H, W, 4, 3, 2, 1, 0, 0};
+    ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK);
+    size_t K = (size_t)C * 9, NP = (size_t)N * g.oh * g.ow;
+    std::vector<float> col(K * NP), cdx(x.size());
+    auto dcol = randv(K * NP, 8);
+    mts_im2col(&g, N, x.data(), col.data());
+    mts_col2im(&g, N, dcol.data(), cdx.data());
+    Dev<float> gcol(col), gdcol(dcol), gcdx(cdx);
+    ASSERT_EQ(mts_gpu_im2col(&g, N, gx.d(), gcol.d(), &err), MTS_OK);
+    ASSERT_EQ(mts_gpu_col2im(&g, N, gdcol.d(), gcdx.d(), &err), MTS_OK);
+    expect_same(gcol.get(), col, "im2col");
+    expect_same(gcdx.get(), cdx, "col2im");
+
+    // optimizers: elementwise, weight decay on a mask
+    const size_t n = 1000;
+    auto prm = randv(n, 9), grd = randv(n, 10);
+    std::vector<float> m(n, 0.0f), v(n, 0.0f), p2 = prm;
+    std::vector<uint8_t> mask(n);
+    for (size_t j = 0; j < n; j++) mask[j] = j % 3 != 0;
+    Dev<float> gp(prm), gg(grd), gm(m), gv(v), gp2(p2), gm2(m);
+    Dev<uint8_t> gmask(mask);
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 1e-4f;
+    for (int t = 1; t <= 3; t++) {
+        double bc1 = 1.0 - std::pow(b1, (double)t), bc2 = 1.0 - std::pow(b2, (double)t);
+        for (size_t j = 0; j < n; j++) { // mts_opt_step's Adam, on one flat layer
+            float g2 = grd[j];
+            if (mask[j]) g2 += wd * prm[j];
+            m[j] = b1 * m[j] + (1.0f - b1) * g2;
+            v[j] = b2 * v[j] + (1.0f - b2) * g2 * g2;
+            float mh = m[j] / (float)bc1, vh = v[j] / (float)bc2;
+            prm[j] -= lr * mh / (std::sqrt(vh) + eps);
+        }
+        ASSERT_EQ(mts_gpu_adam_step(n, gp.d(), gg.d(), gm.d(), gv.d(), gmask.d(), lr, b1, b2, eps, wd, bc1, bc2, &err),
+                  MTS_OK);
+    }
+    expect_same(gp.get(), prm, "adam params");
+    expect_same(gv.get(), v, "adam v");
+}
+
+} // namespace
