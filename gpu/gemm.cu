@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #if defined(MTS_HAVE_CUBLAS)
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #endif
 
 #include <mutex>
@@ -604,12 +605,30 @@ done:
 int mts_gpu_sgemm_cublas(int m, int n, int k, const float *A, const float *B, float *C, mts_err *err)
 {
 #if defined(MTS_HAVE_CUBLAS)
+    // cuBLAS is loaded on first use: linked, its libraries (hundreds of MB)
+    // would be mapped into every mantis process, for a benchmark baseline.
+    static void *lib = NULL;
+    static decltype(&cublasCreate_v2) create = NULL;
+    static decltype(&cublasSetMathMode) set_mode = NULL;
+    static decltype(&cublasSgemm_v2) sgemm = NULL;
     static cublasHandle_t h = NULL;
-    if (!h && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return mts_fail(err, MTS_EIO, "gpu: cublasCreate failed");
-    cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH); // FP32, no TF32
+    if (!lib) {
+        lib = dlopen(MTS_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) return mts_fail(err, MTS_EUNSUPPORTED, "gpu: cannot load cuBLAS (%s)", dlerror());
+        create = (decltype(create))dlsym(lib, "cublasCreate_v2");
+        set_mode = (decltype(set_mode))dlsym(lib, "cublasSetMathMode");
+        sgemm = (decltype(sgemm))dlsym(lib, "cublasSgemm_v2");
+        if (!create || !set_mode || !sgemm) {
+            dlclose(lib);
+            lib = NULL;
+            return mts_fail(err, MTS_EUNSUPPORTED, "gpu: %s lacks cublasCreate_v2/cublasSgemm_v2", MTS_CUBLAS_SONAME);
+        }
+    }
+    if (!h && create(&h) != CUBLAS_STATUS_SUCCESS) return mts_fail(err, MTS_EIO, "gpu: cublasCreate failed");
+    set_mode(h, CUBLAS_PEDANTIC_MATH); // FP32, no TF32
     const float one = 1.0f, zero = 0.0f;
     // row-major C = A B is column-major C^T = B^T A^T
-    if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, n, A, k, &zero, C, n) != CUBLAS_STATUS_SUCCESS)
+    if (sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, n, A, k, &zero, C, n) != CUBLAS_STATUS_SUCCESS)
         return mts_fail(err, MTS_EIO, "gpu: cublasSgemm failed");
     return MTS_OK;
 #else

@@ -42,7 +42,7 @@ launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cxx="${cc/clang/clang++}"
 if ! { CC="$cc" CXX="$cxx" cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS="-O1 -gline-tables-only" \
-         -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" -DMANTIS_FUZZ=ON \
+         -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" -DMANTIS_FUZZ=ON -DMANTIS_CUDA=OFF \
          -DBUILD_TESTING=OFF "${launcher[@]}" >"$build/fuzz-configure.log" 2>&1 || { cat "$build/fuzz-configure.log"; false; }; } ||
    ! cmake --build "$build" -j"$(nproc)" --target fuzz_all >"$build/fuzz-build.log" 2>&1; then
   tail -40 "$build/fuzz-build.log" 2>/dev/null
