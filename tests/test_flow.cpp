@@ -1,6 +1,7 @@
 // The quick flow end to end, as a user runs it: a shipped design plus a user's
 // copy in a temp directory, a design that fits no shape and one that fails
 // verification; caching, partial recompute, and interruption with SIGTERM.
+#include <glob.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -490,4 +491,68 @@ TEST(FlowModes, InferAndCrossMatrix) {
     snprintf(want, sizeof want, "\"mitchell\": %.6g}", atof(at(rows[2], "test_acc").c_str()));
     EXPECT_NE(cross[1].find(want), std::string::npos) << cross[1] << " vs infer row " << at(rows[2], "test_acc");
     EXPECT_NE(slurp(d + "/out/report.html").find("Trained with X (rows), tested with Y (columns)"), std::string::npos);
+}
+
+// Per-layer rules and signedness from the flow configuration reach the steps:
+// `layers` becomes --mul-layer on every training (SPEC "design" turned into the
+// row's own multiplier: the design's LUT, a baseline's C model), a rule that
+// matches no model is refused before anything runs, and `unsigned = smul8`
+// overrides the signed reading the sweep would infer (format u8 and its large
+// MRED, where the inferred s8 gives 0).
+TEST(FlowLayers, RulesAndSignednessReachTheSteps) {
+    if (!exists(src + "/data/mnist/train-images-idx3-ubyte"))
+        GTEST_SKIP() << "MNIST not in " << src << "/data/mnist (mantis data fetch mnist)";
+    if (sh("command -v verilator >/dev/null && command -v yosys >/dev/null") != 0)
+        GTEST_SKIP() << "verilator or yosys not installed";
+    std::string d = tmpdir() + "/layers";
+    sh("rm -rf " + d + " && mkdir -p " + d + "/designs && cp " + std::string(MANTIS_TEST_DATA) + "/rtl/smul8.v " + d +
+       "/designs/");
+    const std::string base = "models = lenet300\ndatasets = mnist\ndata_dir = " + src +
+                             "/data\nepochs = 1\nsubset = 300\nseed = 1\nbaselines = fp32\n";
+    auto flow = [&](const std::string &name, const std::string &extra) {
+        std::ofstream(d + "/" + name) << base << extra;
+        return run_cli("flow -j 2 --config " + d + "/" + name + " --designs " + d + "/designs --out " + d + "/out");
+    };
+    // refused up front, naming the file, line or rule
+    CliResult r = flow("nomatch.flow", "layers = block*.attn.*=design\n");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("nomatch.flow: layers rule 'block*.attn.*=design' matches no multiplying layer"),
+              std::string::npos) << r.err;
+    r = flow("nospec.flow", "layers = dense1\n");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("nospec.flow:8: layers: --mul-layer 'dense1': expected PATTERN=SPEC"), std::string::npos)
+        << r.err;
+    r = flow("badkey.flow", "layers = dense1=design,colour=red\n");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("unknown key 'colour'"), std::string::npos) << r.err;
+    EXPECT_FALSE(exists(d + "/out/results.csv"));
+
+    r = flow("ok.flow", "layers = *=fp32\nlayers = dense1=design\nsigned = smul8\n");
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    std::string csv = slurp(d + "/out/results.csv");
+    EXPECT_EQ(col(csv, "smul8", "format"), "s8") << csv;
+    EXPECT_EQ(colf(csv, "smul8", "mred"), 0.0) << csv;
+    std::string json = slurp(d + "/out/results.json");
+    EXPECT_NE(json.find("\"layers\": [\"*=fp32\", \"dense1=design\"]"), std::string::npos) << json.substr(0, 300);
+    // each training's own JSON: dense1 took the row's multiplier, dense2 and dense3 FP32
+    auto first = [](const std::string &pattern) {  // the content of the one file matching pattern
+        glob_t gl;
+        std::string text = glob(pattern.c_str(), 0, nullptr, &gl) == 0 && gl.gl_pathc == 1 ? slurp(gl.gl_pathv[0]) : "";
+        globfree(&gl);
+        return text;
+    };
+    std::string tj = first(d + "/out/steps/smul8/train-lenet300-mnist-s1-*.json");
+    EXPECT_NE(tj.find("\"rule\": \"dense1=" + d + "/out/steps/smul8/lutgen-"), std::string::npos) << tj;
+    EXPECT_NE(tj.find("\"names\": [\"dense2\", \"dense3\"]"), std::string::npos) << tj;
+    std::string bj = first(d + "/out/steps/baseline-fp32/train-lenet300-mnist-s1-*.json");
+    EXPECT_NE(bj.find("\"rule\": \"dense1=fp32,man-bits=23\""), std::string::npos) << bj;
+    EXPECT_NE(slurp(d + "/out/report.html").find("Per-layer multipliers"), std::string::npos);
+    EXPECT_NE(first(d + "/out/steps/smul8/verify-*.json").find("\"sign_source\": \"option\""), std::string::npos);
+    // the override: read unsigned, the same design is a poor multiplier (its training may diverge: exit 1)
+    r = flow("unsigned.flow", "unsigned = smul8\n");
+    EXPECT_TRUE(r.status == 0 || r.status == 1) << r.err;
+    csv = slurp(d + "/out/results.csv");
+    EXPECT_EQ(col(csv, "smul8", "format"), "u8") << csv;
+    EXPECT_GT(colf(csv, "smul8", "mred"), 1.0) << csv;
+    EXPECT_EQ(slurp(d + "/out/results.json").find("\"layers\": []"), slurp(d + "/out/results.json").find("\"layers\""));
 }

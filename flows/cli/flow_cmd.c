@@ -12,6 +12,8 @@
 #include "mantis/fs.h"
 #include "mantis/hash.h"
 #include "mantis/json.h"
+#include "mantis/nn_net.h"
+#include "mantis/nn_train.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "flow.h"
@@ -105,6 +107,94 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, in
     return n + m;
 }
 
+/* A row's multiplier arguments (--lut X / --mul X and --man-bits, --acc, ...)
+ * as one --mul-layer SPEC: "X[,man-bits=7,acc=M7E4,...]". */
+static void own_spec(const char *const *mul, int nmul, char *buf, size_t n)
+{
+    static const char *const keys[] = {"--man-bits", "--acc", "--acc-bias", "--prod", "--prod-bias", "--chunk",
+                                       "--format", NULL};
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < nmul; i++) {
+        if ((!strcmp(mul[i], "--lut") || !strcmp(mul[i], "--mul")) && i + 1 < nmul) {
+            len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s", mul[++i]);
+            continue;
+        }
+        if (!strcmp(mul[i], "--no-underflow")) {
+            len += (size_t)snprintf(buf + len, len < n ? n - len : 0, ",no-underflow");
+            continue;
+        }
+        for (int k = 0; keys[k]; k++)
+            if (!strcmp(mul[i], keys[k]) && i + 1 < nmul) {
+                len += (size_t)snprintf(buf + len, len < n ? n - len : 0, ",%s=%s", keys[k] + 2, mul[++i]);
+                break;
+            }
+    }
+}
+
+/* The configuration's per-layer rules that apply to model m on data set d,
+ * as "--mul-layer" "RULE" pairs appended at a; a rule whose SPEC is
+ * "design[,k=v...]" gets the row's own multiplier (mul) in its place.
+ * store holds the rewritten rules. Returns the number of arguments added. */
+static int layer_args(const flow_cfg *c, int m, int d, const char *const *mul, int nmul, const char **a,
+                      char store[][FLOW_ARG])
+{
+    int n = 0;
+    for (int r = 0; r < c->nlayers; r++) {
+        if (!(c->layer_mask[m][d] & (1u << r))) continue;
+        const char *rule = c->layers[r], *eq = strchr(rule, '=');
+        if (eq && !strncmp(eq + 1, "design", 6) && (eq[7] == '\0' || eq[7] == ',')) {
+            char own[FLOW_PATH];
+            own_spec(mul, nmul, own, sizeof own);
+            snprintf(store[r], FLOW_ARG, "%.*s%s%s", (int)(eq + 1 - rule), rule, own, eq + 7);
+            rule = store[r];
+        }
+        a[n++] = "--mul-layer";
+        a[n++] = rule;
+    }
+    return n;
+}
+
+/* Which rules match which model x data set (c->layer_mask), built once
+ * before planning; a rule that matches no multiplying layer of any of the
+ * flow's nets is a configuration error. Returns 0 or mts_cli_error's status. */
+static int match_layers(flow_cfg *c, const char *config)
+{
+    memset(c->layer_mask, 0, sizeof c->layer_mask);
+    if (!c->nlayers) return 0;
+    unsigned any = 0;
+    for (int m = 0; m < c->nmodels; m++)
+        for (int d = 0; d < c->ndatasets; d++) {
+            int cifar = !strcmp(c->datasets[d], "cifar10");
+            mts_net net;
+            mts_err err;
+            if (mts_nn_model_build(&net, c->models[m], cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, &err))
+                return mts_cli_error("flow", "%s: models: %s", config ? config : "flow", err.msg);
+            int *match = calloc((size_t)net.n, sizeof(int));
+            if (!match) {
+                mts_net_free(&net);
+                return mts_cli_error("flow", "out of memory");
+            }
+            for (int r = 0; r < c->nlayers; r++) {
+                mts_layer_rule lr;
+                char probe[300];
+                const char *eq = strchr(c->layers[r], '=');
+                snprintf(probe, sizeof probe, "%.*sfp32", (int)(eq - c->layers[r] + 1), c->layers[r]);
+                mts_layer_rule_parse(probe, &lr, NULL); /* checked by the config reader */
+                memset(match, 0, sizeof(int) * (size_t)net.n);
+                if (mts_net_match(&net, lr.pattern, match)) c->layer_mask[m][d] |= 1u << r;
+            }
+            any |= c->layer_mask[m][d];
+            free(match);
+            mts_net_free(&net);
+        }
+    for (int r = 0; r < c->nlayers; r++)
+        if (!(any & (1u << r)))
+            return mts_cli_error("flow", "%s: layers rule '%s' matches no multiplying layer of the models (see mantis "
+                                 "train --model M --list-layers)", config ? config : "flow", c->layers[r]);
+    return 0;
+}
+
 /* Where the training of design x model x data x seed keeps its checkpoint
  * (for infer and cross evaluation); its parent is created. */
 static int ckpt_dir(const flow_graph *g, const char *design, const char *model, const char *data, int seed,
@@ -117,18 +207,20 @@ static int ckpt_dir(const flow_graph *g, const char *design, const char *model, 
 
 /* `mantis test` of checkpoint ck with the multiplier args mul: step name,
  * dependencies; need_pass as for flow_step. */
-static int add_test(flow_graph *g, const flow_cfg *c, const char *design, const char *name, const char *ck,
-                    const char *data, const char *const *mul, int nmul, const int *deps, int ndeps, int need_pass,
+static int add_test(flow_graph *g, const flow_cfg *c, const char *design, const char *name, const char *ck, int m,
+                    int d, const char *const *mul, int nmul, const int *deps, int ndeps, int need_pass,
                     const char *content, mts_err *err)
 {
     const char *argv[STEP_MAX_ARGS];
     char dd[FLOW_PATH];
-    mts_fs_pathf(dd, sizeof dd, "%s/%s", c->data_dir, data);
+    static char lstore[MTS_MAX_LAYER_RULES][FLOW_ARG]; /* copied by flow_add */
+    mts_fs_pathf(dd, sizeof dd, "%s/%s", c->data_dir, c->datasets[d]);
     int n = 0;
     argv[n++] = "test";
     argv[n++] = "--checkpoint";
     argv[n++] = ck;
     for (int i = 0; i < nmul; i++) argv[n++] = mul[i];
+    n += layer_args(c, m, d, mul, nmul, argv + n, lstore);
     const char *tail[] = {"--data-dir", dd, "--threads", "1", "--json", "{OUT}", NULL};
     for (int i = 0; tail[i]; i++) argv[n++] = tail[i];
     argv[n] = NULL;
@@ -158,11 +250,13 @@ static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, c
             for (int k = 0; k < c->nseeds; k++) {
                 const char *argv[STEP_MAX_ARGS];
                 char store[8][FLOW_PATH], name[80], ck[FLOW_PATH];
+                static char lstore[MTS_MAX_LAYER_RULES][FLOW_ARG]; /* copied by flow_add */
                 argv[0] = "train";
                 for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
+                int na = 1 + nmul + layer_args(c, m, d, mul, nmul, argv + 1 + nmul, lstore);
                 if (keep_ckpt && ckpt_dir(g, design, c->models[m], c->datasets[d], c->seeds[k], ck, sizeof ck))
                     return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), -1;
-                train_args(c, c->models[m], c->datasets[d], c->seeds[k], keep_ckpt ? ck : NULL, argv, 1 + nmul, store);
+                train_args(c, c->models[m], c->datasets[d], c->seeds[k], keep_ckpt ? ck : NULL, argv, na, store);
                 snprintf(name, sizeof name, "train-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
                 int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
                 if (s < 0) return -1;
@@ -175,7 +269,7 @@ static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, c
                     char cname[128];
                     snprintf(cname, sizeof cname, "cross-%s-%s-s%d-%s", c->models[m], c->datasets[d], c->seeds[k],
                              c->cross[y]);
-                    if (add_test(g, c, design, cname, ck, c->datasets[d], ym, ny, &s, 1, 1, content, err) < 0)
+                    if (add_test(g, c, design, cname, ck, m, d, ym, ny, &s, 1, 1, content, err) < 0)
                         return -1;
                 }
             }
@@ -235,7 +329,7 @@ static int design_runs(flow_graph *g, const flow_cfg *c, const char *design, con
                     return mts_fail(err, MTS_EINVAL, "flow: no fp32 baseline training to evaluate"), -1;
                 int dd[3] = {ndeps > 0 ? deps[0] : fp32, ndeps > 1 ? deps[1] : fp32, fp32};
                 snprintf(name, sizeof name, "infer-%s-%s-s%d", c->models[m], c->datasets[d], c->seeds[k]);
-                if (add_test(g, c, design, name, ck, c->datasets[d], mul, nmul, dd, 3, need_pass, content, err) < 0)
+                if (add_test(g, c, design, name, ck, m, d, mul, nmul, dd, 3, need_pass, content, err) < 0)
                     return -1;
             }
     return 0;
@@ -267,6 +361,18 @@ static int plan_cosim(flow_graph *g, const flow_cfg *c, const char *dname, int l
     return 0;
 }
 
+/* argv with the configured signedness option of design dname (if any)
+ * appended, in buf (STEP_MAX_ARGS entries). */
+static const char *const *with_sign(const flow_cfg *c, const char *dname, const char *const *argv, const char **buf)
+{
+    int n = 0;
+    while (argv[n] && n < STEP_MAX_ARGS - 2) buf[n] = argv[n], n++;
+    const char *sg = flow_sign_opt(c, dname);
+    if (sg) buf[n++] = sg;
+    buf[n] = NULL;
+    return buf;
+}
+
 /* Steps of one detected design. det: its `rtl info` JSON. */
 static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, int detect,
                        const mts_json *det, mts_err *err)
@@ -277,9 +383,12 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
     int is_acc = !strcmp(kind, "accumulator");
     int dep[2] = {detect, 0};
     const char *cm = flow_cmodel(c, dname);
-    int verify = cm ? flow_add(g, dname, "verify", "json", ARGV("verify", "--rtl", path, "--mul", cm, "--json", "{OUT}"),
+    const char *sb[STEP_MAX_ARGS];
+    int verify = cm ? flow_add(g, dname, "verify", "json",
+                               with_sign(c, dname, ARGV("verify", "--rtl", path, "--mul", cm, "--json", "{OUT}"), sb),
                                dep, 1, content, err)
-                    : flow_add(g, dname, "verify", "json", ARGV("verify", "--rtl", path, "--json", "{OUT}"), dep, 1,
+                    : flow_add(g, dname, "verify", "json",
+                               with_sign(c, dname, ARGV("verify", "--rtl", path, "--json", "{OUT}"), sb), dep, 1,
                                content, err);
     if (verify < 0) return -1;
     g->s[verify].ok_exit[g->s[verify].nok++] = 1; /* mismatches are a result */
@@ -297,7 +406,8 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
         int deps[2] = {detect, verify};
         return design_runs(g, c, dname, mul, uf ? 12 : 13, deps, 2, 2, content, err);
     }
-    int lut = flow_add(g, dname, "lutgen", "lut", ARGV("lutgen", "--rtl", path, "-o", "{OUT}"), dep, 1, content, err);
+    int lut = flow_add(g, dname, "lutgen", "lut", with_sign(c, dname, ARGV("lutgen", "--rtl", path, "-o", "{OUT}"), sb),
+                       dep, 1, content, err);
     if (lut < 0) return -1;
     dep[0] = lut;
     if (flow_add(g, dname, "metrics", "json", ARGV("metrics", "--lut", "{DEP0}", "--json"), dep, 1, content, err) < 0)
@@ -383,6 +493,8 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     snprintf(dflt, sizeof dflt, "%s/flows/default.flow", MANTIS_SOURCE_DIR);
     if (!config && access(dflt, R_OK) == 0) config = dflt;
     if (flow_cfg_load(c, config, o->quick, &err)) return mts_cli_error("flow", "%s", err.msg);
+    int rc = match_layers(c, config);
+    if (rc) return rc;
     if (o->designs) snprintf(c->designs, sizeof c->designs, "%s", o->designs);
     if (o->out) snprintf(c->out, sizeof c->out, "%s", o->out);
     if (o->data_dir && snprintf(c->data_dir, sizeof c->data_dir, "%s", o->data_dir) >= FLOW_PATH - 32)
@@ -418,7 +530,7 @@ static void free_designs(flow_designs *d)
 }
 
 /* Phase 1: a detect step per design (it builds the Verilated model). */
-static int plan_detect(flow_graph *g, flow_designs *d)
+static int plan_detect(flow_graph *g, const flow_cfg *c, flow_designs *d)
 {
     mts_err err;
     d->detect = malloc((size_t)(d->n + 1) * sizeof *d->detect);
@@ -428,8 +540,11 @@ static int plan_detect(flow_graph *g, flow_designs *d)
         char content[65];
         design_name(d->paths[i], d->names[i], sizeof d->names[i]);
         mts_sha256_file_hex(d->paths[i], content, NULL);
+        const char *sb[STEP_MAX_ARGS];
         d->detect[i] = flow_add(g, d->names[i], "detect", "json",
-                                ARGV("rtl", "info", "--rtl", d->paths[i], "--json", "{OUT}"), NULL, 0, content, &err);
+                                with_sign(c, d->names[i], ARGV("rtl", "info", "--rtl", d->paths[i], "--json", "{OUT}"),
+                                          sb),
+                                NULL, 0, content, &err);
         if (d->detect[i] < 0) return mts_cli_error("flow", "%s", err.msg);
     }
     return 0;
@@ -494,7 +609,7 @@ int mts_cmd_flow(int argc, char **argv)
     printf("mantis flow: %d designs in %s, %d parallel steps%s%s%s -> %s/\n", d.n, c.designs, c.jobs,
            c.quick ? ", quick profile" : "", g.executor ? ", slurm executor" : "", o.dry_run ? ", dry run" : "",
            c.out);
-    status = plan_detect(&g, &d);
+    status = plan_detect(&g, &c, &d);
     if (!status) status = flow_run(&g, c.jobs, stdout);
     if (!status && o.dry_run)
         for (int i = 0; i < d.n; i++)

@@ -56,8 +56,9 @@ static int parse_args(int argc, char **argv, lutgen_args *a)
             *slot = argv[++i];
             continue;
         }
-        if (!strcmp(s, "--signed")) {
+        if (!strcmp(s, "--signed")) { /* --import-8bit / --int-exact, and an --rtl design's operands */
             a->is_signed = 1;
+            a->sel.int_sign = MTS_RTL_SIGN_SIGNED;
             continue;
         }
         int rc = mts_mulsel_arg(&a->sel, argc, argv, &i, &err);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "flow.h"
+#include "mantis/nn_train.h"
 
 static int list(char dst[][32], int *n, const char *v)
 {
@@ -39,6 +40,59 @@ const char *flow_cmodel(const flow_cfg *c, const char *name)
     for (int i = 0; i < c->ncmodels; i++)
         if (!strncmp(c->cmodels[i], name, n) && c->cmodels[i][n] == '=') return c->cmodels[i] + n + 1;
     return NULL;
+}
+
+/* signed = A, B / unsigned = C: entries "+A", "+B", "-C" (a later line
+ * for the same design wins, as flow_sign_opt reads from the end). */
+static int sign_list(flow_cfg *c, const char *v, char mark)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", v);
+    int any = 0;
+    for (char *save, *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+        if (c->nsign == 16 || strlen(t) >= 64) return -1;
+        snprintf(c->sign[c->nsign++], sizeof c->sign[0], "%c%s", mark, t);
+        any = 1;
+    }
+    return any ? 0 : -1;
+}
+
+const char *flow_sign_opt(const flow_cfg *c, const char *name)
+{
+    for (int i = c->nsign - 1; i >= 0; i--)
+        if (!strcmp(c->sign[i] + 1, name)) return c->sign[i][0] == '+' ? "--signed" : "--unsigned";
+    return NULL;
+}
+
+/* layers = PATTERN=SPEC[; PATTERN=SPEC...]: per-layer rules, repeatable
+ * (each line adds). SPEC "design" (optionally with ,key=value items) stands
+ * for each row's own multiplier; anything else is checked as --mul-layer
+ * checks it. */
+static int layer_rules(flow_cfg *c, const char *v, mts_err *why)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", v);
+    int any = 0;
+    for (char *save, *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
+        while (*t == ' ' || *t == '\t') t++;
+        size_t n = strlen(t);
+        while (n && (t[n - 1] == ' ' || t[n - 1] == '\t')) t[--n] = '\0';
+        if (!n) continue;
+        if (c->nlayers == MTS_MAX_LAYER_RULES)
+            return mts_fail(why, MTS_EINVAL, "more than %d rules", MTS_MAX_LAYER_RULES), -3;
+        if (n >= sizeof c->layers[0]) return mts_fail(why, MTS_EINVAL, "'%s': too long", t), -3;
+        char probe[300];
+        const char *eq = strchr(t, '=');
+        if (eq && !strncmp(eq + 1, "design", 6) && (eq[7] == '\0' || eq[7] == ','))
+            snprintf(probe, sizeof probe, "%.*sfp32%s", (int)(eq + 1 - t), t, eq + 7); /* check the rest */
+        else
+            snprintf(probe, sizeof probe, "%s", t);
+        mts_layer_rule r;
+        if (mts_layer_rule_parse(probe, &r, why) != MTS_OK) return -3;
+        snprintf(c->layers[c->nlayers++], sizeof c->layers[0], "%s", t);
+        any = 1;
+    }
+    return any ? 0 : -1;
 }
 
 static int number(int *dst, const char *v, int lo, int hi)
@@ -80,7 +134,7 @@ static int data_dir(flow_cfg *c, const char *dir, const char *v)
     return n < 0 || n >= FLOW_PATH - 32 ? -1 : 0; /* room for "/DATASET" */
 }
 
-static int set(flow_cfg *c, const char *dir, const char *k, const char *v)
+static int set(flow_cfg *c, const char *dir, const char *k, const char *v, mts_err *why)
 {
     int exec_rc = flow_cfg_exec_set(c, k, v); /* executor, slurm_* (slurm.c) */
     if (exec_rc != -2) return exec_rc;
@@ -92,6 +146,9 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v)
     if (!strcmp(k, "baselines")) /* empty: no baselines (infer still needs fp32, checked below) */
         return !*v ? (c->nbaselines = 0) : list(c->baselines, &c->nbaselines, v);
     if (!strcmp(k, "cmodels")) return pairs(c, v);
+    if (!strcmp(k, "signed")) return sign_list(c, v, '+');
+    if (!strcmp(k, "unsigned")) return sign_list(c, v, '-');
+    if (!strcmp(k, "layers")) return layer_rules(c, v, why);
     if (!strcmp(k, "epochs")) return number(&c->epochs, v, 1, 1000);
     if (!strcmp(k, "batch")) return number(&c->batch, v, 1, 65536);
     if (!strcmp(k, "subset")) return number(&c->subset, v, 0, 1 << 30);
@@ -170,8 +227,11 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err)
             }
             *eq = '\0';
             char *k = trim(s), *v = trim(eq + 1);
-            int bad = set(c, dir, k, v);
-            if (bad)
+            mts_err why;
+            int bad = set(c, dir, k, v, &why);
+            if (bad == -3)
+                rc = mts_fail(err, MTS_EINVAL, "%s:%d: %s: %s", path, ln, k, why.msg);
+            else if (bad)
                 rc = mts_fail(err, MTS_EINVAL, bad == -2 ? "%s:%d: unknown key '%s' (see docs/flow.md)"
                                                          : "%s:%d: bad value for '%s': '%s'",
                               path, ln, k, v);

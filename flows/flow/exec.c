@@ -117,27 +117,51 @@ static int read_record(flow_step *s)
     return good;
 }
 
-/* The text a step's key hashes: every argument (dependency placeholders
- * stand for the dependency's key), the input contents and the Mantis
- * version. Malloc'd (*len bytes), NULL when out of memory. */
+/* arg with every "{DEPk}" (k < ndeps) replaced by piece[k] (a dependency's
+ * output path when running, its key when hashing), into buf. Returns the
+ * length the result needs (it fits when < n). */
+static size_t subst_deps(const char *arg, const char *const *piece, int ndeps, char *buf, size_t n)
+{
+    size_t len = 0;
+    for (const char *c = arg; *c;) {
+        int k, used = 0;
+        const char *add = NULL;
+        if (c[0] == '{' && sscanf(c, "{DEP%d}%n", &k, &used) == 1 && used > 0 && k >= 0 && k < ndeps) {
+            add = piece[k];
+            c += used;
+        }
+        size_t an = add ? strlen(add) : 1;
+        if (len + an < n) memcpy(buf + len, add ? add : c, an);
+        if (!add) c++;
+        len += an;
+    }
+    if (n) buf[len < n ? len : n - 1] = '\0';
+    return len;
+}
+
+/* The text a step's key hashes: every argument (dependency placeholders,
+ * whole or inside an argument, stand for the dependency's key), the input
+ * contents and the Mantis version. Malloc'd (*len bytes), NULL when out of
+ * memory. */
 static char *key_text(const flow_graph *g, const char *const *argv, const int *deps, int ndeps, const char *content,
                       size_t *len)
 {
+    const char *keys[STEP_MAX_DEPS];
+    for (int k = 0; k < ndeps && k < STEP_MAX_DEPS; k++) keys[k] = g->s[deps[k]].key;
     size_t cap = 4096, n = 0;
     char *text = malloc(cap);
     if (!text) return NULL;
     n += (size_t)snprintf(text, cap, "mantis %s|%s|", MANTIS_VERSION, content ? content : "");
     for (int i = 0; argv[i]; i++) {
-        const char *piece = argv[i];
-        int k;
-        if (sscanf(argv[i], "{DEP%d}", &k) == 1 && k >= 0 && k < ndeps) piece = g->s[deps[k]].key;
-        size_t need = strlen(piece) + 2;
+        size_t need = subst_deps(argv[i], keys, ndeps, NULL, 0) + 2;
         if (n + need >= cap) {
             char *nt = realloc(text, cap = 2 * (n + need));
             if (!nt) { free(text); return NULL; }
             text = nt;
         }
-        n += (size_t)snprintf(text + n, cap - n, "%s|", piece);
+        n += subst_deps(argv[i], keys, ndeps, text + n, cap - n);
+        text[n++] = '|';
+        text[n] = '\0';
     }
     *len = n;
     return text;
@@ -165,8 +189,13 @@ int flow_add(flow_graph *g, const char *design, const char *name, const char *ex
     if (!s) return -1;
     snprintf(s->design, sizeof s->design, "%s", design);
     snprintf(s->name, sizeof s->name, "%s", name);
+    if (ndeps > STEP_MAX_DEPS) return mts_fail(err, MTS_EINVAL, "flow: too many dependencies"), -1;
+    const char *outs[STEP_MAX_DEPS];
+    for (int k = 0; k < ndeps; k++) outs[k] = g->s[deps[k]].out;
     for (int i = 0; argv[i]; i++) {
         if (s->argc == STEP_MAX_ARGS - 1) return mts_fail(err, MTS_EINVAL, "flow: too many arguments"), -1;
+        if (subst_deps(argv[i], outs, ndeps, NULL, 0) >= FLOW_ARG) /* flow_step_argv's storage */
+            return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), -1;
         s->argv[s->argc++] = strdup(argv[i]);
     }
     size_t len;
@@ -234,21 +263,20 @@ int flow_step_log(const flow_graph *g, const flow_step *s, char *buf, size_t n)
     return 0;
 }
 
-void flow_step_argv(const flow_graph *g, const flow_step *s, char **argv, char subst[][FLOW_PATH + 16], int *to_out)
+void flow_step_argv(const flow_graph *g, const flow_step *s, char **argv, char subst[][FLOW_ARG], int *to_out)
 {
     char tmp[FLOW_PATH + 16];
     tmp_path(s, tmp, sizeof tmp);
+    const char *outs[STEP_MAX_DEPS];
+    for (int k = 0; k < s->ndeps; k++) outs[k] = g->s[s->dep[k]].out;
     *to_out = 1;
     argv[0] = (char *)g->exe;
     for (int i = 0; i < s->argc; i++) {
-        int k;
         if (!strcmp(s->argv[i], "{OUT}")) {
-            snprintf(subst[i], FLOW_PATH + 16, "%s", tmp);
+            snprintf(subst[i], FLOW_ARG, "%s", tmp);
             *to_out = 0;
-        } else if (sscanf(s->argv[i], "{DEP%d}", &k) == 1 && k >= 0 && k < s->ndeps) {
-            snprintf(subst[i], FLOW_PATH + 16, "%s", g->s[s->dep[k]].out);
         } else {
-            snprintf(subst[i], FLOW_PATH + 16, "%s", s->argv[i]);
+            subst_deps(s->argv[i], outs, s->ndeps, subst[i], FLOW_ARG); /* fits: checked by flow_add */
         }
         argv[i + 1] = subst[i];
     }
@@ -279,7 +307,7 @@ static int launch(flow_graph *g, flow_step *s)
         return -1;
     }
     char *argv[STEP_MAX_ARGS + 1];
-    static char subst[STEP_MAX_ARGS][FLOW_PATH + 16];
+    static char subst[STEP_MAX_ARGS][FLOW_ARG];
     int to_out;
     flow_step_argv(g, s, argv, subst, &to_out);
     mts_proc_io io = {.log = log, .out = to_out ? tmp : NULL, .own_group = 1}; /* interrupt kills -pid */
@@ -514,7 +542,7 @@ static void reaper_note(const run_ctx *r, int pgid)
 static void dry_step(run_ctx *r, flow_step *s)
 {
     char *argv[STEP_MAX_ARGS + 1];
-    static char subst[STEP_MAX_ARGS][FLOW_PATH + 16];
+    static char subst[STEP_MAX_ARGS][FLOW_ARG];
     int to_out;
     flow_step_argv(r->g, s, argv, subst, &to_out);
     if (r->progress) {

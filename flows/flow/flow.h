@@ -15,6 +15,7 @@
 
 #define FLOW_MAX_LIST 8
 #define FLOW_PATH 1024
+#define FLOW_ARG (2 * FLOW_PATH) /* one step argument after {DEPk} substitution */
 
 typedef struct flow_cfg {
     char designs[FLOW_PATH];   /* directory of .v designs */
@@ -39,6 +40,14 @@ typedef struct flow_cfg {
                                   is evaluated with every design (mantis test); "both" */
     char cross[FLOW_MAX_LIST][32]; /* multipliers every trained checkpoint is also evaluated with */
     int ncross;
+    char layers[16][256];      /* per-layer rules "PATTERN=SPEC" (SPEC "design": the row's own multiplier),
+                                  passed as --mul-layer to the models they match (docs/flow.md) */
+    int nlayers;
+    unsigned layer_mask[FLOW_MAX_LIST][FLOW_MAX_LIST]; /* [model][dataset]: bit r when layers[r] matches
+                                                          a multiplying layer of that net (flow_cmd.c) */
+    char sign[16][72];         /* "+NAME" / "-NAME": integer design NAME is signed / unsigned (overrides the
+                                  inference from its sweep) */
+    int nsign;
     /* executors (docs/flow.md "Executors"); set in slurm.c's flow_cfg_exec_set */
     char executor[16];         /* "local" or "slurm" */
     char slurm_partition[64], slurm_account[64];
@@ -62,6 +71,9 @@ int flow_cfg_exec_set(flow_cfg *c, const char *k, const char *v);
 
 /* The C model configured for design `name`, or NULL. */
 const char *flow_cmodel(const flow_cfg *c, const char *name);
+/* The signedness configured for design `name`: "--signed", "--unsigned" or
+ * NULL (inferred). */
+const char *flow_sign_opt(const flow_cfg *c, const char *name);
 
 /* Defaults, then the file (NULL: none), then the quick profile if quick. A
  * config line is `key = value` (# comments); unknown keys, bad or partly
@@ -72,7 +84,7 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err);
 
 typedef enum { ST_PENDING, ST_RUNNING, ST_DONE, ST_FAILED, ST_SKIPPED } step_state;
 
-#define STEP_MAX_ARGS 48
+#define STEP_MAX_ARGS 96
 #define STEP_MAX_DEPS 4
 
 typedef struct flow_step {
@@ -139,9 +151,11 @@ void flow_free(flow_graph *g);
 void flow_step_file(const flow_step *s, const char *suffix, char *buf, size_t n);
 /* The step's log, OUT/logs/DESIGN/STEP.log (directory made). -1 if too long. */
 int flow_step_log(const flow_graph *g, const flow_step *s, char *buf, size_t n);
-/* The step's command with {OUT} and {DEPk} substituted: argv[0] is this mantis,
- * NULL-terminated; subst is the storage. *to_out: 1 when stdout is the output. */
-void flow_step_argv(const flow_graph *g, const flow_step *s, char **argv, char subst[][FLOW_PATH + 16], int *to_out);
+/* The step's command with {OUT} (a whole argument) and {DEPk} (anywhere in an
+ * argument, e.g. "block*.attn.*={DEP0}") substituted: argv[0] is this
+ * mantis, NULL-terminated; subst is the storage. *to_out: 1 when stdout is
+ * the output. */
+void flow_step_argv(const flow_graph *g, const flow_step *s, char **argv, char subst[][FLOW_ARG], int *to_out);
 /* Writes "'arg' 'arg' ..." (POSIX shell single quotes) for argv to f. */
 void flow_shell_quote(FILE *f, char *const *argv);
 

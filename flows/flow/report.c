@@ -740,6 +740,11 @@ static void write_json(FILE *f, const report *rp)
     fprintf(f, "\"summary\": {\"ok\": %d, \"failed\": %d, \"diverged\": %d, \"skipped\": %d}, \"seeds\": [",
             rp->count[R_OK], rp->count[R_FAILED], rp->count[R_DIVERGED], rp->count[R_SKIPPED]);
     for (int k = 0; k < c->nseeds; k++) fprintf(f, "%s%d", k ? ", " : "", c->seeds[k]);
+    fprintf(f, "], \"layers\": [");
+    for (int r = 0; r < c->nlayers; r++) {
+        if (r) fputs(", ", f);
+        mts_json_write_str(f, c->layers[r]);
+    }
     fprintf(f, "], \"rows\": [");
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
@@ -831,6 +836,15 @@ static void html_head(FILE *f, const report *rp)
     fprintf(f, "; %d epoch(s); seeds ", c->epochs);
     for (int k = 0; k < c->nseeds; k++) fprintf(f, "%s%d", k ? ", " : "", c->seeds[k]);
     fprintf(f, "%s.</p>\n", c->quick ? "; quick profile (subset of the training data)" : "");
+    if (c->nlayers) { /* per-layer multipliers (layers = ...): every training and test of the matching models */
+        fprintf(f, "<p>Per-layer multipliers, last match wins (<code>design</code>: the row's own multiplier): ");
+        for (int r = 0; r < c->nlayers; r++) {
+            fputs(r ? "; <code>" : "<code>", f);
+            html_esc(f, c->layers[r]);
+            fputs("</code>", f);
+        }
+        fputs(".</p>\n", f);
+    }
     char sum[160];
     summary_line(sum, sizeof sum, rp);
     fprintf(f, "<p class=\"summary\">%s</p>\n", sum);

@@ -310,7 +310,7 @@ static int write_script(flow_slurm *sl, const flow_step *s, const char *path)
 {
     char *argv[STEP_MAX_ARGS + 1], tmp[FLOW_PATH + 16], log[FLOW_PATH + 64], ep[FLOW_PATH + 8],
         ept[FLOW_PATH + 16];
-    static char subst[STEP_MAX_ARGS][FLOW_PATH + 16];
+    static char subst[STEP_MAX_ARGS][FLOW_ARG];
     int to_out;
     flow_step_argv(sl->g, s, argv, subst, &to_out);
     flow_step_file(s, ".tmp", tmp, sizeof tmp);
