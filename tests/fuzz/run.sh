@@ -2,6 +2,7 @@
 # run.sh - builds the libFuzzer targets of tests/fuzz with clang and runs them.
 #   tests/fuzz/run.sh MINUTES [TARGET...]  each target (default: all) for MINUTES
 #                                          minutes, one after another, in build-fuzz/
+#                                          (or $MANTIS_FUZZ_BUILD)
 #   tests/fuzz/run.sh --smoke BUILD_DIR    the test suite's smoke run: each target a
 #                                          few seconds (MANTIS_FUZZ_SECONDS, default 2)
 # Seeds are valid files written by Mantis itself (fuzz_seeds), plus the
@@ -20,7 +21,7 @@ else
   minutes="${1:?usage: run.sh MINUTES [TARGET...] | run.sh --smoke BUILD_DIR}"
   [[ "$minutes" =~ ^[0-9]+$ ]] && [ "$minutes" -ge 1 ] || { echo "run.sh: MINUTES '$minutes': expected a whole number >= 1" >&2; exit 2; }
   secs=$((minutes * 60))
-  build="$src/build-fuzz"
+  build="${MANTIS_FUZZ_BUILD:-$src/build-fuzz}"  # another build directory: two runs side by side
   shift
 fi
 targets="${*:-$targets_all}"
