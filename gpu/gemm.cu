@@ -27,6 +27,7 @@
 #include <cstring>
 #include <vector>
 
+#include "mantis/gemm.h"
 #include "mantis/gpu.h"
 #include "mantis/intmul.h"
 
@@ -500,42 +501,14 @@ static int gemm_int_host(const mts_gpu_gemm_plan *pl, int transA, int transB, in
                          int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
     const mts_lut *lut = pl->p.lut;
-    auto at = [](const float *X, int ld, int tr, int r, int c) { return tr ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]; };
-    auto range = [&](const float *X, int ld, int tr, int rows, int cols, double *lo, double *hi) {
-        double a = INFINITY, b = -INFINITY;
-        for (int r = 0; r < rows; r++)
-            for (int c = 0; c < cols; c++) {
-                float x = at(X, ld, tr, r, c);
-                if (std::isfinite(x)) {
-                    if (x < a) a = x;
-                    if (x > b) b = x;
-                }
-            }
-        *lo = a <= b ? a : 0.0;
-        *hi = a <= b ? b : 0.0;
-    };
     mts_affine pa, pb;
-    double lo, hi;
-    int rc, nbits = lut->int_bits;
-    uint32_t mask = (1u << nbits) - 1u;
-    range(A, lda, transA, m, k, &lo, &hi);
-    if ((rc = mts_affine_from_range(lo, hi, nbits, lut->int_signed, &pa, err)) != MTS_OK) return rc;
-    range(B, ldb, transB, k, n, &lo, &hi);
-    if ((rc = mts_affine_from_range(lo, hi, nbits, lut->int_signed, &pb, err)) != MTS_OK) return rc;
+    int rc;
     std::vector<uint32_t> ia((size_t)m * k), ib((size_t)n * k);
-    std::vector<int64_t> suma(m, 0), sumb(n, 0);
-    for (int i = 0; i < m; i++)
-        for (int kk = 0; kk < k; kk++) {
-            int32_t q = mts_affine_quantize(&pa, at(A, lda, transA, i, kk));
-            suma[i] += q;
-            ia[(size_t)i * k + kk] = ((uint32_t)q & mask) << nbits;
-        }
-    for (int j = 0; j < n; j++)
-        for (int kk = 0; kk < k; kk++) {
-            int32_t q = mts_affine_quantize(&pb, at(B, ldb, transB, kk, j));
-            sumb[j] += q;
-            ib[(size_t)j * k + kk] = (uint32_t)q & mask;
-        }
+    std::vector<int64_t> suma(m), sumb(n);
+    // the CPU provider's own quantizer: the same codes, sums and maps
+    if ((rc = mts_gemm_int_quantize(lut->int_bits, lut->int_signed, 1, transA, transB, m, n, k, A, lda, B, ldb,
+                                    ia.data(), ib.data(), suma.data(), sumb.data(), &pa, &pb, err)) != MTS_OK)
+        return rc;
     void *dia = NULL, *dib = NULL, *dsa = NULL, *dsb = NULL, *dC = NULL;
     size_t cbytes = ((size_t)(m - 1) * ldc + n) * sizeof(float);
     if ((rc = mts_gpu_alloc(&dia, ia.size() * 4, err)) || (rc = mts_gpu_alloc(&dib, ib.size() * 4, err)) ||

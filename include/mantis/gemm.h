@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mantis/fmaq.h"
+#include "mantis/intmul.h"
 #include "mantis/lut.h"
 #include "mantis/mul.h"
 #include "mantis/status.h"
@@ -76,6 +77,18 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
 int mts_gemm_ref(const mts_provider *p, int transA, int transB, int m, int n, int k,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                  mts_err *err);
+
+/* The operand step of the INT provider, shared by the CPU kernel and the
+ * GPU twin (gpu/gemm.cu): quantizes op(A) (m x k) and op(B) (k x n) with the
+ * affine map of intmul.h over each operand's own finite min/max (nbits,
+ * is_signed from the table), writing ia[i*k + kk] = (code & mask) << nbits
+ * (the table row offset), ib[j*k + kk] = code & mask (B stored [n][k]),
+ * suma[i] / sumb[j] the sums of the signed codes per row / column (for
+ * mts_qdot_correct) and the maps to *pa, *pb. threads > 1 splits rows.
+ * Returns MTS_OK or mts_affine_from_range's error. */
+int mts_gemm_int_quantize(int nbits, int is_signed, int threads, int transA, int transB, int m, int n, int k,
+                          const float *A, int lda, const float *B, int ldb, uint32_t *ia, uint32_t *ib,
+                          int64_t *suma, int64_t *sumb, mts_affine *pa, mts_affine *pb, mts_err *err);
 
 /* Which SIMD kernel family this build uses: "avx512", "avx2" or "scalar". */
 const char *mts_gemm_isa(void);

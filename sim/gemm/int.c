@@ -27,45 +27,61 @@ static void finite_range(const float *X, int ld, int trans, int rows, int cols, 
     *hi = a <= b ? b : 0.0;
 }
 
+int mts_gemm_int_quantize(int nbits, int is_signed, int threads, int transA, int transB, int m, int n, int k,
+                          const float *A, int lda, const float *B, int ldb, uint32_t *ia, uint32_t *ib,
+                          int64_t *suma, int64_t *sumb, mts_affine *pa, mts_affine *pb, mts_err *err)
+{
+    double lo, hi;
+    int rc;
+    uint32_t mask = (1u << nbits) - 1u;
+    size_t K = (size_t)k;
+    finite_range(A, lda, transA, m, k, &lo, &hi);
+    if ((rc = mts_affine_from_range(lo, hi, nbits, is_signed, pa, err)) != MTS_OK) return rc;
+    finite_range(B, ldb, transB, k, n, &lo, &hi);
+    if ((rc = mts_affine_from_range(lo, hi, nbits, is_signed, pb, err)) != MTS_OK) return rc;
+    (void)threads;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
+    for (int i = 0; i < m; i++) {
+        int64_t s = 0;
+        for (int kk = 0; kk < k; kk++) {
+            int32_t q = mts_affine_quantize(pa, gemm_at(A, lda, transA, i, kk));
+            s += q;
+            ia[(size_t)i * K + (size_t)kk] = ((uint32_t)q & mask) << nbits;
+        }
+        suma[i] = s;
+    }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
+    for (int j = 0; j < n; j++) {
+        int64_t s = 0;
+        for (int kk = 0; kk < k; kk++) {
+            int32_t q = mts_affine_quantize(pb, gemm_at(B, ldb, transB, kk, j));
+            s += q;
+            ib[(size_t)j * K + (size_t)kk] = (uint32_t)q & mask;
+        }
+        sumb[j] = s;
+    }
+    return MTS_OK;
+}
+
 int mts__gemm_int(const mts_lut *lut, int threads, int transA, int transB, int m, int n, int k,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   mts_err *err)
 {
     mts_affine pa, pb;
-    double lo, hi;
-    int rc, nbits = lut->int_bits;
-    uint32_t mask = (1u << nbits) - 1u;
-
-    finite_range(A, lda, transA, m, k, &lo, &hi);
-    if ((rc = mts_affine_from_range(lo, hi, nbits, lut->int_signed, &pa, err)) != MTS_OK) return rc;
-    finite_range(B, ldb, transB, k, n, &lo, &hi);
-    if ((rc = mts_affine_from_range(lo, hi, nbits, lut->int_signed, &pb, err)) != MTS_OK) return rc;
-
+    int rc;
     size_t K = (size_t)k;
     uint32_t *ia = mts__gemm_ws_alloc((size_t)m * K * sizeof *ia, 0);
     uint32_t *ib = mts__gemm_ws_alloc((size_t)n * K * sizeof *ib, 0);
-    int64_t *suma = mts__gemm_ws_alloc((size_t)m * sizeof *suma, 1);
-    int64_t *sumb = mts__gemm_ws_alloc((size_t)n * sizeof *sumb, 1);
+    int64_t *suma = mts__gemm_ws_alloc((size_t)m * sizeof *suma, 0);
+    int64_t *sumb = mts__gemm_ws_alloc((size_t)n * sizeof *sumb, 0);
     if (!ia || !ib || !suma || !sumb) {
         rc = mts_fail(err, MTS_ENOMEM, "gemm: out of memory quantizing INT operands (%d x %d x %d)", m, n, k);
         goto done;
     }
     /* row operand: table row offset (code << n); column operand: code, stored [n][k] */
-    (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
-    for (int i = 0; i < m; i++)
-        for (int kk = 0; kk < k; kk++) {
-            int32_t q = mts_affine_quantize(&pa, gemm_at(A, lda, transA, i, kk));
-            suma[i] += q;
-            ia[(size_t)i * K + (size_t)kk] = ((uint32_t)q & mask) << nbits;
-        }
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
-    for (int j = 0; j < n; j++)
-        for (int kk = 0; kk < k; kk++) {
-            int32_t q = mts_affine_quantize(&pb, gemm_at(B, ldb, transB, kk, j));
-            sumb[j] += q;
-            ib[(size_t)j * K + (size_t)kk] = (uint32_t)q & mask;
-        }
+    if ((rc = mts_gemm_int_quantize(lut->int_bits, lut->int_signed, threads, transA, transB, m, n, k, A, lda, B, ldb,
+                                    ia, ib, suma, sumb, &pa, &pb, err)) != MTS_OK)
+        goto done;
     double scale = pa.scale * pb.scale;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
     for (int i = 0; i < m; i++) {
