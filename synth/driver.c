@@ -42,9 +42,11 @@ int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *l
     char line[400] = "", cut[160] = "";
     int cut_short = tail && tail->log_errno; /* a full disk ate the end of the log: what passed through */
     if (cut_short) snprintf(cut, sizeof cut, ", cut short: %s", strerror(tail->log_errno));
-    if (!(cut_short ? text_find(tail->text, full, line, sizeof line) || text_find(tail->text, markers, line, sizeof line)
-                    : mts_proc_log_find(log, full, line, sizeof line) || mts_proc_log_find(log, markers, line, sizeof line)))
-        snprintf(line, sizeof line, "failed (no error line found)");
+    int found = cut_short ? text_find(tail->text, full, line, sizeof line) ||
+                                text_find(tail->text, markers, line, sizeof line)
+                          : mts_proc_log_find(log, full, line, sizeof line) ||
+                                mts_proc_log_find(log, markers, line, sizeof line);
+    if (!found) snprintf(line, sizeof line, "failed (no error line found)");
     /* The log lives in the work directory, which mts_synth_keep_failed moves
      * to <entry>.failed (rewriting the path in this message). */
     return mts_fail(err, MTS_ETOOL, "%s: %s: %s (full log: %s%s)", c->base, tool, line, log, cut);

@@ -301,11 +301,10 @@ static const char *env_failure(const flow_graph *g, const flow_step *s, char *li
 {
     if (s->exit_code >= 128) return snprintf(line, n, "killed by signal %d", s->exit_code - 128), line;
     if (s->exit_code == 127 || s->exit_code < 0) return "could not start the step's command";
-    const char *const *markers = env_markers;
     static const char *const said[] = {"mantis ", NULL}; /* every step is a mantis command: it says why */
     char log[FLOW_PATH + 64], first[8];
     if (flow_step_log(g, s, log, sizeof log)) return NULL;
-    if (mts_proc_log_find(log, markers, line, n)) return line;
+    if (mts_proc_log_find(log, env_markers, line, n)) return line;
     if (!mts_proc_log_find(log, said, first, sizeof first)) /* its message was lost: the log's disk is full? */
         return "it failed without a message in its log (was the log's disk full?)";
     return NULL;
@@ -328,7 +327,10 @@ static void elide(const char *text, const char *const *markers, size_t max, char
         if (m) end = (size_t)(m - text) + strlen(markers[i]);
     }
     size_t head = max / 4, win = max - head - 6, start = end > win ? end - win : 0;
-    if (start <= head) start = head; /* the window reaches the start: one cut, after it */
+    if (start <= head) { /* what is kept begins near the start: only the end is cut */
+        snprintf(buf, n, "%.*s...", (int)(max - 3), text);
+        return;
+    }
     size_t stop = start + win < len ? start + win : len;
     snprintf(buf, n, "%.*s...%.*s%s", (int)head, text, (int)(stop - start), text + start, stop < len ? "..." : "");
 }

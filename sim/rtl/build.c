@@ -152,7 +152,8 @@ static int build_runtime(const mts_rtl_opts *o, const char *root, const char *vi
         mts_fs_pathf(keep, sizeof keep, "%s/build.log", tmp);
         remove(log);
         mts_fs_rmtree(tmp);
-        if (mts_fs_mkdirs(tmp, NULL)) rc = mts_fail(err, MTS_EIO, "%s: cannot create directory: %s", tmp, strerror(errno));
+        if (mts_fs_mkdirs(tmp, NULL))
+            rc = mts_fail(err, MTS_EIO, "%s: cannot create directory: %s", tmp, strerror(errno));
         const char *units[] = {"verilated", "verilated_threads"};
         for (int u = 0; u < 2 && !rc; u++) {
             char src[1200], obj[1200], inc1[1200], inc2[1200];
