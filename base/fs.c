@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "mantis/fs.h"
+#include "mantis/proc.h"
 
 /* Opens path for reading only if it is a regular file: O_NONBLOCK so that a
  * fifo without a writer cannot block the open, then fstat decides. */
@@ -248,6 +250,13 @@ int mts_fs_cache_dir(const char *sub, char *buf, size_t n, mts_err *err)
     return rc ? mts_fail(err, MTS_EINVAL, "cache directory path too long (over %zu characters)", n - 1) : MTS_OK;
 }
 
+long long mts_fs_free_bytes(const char *path)
+{
+    struct statvfs v;
+    if (statvfs(path, &v)) return -1;
+    return (long long)(geteuid() == 0 ? v.f_bfree : v.f_bavail) * (long long)v.f_frsize;
+}
+
 int mts_fs_clean_stale_tmp(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -262,7 +271,7 @@ int mts_fs_clean_stale_tmp(const char *dir)
         char *end;
         long pid = strtol(t + 5, &end, 10);
         if (t[5] < '1' || t[5] > '9' || *end || pid <= 0 || pid == (long)getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still be running */
+        if (mts_proc_alive(pid)) continue; /* its writer may still be running */
         char p[4096];
         if (mts_fs_pathf(p, sizeof p, "%s/%s", dir, e->d_name) == 0 && unlink(p) == 0) removed++;
     }

@@ -63,8 +63,86 @@ int mts_proc_wait(int pid)
     return mts_proc_exit_code(st);
 }
 
+/* Keeps the last bytes of a stream: t->text holds *have of them. */
+static void tail_add(mts_proc_tail *t, size_t *have, const char *buf, size_t n)
+{
+    size_t cap = sizeof t->text - 1;
+    if (n >= cap) {
+        memcpy(t->text, buf + n - cap, cap);
+        *have = cap;
+    } else {
+        if (*have + n > cap) {
+            size_t drop = *have + n - cap;
+            memmove(t->text, t->text + drop, *have - drop);
+            *have -= drop;
+        }
+        memcpy(t->text + *have, buf, n);
+        *have += n;
+    }
+    for (size_t i = 0; i < *have; i++)
+        if (!t->text[i]) t->text[i] = ' '; /* text, whatever the tool printed */
+    t->text[*have] = '\0';
+}
+
+/* mts_proc_run with io->tail: the child writes into a pipe, this process
+ * into the log. */
+static int run_through(char *const argv[], const mts_proc_io *io)
+{
+    mts_proc_tail *t = io->tail;
+    t->text[0] = '\0';
+    t->log_errno = 0;
+    int logfd = -1, p[2];
+    if (io->log) {
+        logfd = open(io->log, O_WRONLY | O_CREAT | O_CLOEXEC | (io->log_append ? O_APPEND : O_TRUNC), 0644);
+        if (logfd < 0) t->log_errno = errno;
+    }
+    if (pipe2(p, O_CLOEXEC)) {
+        if (logfd >= 0) close(logfd);
+        return 127;
+    }
+    if (io->echo) {
+        fprintf(stderr, "%s:", io->echo);
+        for (int i = 0; argv[i]; i++) fprintf(stderr, " %s", argv[i]);
+        fputc('\n', stderr);
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (io->own_group) setpgid(0, 0);
+        redirect(0, NULL, O_RDONLY);
+        if (dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0) _exit(127); /* dup2 clears close-on-exec */
+        if (io->out) redirect(1, io->out, O_WRONLY | O_CREAT | O_TRUNC);
+        if (io->cwd && chdir(io->cwd)) _exit(127);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    if (pid > 0 && io->own_group) setpgid(pid, pid);
+    close(p[1]);
+    size_t have = 0;
+    char buf[4096];
+    ssize_t got;
+    while (pid > 0 && (got = read(p[0], buf, sizeof buf)) != 0) { /* until every writer is gone */
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        tail_add(t, &have, buf, (size_t)got);
+        for (ssize_t off = 0; logfd >= 0 && !t->log_errno && off < got;) {
+            ssize_t w = write(logfd, buf + off, (size_t)(got - off));
+            if (w > 0) off += w;
+            else if (w == 0 || errno != EINTR) t->log_errno = w < 0 ? errno : ENOSPC; /* then only the tail */
+        }
+    }
+    close(p[0]);
+    if (logfd >= 0 && close(logfd) && !t->log_errno) t->log_errno = errno;
+    if (pid < 0) return 127;
+    int rc = mts_proc_wait(pid);
+    return rc < 0 ? 127 : rc;
+}
+
 int mts_proc_run(char *const argv[], const mts_proc_io *io)
 {
+    if (io && io->tail) return run_through(argv, io);
     int pid = mts_proc_start(argv, io);
     if (pid < 0) return 127;
     int rc = mts_proc_wait(pid);
@@ -147,4 +225,19 @@ int mts_proc_which(const char *tool)
         if (*p == ':') p++;
     }
     return 0;
+}
+
+int mts_proc_alive(long pid)
+{
+    if (pid <= 0 || (pid_t)pid != pid) return 0;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1; /* no /proc: it exists, as far as kill says */
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the name may hold anything; the state follows the last ')' */
+    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }

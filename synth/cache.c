@@ -123,6 +123,9 @@ int mts_synth_meta_load(const char *dir, mts_synth_result *r)
 
 int mts_synth_publish(mts_synth_ctx *c, mts_synth_result *r, mts_err *err)
 {
+    char failed[PATH_MAX];
+    if (!mts_fs_pathf(failed, sizeof failed, "%s.failed", c->entry))
+        mts_fs_rmtree(failed); /* an earlier failure's logs */
     if (rename(c->work, c->entry) == 0) return MTS_OK;
     int e = errno; /* another process won the race: use its entry */
     mts_fs_rmtree(c->work);

@@ -18,14 +18,54 @@
 #include "mantis/synth.h"
 #include "synth_int.h"
 
-int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const char *const *markers,
-                         mts_err *err)
+/* The first line of text holding one of markers, into line. 1 when found. */
+static int text_find(const char *text, const char *const *markers, char *line, size_t cap)
 {
-    char line[400] = "";
-    if (!mts_proc_log_find(log, markers, line, sizeof line)) snprintf(line, sizeof line, "failed (no error line found)");
+    for (const char *l = text; *l;) {
+        size_t len = strcspn(l, "\n");
+        for (int i = 0; markers[i]; i++) {
+            const char *m = strstr(l, markers[i]);
+            if (m && m < l + len) {
+                snprintf(line, cap, "%.*s", (int)len, l);
+                return 1;
+            }
+        }
+        l += len + (l[len] == '\n');
+    }
+    return 0;
+}
+
+int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const mts_proc_tail *tail,
+                         const char *const *markers, mts_err *err)
+{
+    static const char *const full[] = {"No space left on device", "Disk quota exceeded", NULL};
+    char line[400] = "", cut[160] = "";
+    int cut_short = tail && tail->log_errno; /* a full disk ate the end of the log: what passed through */
+    if (cut_short) snprintf(cut, sizeof cut, ", cut short: %s", strerror(tail->log_errno));
+    int found = cut_short ? text_find(tail->text, full, line, sizeof line) ||
+                                text_find(tail->text, markers, line, sizeof line)
+                          : mts_proc_log_find(log, full, line, sizeof line) ||
+                                mts_proc_log_find(log, markers, line, sizeof line);
+    if (!found) snprintf(line, sizeof line, "failed (no error line found)");
     /* The log lives in the work directory, which mts_synth_keep_failed moves
      * to <entry>.failed (rewriting the path in this message). */
-    return mts_fail(err, MTS_ETOOL, "%s: %s: %s (full log: %s)", c->base, tool, line, log);
+    return mts_fail(err, MTS_ETOOL, "%s: %s: %s (full log: %s%s)", c->base, tool, line, log, cut);
+}
+
+/* Free space below which a synthesis that failed is taken to have failed
+ * for want of room: Verilator exits 0 after writing empty files, and the
+ * logs the messages would be in lie on the same disk. */
+#define SYNTH_DISK_LOW (1 << 20)
+
+/* Adds to err "; the cache's disk is full (N KiB free): No space left on
+ * device" when it is, so that the failure is known as the disk's. */
+static void note_full_disk(const mts_synth_ctx *c, mts_err *err)
+{
+    long long left = mts_fs_free_bytes(c->root);
+    if (!err || left < 0 || left >= SYNTH_DISK_LOW || strstr(err->msg, strerror(ENOSPC))) return;
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n, "; the cache's disk is full (%lld KiB free): %s", left >> 10,
+             strerror(ENOSPC));
 }
 
 /* A parameter enters the Yosys script (-chparam NAME VALUE) and the
@@ -244,6 +284,7 @@ static int synthesize(mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mts_err
     if (!rc) rc = mts_synth_meta_save(c->work, r, err);
     if (!rc) rc = mts_synth_publish(c, r, err);
     else mts_synth_keep_failed(c, err);
+    if (rc) note_full_disk(c, err);
     return rc;
 }
 

@@ -93,8 +93,9 @@ static int verilate(const mts_synth_ctx *c, const eqpaths *p, mts_err *err)
                     "-Wno-MULTITOP", "--top-module", "mts_eq", "-Mdir", "obj", "-o", "eqsim", "+libext+.v+.sv",
                     "-y", (char *)c->tool_dir, "mts_eq.v", "../netlist.v", (char *)c->cells_v, (char *)c->tool_design,
                     (char *)c->harness, "-CFLAGS", "-O1", NULL};
-    mts_proc_io io = {.cwd = p->dir, .log = p->vlog, .echo = c->o->verbose ? "mantis synth" : NULL};
-    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "verilator", p->vlog, verilator_markers, err);
+    mts_proc_tail tail;
+    mts_proc_io io = {.cwd = p->dir, .log = p->vlog, .echo = c->o->verbose ? "mantis synth" : NULL, .tail = &tail};
+    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "verilator", p->vlog, &tail, verilator_markers, err);
     return MTS_OK;
 }
 
@@ -105,8 +106,10 @@ static int run_make(const mts_synth_ctx *c, const eqpaths *p, char *const target
     int n = 5;
     for (int i = 0; targets[i] && n < 15; i++) argv[n++] = targets[i];
     argv[n] = NULL;
-    mts_proc_io io = {.log = p->build_log, .log_append = 1, .echo = c->o->verbose ? "mantis synth" : NULL};
-    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, what, p->build_log, verilator_markers, err);
+    mts_proc_tail tail;
+    mts_proc_io io = {.log = p->build_log, .log_append = 1, .echo = c->o->verbose ? "mantis synth" : NULL,
+                      .tail = &tail};
+    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, what, p->build_log, &tail, verilator_markers, err);
     return MTS_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "mantis/proc.h"
 #include "mantis/status.h"
 #include "mantis/synth.h"
 
@@ -124,9 +125,11 @@ typedef struct mts_synth_ctx {
  * never cut short). */
 int mts_synth_path(char path[PATH_MAX], const char *dir, const char *name, mts_err *err);
 
-/* MTS_ETOOL "<design>: <tool>: <first error line of log> (full log: <log>)". */
-int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const char *const *markers,
-                         mts_err *err);
+/* MTS_ETOOL "<design>: <tool>: <first error line of log> (full log: <log>)".
+ * tail (may be NULL): the tool's output as mts_proc_run kept it; when the
+ * log could not take it all (a full disk), the line comes from there. */
+int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const mts_proc_tail *tail,
+                         const char *const *markers, mts_err *err);
 
 /* cache.c: the content key of the run (FLOW_VERSION, design name, design
  * file, every .v/.sv beside it, parameters, liberty, flow files, options

@@ -158,8 +158,9 @@ static int run_variant(const mts_synth_ctx *c, const char *dir, int adders, char
     if (rc) return rc;
     /* Without -q Yosys writes its whole log to stdout: one file, in order. */
     char *argv[] = {"yosys", "-s", "flow.ys", NULL};
-    mts_proc_io io = {.cwd = dir, .log = log, .echo = c->o->verbose ? "mantis synth" : NULL};
-    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "yosys", log, yosys_markers, err);
+    mts_proc_tail tail;
+    mts_proc_io io = {.cwd = dir, .log = log, .echo = c->o->verbose ? "mantis synth" : NULL, .tail = &tail};
+    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "yosys", log, &tail, yosys_markers, err);
     read_log(log, top, topcap, delay_ps);
     *area_um2 = read_area(stat);
     return MTS_OK;

@@ -1,6 +1,7 @@
 // flow_proc_util.h - what the flow's kill and Slurm tests share: starting
 // `mantis flow` as the leader of its own process group, killing that group,
-// waiting with a bound, and finding processes that still name a directory.
+// waiting with a bound, and finding processes that still name a directory
+// (or that run a given program: where a kill lands).
 #ifndef MANTIS_FLOW_PROC_UTIL_H
 #define MANTIS_FLOW_PROC_UTIL_H
 
@@ -45,23 +46,33 @@ inline int wait_bounded(pid_t pid, double seconds)
     return -1;
 }
 
+// Calls fn(pid, "/proc/PID") for every process but this one.
+template <class F>
+inline void each_proc(F fn)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    while (dirent *e = readdir(d)) {
+        int pid = atoi(e->d_name);
+        if (pid > 0 && pid != getpid()) fn(pid, std::string("/proc/") + e->d_name);
+    }
+    closedir(d);
+}
+
+// 1 if the process of /proc/PID has ended but is not reaped yet.
+inline bool is_zombie(const std::string &base) { return slurp(base + "/stat").find(") Z ") != std::string::npos; }
+
 // Pids of the processes whose command line or environment mentions `needle`
 // (not this one): a marker in the environment finds every descendant.
 inline std::vector<int> procs_naming(const std::string &needle)
 {
     std::vector<int> found;
-    DIR *d = opendir("/proc");
-    if (!d) return found;
-    while (dirent *e = readdir(d)) {
-        int pid = atoi(e->d_name);
-        if (pid <= 0 || pid == getpid()) continue;
-        std::string cmd = slurp(std::string("/proc/") + e->d_name + "/cmdline");
-        std::string stat = slurp(std::string("/proc/") + e->d_name + "/stat");
-        if (stat.find(") Z ") != std::string::npos) continue;  // a zombie has ended
-        std::string env = slurp(std::string("/proc/") + e->d_name + "/environ");
-        if (cmd.find(needle) != std::string::npos || env.find(needle) != std::string::npos) found.push_back(pid);
-    }
-    closedir(d);
+    each_proc([&](int pid, const std::string &base) {
+        if (is_zombie(base)) return;  // a zombie has ended
+        if (slurp(base + "/cmdline").find(needle) != std::string::npos ||
+            slurp(base + "/environ").find(needle) != std::string::npos)
+            found.push_back(pid);
+    });
     return found;
 }
 
@@ -75,6 +86,34 @@ inline std::vector<int> survivors(const std::string &needle, double seconds)
         left = procs_naming(needle);
     }
     return left;
+}
+
+// One live process: its pid and command line (arguments joined by spaces).
+struct ProcSeen {
+    int pid;
+    std::string cmd;
+};
+
+// The live processes (not this one, not zombies) whose environment mentions
+// `mark`, whose program (argv[0]'s base name) is `prog` ("" for any) and
+// whose command line holds every string of `words`.
+inline std::vector<ProcSeen> procs_running(const std::string &mark, const std::string &prog,
+                                           const std::vector<std::string> &words)
+{
+    std::vector<ProcSeen> found;
+    each_proc([&](int pid, const std::string &base) {
+        std::string cmd = slurp(base + "/cmdline");
+        if (cmd.empty()) return;  // a kernel thread, or it has just ended
+        std::string arg0 = cmd.substr(0, cmd.find('\0'));
+        if (!prog.empty() && arg0.substr(arg0.rfind('/') + 1) != prog) return;
+        for (char &c : cmd)
+            if (c == '\0') c = ' ';
+        bool all = true;
+        for (const std::string &w : words) all = all && cmd.find(w) != std::string::npos;
+        if (all && !is_zombie(base) && slurp(base + "/environ").find(mark) != std::string::npos)
+            found.push_back({pid, cmd});
+    });
+    return found;
 }
 
 #endif

@@ -316,19 +316,51 @@ static int launch(flow_graph *g, flow_step *s)
 
 /* Why a failure is the environment's and not the inputs' (NULL: the step's
  * own, deterministic): a signal (killed, out of memory), a tool that could
- * not start, or a log line naming a missing file or tool, a full disk or an
- * I/O error. Such failures are not cached: the next run tries again. */
+ * not start, a log line naming a missing file or tool, a full disk or an
+ * I/O error, or a log without the command's one-line message (it could not
+ * be written, so the cause is unknown). Such failures are not cached: the
+ * next run tries again. */
+static const char *const env_markers[] = {"No space left on device", "Disk quota exceeded", "Input/output error",
+                                          "Read-only file system", "No such file or directory", "Permission denied",
+                                          "not found on PATH", "Cannot allocate memory", "out of memory",
+                                          "Too many open files", "Stale file handle", "command not found", NULL};
+
 static const char *env_failure(const flow_graph *g, const flow_step *s, char *line, size_t n)
 {
     if (s->exit_code >= 128) return snprintf(line, n, "killed by signal %d", s->exit_code - 128), line;
     if (s->exit_code == 127 || s->exit_code < 0) return "could not start the step's command";
-    static const char *const markers[] = {"No space left on device", "Disk quota exceeded", "Input/output error",
-                                          "Read-only file system", "No such file or directory", "Permission denied",
-                                          "not found on PATH", "Cannot allocate memory", "out of memory",
-                                          "Too many open files", "Stale file handle", "command not found", NULL};
-    char log[FLOW_PATH + 64];
-    if (flow_step_log(g, s, log, sizeof log) == 0 && mts_proc_log_find(log, markers, line, n)) return line;
+    static const char *const said[] = {"mantis ", NULL}; /* every step is a mantis command: it says why */
+    char log[FLOW_PATH + 64], first[8];
+    if (flow_step_log(g, s, log, sizeof log)) return NULL;
+    if (mts_proc_log_find(log, env_markers, line, n)) return line;
+    if (!mts_proc_log_find(log, said, first, sizeof first)) /* its message was lost: the log's disk is full? */
+        return "it failed without a message in its log (was the log's disk full?)";
     return NULL;
+}
+
+/* text into buf, at most max characters: when longer, its start ("mantis
+ * CMD:") and the part up to the end of the first marker in it ("...: No space
+ * left on device"; the end of text when none is) are kept, and what is cut
+ * (the middle of a long path, mostly) shows as "...". */
+static void elide(const char *text, const char *const *markers, size_t max, char *buf, size_t n)
+{
+    size_t len = strlen(text), end = len;
+    if (max + 1 > n) max = n - 1;
+    if (len <= max || max < 32) {
+        snprintf(buf, n, "%.*s", (int)max, text);
+        return;
+    }
+    for (int i = 0; markers[i] && end == len; i++) {
+        const char *m = strstr(text, markers[i]);
+        if (m) end = (size_t)(m - text) + strlen(markers[i]);
+    }
+    size_t head = max / 4, win = max - head - 6, start = end > win ? end - win : 0;
+    if (start <= head) { /* what is kept begins near the start: only the end is cut */
+        snprintf(buf, n, "%.*s...", (int)(max - 3), text);
+        return;
+    }
+    size_t stop = start + win < len ? start + win : len;
+    snprintf(buf, n, "%.*s...%.*s%s", (int)head, text, (int)(stop - start), text + start, stop < len ? "..." : "");
 }
 
 /* After a step ends (exit_code; or slurm_reason when Slurm ended its job):
@@ -336,7 +368,7 @@ static const char *env_failure(const flow_graph *g, const flow_step *s, char *li
 static void finish(run_ctx *r, int i, int exit_code, const char *slurm_reason)
 {
     flow_step *s = &r->g->s[i];
-    char tmp[FLOW_PATH + 16], rp[FLOW_PATH + 8], lab[160], why[256];
+    char tmp[FLOW_PATH + 16], rp[FLOW_PATH + 8], lab[160], why[1024];
     tmp_path(s, tmp, sizeof tmp);
     s->seconds = mts_clock_now() - r->t0[i];
     s->exit_code = slurm_reason ? -1 : exit_code;
@@ -371,8 +403,10 @@ static void finish(run_ctx *r, int i, int exit_code, const char *slurm_reason)
             write_record(rp, s, 0);
             set_failed_reason(s);
         } else {
-            snprintf(s->reason, sizeof s->reason, "%s%.120s, not cached (log: logs/%.40s/%.40s.log)",
-                     slurm_reason ? "" : "environment: ", env, s->design, s->name);
+            char shown[101]; /* with the rest, within s->reason */
+            elide(env, env_markers, sizeof shown - 1, shown, sizeof shown);
+            snprintf(s->reason, sizeof s->reason, "%s%s, not cached (log: logs/%.40s/%.40s.log)",
+                     slurm_reason ? "" : "environment: ", shown, s->design, s->name);
         }
     }
     s->state = ok ? ST_DONE : ST_FAILED;
@@ -490,7 +524,7 @@ static int clean_scratch(const run_ctx *r, const char *dir, int depth, int in_re
                 char job[FLOW_PATH * 2 + 8];
                 snprintf(job, sizeof job, "%.*s.job", (int)(strstr(path, ".tmp") - path), path);
                 keep = mts_fs_exists(job);
-            } else keep = pid <= 0 || pid == getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+            } else keep = pid <= 0 || pid == getpid() || mts_proc_alive(pid); /* a zombie has ended */
             if (!keep && mts_fs_rmtree(path) == 0) removed++;
             continue;
         }

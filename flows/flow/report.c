@@ -48,16 +48,16 @@ static mts_json *load_done(const flow_step *s)
     return s && s->state == ST_DONE ? mts_json_load(s->out) : NULL;
 }
 
-/* The one-line error a failed command printed ("mantis CMD: ..."), else the
- * step's own reason. */
+/* The one-line error a failed command printed ("mantis CMD: ...", its last
+ * such line: the ones before are progress, "mantis train: lenet5 on ..."),
+ * else the step's own reason. */
 static void first_error(const flow_graph *g, const flow_step *s, char *buf, size_t n)
 {
-    char log[FLOW_PATH + 160], line[512] = "";
+    char log[FLOW_PATH + 160], line[512] = "", got[512];
     FILE *f = mts_fs_pathf(log, sizeof log, "%s/logs/%s/%s.log", g->root, s->design, s->name) ? NULL : fopen(log, "r");
     if (f) {
-        int found = 0;
-        while (!found && fgets(line, sizeof line, f)) found = strstr(line, "mantis ") != NULL;
-        if (!found) line[0] = '\0';
+        while (fgets(got, sizeof got, f))
+            if (!strncmp(got, "mantis ", 7)) memcpy(line, got, sizeof line);
         fclose(f);
     }
     line[strcspn(line, "\n")] = '\0';
@@ -115,8 +115,9 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
             snprintf(r->verify, sizeof r->verify, "MISMATCH (%.0f)", mts_json_num(v, "mismatches", -1));
         mts_json_free(v);
     }
-    /* the design's own steps, in plan order: the first failure is the status */
-    static const char *const steps[] = {"verify", "synth", "lutgen", "metrics", "trace", "power"};
+    /* the design's own steps, in plan order: the first failure is the status (a failed gemm or
+     * cosim too: its columns are empty, so the row is not ok and the flow does not exit 0) */
+    static const char *const steps[] = {"verify", "synth", "lutgen", "metrics", "trace", "power", "gemm", "cosim"};
     for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
         const flow_step *s = find(g, d, steps[k]);
         if (s && s->state == ST_FAILED) step_failed(g, s, r);

@@ -34,6 +34,12 @@ int mts_fs_check_output(const char *path, mts_err *err);
  * ENOSPC ("N:eio" for EIO; "N:kill" writes half, then the process SIGKILLs
  * itself). */
 int mts_fs_write_atomic(const char *path, int n, const void *const *data, const size_t *len, mts_err *err);
+/* Bytes this process can still write on the file system holding path (as
+ * root, the blocks reserved for root count too), or -1 when unknown. A tool
+ * that does not check its writes (Verilator 5 exits 0 after writing empty
+ * files to a full disk) is caught by looking here after it ran. */
+long long mts_fs_free_bytes(const char *path);
+
 /* Removes the temp files (NAME.tmp.PID) that writers killed in the middle
  * of mts_fs_write_atomic left in dir, those whose process no longer exists.
  * Returns how many were removed. */

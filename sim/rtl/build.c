@@ -7,8 +7,10 @@
  *                                  Verilator version and compiler
  *   root/<hash>/model.so           one design: sources + top + parameters +
  *                                  Mantis, Verilator and shim versions
- * Builds happen in root/build-<hash>-<pid> and are renamed into place under
- * an flock, so concurrent processes never see a half-built model. */
+ * Builds happen in root/build-<hash>-<pid> (build-runtime-<pid>) and are
+ * renamed into place under an flock, so concurrent processes never see a
+ * half-built model; a failed build removes its scratch and leaves only its
+ * log, root/<hash>.log (runtime-<h>.log), which the next build replaces. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -77,16 +79,47 @@ static int verilator_root(char *buf, size_t n, mts_err *err)
     return MTS_OK;
 }
 
-/* Runs cmd; on failure returns MTS_ETOOL quoting the log's first error. */
+/* Free space below which a cache whose build failed is taken to be full:
+ * the tool that ran out of room deleted what it had written (ld), or did
+ * not notice at all (Verilator), so its message alone may not say so. */
+#define RTL_DISK_LOW (1 << 20)
+
+/* "; its disk is full (N KiB free): No space left on device" into buf when
+ * the file system of dir has less than RTL_DISK_LOW left, else "". */
+static void disk_note(const char *dir, char *buf, size_t n)
+{
+    long long left = mts_fs_free_bytes(dir);
+    buf[0] = '\0';
+    if (left >= 0 && left < RTL_DISK_LOW)
+        snprintf(buf, n, "; its disk is full (%lld KiB free): %s", left >> 10, strerror(ENOSPC));
+}
+
+/* Runs cmd; on failure returns MTS_ETOOL quoting its first error. Its
+ * output is kept in memory too: the log lies in the cache, and on a full
+ * disk it loses the very line that says so. */
 static int run_step(char *const argv[], const char *log, const char *what, int verbose, mts_err *err)
 {
-    mts_proc_io io = {.log = log, .log_append = 1, .echo = verbose ? "mantis rtl" : NULL};
+    mts_proc_tail tail;
+    mts_proc_io io = {.log = log, .log_append = 1, .echo = verbose ? "mantis rtl" : NULL, .tail = &tail};
     int rc = mts_proc_run(argv, &io);
     if (rc == 0) return MTS_OK;
     if (rc == 127) return mts_fail(err, MTS_ETOOL, "%s: could not run '%s'", what, argv[0]);
-    char first[400];
-    rtl_log_first_error(log, first, sizeof first);
-    return mts_fail(err, MTS_ETOOL, "%s failed: %s (log: %s)", what, first[0] ? first : "no message", log);
+    char first[400], cut[160] = "", disk[160] = "";
+    if (tail.log_errno) { /* the log is cut short: what passed through here */
+        rtl_text_first_error(tail.text, first, sizeof first);
+        if (!strstr(first, strerror(tail.log_errno)))
+            snprintf(cut, sizeof cut, ", cut short: %s", strerror(tail.log_errno));
+        else
+            snprintf(cut, sizeof cut, ", cut short");
+    } else {
+        rtl_log_first_error(log, first, sizeof first);
+    }
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", log);
+    *strrchr(dir, '/') = '\0';
+    if (!strstr(first, strerror(ENOSPC)) && !cut[0]) disk_note(dir, disk, sizeof disk);
+    return mts_fail(err, MTS_ETOOL, "%s failed: %s (log: %s%s)%s", what, first[0] ? first : "no message", log, cut,
+                    disk);
 }
 
 /* Compiles Verilator's runtime once into root/runtime-<h>/. */
@@ -113,27 +146,32 @@ static int build_runtime(const mts_rtl_opts *o, const char *root, const char *vi
     if (fd < 0) return mts_fail(err, MTS_EIO, "%s: cannot lock the RTL cache", lockp);
     int rc = MTS_OK;
     if (!mts_fs_exists(done)) {
-        char tmp[1200];
+        char tmp[1200], log[1200], keep[1300];
         mts_fs_pathf(tmp, sizeof tmp, "%s/build-runtime-%d", root, (int)getpid());
+        mts_fs_pathf(log, sizeof log, "%s/runtime-%s.log", root, hex); /* stays there when the build fails */
+        mts_fs_pathf(keep, sizeof keep, "%s/build.log", tmp);
+        remove(log);
         mts_fs_rmtree(tmp);
-        if (mts_fs_mkdirs(tmp, NULL)) rc = mts_fail(err, MTS_EIO, "%s: cannot create directory", tmp);
+        if (mts_fs_mkdirs(tmp, NULL))
+            rc = mts_fail(err, MTS_EIO, "%s: cannot create directory: %s", tmp, strerror(errno));
         const char *units[] = {"verilated", "verilated_threads"};
         for (int u = 0; u < 2 && !rc; u++) {
-            char src[1200], obj[1200], inc1[1200], inc2[1200], log[1200];
+            char src[1200], obj[1200], inc1[1200], inc2[1200];
             mts_fs_pathf(src, sizeof src, "%s/%s.cpp", vinc, units[u]);
             mts_fs_pathf(obj, sizeof obj, "%s/%s.o", tmp, units[u]);
             mts_fs_pathf(inc1, sizeof inc1, "-I%s", vinc);
             mts_fs_pathf(inc2, sizeof inc2, "-I%s/vltstd", vinc);
-            mts_fs_pathf(log, sizeof log, "%s/build.log", tmp);
             char *argv[] = {(char *)rtl_cxx(), RTL_CXXFLAGS, inc1, inc2, "-c", src, "-o", obj, NULL};
             if (o->verbose) fprintf(stderr, "mantis rtl: compiling the Verilator runtime (once)\n");
             rc = run_step(argv, log, "compiling the Verilator runtime", o->verbose, err);
         }
+        if (!rc) rename(log, keep);
         if (!rc && rename(tmp, rtdir)) {
+            int e = errno;
             if (!mts_fs_exists(done))
-                rc = mts_fail(err, MTS_EIO, "%s: cannot move the runtime into the cache", rtdir);
-            mts_fs_rmtree(tmp);
+                rc = mts_fail(err, MTS_EIO, "%s: cannot move the runtime into the cache: %s", rtdir, strerror(e));
         }
+        mts_fs_rmtree(tmp); /* a failed build's objects, or the loser's of a race: the log says what happened */
     }
     unlock_file(fd);
     return rc;
@@ -239,8 +277,14 @@ static int build_model(const mts_rtl_opts *o, const rtl_design *d, const char *t
     argv[n] = NULL;
     int rc = run_step(argv, log, "verilator", o->verbose, err);
     if (rc) return rc;
-    if (write_shim(d, shim) || write_unity(tmp, objdir, unity))
-        return mts_fail(err, MTS_EIO, "%s: cannot write the generated shim", tmp);
+    /* Verilator 5 exits 0 after writing empty files to a full disk: it left
+     * the disk full (less than a write's worth), so look */
+    long long left = mts_fs_free_bytes(tmp);
+    if (left >= 0 && left < (64 << 10))
+        return mts_fail(err, MTS_EIO, "verilator: %s: its files may be cut short (%lld KiB free, and Verilator does "
+                        "not check its writes): %s", objdir, left >> 10, strerror(ENOSPC));
+    if (write_shim(d, shim) || write_unity(tmp, objdir, unity)) /* the cause: a full disk is not the design's */
+        return mts_fail(err, MTS_EIO, "%s: cannot write the generated shim: %s", tmp, strerror(errno));
     char inc1[1200], inc2[1200], inc3[1200], rt1[1200], rt2[1200];
     mts_fs_pathf(inc1, sizeof inc1, "-I%s", vinc);
     mts_fs_pathf(inc2, sizeof inc2, "-I%s/vltstd", vinc);
@@ -264,7 +308,8 @@ int rtl_build(const mts_rtl_opts *o, rtl_design *d, mts_err *err)
                         "%s: the RTL cache directory may hold only letters, digits and ._/+,=@%%:~- (Verilator "
                         "cannot take spaces, quotes, $, `, ; or non-ASCII there); set MANTIS_CACHE or --cache",
                         root);
-    if (mts_fs_mkdirs(root, NULL)) return mts_fail(err, MTS_EIO, "%s: cannot create the RTL cache directory", root);
+    if (mts_fs_mkdirs(root, NULL))
+        return mts_fail(err, MTS_EIO, "%s: cannot create the RTL cache directory: %s", root, strerror(errno));
     char vver[256], cver[256];
     tool_version(rtl_verilator(), vver, sizeof vver);
     if (!vver[0])
@@ -319,7 +364,7 @@ int rtl_build(const mts_rtl_opts *o, rtl_design *d, mts_err *err)
     remove(log);
     mts_fs_pathf(final, sizeof final, "%s/%s", root, d->info.hash);
     mts_fs_rmtree(tmp);
-    if (mts_fs_mkdirs(tmp, NULL)) rc = mts_fail(err, MTS_EIO, "%s: cannot create directory", tmp);
+    if (mts_fs_mkdirs(tmp, NULL)) rc = mts_fail(err, MTS_EIO, "%s: cannot create directory: %s", tmp, strerror(errno));
     if (!rc) rc = verilator_root(vinc, sizeof vinc, err);
     if (!rc) rc = build_runtime(o, root, vinc, vver, cver, rtdir, sizeof rtdir, err);
     if (o->verbose && !rc) fprintf(stderr, "mantis rtl: building %s (%s) into %s\n", d->path, d->info.top, final);
@@ -329,7 +374,8 @@ int rtl_build(const mts_rtl_opts *o, rtl_design *d, mts_err *err)
         mts_fs_pathf(keep, sizeof keep, "%s/build.log", tmp);
         rename(log, keep);
         mts_fs_rmtree(final); /* a stale directory without model.so */
-        if (rename(tmp, final)) rc = mts_fail(err, MTS_EIO, "%s: cannot move the model into the cache", final);
+        if (rename(tmp, final))
+            rc = mts_fail(err, MTS_EIO, "%s: cannot move the model into the cache: %s", final, strerror(errno));
     }
     if (rc) mts_fs_rmtree(tmp);
     unlock_file(fd);

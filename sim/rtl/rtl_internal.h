@@ -33,8 +33,11 @@ void rtl_xml_free(rtl_xml *doc);
 
 /* ---- tool.c: which tools run (running them is mts_proc_run's). */
 /* The first "%Error" line of a Verilator log (without the prefix), or a
- * compiler's "error:" line, or the first non-empty line; "" when empty. */
+ * compiler's "error:" line, or the first non-empty line; "" when empty. A
+ * line naming a full disk (or quota) comes before all of them. */
 void rtl_log_first_error(const char *log_path, char *buf, size_t n);
+/* The same, of text (split in place). */
+void rtl_text_first_error(char *text, char *buf, size_t n);
 /* The Verilator executable: $MANTIS_VERILATOR or "verilator". */
 const char *rtl_verilator(void);
 /* The C++ compiler: $MANTIS_CXX, else $CXX, else "g++". */

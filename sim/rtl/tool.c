@@ -21,29 +21,38 @@ const char *rtl_cxx(void)
     return v && *v ? v : "g++";
 }
 
+void rtl_text_first_error(char *text, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    const char *pick = NULL, *full = NULL;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        /* the cause, when the disk is: "ld: final link failed: No space left on device" */
+        if (!full && (strstr(line, "No space left on device") || strstr(line, "Disk quota exceeded"))) full = line;
+        if (pick && !strncmp(pick, "%Error", 6)) continue;
+        if (!strncmp(line, "%Error", 6)) {
+            pick = line;
+            continue;
+        }
+        if (!pick && line[strspn(line, " \t")] != '\0') pick = line;
+        /* a compiler's "error:" line beats the first line of context */
+        if (strstr(line, "error:") && (!pick || !strstr(pick, "error:"))) pick = line;
+    }
+    if (full) pick = full;
+    if (pick) {
+        if (!strncmp(pick, "%Error: ", 8)) pick += 8;
+        else if (!strncmp(pick, "%Error", 6)) pick += 6;
+        snprintf(buf, n, "%s", pick);
+    }
+}
+
 void rtl_log_first_error(const char *log_path, char *buf, size_t n)
 {
     buf[0] = '\0';
     uint8_t *raw;
     size_t len;
     if (mts_fs_read(log_path, &raw, &len, NULL)) return;
-    char *text = (char *)raw;
-    const char *pick = NULL;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        if (!strncmp(line, "%Error", 6)) {
-            pick = line;
-            break;
-        }
-        if (!pick && line[strspn(line, " \t")] != '\0') pick = line;
-        /* a compiler's "error:" line beats the first line of context */
-        if (strstr(line, "error:") && (!pick || !strstr(pick, "error:"))) pick = line;
-    }
-    if (pick) {
-        if (!strncmp(pick, "%Error: ", 8)) pick += 8;
-        else if (!strncmp(pick, "%Error", 6)) pick += 6;
-        snprintf(buf, n, "%s", pick);
-    }
-    free(text);
+    rtl_text_first_error((char *)raw, buf, n);
+    free(raw);
 }
 
 int mts_rtl_path_plain(const char *path)
