@@ -307,6 +307,10 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     for (int k = 1; k <= 3; k++) G.train("exact_b", k, 0.925 + 0.005 * (k - 2));  // 92.5 +- 0.5
     G.design("cheap_c", 50, 0.05);
     for (int k = 1; k <= 3; k++) G.train("cheap_c", k, 0.80 + 0.001 * k);  // 80.2 +- 0.1: distinguishable
+    G.design("stuck_d", 70, 0.03);  // one seed learned nothing: 11.35% is "1" for every image of MNIST's test set
+    G.train("stuck_d", 1, 0.91);
+    G.train("stuck_d", 2, 0.1135);
+    G.train("stuck_d", 3, 0.92);
     G.design("synth_fails", 0, 0.03);
     G.s[G.s.size() - 2].state = ST_FAILED;  // its synth
     G.s[G.s.size() - 2].exit_code = 2;
@@ -346,6 +350,9 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     EXPECT_EQ(col(csv, "approx_a", "test_acc_per_epoch"), "87.00 92.00");
     EXPECT_EQ(col(csv, "approx_a", "within_noise_of_best"), "yes") << "92 +- 1 vs 92.5 +- 0.5";
     EXPECT_EQ(col(csv, "cheap_c", "within_noise_of_best"), "");
+    EXPECT_EQ(col(csv, "stuck_d", "state"), "ok");
+    EXPECT_EQ(col(csv, "stuck_d", "status"), "ok; 1 of 3 seeds at chance (seed 2 11.35%)");
+    EXPECT_EQ(col(csv, "approx_a", "status"), "ok");
     EXPECT_EQ(col(csv, "synth_fails", "state"), "failed");
     EXPECT_EQ(col(csv, "synth_fails", "status"), "failed synth: mantis synth: abc: no liberty cells");
     EXPECT_EQ(col(csv, "diverges", "state"), "diverged");
@@ -354,7 +361,7 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     EXPECT_EQ(col(csv, "bad_verify", "state"), "skipped");
     EXPECT_EQ(col(csv, "bad_verify", "status"), "skipped: verify failed (MISMATCH (12)), not trained");
     std::string json = slurp(G.root + "/results.json");
-    EXPECT_NE(json.find("\"summary\": {\"ok\": 4, \"failed\": 1, \"diverged\": 1, \"skipped\": 1}"), std::string::npos);
+    EXPECT_NE(json.find("\"summary\": {\"ok\": 5, \"failed\": 1, \"diverged\": 1, \"skipped\": 1}"), std::string::npos);
     // the MRED chart: exact_b (MRED 0) drawn in the "0" column; the diverged
     // design in the diverged block (index 3), not among the accuracies
     std::string gp = slurp(G.root + "/charts/mred-lenet300-mnist.gp");
@@ -368,7 +375,7 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     for (int k = 0; k < 3; k++) b3 = dat.find("\n\n\n", b3) + 3;
     EXPECT_NE(dat.substr(b3, dat.find("\n\n\n", b3) - b3).find("\"diverges\""), std::string::npos) << dat;
     std::string html = slurp(G.root + "/report.html");
-    EXPECT_NE(html.find("4 ok, 1 failed, 1 diverged, 1 skipped"), std::string::npos);
+    EXPECT_NE(html.find("5 ok, 1 failed, 1 diverged, 1 skipped"), std::string::npos);
     EXPECT_NE(html.find("Not distinguishable from it: approx_a (92.00 &plusmn; 1.00)"), std::string::npos);
     EXPECT_NE(html.find("</body>"), std::string::npos);
     EXPECT_TRUE(exists(G.root + "/charts/curves-lenet300-mnist.svg"));

@@ -16,6 +16,7 @@ typedef enum { R_OK, R_FAILED, R_DIVERGED, R_SKIPPED } row_state;
 static const char *const state_name[4] = {"ok", "failed", "diverged", "skipped"};
 
 #define CURVE_MAX 64 /* epochs a training curve keeps */
+#define CHANCE_PCT 10.0 /* test accuracy of a guess: 10 classes (MNIST, Fashion-MNIST, CIFAR-10) */
 
 typedef struct row {
     char design[64], kind[16], format[24], verify[64], model[32], data[32], status[256];
@@ -208,7 +209,21 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
         if (r->ndone > 1) r->test_std = sqrt(fmax(0, (sq - sum * sum / r->ndone) / (r->ndone - 1)));
         for (int e = 0; e < CURVE_MAX && cn[e]; e++) r->curve[r->ncurve++] = csum[e] / cn[e];
     }
-    if (r->state == R_OK) snprintf(r->status, sizeof r->status, "ok");
+    if (r->state == R_OK) {
+        /* a seed that ends near chance (10 classes in every data set the flow takes) trained without
+           diverging but learned nothing: said in the status, as its mean and std alone hide why */
+        char low[200] = "";
+        int nlow = 0;
+        for (int k = 0; k < c->nseeds; k++)
+            if (!isnan(r->seed_acc[k]) && r->seed_acc[k] <= CHANCE_PCT + 5.0) {
+                size_t u = strlen(low);
+                snprintf(low + u, sizeof low - u, "%sseed %d %.2f%%", nlow++ ? ", " : "", c->seeds[k], r->seed_acc[k]);
+            }
+        if (nlow)
+            snprintf(r->status, sizeof r->status, "ok; %d of %d seeds at chance (%s)", nlow, r->nseeds, low);
+        else
+            snprintf(r->status, sizeof r->status, "ok");
+    }
     /* cross: every seed's checkpoint tested with each listed multiplier */
     for (int y = 0; y < c->ncross; y++) {
         double cs = 0, cq = 0;
