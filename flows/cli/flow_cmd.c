@@ -142,11 +142,11 @@ static int layer_args(const flow_cfg *c, int m, int d, const char *const *mul, i
     int n = 0;
     for (int r = 0; r < c->nlayers; r++) {
         if (!(c->layer_mask[m][d] & (1u << r))) continue;
-        const char *rule = c->layers[r], *eq = strchr(rule, '=');
-        if (eq && !strncmp(eq + 1, "design", 6) && (eq[7] == '\0' || eq[7] == ',')) {
+        const char *rule = c->layers[r], *rest = flow_rule_design_rest(rule);
+        if (rest) {
             char own[FLOW_PATH];
             own_spec(mul, nmul, own, sizeof own);
-            snprintf(store[r], FLOW_ARG, "%.*s%s%s", (int)(eq + 1 - rule), rule, own, eq + 7);
+            snprintf(store[r], FLOW_ARG, "%.*s=%s%s", (int)(strchr(rule, '=') - rule), rule, own, rest);
             rule = store[r];
         }
         a[n++] = "--mul-layer";
@@ -213,7 +213,7 @@ static int add_test(flow_graph *g, const flow_cfg *c, const char *design, const 
 {
     const char *argv[STEP_MAX_ARGS];
     char dd[FLOW_PATH];
-    static char lstore[MTS_MAX_LAYER_RULES][FLOW_ARG]; /* copied by flow_add */
+    char lstore[MTS_MAX_LAYER_RULES][FLOW_ARG]; /* copied by flow_add */
     mts_fs_pathf(dd, sizeof dd, "%s/%s", c->data_dir, c->datasets[d]);
     int n = 0;
     argv[n++] = "test";
@@ -250,7 +250,7 @@ static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, c
             for (int k = 0; k < c->nseeds; k++) {
                 const char *argv[STEP_MAX_ARGS];
                 char store[8][FLOW_PATH], name[80], ck[FLOW_PATH];
-                static char lstore[MTS_MAX_LAYER_RULES][FLOW_ARG]; /* copied by flow_add */
+                char lstore[MTS_MAX_LAYER_RULES][FLOW_ARG]; /* copied by flow_add */
                 argv[0] = "train";
                 for (int i = 0; i < nmul; i++) argv[1 + i] = mul[i];
                 int na = 1 + nmul + layer_args(c, m, d, mul, nmul, argv + 1 + nmul, lstore);

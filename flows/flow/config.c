@@ -64,6 +64,13 @@ const char *flow_sign_opt(const flow_cfg *c, const char *name)
     return NULL;
 }
 
+const char *flow_rule_design_rest(const char *rule)
+{
+    const char *eq = strchr(rule, '=');
+    if (!eq || strncmp(eq + 1, "design", 6) || (eq[7] != '\0' && eq[7] != ',')) return NULL;
+    return eq + 7;
+}
+
 /* layers = PATTERN=SPEC[; PATTERN=SPEC...]: per-layer rules, repeatable
  * (each line adds). SPEC "design" (optionally with ,key=value items) stands
  * for each row's own multiplier; anything else is checked as --mul-layer
@@ -82,9 +89,9 @@ static int layer_rules(flow_cfg *c, const char *v, mts_err *why)
             return mts_fail(why, MTS_EINVAL, "more than %d rules", MTS_MAX_LAYER_RULES), -3;
         if (n >= sizeof c->layers[0]) return mts_fail(why, MTS_EINVAL, "'%s': too long", t), -3;
         char probe[300];
-        const char *eq = strchr(t, '=');
-        if (eq && !strncmp(eq + 1, "design", 6) && (eq[7] == '\0' || eq[7] == ','))
-            snprintf(probe, sizeof probe, "%.*sfp32%s", (int)(eq + 1 - t), t, eq + 7); /* check the rest */
+        const char *rest = flow_rule_design_rest(t);
+        if (rest) /* check the pattern and the items after "design" */
+            snprintf(probe, sizeof probe, "%.*s=fp32%s", (int)(strchr(t, '=') - t), t, rest);
         else
             snprintf(probe, sizeof probe, "%s", t);
         mts_layer_rule r;

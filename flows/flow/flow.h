@@ -71,6 +71,10 @@ int flow_cfg_exec_set(flow_cfg *c, const char *k, const char *v);
 
 /* The C model configured for design `name`, or NULL. */
 const char *flow_cmodel(const flow_cfg *c, const char *name);
+/* For a layers rule "PATTERN=design[,key=value...]": what follows "design"
+ * ("" or ",key=value..."); NULL when the rule's SPEC is not "design". */
+const char *flow_rule_design_rest(const char *rule);
+
 /* The signedness configured for design `name`: "--signed", "--unsigned" or
  * NULL (inferred). */
 const char *flow_sign_opt(const flow_cfg *c, const char *name);
