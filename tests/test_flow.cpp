@@ -563,3 +563,100 @@ TEST(FlowLayers, RulesAndSignednessReachTheSteps) {
     EXPECT_GT(colf(csv, "smul8", "mred"), 1.0) << csv;
     EXPECT_EQ(slurp(d + "/out/results.json").find("\"layers\": []"), slurp(d + "/out/results.json").find("\"layers\""));
 }
+
+// Every configuration key, walked from docs/flow.md's key table: a good value
+// is accepted and each bad one refused with the file, line and key (or the
+// rule's reason), before anything runs. A key the docs list but this table
+// lacks fails the test, so a new key cannot skip the walk.
+TEST(FlowConfig, EveryKeyTakesGoodAndRefusesBadValues) {
+    const std::vector<std::string> ints = {"-1", "abc", "99999999999", "5x", "", " 5 5", "1e3", "0x10"};
+    const std::string longv(1000, 'x');  // a line holds at most 1022 characters
+    struct Key {
+        std::string key, good;
+        std::vector<std::string> bad;
+    };
+    const std::vector<Key> keys = {
+        {"designs", "rtl", {""}},
+        {"out", "results", {""}},
+        {"data_dir", "/tmp", {longv, ""}},
+        {"models", "lenet300, vit-tiny", {"lenet6", "net5", "lenet5, nosuch", "", "lenet5 lenet5 lenet5 lenet5 lenet5 lenet5 lenet5 lenet5 lenet5"}},
+        {"datasets", "mnist, fashion-mnist", {"cifar100", "fashion", ""}},
+        {"baselines", "fp32", {"fp16", "fp32, int8"}},
+        {"cmodels", "mul_exact=exact", {"mul_exact", std::string(70, 'm') + "=exact"}},
+        {"signed", "smul8", {"", std::string(70, 's')}},
+        {"unsigned", "int8_exact", {""}},
+        {"layers", "dense1=design; conv*=fp32,acc=M7E4",
+         {"dense1", "=fp32", "dense1=", "dense1=design,colour=red", "dense1=fp32,chunk=0", "a\"b=fp32"}},
+        {"epochs", "2", ints},
+        {"batch", "64", ints},
+        {"subset", "0", ints},
+        {"seed", "3", ints},
+        {"seeds", "1, 2, 3", {"1, x", "-1", "", "1 2 3 4 5 6 7 8 9"}},
+        {"trace_subset", "2000", ints},
+        {"trace_samples", "65536", ints},
+        {"jobs", "0", ints},
+        {"lr", "0.01", {"0", "-0.1", "abc", "0.05abc", "inf", "nan", ""}},
+        {"opt", "adam", {"rmsprop", ""}},
+        {"mode", "both", {"inference", ""}},
+        {"cross", "fp32, bf16, mbm, mitchell", {"", "nosuch", "fp32, nosuch"}},
+        {"executor", "slurm", {"ssh", ""}},
+        {"slurm_partition", "gpu", {"a b", "$(touch x)", "-p"}},  // empty: none
+        {"slurm_account", "proj-1", {"a;b"}},
+        {"slurm_options", "--qos=low --nice=10", {"qos=low", "--comment=$(id)", "--x='y'"}},
+        {"slurm_poll", "5", {"0", "601", "abc", ""}},
+    };
+    std::string d = tmpdir() + "/flowkeys";
+    sh("rm -rf " + d + " && mkdir -p " + d);
+    auto load = [&](const std::string &key, const std::string &value, mts_err *err) {
+        std::ofstream(d + "/k.flow") << key << " = " << value << "\n";
+        flow_cfg c;
+        // mode = infer/both needs fp32 among the baselines, the default
+        return flow_cfg_load(&c, (d + "/k.flow").c_str(), 0, err);
+    };
+    int tried = 0;
+    for (const auto &k : keys) {
+        mts_err err;
+        EXPECT_EQ(load(k.key, k.good, &err), MTS_OK) << k.key << " = " << k.good << ": " << err.msg;
+        for (const auto &v : k.bad) {
+            tried++;
+            int rc = load(k.key, v, &err);
+            EXPECT_EQ(rc, MTS_EINVAL) << k.key << " = '" << v << "' was accepted";
+            if (rc == MTS_OK) continue;
+            std::string msg = err.msg;
+            EXPECT_NE(msg.find("k.flow:1: "), std::string::npos) << msg;
+            EXPECT_NE(msg.find(k.key), std::string::npos) << msg;
+        }
+    }
+    // per-step-kind Slurm resources: every kind
+    for (const char *kind : {"detect", "verify", "synth", "lutgen", "metrics", "trace", "power", "train"}) {
+        mts_err err;
+        std::string key = std::string("slurm_") + kind;
+        EXPECT_EQ(load(key, "--time=10 --mem=2G", &err), MTS_OK) << key << ": " << err.msg;
+        EXPECT_EQ(load(key, "10 minutes", &err), MTS_EINVAL) << key;
+        tried++;
+    }
+    // the walk covers every key docs/flow.md documents
+    std::string doc = slurp(src + "/docs/flow.md");
+    size_t at = doc.find("| key | default | meaning |");
+    ASSERT_NE(at, std::string::npos);
+    int documented = 0;
+    for (auto &line : split_lines(doc.substr(at))) {
+        if (line.rfind("| `", 0) != 0) {
+            if (documented) break;
+            continue;
+        }
+        std::string cell = line.substr(1, line.find('|', 1) - 1);
+        for (size_t p = cell.find('`'); p != std::string::npos; p = cell.find('`', p)) {
+            size_t q = cell.find('`', p + 1);
+            std::string key = cell.substr(p + 1, q - p - 1);
+            p = q + 1;
+            documented++;
+            bool have = key.rfind("slurm_", 0) == 0 && key != "slurm_partition" && key != "slurm_account" &&
+                        key != "slurm_options" && key != "slurm_poll";  // the per-kind keys, walked above
+            for (const auto &k : keys) have |= k.key == key;
+            EXPECT_TRUE(have) << "docs/flow.md documents '" << key << "': add it to this table";
+        }
+    }
+    EXPECT_GT(documented, 30);
+    EXPECT_GT(tried, 110);
+}

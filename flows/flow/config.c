@@ -2,12 +2,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "flow.h"
+#include "mantis/mul.h"
+#include "mantis/nn_net.h"
 #include "mantis/nn_train.h"
 
 static int list(char dst[][32], int *n, const char *v)
@@ -20,6 +23,20 @@ static int list(char dst[][32], int *n, const char *v)
         snprintf(dst[(*n)++], 32, "%s", t);
     }
     return *n ? 0 : -1;
+}
+
+/* A list whose every entry is one of the comma-separated names in allowed
+ * (models, data sets, baselines: refused here, before anything runs). */
+static int list_of(char dst[][32], int *n, const char *v, const char *allowed)
+{
+    if (list(dst, n, v)) return -1;
+    for (int i = 0; i < *n; i++) {
+        size_t len = strlen(dst[i]);
+        const char *p = allowed;
+        while ((p = strstr(p, dst[i])) && !((p == allowed || p[-1] == ' ') && (p[len] == ',' || !p[len]))) p++;
+        if (!p) return -1;
+    }
+    return 0;
 }
 
 static int pairs(flow_cfg *c, const char *v)
@@ -128,7 +145,7 @@ static int positive(char *dst, size_t n, const char *v)
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (*v == '\0' || *end || errno || !(x > 0) || strlen(v) >= n) return -1;
+    if (*v == '\0' || *end || errno || !(x > 0) || !isfinite(x) || strlen(v) >= n) return -1;
     snprintf(dst, n, "%s", v);
     return 0;
 }
@@ -136,6 +153,7 @@ static int positive(char *dst, size_t n, const char *v)
 /* data_dir: relative to the configuration file's directory (dir "": as is). */
 static int data_dir(flow_cfg *c, const char *dir, const char *v)
 {
+    if (!*v) return -1;
     int n = v[0] == '/' || !dir[0] ? snprintf(c->data_dir, sizeof c->data_dir, "%s", v)
                                    : snprintf(c->data_dir, sizeof c->data_dir, "%s/%s", dir, v);
     return n < 0 || n >= FLOW_PATH - 32 ? -1 : 0; /* room for "/DATASET" */
@@ -145,13 +163,13 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v, mts_e
 {
     int exec_rc = flow_cfg_exec_set(c, k, v); /* executor, slurm_* (slurm.c) */
     if (exec_rc != -2) return exec_rc;
-    if (!strcmp(k, "designs")) return snprintf(c->designs, sizeof c->designs, "%s", v) >= FLOW_PATH ? -1 : 0;
-    if (!strcmp(k, "out")) return snprintf(c->out, sizeof c->out, "%s", v) >= FLOW_PATH ? -1 : 0;
+    if (!strcmp(k, "designs")) return !*v || snprintf(c->designs, sizeof c->designs, "%s", v) >= FLOW_PATH ? -1 : 0;
+    if (!strcmp(k, "out")) return !*v || snprintf(c->out, sizeof c->out, "%s", v) >= FLOW_PATH ? -1 : 0;
     if (!strcmp(k, "data_dir")) return data_dir(c, dir, v);
-    if (!strcmp(k, "models")) return list(c->models, &c->nmodels, v);
-    if (!strcmp(k, "datasets")) return list(c->datasets, &c->ndatasets, v);
+    if (!strcmp(k, "models")) return list_of(c->models, &c->nmodels, v, mts_nn_model_list());
+    if (!strcmp(k, "datasets")) return list_of(c->datasets, &c->ndatasets, v, "mnist, fashion-mnist, cifar10");
     if (!strcmp(k, "baselines")) /* empty: no baselines (infer still needs fp32, checked below) */
-        return !*v ? (c->nbaselines = 0) : list(c->baselines, &c->nbaselines, v);
+        return !*v ? (c->nbaselines = 0) : list_of(c->baselines, &c->nbaselines, v, "fp32, bf16");
     if (!strcmp(k, "cmodels")) return pairs(c, v);
     if (!strcmp(k, "signed")) return sign_list(c, v, '+');
     if (!strcmp(k, "unsigned")) return sign_list(c, v, '-');
@@ -168,7 +186,13 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v, mts_e
     if (!strcmp(k, "mode"))
         return strcmp(v, "train") && strcmp(v, "infer") && strcmp(v, "both") ? -1
                                                                               : (snprintf(c->mode, 8, "%s", v), 0);
-    if (!strcmp(k, "cross")) return !strcmp(v, "none") ? (c->ncross = 0) : list(c->cross, &c->ncross, v);
+    if (!strcmp(k, "cross")) {
+        if (!strcmp(v, "none")) return c->ncross = 0;
+        if (list(c->cross, &c->ncross, v)) return -1;
+        for (int i = 0; i < c->ncross; i++) /* bf16 is exact at 7 bits; the rest are C model names */
+            if (strcmp(c->cross[i], "bf16") && !mts_model_find(c->cross[i])) return -1;
+        return 0;
+    }
     if (!strcmp(k, "opt")) return strcmp(v, "sgd") && strcmp(v, "adam") ? -1 : (snprintf(c->opt, 16, "%s", v), 0);
     return -2;
 }
