@@ -176,13 +176,10 @@ static int match_layers(flow_cfg *c, const char *config)
                 return mts_cli_error("flow", "out of memory");
             }
             for (int r = 0; r < c->nlayers; r++) {
-                mts_layer_rule lr;
-                char probe[300];
-                const char *eq = strchr(c->layers[r], '=');
-                snprintf(probe, sizeof probe, "%.*sfp32", (int)(eq - c->layers[r] + 1), c->layers[r]);
-                mts_layer_rule_parse(probe, &lr, NULL); /* checked by the config reader */
+                char pattern[256]; /* the rule up to '=' (the config reader checked it) */
+                snprintf(pattern, sizeof pattern, "%.*s", (int)strcspn(c->layers[r], "="), c->layers[r]);
                 memset(match, 0, sizeof(int) * (size_t)net.n);
-                if (mts_net_match(&net, lr.pattern, match)) c->layer_mask[m][d] |= 1u << r;
+                if (mts_net_match(&net, pattern, match)) c->layer_mask[m][d] |= 1u << r;
             }
             any |= c->layer_mask[m][d];
             free(match);
