@@ -334,6 +334,60 @@ TEST_P(GemmProvider, SkinnyShapesEqualReference)
     check_provider_shape(np, 600, 6, 75, 1, seed += 16, {1, 2});
 }
 
+// mts_gemm_t: the result stored transposed (C[j*ldc + i]) must equal the
+// reference's, bit for bit, element by element, with beta applied there and
+// the padding of each C^T row untouched. Skinny shapes run as swapped jobs
+// (which then write rows), the others as plain ones (writing columns); INT
+// goes through a temporary.
+TEST_P(GemmProvider, TransposedResultEqualsReference)
+{
+    const int shapes[][3] = {{7, 13, 29}, {130, 6, 25}, {6, 25, 300}, {16, 150, 40}, {1, 1, 1}};
+    Named np = providers()[(size_t)GetParam()];
+    if (np.p.lut) world().use(*const_cast<mts_lut *>(np.p.lut));
+    uint64_t seed = 31 + 100 * (uint64_t)GetParam();
+    int nshape = 0;
+    for (auto &sh : shapes) {
+        int m = sh[0], n = sh[1], k = sh[2];
+        nshape++;
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++)
+                for (float beta : {0.0f, -0.5f}) {
+                    uint64_t s = seed++;
+                    Mat A(tA ? k : m, tA ? m : k, 1, &s), B(tB ? n : k, tB ? k : n, 2, &s);
+                    if (nshape == 2) {
+                        add_specials(A, &s, true);
+                        add_specials(B, &s, true);
+                    }
+                    int ldc = n + 1, ldt = m + 3;
+                    std::vector<float> C0((size_t)m * ldc), T0((size_t)n * ldt);
+                    for (float &c : C0) c = rnd_val(&s);
+                    for (float &c : T0) c = rnd_val(&s);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++) T0[(size_t)j * ldt + i] = C0[(size_t)i * ldc + j];
+                    std::vector<float> ref = run(np.p, true, tA, tB, m, n, k, A, B, beta, C0, ldc);
+                    for (int threads : {1, 2}) {
+                        mts_provider p = np.p;
+                        p.threads = threads;
+                        std::vector<float> got = T0;
+                        mts_err err;
+                        ASSERT_EQ(mts_gemm_t(&p, tA, tB, m, n, k, A.v.data(), A.ld, B.v.data(), B.ld, beta,
+                                             got.data(), ldt, &err),
+                                  MTS_OK)
+                            << err.msg;
+                        for (int j = 0; j < n; j++)
+                            for (int i = 0; i < ldt; i++) {
+                                float want = i < m ? ref[(size_t)i * ldc + j] : T0[(size_t)j * ldt + i];
+                                float g = got[(size_t)j * ldt + i];
+                                ASSERT_EQ(mts_f2u(g), mts_f2u(want))
+                                    << np.name << " m=" << m << " n=" << n << " k=" << k << " tA=" << tA << " tB=" << tB
+                                    << " beta=" << beta << " threads=" << threads << " at C^T[" << j << "][" << i
+                                    << "]: ref " << std::hexfloat << want << " got " << g;
+                            }
+                    }
+                }
+    }
+}
+
 // The transposed problem must keep the caller's operand order in every
 // product: with a table where T[a][b] != T[b][a] (byte and gather paths,
 // with and without FMAq) a swapped order would change bits.

@@ -15,6 +15,7 @@
 #include "mantis/rng.h"
 extern "C" {
 #include "../sim/gemm/gemm_internal.h"
+#include "../sim/gemm/gemm_simd.h"
 }
 
 namespace {
@@ -65,8 +66,8 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
     g.swap = swap;
     gemm_lutpack f, s;
     mts_err err;
-    int rf = mts__gemm_lutpack_make(&g, NR, vbmi, &f, &err);
-    int rs = mts__gemm_lutpack_make_scalar(&g, NR, vbmi, &s, &err);
+    int rf = mts__gemm_lutpack_make(&g, NR, vbmi, 0, &f, &err);
+    int rs = mts__gemm_lutpack_make_scalar(&g, NR, vbmi, 0, &s, &err);
     ASSERT_EQ(rf, rs) << what;
     if (rf != MTS_OK) return;
     int npan = (n + NR - 1) / NR;
@@ -103,8 +104,54 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
         size_t rows = ((size_t)1 << lut->fmt.M) + 1;
         ASSERT_EQ(first_diff(f.TB, s.TB, rows * 128), -1) << at;
     }
+    int byte_table = f.TB != nullptr;
     mts__gemm_lutpack_free(&f);
     mts__gemm_lutpack_free(&s);
+#if GEMM_VBMI
+    if (!lut) return;
+    // Unpacked B (gemm_lutpack.rawb): with B's operands made clean, the
+    // fields the byte-table kernels derive in registers (vbmi_raw_b) from a
+    // masked load of B must equal the packed Bi, Bs, Bm lane for lane
+    // (padding lanes included), and A must pack as before.
+    for (auto &x : B)
+        if (!mts__gemm_exp_ok(x)) x = (x & 0x80000000u) | 0x3F800000u | (x & 0x7F0000u);
+    g.bbad = 0;
+    gemm_lutpack pk, raw;
+    ASSERT_EQ(mts__gemm_lutpack_make(&g, NR, vbmi, 0, &pk, &err), MTS_OK);
+    ASSERT_EQ(mts__gemm_lutpack_make(&g, NR, vbmi, 1, &raw, &err), MTS_OK);
+    ASSERT_EQ(raw.rawb, byte_table) << at; // granted for byte tables only
+    if (!byte_table) {
+        mts__gemm_lutpack_free(&pk);
+        mts__gemm_lutpack_free(&raw);
+        return;
+    }
+    ASSERT_TRUE(!raw.Bi && !raw.Bs && !raw.Bm && !raw.panbad) << at;
+    ASSERT_EQ(first_diff(pk.As, raw.As, na), -1) << at;
+    ASSERT_EQ(first_diff(pk.Ai, raw.Ai, na), -1) << at;
+    vbmi_rawb_k rk = vbmi_rawb_consts(lut->fmt.M);
+    for (int p = 0; p < npan; p++)
+        for (int kk = 0; kk < k; kk++)
+            for (int v = 0; v < NR / 16; v++) {
+                int left = n - p * NR - 16 * v;
+                __mmask16 ld = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+                __m512i x = _mm512_maskz_loadu_epi32(ld, B.data() + (size_t)kk * n + p * NR + 16 * v);
+                __m512i bi;
+                __m512 bs;
+                __mmask64 bm;
+                vbmi_raw_b(&rk, x, &bi, &bs, &bm);
+                size_t o = ((size_t)p * k + kk) * NR + 16 * v;
+                uint32_t gi[16], gs[16];
+                _mm512_storeu_si512(gi, bi);
+                _mm512_storeu_ps((float *)gs, bs);
+                for (int l = 0; l < 16; l++) {
+                    ASSERT_EQ(gi[l], pk.Bi[o + l]) << at << " raw Bi panel " << p << " k " << kk << " lane " << 16 * v + l;
+                    ASSERT_EQ(gs[l], mts_f2u(pk.Bs[o + l])) << at << " raw Bs panel " << p << " k " << kk << " lane " << 16 * v + l;
+                }
+                ASSERT_EQ((uint64_t)bm, pk.Bm[((size_t)p * k + kk) * (NR / 16) + v]) << at << " raw Bm panel " << p << " k " << kk;
+            }
+    mts__gemm_lutpack_free(&pk);
+    mts__gemm_lutpack_free(&raw);
+#endif
 }
 
 mts_lut make_lut(const char *model, int M)

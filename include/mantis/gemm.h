@@ -68,6 +68,16 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
              mts_err *err);
 
+/* mts_gemm with the result stored transposed: element (i, j) of
+ * opA(A) x opB(B) goes to C[j*ldc + i] (ldc >= m), beta applying there. The
+ * same bits as mts_gemm into a [m][n] matrix followed by a transpose, and the
+ * same operand order in every product; a caller that wants C^T (a
+ * convolution's [cout][N*P] output) saves that pass, and the kernels of a
+ * skinny GEMM (run as the transposed problem) then write whole rows. */
+int mts_gemm_t(const mts_provider *p, int transA, int transB, int m, int n, int k,
+               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+               mts_err *err);
+
 /* The naive reference of mts_gemm: same arguments and result, written as a
  * triple loop that quantizes each operand as it reads it and forms every
  * product with the scalar function (a*b, mts_amsim, mul->fn) and every sum in

@@ -31,16 +31,17 @@ static int resolve_threads(int threads)
 #endif
 }
 
+/* crow: the length of a row of the result as stored (n, or m for C^T). */
 static int check_shapes(int transA, int transB, int m, int n, int k, const float *A, int lda,
-                        const float *B, int ldb, const float *C, int ldc, mts_err *err)
+                        const float *B, int ldb, const float *C, int ldc, int crow, mts_err *err)
 {
     if (m < 0 || n < 0 || k < 0)
         return mts_fail(err, MTS_EINVAL, "gemm: shape m=%d n=%d k=%d, expected non-negative sizes", m, n, k);
     int arow = transA ? m : k, brow = transB ? k : n;
-    if (lda < (arow > 1 ? arow : 1) || ldb < (brow > 1 ? brow : 1) || ldc < (n > 1 ? n : 1))
+    if (lda < (arow > 1 ? arow : 1) || ldb < (brow > 1 ? brow : 1) || ldc < (crow > 1 ? crow : 1))
         return mts_fail(err, MTS_EINVAL,
                         "gemm: leading dimensions lda=%d ldb=%d ldc=%d, expected >= %d, %d, %d (one row)", lda,
-                        ldb, ldc, arow, brow, n);
+                        ldb, ldc, arow, brow, crow);
     if ((m > 0 && n > 0 && !C) || (m > 0 && k > 0 && !A) || (k > 0 && n > 0 && !B))
         return mts_fail(err, MTS_EINVAL, "gemm: NULL matrix pointer for a non-empty operand");
     return MTS_OK;
@@ -88,10 +89,10 @@ static int check_provider(const mts_provider *p, mts_err *err)
 
 /* One row of opX, quantized with mts_fmt_quantize(f, x, MTS_RNE) for an E8
  * IEEE format (same exponent range as FP32) at M < 23 bits, branch-free so
- * the contiguous case vectorises: round the mantissa with the carry running
+ * it vectorises: round the mantissa with the carry running
  * into the exponent (a carry out of the largest finite binade gives exactly
  * inf), NaN -> canonical NaN, inf kept, FP32 subnormals -> signed zero. */
-static void quantize_row_e8(uint32_t *dst, const float *src, size_t stride, int cols, int M)
+static void quantize_row_e8(uint32_t *dst, const float *src, int cols, int M)
 {
     const int drop = 23 - M;
     const uint32_t half = (1u << (drop - 1)) - 1u, keep = ~((1u << drop) - 1u);
@@ -99,62 +100,159 @@ static void quantize_row_e8(uint32_t *dst, const float *src, size_t stride, int 
     ((((x) & MTS_F32_EXP) == 0)             ? ((x) & MTS_F32_SIGN)                                \
      : (((x) & MTS_F32_EXP) == MTS_F32_EXP) ? (((x) & MTS_F32_MAN) ? MTS_F32_QNAN : (x))           \
                                             : (((x) + half + (((x) >> drop) & 1u)) & keep))
-    if (stride == 1) {
-        for (int c = 0; c < cols; c++) {
-            uint32_t x = mts_f2u(src[c]);
-            dst[c] = Q_E8(x);
-        }
-    } else {
-        for (int c = 0; c < cols; c++) {
-            uint32_t x = mts_f2u(src[(size_t)c * stride]);
-            dst[c] = Q_E8(x);
-        }
+    for (int c = 0; c < cols; c++) {
+        uint32_t x = mts_f2u(src[c]);
+        dst[c] = Q_E8(x);
     }
 #undef Q_E8
 }
 
 static int is_e8(const mts_format *f) { return f->E == 8 && f->bias == 127 && f->ieee; }
 
-/* Reads opX (rows x cols) into a dense array, quantizing each element:
- * qf NULL keeps FP32; rtz (LUT) additionally truncates into the LUT's
- * format as AMSim's rule 1 does, so kernels may index the table directly. */
-static void pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int cols, const mts_format *qf,
-                 const mts_format *rtz, int threads)
+/* 1 if any of the n words is an operand the SIMD kernels do not take
+ * (mts__gemm_exp_ok), written so that it vectorises. */
+static int any_bad(const uint32_t *x, size_t n)
 {
-    (void)threads;
-    int fast = qf && !rtz && is_e8(qf) && qf->M < 23;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
-    for (int r = 0; r < rows; r++) {
-        uint32_t *row = dst + (size_t)r * (size_t)cols;
-        const float *src = trans ? X + r : X + (size_t)r * (size_t)ld;
-        if (fast) {
-            quantize_row_e8(row, src, trans ? (size_t)ld : 1, cols, qf->M);
-            continue;
-        }
-        for (int c = 0; c < cols; c++) {
-            uint32_t x = mts_f2u(gemm_at(X, ld, trans, r, c));
-            if (qf) x = mts_fmt_quantize(qf, x, MTS_RNE);
-            if (rtz) x = mts_fmt_quantize(rtz, x, MTS_RTZ);
-            row[c] = x;
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t e = (x[i] >> 23) & 0xFFu;
+        bad |= e == 0 ? (x[i] & MTS_F32_MAN) != 0 : e - (127u - 62u) > 124u;
+    }
+    return bad != 0;
+}
+
+/* Rows [r0, r1) of a transposed opX (element (r, c) at X[c*ld + r]) in
+ * blocks of 16 x 16: each column of X is read 16 contiguous floats at a
+ * time and the block is written out transposed, instead of one strided read
+ * per element (a 50176 x 25 weight-gradient operand read 25 scattered
+ * streams). Same values as quantize_row_e8 on each row. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* t[16][16] transposed in registers (4 shuffle stages), row r stored to
+ * out + r * ld (its first nc words), for r < nr. */
+static void transpose16_store(const uint32_t t[16][16], uint32_t *out, size_t ld, int nr, int nc)
+{
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i++) a[i] = _mm512_loadu_si512((const void *)t[i]);
+    for (int i = 0; i < 16; i += 2) { /* 32-bit pairs */
+        b[i] = _mm512_unpacklo_epi32(a[i], a[i + 1]);
+        b[i + 1] = _mm512_unpackhi_epi32(a[i], a[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* 64-bit pairs */
+        a[i] = _mm512_unpacklo_epi64(b[i], b[i + 2]);
+        a[i + 1] = _mm512_unpackhi_epi64(b[i], b[i + 2]);
+        a[i + 2] = _mm512_unpacklo_epi64(b[i + 1], b[i + 3]);
+        a[i + 3] = _mm512_unpackhi_epi64(b[i + 1], b[i + 3]);
+    }
+    /* now a[4g + c], 128-bit lane L, holds column 4L + c of rows 4g..4g+3;
+     * gather the four row groups of each column into one vector */
+    __m512i out_v[16];
+    for (int c = 0; c < 4; c++) {
+        __m512i plo = _mm512_shuffle_i32x4(a[c], a[c + 4], 0x44), phi = _mm512_shuffle_i32x4(a[c], a[c + 4], 0xEE);
+        __m512i qlo = _mm512_shuffle_i32x4(a[c + 8], a[c + 12], 0x44), qhi = _mm512_shuffle_i32x4(a[c + 8], a[c + 12], 0xEE);
+        out_v[c] = _mm512_shuffle_i32x4(plo, qlo, 0x88);      /* column c */
+        out_v[4 + c] = _mm512_shuffle_i32x4(plo, qlo, 0xDD);  /* column 4 + c */
+        out_v[8 + c] = _mm512_shuffle_i32x4(phi, qhi, 0x88);  /* column 8 + c */
+        out_v[12 + c] = _mm512_shuffle_i32x4(phi, qhi, 0xDD); /* column 12 + c */
+    }
+    __mmask16 m = nc >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nc) - 1u);
+    for (int r = 0; r < nr; r++) _mm512_mask_storeu_epi32(out + (size_t)r * ld, m, out_v[r]);
+}
+#endif
+
+/* Rows [r0, r1) of a transposed opX (element (r, c) at X[c*ld + r]) in
+ * blocks of 16 x 16: 16 columns of X are read 16 contiguous floats at a
+ * time, quantized, and the block is transposed in registers on AVX-512
+ * builds, instead of one strided read per element (a 50176 x 25
+ * weight-gradient operand read 25 scattered streams). Same values as
+ * quantize_row_e8 on each row. */
+static void quantize_block_e8(uint32_t *dst, const float *X, int ld, int r0, int r1, int cols, int M)
+{
+    enum { B = 16 };
+    uint32_t t[B][B];
+    memset(t, 0, sizeof t);
+    for (int rb = r0; rb < r1; rb += B) {
+        int nr = r1 - rb < B ? r1 - rb : B;
+        for (int c0 = 0; c0 < cols; c0 += B) {
+            int nc = cols - c0 < B ? cols - c0 : B;
+            for (int c = 0; c < nc; c++) quantize_row_e8(t[c], X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb, nr, M);
+#if defined(__AVX512F__)
+            transpose16_store((const uint32_t(*)[B])t, dst + (size_t)rb * (size_t)cols + (size_t)c0, (size_t)cols, nr, nc);
+#else
+            for (int r = 0; r < nr; r++)
+                for (int c = 0; c < nc; c++) dst[(size_t)(rb + r) * (size_t)cols + (size_t)(c0 + c)] = t[c][r];
+#endif
         }
     }
+}
+
+/* Reads opX (rows x cols) into a dense array, quantizing each element:
+ * qf NULL keeps FP32; rtz (LUT) additionally truncates into the LUT's
+ * format as AMSim's rule 1 does, so kernels may index the table directly.
+ * Returns 1 when some element is one the SIMD kernels do not take. Threads
+ * only where the array is large enough to pay for waking them. */
+static int pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int cols, const mts_format *qf,
+                const mts_format *rtz, int threads)
+{
+    int fast = qf && !rtz && is_e8(qf) && qf->M < 23, bad = 0;
+    int nblk = (rows + 15) / 16;
+    if ((double)rows * cols < 65536.0) threads = 1;
+    (void)threads;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4) reduction(| : bad)
+    for (int blk = 0; blk < nblk; blk++) {
+        int r0 = blk * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
+        if (fast && trans) quantize_block_e8(dst, X, ld, r0, r1, cols, qf->M);
+        else
+            for (int r = r0; r < r1; r++) {
+                uint32_t *row = dst + (size_t)r * (size_t)cols;
+                if (fast) {
+                    quantize_row_e8(row, X + (size_t)r * (size_t)ld, cols, qf->M);
+                    continue;
+                }
+                for (int c = 0; c < cols; c++) {
+                    uint32_t x = mts_f2u(gemm_at(X, ld, trans, r, c));
+                    if (qf) x = mts_fmt_quantize(qf, x, MTS_RNE);
+                    if (rtz) x = mts_fmt_quantize(rtz, x, MTS_RTZ);
+                    row[c] = x;
+                }
+            }
+        bad |= any_bad(dst + (size_t)r0 * (size_t)cols, (size_t)(r1 - r0) * (size_t)cols);
+    }
+    return bad;
 }
 
 /* Padded size of x in tiles of t. */
 static double padded(int x, int t) { return (double)((x + t - 1) / t) * t; }
 
-/* 1 when the transposed problem costs the SIMD kernel fewer vector lanes:
- * the kernels vectorise across n in panels of NR columns and MR rows, so a
- * GEMM with n = 6 (a convolution's output channels) would leave most lanes
- * padding, while its m (batch x pixels) fills them. Per k step the cost is
- * the padded tile area plus packing the B panel (writes of its lanes). */
-static int swap_pays(const gemm_job *g)
+/* Cost of one job layout in vector products (16 lanes): the kernels
+ * vectorise across n and tile MR = 4 rows, so per k step a job does
+ * padded(n, 16) / 16 of them for each of padded(m, 4) rows, plus a row's
+ * own loads (its A element, its table row: about ROW_COST products), plus
+ * writing its B panel when B is packed (many row blocks; see
+ * mts__gemm_want_rawb), plus the operands the quantize pass reads across
+ * rows (tA: A stored [k][m]; tB: B stored [n][k]) at about TRANSPOSE_COST
+ * products an element. The constants were fitted on LeNet-5's GEMMs
+ * (AVX-512 LUT kernel, 2026-11-23); the choice never changes a result. */
+#define ROW_COST 3.0
+#define TRANSPOSE_COST 1.0
+static double layout_cost(int m, int n, int k, int tA, int tB)
+{
+    double per_k = padded(m, 4) * (ROW_COST + padded(n, 16) / 16.0) + ((m + 3) / 4 > 4 ? padded(n, 16) : 0.0);
+    double transposed = (tA ? (double)m : 0.0) + (tB ? (double)n : 0.0);
+    return (per_k + TRANSPOSE_COST * transposed) * k;
+}
+
+/* 1 when the transposed problem C^T = op(B)^T op(A)^T is clearly cheaper:
+ * a GEMM with n = 6 (a convolution's output channels against batch x
+ * pixels) would leave most lanes padding, and a weight gradient
+ * dW = dY^T col^T reads both operands across rows where its transposed
+ * problem reads neither. */
+static int swap_pays(const gemm_job *g, int transA, int transB)
 {
     int nr = g->fmaq ? mts__gemm_fmaq_nr() : g->prod == GEMM_PROD_LUT ? mts__gemm_lut_nr() : mts__gemm_native_nr();
-    const int mr = 4;
-    if (nr == 0 || g->n >= g->m) return 0;
-    double plain = padded(g->m, mr) * padded(g->n, nr) / 16.0 + padded(g->n, nr);
-    double swapped = padded(g->n, mr) * padded(g->m, nr) / 16.0 + padded(g->m, nr);
+    if (nr == 0) return 0; /* scalar build: one output at a time either way */
+    double plain = layout_cost(g->m, g->n, g->k, transA, transB);
+    double swapped = layout_cost(g->n, g->m, g->k, !transB, !transA);
     return swapped < 0.9 * plain;
 }
 
@@ -191,7 +289,7 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
             return mts_fail(err, MTS_EINVAL, "gemm: FMAq with native products needs the \"fp32\" model");
         break;
     }
-    int swap = !p->scalar_only && g->prod != GEMM_PROD_MULOP && swap_pays(g);
+    int swap = !p->scalar_only && g->prod != GEMM_PROD_MULOP && swap_pays(g, transA, transB);
     size_t na = (size_t)g->m * (size_t)g->k, nb = (size_t)g->k * (size_t)g->n;
     if (swap) { /* Aq holds op(B)^T, Bq op(A)^T */
         size_t t = na;
@@ -211,10 +309,10 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
         g->m = g->n;
         g->n = m;
         pack(Aq, B, ldb, !transB, g->m, g->k, qfp, rtz, g->threads);
-        pack(Bq, A, lda, !transA, g->k, g->n, qfp, rtz, g->threads);
+        g->bbad = pack(Bq, A, lda, !transA, g->k, g->n, qfp, rtz, g->threads);
     } else {
         pack(Aq, A, lda, transA, g->m, g->k, qfp, rtz, g->threads);
-        pack(Bq, B, ldb, transB, g->k, g->n, qfp, rtz, g->threads);
+        g->bbad = pack(Bq, B, ldb, transB, g->k, g->n, qfp, rtz, g->threads);
     }
     g->A = Aq;
     g->B = Bq;
@@ -229,14 +327,33 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     return rc;
 }
 
-int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
-             const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+/* Providers that write C themselves (INT, the GPU) compute into a
+ * temporary for mts_gemm_t, which is then stored transposed with beta. */
+static int via_transpose(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
+                         const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+{
+    float *t = malloc(sizeof *t * ((size_t)m * (size_t)n + 1));
+    if (!t) return mts_fail(err, MTS_ENOMEM, "gemm: out of memory for a %d x %d transposed result", m, n);
+    int rc = mts_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, 0.0f, t, n > 0 ? n : 1, err);
+    if (rc == MTS_OK)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                gemm_store(&C[(size_t)j * (size_t)ldc + (size_t)i], beta, t[(size_t)i * (size_t)n + (size_t)j]);
+    free(t);
+    return rc;
+}
+
+/* mts_gemm (ct 0) and mts_gemm_t (ct 1). */
+static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m, int n, int k, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
     int rc;
     if ((rc = check_provider(p, err)) != MTS_OK) return rc;
-    if ((rc = check_shapes(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, err)) != MTS_OK) return rc;
+    /* C^T is an n x m matrix: its row is m long */
+    if ((rc = check_shapes(transA, transB, m, n, k, A, lda, B, ldb, C, ldc, ct ? m : n, err)) != MTS_OK) return rc;
     if (p->device == MTS_GPU_DEVICE_CUDA) /* gpu/: same results; its errors name the missing piece */
-        return mts_gpu_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+        return ct ? via_transpose(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err)
+                  : mts_gpu_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     if (p->device != 0) return mts_fail(err, MTS_EINVAL, "gemm: unknown device %d", p->device);
     if (m == 0 || n == 0) return MTS_OK;
     int threads = resolve_threads(p->threads);
@@ -245,13 +362,17 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
     if ((double)m * n * k < 262144.0) threads = 1;
     if (k == 0) { /* empty sum: y = +0 for every provider */
         for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) gemm_store(&C[(size_t)i * (size_t)ldc + (size_t)j], beta, 0.0f);
+            for (int j = 0; j < n; j++)
+                gemm_store(ct ? &C[(size_t)j * (size_t)ldc + (size_t)i] : &C[(size_t)i * (size_t)ldc + (size_t)j],
+                           beta, 0.0f);
         return MTS_OK;
     }
-    if (p->kind == MTS_PROV_BLAS && !p->fmaq)
-        return mts__gemm_blas(threads, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    if (p->kind == MTS_PROV_BLAS && !p->fmaq) /* C^T = op(B)^T op(A)^T; FP32 products commute */
+        return ct ? mts__gemm_blas(threads, !transB, !transA, n, m, k, B, ldb, A, lda, beta, C, ldc, err)
+                  : mts__gemm_blas(threads, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     if (p->kind == MTS_PROV_INT)
-        return mts__gemm_int(p->lut, threads, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+        return ct ? via_transpose(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err)
+                  : mts__gemm_int(p->lut, threads, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 
     gemm_job g;
     memset(&g, 0, sizeof g);
@@ -261,6 +382,19 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
     g.beta = beta;
     g.C = C;
     g.ldc = ldc;
+    g.ct = ct;
     g.threads = threads;
     return run_float(p, &g, transA, transB, A, lda, B, ldb, err);
+}
+
+int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+{
+    return gemm_run(p, 0, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+int mts_gemm_t(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+{
+    return gemm_run(p, 1, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 }

@@ -49,8 +49,9 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
     const gemm_job *g = c->g;
     const gemm_lutpack *lp = c->lp;
     const int K = g->k, chunk = g->chunk;
-    const uint32_t *bi = mode != FQ_NATIVE ? lp->Bi + (size_t)panel * (size_t)K * NR : NULL;
-    const float *bs = lp->Bs + (size_t)panel * (size_t)K * NR;
+    const int raw = lp->rawb; /* byte tables only (FQ_VBMI) */
+    const uint32_t *bi = mode != FQ_NATIVE && !raw ? lp->Bi + (size_t)panel * (size_t)K * NR : NULL;
+    const float *bs = raw ? NULL : lp->Bs + (size_t)panel * (size_t)K * NR;
     const uint32_t *ai[MR];
     const float *as[MR];
     vi y[MR][2], s[MR][2];
@@ -58,7 +59,12 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
     const vi akeep = VI_SET1(c->akeep), arof = VI_SET1(c->arof), alo = VI_SET1(c->alo);
     uint32_t out[NR];
 #if GEMM_VBMI
-    const uint64_t *bm = mode == FQ_VBMI ? lp->Bm + (size_t)panel * (size_t)K * 2 : NULL;
+    const uint64_t *bm = mode == FQ_VBMI && !raw ? lp->Bm + (size_t)panel * (size_t)K * 2 : NULL;
+    const vbmi_rawb_k rk = vbmi_rawb_consts(mode == FQ_VBMI ? g->lut->fmt.M : 7);
+    const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * n */
+    int left0 = j1 - j0, left1 = j1 - j0 - GW;
+    const __mmask16 ld0 = left0 >= GW ? (__mmask16)0xFFFF : (__mmask16)((1u << left0) - 1u);
+    const __mmask16 ld1 = left1 >= GW ? (__mmask16)0xFFFF : left1 <= 0 ? 0 : (__mmask16)((1u << left1) - 1u);
 #endif
 
     for (int r = 0; r < MR; r++) {
@@ -72,19 +78,30 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
         for (int r = 0; r < MR; r++) s[r][0] = s[r][1] = VI_ZERO();
         for (int kk = c0; kk < c1; kk++) {
             size_t o = (size_t)kk * NR;
-            vf bs0 = VF_LOAD(bs + o), bs1 = VF_LOAD(bs + o + GW);
+            vf bs0, bs1;
             vi bi0 = VI_ZERO(), bi1 = VI_ZERO();
-            if (mode != FQ_NATIVE) {
-                bi0 = VI_LOAD(bi + o);
-                bi1 = VI_LOAD(bi + o + GW);
-            }
 #if GEMM_VBMI
             __mmask64 m0 = 0, m1 = 0;
-            if (mode == FQ_VBMI) {
-                m0 = bm[2 * (size_t)kk];
-                m1 = bm[2 * (size_t)kk + 1];
-            }
+            if (mode == FQ_VBMI && raw) {
+                const uint32_t *row = braw + (size_t)kk * (size_t)g->n;
+                vbmi_raw_b(&rk, _mm512_maskz_loadu_epi32(ld0, row), &bi0, &bs0, &m0);
+                vbmi_raw_b(&rk, _mm512_maskz_loadu_epi32(ld1, row + GW), &bi1, &bs1, &m1);
+            } else
 #endif
+            {
+                bs0 = VF_LOAD(bs + o);
+                bs1 = VF_LOAD(bs + o + GW);
+                if (mode != FQ_NATIVE) {
+                    bi0 = VI_LOAD(bi + o);
+                    bi1 = VI_LOAD(bi + o + GW);
+                }
+#if GEMM_VBMI
+                if (mode == FQ_VBMI) {
+                    m0 = bm[2 * (size_t)kk];
+                    m1 = bm[2 * (size_t)kk + 1];
+                }
+#endif
+            }
             for (int r = 0; r < MR; r++) {
                 vf sa = VF_SET1(as[r][kk]), p0, p1;
                 if (mode == FQ_NATIVE) {
@@ -126,7 +143,7 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
 static void fmaq_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, int j0, int j1)
 {
     const fmaq_ctx *c = vctx;
-    int bad = c->lp->panbad[panel];
+    int bad = c->lp->rawb ? 0 : c->lp->panbad[panel]; /* raw B: none in B (g->bbad) */
     for (int i = i0; i < i1; i++) bad |= c->lp->rowbad[i];
     if (bad) mts__gemm_tile_scalar(g, i0, i1, j0, j1);
 #if GEMM_VBMI
@@ -153,7 +170,7 @@ int mts__gemm_fmaq(const gemm_job *g, mts_err *err)
 
     if (g->qprod.rnd != MTS_RTZ || g->qacc.rnd != MTS_RTZ || (g->prod != GEMM_PROD_LUT && g->prod != GEMM_PROD_FP32M))
         return mts__gemm_scalar(g, err);
-    rc = mts__gemm_lutpack_make(g, NR, GEMM_VBMI, &lp, err);
+    rc = mts__gemm_lutpack_make(g, NR, GEMM_VBMI, mts__gemm_want_rawb(g, MR, NR), &lp, err);
     if (rc == 1) return mts__gemm_scalar(g, err); /* LUT without an exact SIMD form */
     if (rc != MTS_OK) return rc;
     fmaq_ctx c;

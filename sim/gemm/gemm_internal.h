@@ -41,6 +41,12 @@ typedef struct gemm_job {
      * the kernels' vector lanes. Products keep the caller's operand order
      * (gemm_prod_rc) and the output goes to C^T (gemm_out): bits unchanged. */
     int swap;
+    /* 1 when some element of B is one the SIMD kernels do not take
+     * (mts__gemm_exp_ok); 0 lets a kernel read B without per-panel flags. */
+    int bbad;
+    /* 1: the caller asked for C^T (mts_gemm_t): output (i, j) of the
+     * caller's problem is stored at C[j*ldc + i]. */
+    int ct;
 } gemm_job;
 
 /* The scalar product of the job's kind, in the caller's operand order. */
@@ -60,10 +66,13 @@ static inline uint32_t gemm_prod_rc(const gemm_job *g, uint32_t r, uint32_t c)
     return g->swap ? gemm_prod(g, c, r) : gemm_prod(g, r, c);
 }
 
-/* Where the job's output (i, j) lies in the caller's C. */
+/* Where the job's output (i, j) lies in the caller's C: transposed once for
+ * a swapped job, once for a caller's C^T (mts_gemm_t), so a swapped job of
+ * mts_gemm_t writes rows. */
 static inline float *gemm_out(const gemm_job *g, int i, int j)
 {
-    return g->swap ? g->C + (size_t)j * (size_t)g->ldc + (size_t)i : g->C + (size_t)i * (size_t)g->ldc + (size_t)j;
+    return g->swap != g->ct ? g->C + (size_t)j * (size_t)g->ldc + (size_t)i
+                            : g->C + (size_t)i * (size_t)g->ldc + (size_t)j;
 }
 
 /* Stores y into *c with beta (gemm.h) and the canonical NaN. */
@@ -140,15 +149,32 @@ typedef struct gemm_lutpack {
     float *Bs;              /* [panel][k][NR]: sign 2^(eb-127) (LUT) or b (native) */
     uint64_t *Bm;           /* VBMI: [panel][k][NR/16] masks of byte 2 of lanes with b != 0 */
     unsigned char *rowbad;  /* [m]: row holds an operand the kernels do not take */
-    unsigned char *panbad;  /* [panel] */
+    unsigned char *panbad;  /* [panel]; NULL when rawb */
+    /* 1: B is not packed (Bi, Bs, Bm NULL): the byte-table kernels read the
+     * job's quantized B directly and derive the three fields per vector
+     * (vbmi_raw_b, gemm_simd.h). Only for byte tables and clean B. */
+    int rawb;
 } gemm_lutpack;
 
 /* Packs g's operands (LUT or FP32M products), vectorised where the build
  * has SIMD (mts__gemm_lutpack_make_scalar is the readable reference, same
- * bits: tests/test_gemm_pack.cpp). Returns MTS_OK, 1 when the
- * LUT has no exact SIMD form (use the scalar kernel), or MTS_ENOMEM. */
-int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err);
-int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err);
+ * bits: tests/test_gemm_pack.cpp). rawb asks to leave B unpacked; it is
+ * granted (lp->rawb) for byte tables when g->bbad is 0. Returns MTS_OK, 1
+ * when the LUT has no exact SIMD form (use the scalar kernel), or MTS_ENOMEM. */
+int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
+int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
+
+/* Whether a kernel with MR-row tiles and NR-lane panels should leave B
+ * unpacked: packing a B panel pays when many row blocks reuse it from the
+ * cache. With few row blocks (a convolution's 6 or 16 output channels
+ * against batch x pixels), or a panel too long to stay cached (k = batch x
+ * pixels in a weight gradient: the packed form is 8+ bytes a lane against
+ * B's 4, and n = 6 is padded to 16 lanes), writing and re-reading the packed
+ * form costs more than deriving it from B in the kernel. */
+static inline int mts__gemm_want_rawb(const gemm_job *g, int MR, int NR)
+{
+    return (g->m + MR - 1) / MR <= 4 || (double)g->k * NR * 8.0 > 512.0 * 1024.0;
+}
 void mts__gemm_lutpack_free(gemm_lutpack *lp);
 
 /* Register tile widths of the SIMD kernels (0 on a scalar build), which

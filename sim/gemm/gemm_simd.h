@@ -87,7 +87,7 @@ static inline vf vf_add_rtz(vf a, vf b)
 #endif
 
 /* AVX-512 VBMI: 64 byte lookups in a 128-byte table per instruction. */
-#if GEMM_SIMD && GW == 16 && defined(__AVX512VBMI__) && defined(__AVX512BW__)
+#if GEMM_SIMD && GW == 16 && defined(__AVX512VBMI__) && defined(__AVX512BW__) && defined(__BMI2__)
 #define GEMM_VBMI 1
 /* Product bits of the byte-table path: Sab + (table byte << 16) for the lanes
  * whose b is non-zero (mask), Sab (a signed zero) for the others. The byte
@@ -97,6 +97,33 @@ static inline vf vf_lut_byte_prod(__m512i tlo, __m512i thi, __m512i bidx, __mmas
 {
     __m512i t = _mm512_maskz_permutex2var_epi8(bmask, tlo, bidx, thi);
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(sab), t));
+}
+
+/* The packed B fields of one vector of 16 quantized operands x, formed in
+ * registers for an unpacked B (gemm_lutpack.rawb): the table index in byte 2
+ * of each lane (the M mantissa bits, shifted down to bit 16 and masked),
+ * the power of two sign 2^(e-127) (x with its mantissa cleared; a zero x
+ * gives its signed zero) and the byte mask of the lanes with x != 0. Same
+ * values as pack.c's Bi, Bs, Bm for operands that pass mts__gemm_exp_ok. */
+typedef struct vbmi_rawb_k {
+    unsigned shift; /* 7 - M: the right shift that brings the mantissa (bits 23-M..22) to bit 16 */
+    __m512i idxm;   /* (2^M - 1) << 16 */
+} vbmi_rawb_k;
+
+static inline vbmi_rawb_k vbmi_rawb_consts(int M)
+{
+    vbmi_rawb_k c;
+    c.shift = (unsigned)(7 - M);
+    c.idxm = _mm512_set1_epi32((int)(((1u << M) - 1u) << 16));
+    return c;
+}
+
+static inline void vbmi_raw_b(const vbmi_rawb_k *c, __m512i x, __m512i *bidx, __m512 *bs, __mmask64 *bm)
+{
+    /* the maskz form: GCC 12 C++ warns on the plain one's undefined source */
+    *bidx = _mm512_and_si512(_mm512_maskz_srli_epi32((__mmask16)0xFFFF, x, c->shift), c->idxm);
+    *bs = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xFF800000u)));
+    *bm = _pdep_u64(_mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7F800000)), 0x4444444444444444ull);
 }
 #else
 #define GEMM_VBMI 0

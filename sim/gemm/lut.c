@@ -155,12 +155,19 @@ LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0
 #if GEMM_VBMI
 /* Byte-table path: 16 lookups per permute instruction, no memory gathers. */
 LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
-                          const int nv)
+                          const int nv, const int raw)
 {
     const int K = g->k, nr = nv * GW;
-    const uint32_t *bi = c->Bi + (size_t)panel * (size_t)K * nr;
-    const float *bs = c->Bs + (size_t)panel * (size_t)K * nr;
-    const uint64_t *bm = c->Bm + (size_t)panel * (size_t)K * nv;
+    const uint32_t *bi = raw ? NULL : c->Bi + (size_t)panel * (size_t)K * nr;
+    const float *bs = raw ? NULL : c->Bs + (size_t)panel * (size_t)K * nr;
+    const uint64_t *bm = raw ? NULL : c->Bm + (size_t)panel * (size_t)K * nv;
+    const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * n */
+    const vbmi_rawb_k rk = vbmi_rawb_consts(g->lut->fmt.M);
+    __mmask16 ld[NV]; /* raw: the lanes of each vector inside [j0, j1) */
+    for (int v = 0; v < NV; v++) {
+        int left = j1 - j0 - v * GW;
+        ld[v] = left >= GW ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+    }
     const uint32_t *ai[MR];
     const float *as[MR];
     vf acc[MR][NV];
@@ -177,6 +184,11 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
         vf bsx[NV];
         __mmask64 bmx[NV];
         for (int v = 0; v < nv; v++) {
+            if (raw) {
+                __m512i x = _mm512_maskz_loadu_epi32(ld[v], braw + (size_t)kk * (size_t)g->n + v * GW);
+                vbmi_raw_b(&rk, x, &bix[v], &bsx[v], &bmx[v]);
+                continue;
+            }
             bix[v] = VI_LOAD(bi + o + v * GW);
             bsx[v] = VF_LOAD(bs + o + v * GW);
             bmx[v] = bm[(size_t)kk * nv + (size_t)v];
@@ -196,7 +208,7 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
 static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, int j0, int j1)
 {
     const gemm_lutpack *c = vctx;
-    int bad = c->panbad[panel];
+    int bad = c->rawb ? 0 : c->panbad[panel]; /* raw B: none in B (g->bbad) */
     for (int i = i0; i < i1; i++) bad |= c->rowbad[i];
     if (bad) {
         mts__gemm_tile_scalar(g, i0, i1, j0, j1);
@@ -205,9 +217,13 @@ static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, i
     /* one instance per tile width, so the loops over vectors unroll */
 #if GEMM_VBMI
     if (c->TB) {
-        if (c->NR == GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 1);
-        else if (c->NR == 2 * GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 2);
-        else lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, NV);
+        if (c->rawb) {
+            if (c->NR == GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 1, 1);
+            else if (c->NR == 2 * GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 2, 1);
+            else lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, NV, 1);
+        } else if (c->NR == GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 1, 0);
+        else if (c->NR == 2 * GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 2, 0);
+        else lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, NV, 0);
         return;
     }
 #endif
@@ -220,7 +236,7 @@ int mts__gemm_lut(const gemm_job *g, mts_err *err)
 {
     gemm_lutpack lp;
     int nr = pick_nv(g->n) * GW;
-    int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI, &lp, err);
+    int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI, mts__gemm_want_rawb(g, MR, nr), &lp, err);
     if (rc == 1) return mts__gemm_scalar(g, err); /* format or table outside the exact-product condition */
     if (rc != MTS_OK) return rc;
     mts__gemm_tiles(g, MR, nr, lut_tile, &lp);

@@ -32,7 +32,7 @@ void mts__gemm_lutpack_free(gemm_lutpack *lp)
 }
 
 /* Tables and buffers of lp for job g; 1 when the LUT has no exact SIMD form. */
-static int alloc_pack(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err)
+static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
 {
     int lut = g->prod == GEMM_PROD_LUT;
     int npan = (g->n + NR - 1) / NR, nv = NR / 16; /* NR <= 64 */
@@ -44,16 +44,21 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts
         if (vbmi) lp->TB = mts__gemm_lut_bytes(g->lut, g->swap);
         if (!lp->TB && !(lp->Tf = mts__gemm_lut_table(g->lut))) return 1; /* no exact SIMD form */
     }
+    lp->rawb = rawb && lp->TB && !g->bbad;
     lp->As = mts__gemm_ws_alloc(m * K * sizeof *lp->As, 0);
-    lp->Bs = mts__gemm_ws_alloc(nb * sizeof *lp->Bs, 0);
     lp->rowbad = mts__gemm_ws_alloc(m, 1);
-    lp->panbad = mts__gemm_ws_alloc((size_t)npan, 1);
-    int ok = lp->As && lp->Bs && lp->rowbad && lp->panbad;
+    int ok = lp->As && lp->rowbad;
+    if (!lp->rawb) {
+        lp->Bs = mts__gemm_ws_alloc(nb * sizeof *lp->Bs, 0);
+        lp->panbad = mts__gemm_ws_alloc((size_t)npan, 1);
+        ok = ok && lp->Bs && lp->panbad;
+    }
     if (lut) {
         lp->Ai = mts__gemm_ws_alloc(m * K * sizeof *lp->Ai, 0);
-        lp->Bi = mts__gemm_ws_alloc(nb * sizeof *lp->Bi, 0);
-        ok = ok && lp->Ai && lp->Bi;
-        if (lp->TB) ok = ok && (lp->Bm = mts__gemm_ws_alloc((size_t)npan * K * (size_t)nv * sizeof *lp->Bm, 1));
+        ok = ok && lp->Ai;
+        if (!lp->rawb) ok = ok && (lp->Bi = mts__gemm_ws_alloc(nb * sizeof *lp->Bi, 0));
+        if (lp->TB && !lp->rawb)
+            ok = ok && (lp->Bm = mts__gemm_ws_alloc((size_t)npan * K * (size_t)nv * sizeof *lp->Bm, 1));
     }
     if (!ok) {
         mts__gemm_lutpack_free(lp);
@@ -74,9 +79,9 @@ static inline void pack_a1(const gemm_job *g, gemm_lutpack *lp, size_t o, uint32
         lp->Ai[o] = mts_f32_exp(x) ? ((x & MTS_F32_MAN) >> (23 - M)) * 128u : (uint32_t)(((size_t)1 << M) * 128u);
 }
 
-int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err)
+int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
 {
-    int rc = alloc_pack(g, NR, vbmi, lp, err);
+    int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc != MTS_OK) return rc;
     int lut = g->prod == GEMM_PROD_LUT, M = lut ? g->lut->fmt.M : 0;
     int npan = (g->n + NR - 1) / NR, nv = NR / 16;
@@ -87,7 +92,7 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, gemm_lutp
             pack_a1(g, lp, i * K + kk, x, M);
             if (!mts__gemm_exp_ok(x)) lp->rowbad[i] = 1;
         }
-    for (int p = 0; p < npan; p++) {
+    for (int p = 0; p < npan && !lp->rawb; p++) {
         int bad = 0, j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR; /* w real lanes, rest padding */
         for (size_t kk = 0; kk < K; kk++) {
             size_t o = ((size_t)p * K + kk) * (size_t)NR;
@@ -153,7 +158,8 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
     c.M = M;
     const int rshift = g->swap ? 0 : M, cshift = g->swap ? M : 0; /* index shifts of row / column operands */
 
-#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 8)
+    int threads = (double)m * (double)K < 65536.0 ? 1 : g->threads; /* waking a team costs more */
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
     for (size_t i = 0; i < m; i++) {
         __mmask16 bad = 0;
         for (size_t k0 = 0; k0 < K; k0 += 16) {
@@ -175,7 +181,9 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
         }
         lp->rowbad[i] = bad != 0;
     }
-#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 1)
+    if (lp->rawb) return;
+    threads = (double)g->n * (double)K < 65536.0 ? 1 : g->threads;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int p = 0; p < npan; p++) {
         __mmask16 bad = 0;
         int j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR;
@@ -209,13 +217,13 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
 }
 #endif
 
-int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, gemm_lutpack *lp, mts_err *err)
+int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
 {
 #if GEMM_SIMD && GW == 16 && defined(__BMI2__)
-    int rc = alloc_pack(g, NR, vbmi, lp, err);
+    int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc == MTS_OK) pack_fast(g, lp, NR);
     return rc;
 #else
-    return mts__gemm_lutpack_make_scalar(g, NR, vbmi, lp, err);
+    return mts__gemm_lutpack_make_scalar(g, NR, vbmi, rawb, lp, err);
 #endif
 }

@@ -38,10 +38,19 @@ void mts__gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *c
 {
     int nrb = (g->m + MR - 1) / MR, npan = (g->n + NR - 1) / NR;
     long ntiles = (long)nrb * npan;
-    (void)ntiles;
+    /* A swapped job writes C^T: the MR rows of a tile are adjacent floats
+     * of C, so the row blocks of one panel share C's cache lines and must
+     * stay on one thread (splitting them cost 6x on a k = 16 GEMM). */
+    long unit = g->swap ? nrb : 1;
+    /* about 8 chunks per thread: every chunk taken is an atomic on a line
+     * the cores pass back and forth, which cost more than the tiles of a
+     * skinny GEMM when chunks were 2 tiles */
+    long chunk = (ntiles + 8L * g->threads - 1) / (8L * g->threads);
+    chunk = (chunk + unit - 1) / unit * unit;
+    int threads = ntiles > chunk ? g->threads : 1;
     /* dynamic: a thread the OS preempts does not hold the others at the
      * barrier; which thread computes a tile never changes its bits */
-#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 2)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
     for (long t = 0; t < ntiles; t++) {
         int panel = (int)(t / nrb), rb = (int)(t % nrb);
         int i0 = rb * MR, i1 = i0 + MR < g->m ? i0 + MR : g->m;
