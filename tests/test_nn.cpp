@@ -142,6 +142,68 @@ TEST(NnGrad, Conv2DStridePad)
     check_grad("conv db", [&](const vecd &v) { return dot(conv_ref(g, N, X, W, v), R); }, B, db);
 }
 
+// The fast im2col, im2col_t (transposed), col2im and col2im_rows against the
+// one-element references, bit for
+// bit (raw bits, so -0 and NaN payloads count), over strides 1-3, padding
+// 0 to k and odd shapes; a mismatch names the geometry and the first index.
+TEST(NnConv, Im2colCol2imEqualTheirReferences)
+{
+    uint64_t seed = 7;
+    auto rnd = [&seed]() {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        return (float)((seed >> 40) & 0xFFFF) / 32768.0f - 1.0f;
+    };
+    int cases = 0;
+    for (int k = 1; k <= 5; k++)
+        for (int stride = 1; stride <= 3; stride++)
+            for (int pad = 0; pad <= k; pad++)
+                for (int hw = k; hw <= k + 7; hw += 3) {
+                    mts_conv_geom g{};
+                    g.cin = 2;
+                    g.cout = 3;
+                    g.h = hw;
+                    g.w = hw + 2; // non-square
+                    g.k = k;
+                    g.stride = stride;
+                    g.pad = pad;
+                    mts_err err{};
+                    if (mts_conv_geom_init(&g, &err) != MTS_OK) continue;
+                    const int N = 3, K = g.cin * k * k, P = g.oh * g.ow;
+                    vecf x((size_t)N * g.cin * g.h * g.w), dcol((size_t)N * P * K);
+                    for (float &v : x) v = rnd();
+                    for (float &v : dcol) v = rnd();
+                    x[0] = -0.0f;
+                    vecf c1((size_t)K * N * P, 9.0f), c2(c1.size(), -9.0f), d1(x.size(), 9.0f), d2(x.size(), -9.0f);
+                    mts_im2col(&g, N, x.data(), c1.data());
+                    mts_im2col_ref(&g, N, x.data(), c2.data());
+                    mts_col2im(&g, N, dcol.data(), d1.data());
+                    mts_col2im_ref(&g, N, dcol.data(), d2.data());
+                    ASSERT_EQ(0, memcmp(c1.data(), c2.data(), c1.size() * 4))
+                        << "im2col k " << k << " stride " << stride << " pad " << pad << " h " << g.h;
+                    vecf ct(c1.size(), 9.0f);
+                    mts_im2col_t(&g, N, x.data(), ct.data());
+                    for (int r = 0; r < K; r++)
+                        for (int j = 0; j < N * P; j++)
+                            ASSERT_EQ(0, memcmp(&ct[(size_t)j * K + r], &c2[(size_t)r * N * P + j], 4))
+                                << "im2col_t k " << k << " stride " << stride << " pad " << pad << " h " << g.h
+                                << " tap " << r << " pixel " << j;
+                    for (size_t i = 0; i < d1.size(); i++)
+                        ASSERT_EQ(0, memcmp(&d1[i], &d2[i], 4))
+                            << "col2im k " << k << " stride " << stride << " pad " << pad << " h " << g.h
+                            << " at " << i << ": " << std::hexfloat << d1[i] << " vs " << d2[i];
+                    vecf dk(dcol.size()), d3(x.size(), 9.0f);
+                    for (int j = 0; j < N * P; j++)
+                        for (int r = 0; r < K; r++) dk[(size_t)r * N * P + j] = dcol[(size_t)j * K + r];
+                    mts_col2im_rows(&g, N, dk.data(), d3.data());
+                    for (size_t i = 0; i < d3.size(); i++)
+                        ASSERT_EQ(0, memcmp(&d3[i], &d2[i], 4))
+                            << "col2im_rows k " << k << " stride " << stride << " pad " << pad << " h " << g.h
+                            << " at " << i << ": " << std::hexfloat << d3[i] << " vs " << d2[i];
+                    cases++;
+                }
+    EXPECT_GT(cases, 150);
+}
+
 TEST(NnGrad, PoolsAndGap)
 {
     const int N = 2, C = 2, H = 6, W = 5, k = 2, s = 2;

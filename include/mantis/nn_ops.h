@@ -110,7 +110,8 @@ int mts_conv_geom_init(mts_conv_geom *g, mts_err *err);
  * P = oh*ow), one GEMM W[cout][K] x col through ctx->fwd, bias added in FP32. */
 int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                        const float *w, const float *b, float *y, mts_err *err);
-/* Backward (ctx->bwd): dW = dY[cout][N*P] x col^T (one GEMM, k = N*P);
+/* Backward (ctx->bwd): dW = dY[cout][N*P] x col^T (one GEMM, k = N*P; col^T
+ * built directly by mts_im2col_t);
  * dcol = W^T x dY (one GEMM, k = cout) then col2im adds overlapping taps in
  * FP32 in a fixed (channel, ky, kx, oy, ox) order; db = sums of dY in (n, p)
  * order. */
@@ -119,9 +120,17 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
 
 /* im2col of sample layout x[N][cin][h][w] into col[K][N*P]. */
 void mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col);
+/* The same values transposed: colT[N*P][K] (the weight gradient's operand). */
+void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT);
 /* col2im: dx = sum of the taps of dcolT[N*P][K] (the input-gradient GEMM's
  * output layout), dx overwritten, in (n, ci, ky, kx, oy, ox) order. */
 void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx);
+/* The same sums from the [K][N*P] layout (what mts_gemm_t writes). */
+void mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx);
+/* The readable one-element-at-a-time forms of the two above (same values,
+ * same bits): the references tests/test_nn.cpp checks the fast ones against. */
+void mts_im2col_ref(const mts_conv_geom *g, int N, const float *x, float *col);
+void mts_col2im_ref(const mts_conv_geom *g, int N, const float *dcolT, float *dx);
 
 /* Max / average pooling, window k, stride s, no padding (floor). argmax
  * (int32 per output, index into the input plane) is saved for backward. */

@@ -43,6 +43,9 @@ int mts_nn_tracer_write(const mts_nn_tracer *t, const char *path, mts_err *err);
  * device other than the CPU. */
 int mts_nn_gemm(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int transB, int m, int n, int k,
                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+/* The same with the result stored transposed (mts_gemm_t, gemm.h). */
+int mts_nn_gemm_t(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int transB, int m, int n, int k,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,8 @@ int mts_conv_geom_init(mts_conv_geom *g, mts_err *err)
     return MTS_OK;
 }
 
-void mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col)
+/* The readable references: one element at a time, bounds checked. */
+void mts_im2col_ref(const mts_conv_geom *g, int N, const float *x, float *col)
 {
     int k = g->k, P = g->oh * g->ow;
     size_t NP = (size_t)N * P;
@@ -47,7 +48,7 @@ void mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col)
             }
 }
 
-void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
+void mts_col2im_ref(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
 {
     int k = g->k, P = g->oh * g->ow, K = g->cin * k * k;
     memset(dx, 0, sizeof(float) * (size_t)N * g->cin * g->h * g->w);
@@ -70,6 +71,145 @@ void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
         }
 }
 
+/* The output columns [*lo, *hi) whose tap kx lands inside the input row
+ * (ix = ox*stride - pad + kx in [0, w)); the rest read padding. */
+static void tap_range(const mts_conv_geom *g, int kx, int *lo, int *hi)
+{
+    int a = g->pad - kx, b = g->w + g->pad - kx; /* ox*stride in [a, b) */
+    int l = a <= 0 ? 0 : (a + g->stride - 1) / g->stride;
+    int h = b <= 0 ? 0 : (b + g->stride - 1) / g->stride;
+    *lo = l < g->ow ? l : g->ow;
+    *hi = h < g->ow ? h : g->ow;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Same values as mts_im2col_ref: the bounds are hoisted out of the pixel
+ * loop so each output row is a zero fill and a (strided) copy. */
+void mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col)
+{
+    int k = g->k, P = g->oh * g->ow, ow = g->ow, s = g->stride;
+    size_t NP = (size_t)N * P;
+    for (int ci = 0; ci < g->cin; ci++)
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                float *row = col + ((size_t)(ci * k + ky) * k + kx) * NP;
+                int lo, hi;
+                tap_range(g, kx, &lo, &hi);
+                for (int n = 0; n < N; n++) {
+                    const float *xp = x + ((size_t)n * g->cin + ci) * g->h * g->w;
+                    for (int oy = 0; oy < g->oh; oy++) {
+                        float *r = row + (size_t)n * P + (size_t)oy * ow;
+                        int iy = oy * s - g->pad + ky;
+                        if (iy < 0 || iy >= g->h || lo == hi) {
+                            memset(r, 0, sizeof *r * (size_t)ow);
+                            continue;
+                        }
+                        const float *src = xp + (size_t)iy * g->w + (lo * s - g->pad + kx);
+                        for (int ox = 0; ox < lo; ox++) r[ox] = 0.0f;
+                        if (s == 1) memcpy(r + lo, src, sizeof *r * (size_t)(hi - lo));
+                        else
+                            for (int ox = lo; ox < hi; ox++) r[ox] = src[(size_t)(ox - lo) * s];
+                        for (int ox = hi; ox < ow; ox++) r[ox] = 0.0f;
+                    }
+                }
+            }
+}
+
+/* The transposed layout colT[N*P][K]: each output pixel's K taps are
+ * contiguous, k at a time from one input row (the weight gradient's B
+ * operand then needs no transposing read). */
+void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT)
+{
+    int k = g->k, P = g->oh * g->ow, K = g->cin * k * k, s = g->stride;
+    for (int n = 0; n < N; n++)
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++) {
+                float *dst = colT + ((size_t)n * P + (size_t)oy * g->ow + ox) * K;
+                int ix0 = ox * s - g->pad, kx0 = ix0 < 0 ? -ix0 : 0, kx1 = g->w - ix0 < k ? g->w - ix0 : k;
+                for (int ci = 0; ci < g->cin; ci++) {
+                    const float *xp = x + ((size_t)n * g->cin + ci) * g->h * g->w;
+                    for (int ky = 0; ky < k; ky++, dst += k) {
+                        int iy = oy * s - g->pad + ky;
+                        if (iy < 0 || iy >= g->h || kx1 <= kx0) {
+                            memset(dst, 0, sizeof *dst * (size_t)k);
+                            continue;
+                        }
+                        for (int kx = 0; kx < kx0; kx++) dst[kx] = 0.0f;
+                        memcpy(dst + kx0, xp + (size_t)iy * g->w + ix0 + kx0, sizeof *dst * (size_t)(kx1 - kx0));
+                        for (int kx = kx1; kx < k; kx++) dst[kx] = 0.0f;
+                    }
+                }
+            }
+}
+
+/* Same bits as mts_col2im_ref: every input pixel receives its taps in the
+ * same (ky, kx) order; the bounds are hoisted, and each tap's column of
+ * dcolT is first copied out contiguously (a block of TB pixels at a time)
+ * so the adds run over unit strides. */
+void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
+{
+    enum { TB = 256 };
+    int k = g->k, P = g->oh * g->ow, K = g->cin * k * k, ow = g->ow, s = g->stride;
+    float buf[TB];
+    memset(dx, 0, sizeof(float) * (size_t)N * g->cin * g->h * g->w);
+    for (int n = 0; n < N; n++)
+        for (int ci = 0; ci < g->cin; ci++) {
+            float *xp = dx + ((size_t)n * g->cin + ci) * g->h * g->w;
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++) {
+                    int r = (ci * k + ky) * k + kx, lo, hi;
+                    tap_range(g, kx, &lo, &hi);
+                    if (lo == hi) continue;
+                    const float *d = dcolT + (size_t)n * P * K + r;
+                    for (int oy = 0; oy < g->oh; oy++) {
+                        int iy = oy * s - g->pad + ky;
+                        if (iy < 0 || iy >= g->h) continue;
+                        float *dst = xp + (size_t)iy * g->w + (lo * s - g->pad + kx);
+                        const float *src = d + ((size_t)oy * ow + lo) * K;
+                        for (int o0 = 0; o0 < hi - lo; o0 += TB) {
+                            int cnt = hi - lo - o0 < TB ? hi - lo - o0 : TB;
+                            for (int q = 0; q < cnt; q++) buf[q] = src[(size_t)(o0 + q) * K];
+                            if (s == 1)
+                                for (int q = 0; q < cnt; q++) dst[o0 + q] += buf[q];
+                            else
+                                for (int q = 0; q < cnt; q++) dst[(size_t)(o0 + q) * s] += buf[q];
+                        }
+                    }
+                }
+        }
+}
+
+/* col2im from the [K][N*P] layout: each tap's row is read contiguously
+ * and added over unit strides; every input pixel still receives its taps
+ * in (ky, kx) order, so the sums equal mts_col2im_ref's bit for bit. */
+void mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx)
+{
+    int k = g->k, P = g->oh * g->ow, ow = g->ow, s = g->stride;
+    size_t NP = (size_t)N * P;
+    memset(dx, 0, sizeof(float) * (size_t)N * g->cin * g->h * g->w);
+    for (int n = 0; n < N; n++)
+        for (int ci = 0; ci < g->cin; ci++) {
+            float *xp = dx + ((size_t)n * g->cin + ci) * g->h * g->w;
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++) {
+                    int r = (ci * k + ky) * k + kx, lo, hi;
+                    tap_range(g, kx, &lo, &hi);
+                    if (lo == hi) continue;
+                    const float *d = dcol + (size_t)r * NP + (size_t)n * P;
+                    for (int oy = 0; oy < g->oh; oy++) {
+                        int iy = oy * s - g->pad + ky;
+                        if (iy < 0 || iy >= g->h) continue;
+                        float *dst = xp + (size_t)iy * g->w + (lo * s - g->pad + kx);
+                        const float *src = d + (size_t)oy * ow + lo;
+                        if (s == 1)
+                            for (int q = 0; q < hi - lo; q++) dst[q] += src[q];
+                        else
+                            for (int q = 0; q < hi - lo; q++) dst[(size_t)q * s] += src[q];
+                    }
+                }
+        }
+}
+
 int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                        const float *w, const float *b, float *y, mts_err *err)
 {
@@ -83,14 +223,16 @@ int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, con
         goto done;
     }
     mts_im2col(g, N, x, col);
-    /* t[N*P][cout] = col^T * w^T: a = activation, b = weight, sum over K in order */
-    rc = mts_nn_gemm(ctx, ctx->fwd, 1, 1, (int)NP, g->cout, K, col, (int)NP, w, K, 0.0f, t, g->cout, err);
+    /* col^T * w^T [N*P][cout], stored transposed as t[cout][N*P]: a =
+     * activation, b = weight, sum over K in order */
+    rc = mts_nn_gemm_t(ctx, ctx->fwd, 1, 1, (int)NP, g->cout, K, col, (int)NP, w, K, 0.0f, t, (int)NP, err);
     if (rc == MTS_OK)
         for (int n = 0; n < N; n++)
             for (int co = 0; co < g->cout; co++) {
                 float *yo = y + ((size_t)n * g->cout + co) * P;
+                const float *to = t + (size_t)co * NP + (size_t)n * P;
                 float bias = b ? b[co] : 0.0f;
-                for (int q = 0; q < P; q++) yo[q] = t[((size_t)n * P + q) * g->cout + co] + bias;
+                for (int q = 0; q < P; q++) yo[q] = to[q] + bias;
             }
 done:
     free(col);
@@ -103,38 +245,40 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
 {
     int K = g->cin * g->k * g->k, P = g->oh * g->ow, C = g->cout;
     size_t NP = (size_t)N * P;
-    float *dyt = malloc(sizeof(float) * NP * C);
-    float *col = dw ? malloc(sizeof(float) * NP * K) : NULL;
+    float *dyc = malloc(sizeof(float) * NP * C);
+    float *colT = dw ? malloc(sizeof(float) * NP * K) : NULL;
     float *dcol = dx ? malloc(sizeof(float) * NP * K) : NULL;
     int rc = MTS_OK;
-    if (!dyt || (dw && !col) || (dx && !dcol)) {
+    if (!dyc || (dw && !colT) || (dx && !dcol)) {
         rc = mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d matrices)", NP, K);
         goto done;
     }
-    /* dyt[n*P+q][co]: the output gradient as the GEMMs' [N*P][cout] operand */
+    /* dyc[co][n*P+q]: the output gradient as the GEMMs' [cout][N*P] operand
+     * (rows of P copied whole; both GEMMs then read it without transposing) */
     for (int n = 0; n < N; n++)
         for (int co = 0; co < C; co++)
-            for (int q = 0; q < P; q++) dyt[((size_t)n * P + q) * C + co] = dy[((size_t)n * C + co) * P + q];
+            memcpy(dyc + (size_t)co * NP + (size_t)n * P, dy + ((size_t)n * C + co) * P, sizeof(float) * (size_t)P);
     if (db)
         for (int co = 0; co < C; co++) {
             mts_fm_sumf s; /* the fixed blocked order of fmath.h, (n, p) order */
             mts_fm_sumf_init(&s);
-            for (size_t j = 0; j < NP; j++) mts_fm_sumf_push(&s, dyt[j * C + co]);
+            for (size_t j = 0; j < NP; j++) mts_fm_sumf_push(&s, dyc[(size_t)co * NP + j]);
             db[co] = mts_fm_sumf_sum(&s);
         }
     if (dw) {
-        mts_im2col(g, N, x, col);
-        /* dw[cout][K] = dyt^T * col^T: a = gradient, b = activation, sum over N*P in order */
-        rc = mts_nn_gemm(ctx, ctx->bwd, 1, 1, C, K, (int)NP, dyt, C, col, (int)NP, 0.0f, dw, K, err);
+        mts_im2col_t(g, N, x, colT);
+        /* dw[cout][K] = dyc * colT: a = gradient, b = activation, sum over N*P in order */
+        rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, C, K, (int)NP, dyc, (int)NP, colT, K, 0.0f, dw, K, err);
     }
     if (rc == MTS_OK && dx) {
-        /* dcol[N*P][K] = dyt * w: a = gradient, b = weight, sum over cout in order */
-        rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, (int)NP, K, C, dyt, C, w, K, 0.0f, dcol, K, err);
-        if (rc == MTS_OK) mts_col2im(g, N, dcol, dx);
+        /* dyc^T * w [N*P][K], stored transposed as dcol[K][N*P]: a = gradient,
+         * b = weight, sum over cout in order */
+        rc = mts_nn_gemm_t(ctx, ctx->bwd, 1, 0, (int)NP, K, C, dyc, (int)NP, w, K, 0.0f, dcol, (int)NP, err);
+        if (rc == MTS_OK) mts_col2im_rows(g, N, dcol, dx);
     }
 done:
-    free(dyt);
-    free(col);
+    free(dyc);
+    free(colT);
     free(dcol);
     return rc;
 }
