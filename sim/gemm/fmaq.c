@@ -84,6 +84,10 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
             __mmask64 m0 = 0, m1 = 0;
             if (mode == FQ_VBMI && raw) {
                 const uint32_t *row = braw + (size_t)kk * (size_t)g->n;
+                if (kk + RAW_PF < K) { /* as lut.c: B's rows lie n floats apart */
+                    _mm_prefetch((const char *)(row + (size_t)RAW_PF * (size_t)g->n), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(row + (size_t)RAW_PF * (size_t)g->n + GW), _MM_HINT_T0);
+                }
                 vbmi_raw_b(&rk, _mm512_maskz_loadu_epi32(ld0, row), &bi0, &bs0, &m0);
                 vbmi_raw_b(&rk, _mm512_maskz_loadu_epi32(ld1, row + GW), &bi1, &bs1, &m1);
             } else

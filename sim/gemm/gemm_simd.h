@@ -105,6 +105,7 @@ static inline vf vf_lut_byte_prod(__m512i tlo, __m512i thi, __m512i bidx, __mmas
  * the power of two sign 2^(e-127) (x with its mantissa cleared; a zero x
  * gives its signed zero) and the byte mask of the lanes with x != 0. Same
  * values as pack.c's Bi, Bs, Bm for operands that pass mts__gemm_exp_ok. */
+#define RAW_PF 8 /* rows of an unpacked B prefetched ahead of the one in use */
 typedef struct vbmi_rawb_k {
     unsigned shift; /* 7 - M: the right shift that brings the mantissa (bits 23-M..22) to bit 16 */
     __m512i idxm;   /* (2^M - 1) << 16 */

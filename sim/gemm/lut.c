@@ -185,6 +185,10 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
         __mmask64 bmx[NV];
         for (int v = 0; v < nv; v++) {
             if (raw) {
+                /* rows of B lie n floats apart (a page apart for a convolution's
+                 * [K][N*P] operand): fetch RAW_PF rows ahead */
+                if (kk + RAW_PF < K)
+                    _mm_prefetch((const char *)(braw + (size_t)(kk + RAW_PF) * (size_t)g->n + v * GW), _MM_HINT_T0);
                 __m512i x = _mm512_maskz_loadu_epi32(ld[v], braw + (size_t)kk * (size_t)g->n + v * GW);
                 vbmi_raw_b(&rk, x, &bix[v], &bsx[v], &bmx[v]);
                 continue;

@@ -14,14 +14,43 @@
 int mts__gemm_native_nr(void) { return NR; }
 
 typedef struct native_ctx {
-    const float *Bp; /* [panel][k][NR], zero-padded past n */
+    const float *Bp; /* [panel][k][NR], zero-padded past n; NULL: B read as it is (mts__gemm_want_rawb) */
 } native_ctx;
+
+/* One row of B's panel: packed, or the lanes of B's row inside [j0, j1)
+ * (masked loads; padding lanes read as +0, as packing pads). */
+static inline void load_b(const gemm_job *g, const float *bp, int kk, int j0, int j1, vf *b0, vf *b1)
+{
+    if (bp) {
+        *b0 = VF_LOAD(bp + (size_t)kk * NR);
+        *b1 = VF_LOAD(bp + (size_t)kk * NR + GW);
+        return;
+    }
+    const float *row = (const float *)g->B + (size_t)kk * (size_t)g->n + j0;
+    int w = j1 - j0;
+    if (w == NR) {
+        *b0 = VF_LOAD(row);
+        *b1 = VF_LOAD(row + GW);
+        return;
+    }
+#if GW == 16
+    __mmask16 m0 = w >= GW ? (__mmask16)0xFFFF : (__mmask16)((1u << w) - 1u);
+    __mmask16 m1 = w - GW >= GW ? (__mmask16)0xFFFF : w <= GW ? 0 : (__mmask16)((1u << (w - GW)) - 1u);
+    *b0 = _mm512_maskz_loadu_ps(m0, row);
+    *b1 = _mm512_maskz_loadu_ps(m1, row + GW);
+#else
+    float t[NR] = {0};
+    for (int j = 0; j < w; j++) t[j] = row[j];
+    *b0 = VF_LOAD(t);
+    *b1 = VF_LOAD(t + GW);
+#endif
+}
 
 static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, int j0, int j1)
 {
     const native_ctx *c = vctx;
     const int K = g->k;
-    const float *bp = c->Bp + (size_t)panel * (size_t)K * NR;
+    const float *bp = c->Bp ? c->Bp + (size_t)panel * (size_t)K * NR : NULL;
     const float *a[MR];
     vf acc[MR][2];
     float out[NR];
@@ -32,7 +61,8 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
         acc[r][0] = acc[r][1] = VF_ZERO();
     }
     for (int kk = 0; kk < K; kk++) {
-        vf b0 = VF_LOAD(bp + (size_t)kk * NR), b1 = VF_LOAD(bp + (size_t)kk * NR + GW);
+        vf b0, b1;
+        load_b(g, bp, kk, j0, j1, &b0, &b1);
         for (int r = 0; r < MR; r++) {
             vf av = VF_SET1(a[r][kk]);
             acc[r][0] = VF_ADD(acc[r][0], VF_MUL(av, b0));
@@ -50,16 +80,21 @@ int mts__gemm_native(const gemm_job *g, mts_err *err)
 {
     int npan = (g->n + NR - 1) / NR;
     size_t K = (size_t)g->k;
-    float *Bp = mts__gemm_ws_alloc((size_t)npan * K * NR * sizeof *Bp, 0);
-    if (!Bp) return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing B (%d x %d)", g->k, g->n);
-#pragma omp parallel for num_threads(g->threads) schedule(dynamic, 1)
-    for (int p = 0; p < npan; p++)
-        for (size_t kk = 0; kk < K; kk++)
-            for (int jj = 0; jj < NR; jj++) {
-                int j = p * NR + jj;
-                Bp[((size_t)p * K + kk) * NR + (size_t)jj] =
-                    j < g->n ? mts_u2f(g->B[kk * (size_t)g->n + (size_t)j]) : 0.0f;
+    float *Bp = NULL;
+    if (!mts__gemm_want_rawb(g, MR, NR)) {
+        if (!(Bp = mts__gemm_ws_alloc((size_t)npan * K * NR * sizeof *Bp, 0)))
+            return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing B (%d x %d)", g->k, g->n);
+        int threads = (double)npan * K * NR < 65536.0 ? 1 : g->threads; /* waking a team costs more */
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (int p = 0; p < npan; p++) {
+            int w = g->n - p * NR < NR ? g->n - p * NR : NR;
+            for (size_t kk = 0; kk < K; kk++) {
+                float *dst = Bp + ((size_t)p * K + kk) * NR;
+                memcpy(dst, g->B + kk * (size_t)g->n + (size_t)p * NR, sizeof *dst * (size_t)w);
+                for (int jj = w; jj < NR; jj++) dst[jj] = 0.0f;
             }
+        }
+    }
     native_ctx c = {Bp};
     mts__gemm_tiles(g, MR, NR, native_tile, &c);
     mts__gemm_ws_free(Bp);

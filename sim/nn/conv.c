@@ -134,9 +134,8 @@ void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT)
                             memset(dst, 0, sizeof *dst * (size_t)k);
                             continue;
                         }
-                        for (int kx = 0; kx < kx0; kx++) dst[kx] = 0.0f;
-                        memcpy(dst + kx0, xp + (size_t)iy * g->w + ix0 + kx0, sizeof *dst * (size_t)(kx1 - kx0));
-                        for (int kx = kx1; kx < k; kx++) dst[kx] = 0.0f;
+                        const float *row = xp + (size_t)iy * g->w; /* k is small: no memcpy call */
+                        for (int kx = 0; kx < k; kx++) dst[kx] = kx >= kx0 && kx < kx1 ? row[ix0 + kx] : 0.0f;
                     }
                 }
             }
