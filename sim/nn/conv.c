@@ -135,7 +135,10 @@ void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT)
                             continue;
                         }
                         const float *row = xp + (size_t)iy * g->w; /* k is small: no memcpy call */
-                        for (int kx = 0; kx < k; kx++) dst[kx] = kx >= kx0 && kx < kx1 ? row[ix0 + kx] : 0.0f;
+                        if (kx0 == 0 && kx1 == k) /* interior pixel: a plain copy */
+                            for (int kx = 0; kx < k; kx++) dst[kx] = row[ix0 + kx];
+                        else
+                            for (int kx = 0; kx < k; kx++) dst[kx] = kx >= kx0 && kx < kx1 ? row[ix0 + kx] : 0.0f;
                     }
                 }
             }
