@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 extern "C" {
@@ -153,55 +154,70 @@ TEST(NnConv, Im2colCol2imEqualTheirReferences)
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         return (float)((seed >> 40) & 0xFFFF) / 32768.0f - 1.0f;
     };
+    // one geometry; false when it is not a valid convolution
+    auto check = [&](int k, int stride, int pad, int h, int w) {
+        mts_conv_geom g{};
+        g.cin = 2;
+        g.cout = 3;
+        g.h = h;
+        g.w = w;
+        g.k = k;
+        g.stride = stride;
+        g.pad = pad;
+        mts_err err{};
+        if (mts_conv_geom_init(&g, &err) != MTS_OK) return false;
+        const int N = 3, K = g.cin * k * k, P = g.oh * g.ow;
+        std::string at = "k " + std::to_string(k) + " stride " + std::to_string(stride) + " pad " +
+                         std::to_string(pad) + " h " + std::to_string(h) + " w " + std::to_string(w);
+        vecf x((size_t)N * g.cin * g.h * g.w), dcol((size_t)N * P * K);
+        for (float &v : x) v = rnd();
+        for (float &v : dcol) v = rnd();
+        x[0] = -0.0f;
+        vecf c1((size_t)K * N * P, 9.0f), c2(c1.size(), -9.0f), d1(x.size(), 9.0f), d2(x.size(), -9.0f);
+        mts_im2col(&g, N, x.data(), c1.data());
+        mts_im2col_ref(&g, N, x.data(), c2.data());
+        mts_col2im(&g, N, dcol.data(), d1.data());
+        mts_col2im_ref(&g, N, dcol.data(), d2.data());
+        EXPECT_EQ(0, memcmp(c1.data(), c2.data(), c1.size() * 4)) << "im2col " << at;
+        vecf ct(c1.size(), 9.0f);
+        mts_im2col_t(&g, N, x.data(), ct.data());
+        for (int r = 0; r < K; r++)
+            for (int j = 0; j < N * P; j++)
+                if (memcmp(&ct[(size_t)j * K + r], &c2[(size_t)r * N * P + j], 4)) {
+                    ADD_FAILURE() << "im2col_t " << at << " tap " << r << " pixel " << j << ": " << std::hexfloat
+                                  << ct[(size_t)j * K + r] << " vs " << c2[(size_t)r * N * P + j];
+                    return true;
+                }
+        for (size_t i = 0; i < d1.size(); i++)
+            if (memcmp(&d1[i], &d2[i], 4)) {
+                ADD_FAILURE() << "col2im " << at << " at " << i << ": " << std::hexfloat << d1[i] << " vs " << d2[i];
+                return true;
+            }
+        vecf dk(dcol.size()), d3(x.size(), 9.0f);
+        for (int j = 0; j < N * P; j++)
+            for (int r = 0; r < K; r++) dk[(size_t)r * N * P + j] = dcol[(size_t)j * K + r];
+        mts_col2im_rows(&g, N, dk.data(), d3.data());
+        for (size_t i = 0; i < d3.size(); i++)
+            if (memcmp(&d3[i], &d2[i], 4)) {
+                ADD_FAILURE() << "col2im_rows " << at << " at " << i << ": " << std::hexfloat << d3[i] << " vs "
+                              << d2[i];
+                return true;
+            }
+        return true;
+    };
     int cases = 0;
     for (int k = 1; k <= 5; k++)
         for (int stride = 1; stride <= 3; stride++)
             for (int pad = 0; pad <= k; pad++)
                 for (int hw = k; hw <= k + 7; hw += 3) {
-                    mts_conv_geom g{};
-                    g.cin = 2;
-                    g.cout = 3;
-                    g.h = hw;
-                    g.w = hw + 2; // non-square
-                    g.k = k;
-                    g.stride = stride;
-                    g.pad = pad;
-                    mts_err err{};
-                    if (mts_conv_geom_init(&g, &err) != MTS_OK) continue;
-                    const int N = 3, K = g.cin * k * k, P = g.oh * g.ow;
-                    vecf x((size_t)N * g.cin * g.h * g.w), dcol((size_t)N * P * K);
-                    for (float &v : x) v = rnd();
-                    for (float &v : dcol) v = rnd();
-                    x[0] = -0.0f;
-                    vecf c1((size_t)K * N * P, 9.0f), c2(c1.size(), -9.0f), d1(x.size(), 9.0f), d2(x.size(), -9.0f);
-                    mts_im2col(&g, N, x.data(), c1.data());
-                    mts_im2col_ref(&g, N, x.data(), c2.data());
-                    mts_col2im(&g, N, dcol.data(), d1.data());
-                    mts_col2im_ref(&g, N, dcol.data(), d2.data());
-                    ASSERT_EQ(0, memcmp(c1.data(), c2.data(), c1.size() * 4))
-                        << "im2col k " << k << " stride " << stride << " pad " << pad << " h " << g.h;
-                    vecf ct(c1.size(), 9.0f);
-                    mts_im2col_t(&g, N, x.data(), ct.data());
-                    for (int r = 0; r < K; r++)
-                        for (int j = 0; j < N * P; j++)
-                            ASSERT_EQ(0, memcmp(&ct[(size_t)j * K + r], &c2[(size_t)r * N * P + j], 4))
-                                << "im2col_t k " << k << " stride " << stride << " pad " << pad << " h " << g.h
-                                << " tap " << r << " pixel " << j;
-                    for (size_t i = 0; i < d1.size(); i++)
-                        ASSERT_EQ(0, memcmp(&d1[i], &d2[i], 4))
-                            << "col2im k " << k << " stride " << stride << " pad " << pad << " h " << g.h
-                            << " at " << i << ": " << std::hexfloat << d1[i] << " vs " << d2[i];
-                    vecf dk(dcol.size()), d3(x.size(), 9.0f);
-                    for (int j = 0; j < N * P; j++)
-                        for (int r = 0; r < K; r++) dk[(size_t)r * N * P + j] = dcol[(size_t)j * K + r];
-                    mts_col2im_rows(&g, N, dk.data(), d3.data());
-                    for (size_t i = 0; i < d3.size(); i++)
-                        ASSERT_EQ(0, memcmp(&d3[i], &d2[i], 4))
-                            << "col2im_rows k " << k << " stride " << stride << " pad " << pad << " h " << g.h
-                            << " at " << i << ": " << std::hexfloat << d3[i] << " vs " << d2[i];
-                    cases++;
+                    cases += check(k, stride, pad, hw, hw + 2); // non-square
+                    ASSERT_FALSE(::testing::Test::HasFailure());
                 }
     EXPECT_GT(cases, 150);
+    // the bounds-checked path of mts_im2col_t: taps wider than 16, rows
+    // wider than its buffer
+    EXPECT_TRUE(check(17, 2, 3, 20, 21));
+    EXPECT_TRUE(check(3, 1, 1, 2, 1030));
 }
 
 TEST(NnGrad, PoolsAndGap)

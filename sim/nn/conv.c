@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
 #include "mantis/nn_trace.h"
@@ -116,32 +120,57 @@ void mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col)
 }
 
 /* The transposed layout colT[N*P][K]: each output pixel's K taps are
- * contiguous, k at a time from one input row (the weight gradient's B
- * operand then needs no transposing read). */
+ * contiguous (the weight gradient's B operand then needs no transposing
+ * read). Each input row is first copied into a zero-padded buffer, so every
+ * pixel's k taps of it are one unchecked copy of k floats (one masked
+ * load/store on AVX-512); shapes beyond the buffer take the bounds-checked
+ * loop. Same values as mts_im2col_ref, transposed. */
 void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT)
 {
-    int k = g->k, P = g->oh * g->ow, K = g->cin * k * k, s = g->stride;
+    enum { ROW_MAX = 1024 };
+    int k = g->k, P = g->oh * g->ow, K = g->cin * k * k, s = g->stride, ow = g->ow;
+    int wp = g->w + 2 * g->pad;
+    if (k > 16 || wp > ROW_MAX) {
+        for (int n = 0; n < N; n++)
+            for (int oy = 0; oy < g->oh; oy++)
+                for (int ox = 0; ox < ow; ox++) {
+                    float *dst = colT + ((size_t)n * P + (size_t)oy * ow + ox) * K;
+                    for (int ci = 0; ci < g->cin; ci++)
+                        for (int ky = 0; ky < k; ky++)
+                            for (int kx = 0; kx < k; kx++, dst++) {
+                                int iy = oy * s - g->pad + ky, ix = ox * s - g->pad + kx;
+                                *dst = iy >= 0 && iy < g->h && ix >= 0 && ix < g->w
+                                           ? x[(((size_t)n * g->cin + ci) * g->h + iy) * g->w + ix]
+                                           : 0.0f;
+                            }
+                }
+        return;
+    }
+    float pr[ROW_MAX]; /* one input row with pad zeros each side */
+    memset(pr, 0, sizeof pr);
+#if defined(__AVX512F__)
+    const __mmask16 km = (__mmask16)((1u << k) - 1u);
+#endif
     for (int n = 0; n < N; n++)
-        for (int oy = 0; oy < g->oh; oy++)
-            for (int ox = 0; ox < g->ow; ox++) {
-                float *dst = colT + ((size_t)n * P + (size_t)oy * g->ow + ox) * K;
-                int ix0 = ox * s - g->pad, kx0 = ix0 < 0 ? -ix0 : 0, kx1 = g->w - ix0 < k ? g->w - ix0 : k;
-                for (int ci = 0; ci < g->cin; ci++) {
-                    const float *xp = x + ((size_t)n * g->cin + ci) * g->h * g->w;
-                    for (int ky = 0; ky < k; ky++, dst += k) {
-                        int iy = oy * s - g->pad + ky;
-                        if (iy < 0 || iy >= g->h || kx1 <= kx0) {
-                            memset(dst, 0, sizeof *dst * (size_t)k);
-                            continue;
-                        }
-                        const float *row = xp + (size_t)iy * g->w; /* k is small: no memcpy call */
-                        if (kx0 == 0 && kx1 == k) /* interior pixel: a plain copy */
-                            for (int kx = 0; kx < k; kx++) dst[kx] = row[ix0 + kx];
-                        else
-                            for (int kx = 0; kx < k; kx++) dst[kx] = kx >= kx0 && kx < kx1 ? row[ix0 + kx] : 0.0f;
+        for (int ci = 0; ci < g->cin; ci++)
+            for (int oy = 0; oy < g->oh; oy++)
+                for (int ky = 0; ky < k; ky++) {
+                    int iy = oy * s - g->pad + ky;
+                    float *dst = colT + ((size_t)n * P + (size_t)oy * ow) * K + (size_t)(ci * k + ky) * k;
+                    if (iy < 0 || iy >= g->h) {
+                        for (int ox = 0; ox < ow; ox++) memset(dst + (size_t)ox * K, 0, sizeof *dst * (size_t)k);
+                        continue;
+                    }
+                    memcpy(pr + g->pad, x + (((size_t)n * g->cin + ci) * g->h + iy) * g->w, sizeof *pr * (size_t)g->w);
+                    for (int ox = 0; ox < ow; ox++) {
+                        const float *src = pr + ox * s;
+#if defined(__AVX512F__)
+                        _mm512_mask_storeu_ps(dst + (size_t)ox * K, km, _mm512_maskz_loadu_ps(km, src));
+#else
+                        for (int kx = 0; kx < k; kx++) dst[(size_t)ox * K + kx] = src[kx];
+#endif
                     }
                 }
-            }
 }
 
 /* Same bits as mts_col2im_ref: every input pixel receives its taps in the
