@@ -125,7 +125,8 @@ void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT);
 /* col2im: dx = sum of the taps of dcolT[N*P][K] (the input-gradient GEMM's
  * output layout), dx overwritten, in (n, ci, ky, kx, oy, ox) order. */
 void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx);
-/* The same sums from the [K][N*P] layout (what mts_gemm_t writes). */
+/* The same sums, in the same order, from the [K][N*P] layout (what
+ * mts_gemm_t writes for the input-gradient GEMM). */
 void mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx);
 /* The readable one-element-at-a-time forms of the two above (same values,
  * same bits): the references tests/test_nn.cpp checks the fast ones against. */

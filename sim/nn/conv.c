@@ -173,14 +173,15 @@ void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT)
                 }
 }
 
-/* Same bits as mts_col2im_ref: every input pixel receives its taps in the
- * same (ky, kx) order; the bounds are hoisted, and each tap's column of
- * dcolT is first copied out contiguously (a block of TB pixels at a time)
- * so the adds run over unit strides. */
-void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
+/* col2im over a tap matrix whose element (sample n, tap r, pixel p) lies at
+ * src[n*ns + r*rs + p*ps]. Every input pixel receives its taps in the same
+ * (ky, kx) order as mts_col2im_ref, so the sums equal it bit for bit; the
+ * bounds are hoisted, and a strided row of taps (ps > 1) is first copied out
+ * TB pixels at a time so the adds run over unit strides. */
+static void col2im_any(const mts_conv_geom *g, int N, const float *src, size_t ns, size_t rs, size_t ps, float *dx)
 {
     enum { TB = 256 };
-    int k = g->k, P = g->oh * g->ow, K = g->cin * k * k, ow = g->ow, s = g->stride;
+    int k = g->k, ow = g->ow, s = g->stride;
     float buf[TB];
     memset(dx, 0, sizeof(float) * (size_t)N * g->cin * g->h * g->w);
     for (int n = 0; n < N; n++)
@@ -191,54 +192,39 @@ void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
                     int r = (ci * k + ky) * k + kx, lo, hi;
                     tap_range(g, kx, &lo, &hi);
                     if (lo == hi) continue;
-                    const float *d = dcolT + (size_t)n * P * K + r;
+                    const float *d = src + (size_t)n * ns + (size_t)r * rs;
                     for (int oy = 0; oy < g->oh; oy++) {
                         int iy = oy * s - g->pad + ky;
                         if (iy < 0 || iy >= g->h) continue;
                         float *dst = xp + (size_t)iy * g->w + (lo * s - g->pad + kx);
-                        const float *src = d + ((size_t)oy * ow + lo) * K;
+                        const float *row = d + ((size_t)oy * ow + lo) * ps;
                         for (int o0 = 0; o0 < hi - lo; o0 += TB) {
                             int cnt = hi - lo - o0 < TB ? hi - lo - o0 : TB;
-                            for (int q = 0; q < cnt; q++) buf[q] = src[(size_t)(o0 + q) * K];
+                            const float *v = row + (size_t)o0 * ps;
+                            if (ps != 1) {
+                                for (int q = 0; q < cnt; q++) buf[q] = v[(size_t)q * ps];
+                                v = buf;
+                            }
                             if (s == 1)
-                                for (int q = 0; q < cnt; q++) dst[o0 + q] += buf[q];
+                                for (int q = 0; q < cnt; q++) dst[o0 + q] += v[q];
                             else
-                                for (int q = 0; q < cnt; q++) dst[(size_t)(o0 + q) * s] += buf[q];
+                                for (int q = 0; q < cnt; q++) dst[(size_t)(o0 + q) * s] += v[q];
                         }
                     }
                 }
         }
 }
 
-/* col2im from the [K][N*P] layout: each tap's row is read contiguously
- * and added over unit strides; every input pixel still receives its taps
- * in (ky, kx) order, so the sums equal mts_col2im_ref's bit for bit. */
+void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
+{
+    size_t P = (size_t)g->oh * g->ow, K = (size_t)g->cin * g->k * g->k;
+    col2im_any(g, N, dcolT, P * K, 1, K, dx);
+}
+
 void mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx)
 {
-    int k = g->k, P = g->oh * g->ow, ow = g->ow, s = g->stride;
-    size_t NP = (size_t)N * P;
-    memset(dx, 0, sizeof(float) * (size_t)N * g->cin * g->h * g->w);
-    for (int n = 0; n < N; n++)
-        for (int ci = 0; ci < g->cin; ci++) {
-            float *xp = dx + ((size_t)n * g->cin + ci) * g->h * g->w;
-            for (int ky = 0; ky < k; ky++)
-                for (int kx = 0; kx < k; kx++) {
-                    int r = (ci * k + ky) * k + kx, lo, hi;
-                    tap_range(g, kx, &lo, &hi);
-                    if (lo == hi) continue;
-                    const float *d = dcol + (size_t)r * NP + (size_t)n * P;
-                    for (int oy = 0; oy < g->oh; oy++) {
-                        int iy = oy * s - g->pad + ky;
-                        if (iy < 0 || iy >= g->h) continue;
-                        float *dst = xp + (size_t)iy * g->w + (lo * s - g->pad + kx);
-                        const float *src = d + (size_t)oy * ow + lo;
-                        if (s == 1)
-                            for (int q = 0; q < hi - lo; q++) dst[q] += src[q];
-                        else
-                            for (int q = 0; q < hi - lo; q++) dst[(size_t)q * s] += src[q];
-                    }
-                }
-        }
+    size_t P = (size_t)g->oh * g->ow;
+    col2im_any(g, N, dcol, P, (size_t)N * P, 1, dx);
 }
 
 int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
