@@ -104,10 +104,10 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
         size_t rows = ((size_t)1 << lut->fmt.M) + 1;
         ASSERT_EQ(first_diff(f.TB, s.TB, rows * 128), -1) << at;
     }
-    int byte_table = f.TB != nullptr;
-    mts__gemm_lutpack_free(&f);
     mts__gemm_lutpack_free(&s);
 #if GEMM_VBMI
+    int byte_table = f.TB != nullptr;
+    mts__gemm_lutpack_free(&f);
     if (!lut) return;
     // Unpacked B (gemm_lutpack.rawb): with B's operands made clean, the
     // fields the byte-table kernels derive in registers (vbmi_raw_b) from a
@@ -151,6 +151,8 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
             }
     mts__gemm_lutpack_free(&pk);
     mts__gemm_lutpack_free(&raw);
+#else
+    mts__gemm_lutpack_free(&f);
 #endif
 }
 
