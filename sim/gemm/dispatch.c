@@ -189,10 +189,11 @@ static void quantize_block_e8(uint32_t *dst, const float *X, int ld, int r0, int
 /* Reads opX (rows x cols) into a dense array, quantizing each element:
  * qf NULL keeps FP32; rtz (LUT) additionally truncates into the LUT's
  * format as AMSim's rule 1 does, so kernels may index the table directly.
- * Returns 1 when some element is one the SIMD kernels do not take. Threads
- * only where the array is large enough to pay for waking them. */
+ * With want_bad, returns 1 when some element is one the SIMD kernels do
+ * not take (0 otherwise, and always 0 without). Threads only where the
+ * array is large enough to pay for waking them. */
 static int pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int cols, const mts_format *qf,
-                const mts_format *rtz, int threads)
+                const mts_format *rtz, int threads, int want_bad)
 {
     int fast = qf && !rtz && is_e8(qf) && qf->M < 23, bad = 0;
     int nblk = (rows + 15) / 16;
@@ -216,7 +217,7 @@ static int pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int 
                     row[c] = x;
                 }
             }
-        bad |= any_bad(dst + (size_t)r0 * (size_t)cols, (size_t)(r1 - r0) * (size_t)cols);
+        if (want_bad) bad |= any_bad(dst + (size_t)r0 * (size_t)cols, (size_t)(r1 - r0) * (size_t)cols);
     }
     return bad;
 }
@@ -308,11 +309,11 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
         g->swap = 1;
         g->m = g->n;
         g->n = m;
-        pack(Aq, B, ldb, !transB, g->m, g->k, qfp, rtz, g->threads);
-        g->bbad = pack(Bq, A, lda, !transA, g->k, g->n, qfp, rtz, g->threads);
+        pack(Aq, B, ldb, !transB, g->m, g->k, qfp, rtz, g->threads, 0);
+        g->bbad = pack(Bq, A, lda, !transA, g->k, g->n, qfp, rtz, g->threads, 1);
     } else {
-        pack(Aq, A, lda, transA, g->m, g->k, qfp, rtz, g->threads);
-        g->bbad = pack(Bq, B, ldb, transB, g->k, g->n, qfp, rtz, g->threads);
+        pack(Aq, A, lda, transA, g->m, g->k, qfp, rtz, g->threads, 0);
+        g->bbad = pack(Bq, B, ldb, transB, g->k, g->n, qfp, rtz, g->threads, 1);
     }
     g->A = Aq;
     g->B = Bq;

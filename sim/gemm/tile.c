@@ -38,10 +38,11 @@ void mts__gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *c
 {
     int nrb = (g->m + MR - 1) / MR, npan = (g->n + NR - 1) / NR;
     long ntiles = (long)nrb * npan;
-    /* A swapped job writes C^T: the MR rows of a tile are adjacent floats
-     * of C, so the row blocks of one panel share C's cache lines and must
-     * stay on one thread (splitting them cost 6x on a k = 16 GEMM). */
-    long unit = g->swap ? nrb : 1;
+    /* A job that stores transposed (swapped, or asked for C^T, not both:
+     * gemm_out) writes the MR rows of a tile as adjacent floats of C, so the
+     * row blocks of one panel share C's cache lines and must stay on one
+     * thread (splitting them cost 6x on a k = 16 GEMM). */
+    long unit = g->swap != g->ct ? nrb : 1;
     /* about 8 chunks per thread: every chunk taken is an atomic on a line
      * the cores pass back and forth, which cost more than the tiles of a
      * skinny GEMM when chunks were 2 tiles */
