@@ -424,8 +424,8 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
     size_t K = (size_t)C * 9, NP = (size_t)N * g.oh * g.ow;
     std::vector<float> col(K * NP), cdx(x.size());
     auto dcol = randv(K * NP, 8);
-    mts_im2col(&g, N, x.data(), col.data());
-    mts_col2im(&g, N, dcol.data(), cdx.data());
+    ASSERT_EQ(mts_im2col(&g, N, x.data(), col.data(), &err), MTS_OK);
+    ASSERT_EQ(mts_col2im(&g, N, dcol.data(), cdx.data(), &err), MTS_OK);
     Dev<float> gcol(col), gdcol(dcol), gcdx(cdx);
     ASSERT_EQ(mts_gpu_im2col(&g, N, gx.d(), gcol.d(), &err), MTS_OK);
     ASSERT_EQ(mts_gpu_col2im(&g, N, gdcol.d(), gcdx.d(), &err), MTS_OK);

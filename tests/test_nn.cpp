@@ -174,13 +174,13 @@ TEST(NnConv, Im2colCol2imEqualTheirReferences)
         for (float &v : dcol) v = rnd();
         x[0] = -0.0f;
         vecf c1((size_t)K * N * P, 9.0f), c2(c1.size(), -9.0f), d1(x.size(), 9.0f), d2(x.size(), -9.0f);
-        mts_im2col(&g, N, x.data(), c1.data());
+        EXPECT_EQ(MTS_OK, mts_im2col(&g, N, x.data(), c1.data(), &err));
         mts_im2col_ref(&g, N, x.data(), c2.data());
-        mts_col2im(&g, N, dcol.data(), d1.data());
+        EXPECT_EQ(MTS_OK, mts_col2im(&g, N, dcol.data(), d1.data(), &err));
         mts_col2im_ref(&g, N, dcol.data(), d2.data());
         EXPECT_EQ(0, memcmp(c1.data(), c2.data(), c1.size() * 4)) << "im2col " << at;
         vecf ct(c1.size(), 9.0f);
-        mts_im2col_t(&g, N, x.data(), ct.data());
+        EXPECT_EQ(MTS_OK, mts_im2col_t(&g, N, x.data(), ct.data(), &err));
         for (int r = 0; r < K; r++)
             for (int j = 0; j < N * P; j++)
                 if (memcmp(&ct[(size_t)j * K + r], &c2[(size_t)r * N * P + j], 4)) {
@@ -196,7 +196,7 @@ TEST(NnConv, Im2colCol2imEqualTheirReferences)
         vecf dk(dcol.size()), d3(x.size(), 9.0f);
         for (int j = 0; j < N * P; j++)
             for (int r = 0; r < K; r++) dk[(size_t)r * N * P + j] = dcol[(size_t)j * K + r];
-        mts_col2im_rows(&g, N, dk.data(), d3.data());
+        EXPECT_EQ(MTS_OK, mts_col2im_rows(&g, N, dk.data(), d3.data(), &err));
         for (size_t i = 0; i < d3.size(); i++)
             if (memcmp(&d3[i], &d2[i], 4)) {
                 ADD_FAILURE() << "col2im_rows " << at << " at " << i << ": " << std::hexfloat << d3[i] << " vs "
@@ -214,10 +214,43 @@ TEST(NnConv, Im2colCol2imEqualTheirReferences)
                     ASSERT_FALSE(::testing::Test::HasFailure());
                 }
     EXPECT_GT(cases, 150);
-    // the bounds-checked path of mts_im2col_t: taps wider than 16, rows
-    // wider than its buffer
+    // taps wider than two vectors of the copies, and 1,030-wide rows
     EXPECT_TRUE(check(17, 2, 3, 20, 21));
     EXPECT_TRUE(check(3, 1, 1, 2, 1030));
+}
+
+// The max-pool tie rule, element by element against the readable loop: the
+// first maximum in raster order wins, a NaN never wins (but stays when it
+// comes first), +0 and -0 tie. Values from a small set so ties are common.
+TEST(NnPool, MaxTieRuleEqualsReference)
+{
+    const float vals[] = {1.0f, 2.0f, -0.0f, 0.0f, NAN, 2.0f, -3.0f};
+    for (int k = 1; k <= 3; k++)
+        for (int s = 1; s <= 3; s++) {
+            const int N = 2, C = 3, H = 9, W = 7;
+            int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
+            vecf x((size_t)N * C * H * W), y((size_t)N * C * oh * ow);
+            std::vector<int32_t> am(y.size());
+            uint32_t st = 12345u + (uint32_t)(k * 7 + s);
+            for (float &v : x) {
+                st = st * 1664525u + 1013904223u;
+                v = vals[(st >> 24) % 7];
+            }
+            mts_maxpool_forward(N, C, H, W, k, s, x.data(), y.data(), am.data());
+            for (int pl = 0; pl < N * C; pl++)
+                for (int o = 0; o < oh * ow; o++) {
+                    int oy = o / ow, ox = o % ow, best = oy * s * W + ox * s;
+                    const float *xp = x.data() + (size_t)pl * H * W;
+                    for (int ky = 0; ky < k; ky++)
+                        for (int kx = 0; kx < k; kx++) {
+                            int i = (oy * s + ky) * W + ox * s + kx;
+                            if (xp[i] > xp[best]) best = i;
+                        }
+                    size_t q = (size_t)pl * oh * ow + o;
+                    ASSERT_EQ(best, am[q]) << "k " << k << " s " << s << " plane " << pl << " output " << o;
+                    ASSERT_EQ(0, memcmp(&xp[best], &y[q], 4)) << "k " << k << " s " << s << " output " << o;
+                }
+        }
 }
 
 TEST(NnGrad, PoolsAndGap)

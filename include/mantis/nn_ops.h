@@ -118,16 +118,19 @@ int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, con
 int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                         const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err);
 
-/* im2col of sample layout x[N][cin][h][w] into col[K][N*P]. */
-void mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col);
+/* im2col of sample layout x[N][cin][h][w] into col[K][N*P]. MTS_OK, or
+ * MTS_ENOMEM (a zero-padded copy of x is made: no copy checks bounds). */
+int mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_err *err);
 /* The same values transposed: colT[N*P][K] (the weight gradient's operand). */
-void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT);
+int mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT, mts_err *err);
 /* col2im: dx = sum of the taps of dcolT[N*P][K] (the input-gradient GEMM's
- * output layout), dx overwritten, in (n, ci, ky, kx, oy, ox) order. */
-void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx);
+ * output layout), dx overwritten; each input pixel sums its taps in (ky, kx)
+ * order from +0. MTS_OK, or MTS_ENOMEM (sums go through a zero-padded
+ * accumulator). */
+int mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx, mts_err *err);
 /* The same sums, in the same order, from the [K][N*P] layout (what
  * mts_gemm_t writes for the input-gradient GEMM). */
-void mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx);
+int mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx, mts_err *err);
 /* The readable one-element-at-a-time forms of the two above (same values,
  * same bits): the references tests/test_nn.cpp checks the fast ones against. */
 void mts_im2col_ref(const mts_conv_geom *g, int N, const float *x, float *col);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -75,156 +75,213 @@ void mts_col2im_ref(const mts_conv_geom *g, int N, const float *dcolT, float *dx
         }
 }
 
-/* The output columns [*lo, *hi) whose tap kx lands inside the input row
- * (ix = ox*stride - pad + kx in [0, w)); the rest read padding. */
-static void tap_range(const mts_conv_geom *g, int kx, int *lo, int *hi)
+/* The fast forms below work on a zero-padded copy of the input (or, for
+ * col2im, a zero-padded accumulator), so no copy or add checks bounds; every
+ * plane is hp x wp = (h + 2 pad) x (w + 2 pad), and SLACK zero floats after
+ * the last one let a copy read whole vectors past a row's end. */
+#define SLACK 16
+#define VW 8 /* floats per vector of the copies (AVX2 width: full rate on every AVX2/AVX-512 core) */
+
+static size_t padded_size(const mts_conv_geom *g, int N)
 {
-    int a = g->pad - kx, b = g->w + g->pad - kx; /* ox*stride in [a, b) */
-    int l = a <= 0 ? 0 : (a + g->stride - 1) / g->stride;
-    int h = b <= 0 ? 0 : (b + g->stride - 1) / g->stride;
-    *lo = l < g->ow ? l : g->ow;
-    *hi = h < g->ow ? h : g->ow;
-    if (*hi < *lo) *hi = *lo;
+    return (size_t)N * g->cin * (size_t)(g->h + 2 * g->pad) * (size_t)(g->w + 2 * g->pad) + SLACK;
 }
 
-/* Same values as mts_im2col_ref: the bounds are hoisted out of the pixel
- * loop so each output row is a zero fill and a (strided) copy. */
-void mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col)
+static float *pad_input(const mts_conv_geom *g, int N, const float *x, mts_err *err)
 {
-    int k = g->k, P = g->oh * g->ow, ow = g->ow, s = g->stride;
-    size_t NP = (size_t)N * P;
+    size_t hp = (size_t)g->h + 2 * (size_t)g->pad, wp = (size_t)g->w + 2 * (size_t)g->pad;
+    float *xp = malloc(sizeof(float) * padded_size(g, N));
+    if (!xp) {
+        mts_fail(err, MTS_ENOMEM, "conv: out of memory (padded input of %d x %d x %zu x %zu)", N, g->cin, hp, wp);
+        return NULL;
+    }
+    memset(xp, 0, sizeof(float) * padded_size(g, N));
+    for (size_t pl = 0; pl < (size_t)N * g->cin; pl++)
+        for (int iy = 0; iy < g->h; iy++)
+            memcpy(xp + (pl * hp + (size_t)(iy + g->pad)) * wp + g->pad, x + (pl * g->h + (size_t)iy) * g->w,
+                   sizeof(float) * (size_t)g->w);
+    return xp;
+}
+
+/* dst[0, n) = src[0, n). In whole vectors when they end before `end`: up
+ * to VW - 1 floats after dst + n are then overwritten and after src + n
+ * read. The callers write their output in increasing address order, so the
+ * next copy overwrites the excess; reads stay inside the padded input. */
+static inline void copy_over(float *dst, const float *src, int n, const float *end)
+{
+#if defined(__AVX2__)
+    if (dst + (n + VW - 1) / VW * VW <= end) {
+        for (int i = 0; i < n; i += VW) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
+        return;
+    }
+#endif
+    (void)end;
+    memcpy(dst, src, sizeof(float) * (size_t)n);
+}
+
+/* Same values as mts_im2col_ref: each output row (fixed tap, sample, oy) is
+ * one copy of ow floats (stride 1) from the padded input; the matrix is
+ * written front to back. */
+int mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_err *err)
+{
+    int k = g->k, oh = g->oh, ow = g->ow, s = g->stride, hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+    float *xp = pad_input(g, N, x, err);
+    if (!xp) return MTS_ENOMEM;
+    float *dst = col, *end = col + (size_t)g->cin * k * k * N * oh * ow;
     for (int ci = 0; ci < g->cin; ci++)
         for (int ky = 0; ky < k; ky++)
-            for (int kx = 0; kx < k; kx++) {
-                float *row = col + ((size_t)(ci * k + ky) * k + kx) * NP;
-                int lo, hi;
-                tap_range(g, kx, &lo, &hi);
+            for (int kx = 0; kx < k; kx++)
                 for (int n = 0; n < N; n++) {
-                    const float *xp = x + ((size_t)n * g->cin + ci) * g->h * g->w;
-                    for (int oy = 0; oy < g->oh; oy++) {
-                        float *r = row + (size_t)n * P + (size_t)oy * ow;
-                        int iy = oy * s - g->pad + ky;
-                        if (iy < 0 || iy >= g->h || lo == hi) {
-                            memset(r, 0, sizeof *r * (size_t)ow);
-                            continue;
-                        }
-                        const float *src = xp + (size_t)iy * g->w + (lo * s - g->pad + kx);
-                        for (int ox = 0; ox < lo; ox++) r[ox] = 0.0f;
-                        if (s == 1) memcpy(r + lo, src, sizeof *r * (size_t)(hi - lo));
-                        else
-                            for (int ox = lo; ox < hi; ox++) r[ox] = src[(size_t)(ox - lo) * s];
-                        for (int ox = hi; ox < ow; ox++) r[ox] = 0.0f;
+                    const float *plane = xp + ((size_t)n * g->cin + ci) * hp * wp + kx;
+                    for (int oy = 0; oy < oh; oy++, dst += ow) {
+                        const float *src = plane + (size_t)(oy * s + ky) * wp;
+                        if (s != 1)
+                            for (int ox = 0; ox < ow; ox++) dst[ox] = src[(size_t)ox * s];
+                        else copy_over(dst, src, ow, end);
                     }
                 }
-            }
+    free(xp);
+    return MTS_OK;
 }
 
 /* The transposed layout colT[N*P][K]: each output pixel's K taps are
  * contiguous (the weight gradient's B operand then needs no transposing
- * read). Each input row is first copied into a zero-padded buffer, so every
- * pixel's k taps of it are one unchecked copy of k floats (one masked
- * load/store on AVX-512); shapes beyond the buffer take the bounds-checked
- * loop. Same values as mts_im2col_ref, transposed. */
-void mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT)
+ * read); per pixel, one copy of k floats per (channel, ky) from the padded
+ * input, front to back. Same values as mts_im2col_ref, transposed. */
+int mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT, mts_err *err)
 {
-    enum { ROW_MAX = 1024 };
-    int k = g->k, P = g->oh * g->ow, K = g->cin * k * k, s = g->stride, ow = g->ow;
-    int wp = g->w + 2 * g->pad;
-    if (k > 16 || wp > ROW_MAX) {
-        for (int n = 0; n < N; n++)
-            for (int oy = 0; oy < g->oh; oy++)
-                for (int ox = 0; ox < ow; ox++) {
-                    float *dst = colT + ((size_t)n * P + (size_t)oy * ow + ox) * K;
-                    for (int ci = 0; ci < g->cin; ci++)
-                        for (int ky = 0; ky < k; ky++)
-                            for (int kx = 0; kx < k; kx++, dst++) {
-                                int iy = oy * s - g->pad + ky, ix = ox * s - g->pad + kx;
-                                *dst = iy >= 0 && iy < g->h && ix >= 0 && ix < g->w
-                                           ? x[(((size_t)n * g->cin + ci) * g->h + iy) * g->w + ix]
-                                           : 0.0f;
-                            }
-                }
-        return;
-    }
-    float pr[ROW_MAX]; /* one input row with pad zeros each side */
-    memset(pr, 0, sizeof pr);
-#if defined(__AVX512F__)
-    const __mmask16 km = (__mmask16)((1u << k) - 1u);
-#endif
+    int k = g->k, s = g->stride, hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+    float *xp = pad_input(g, N, x, err);
+    if (!xp) return MTS_ENOMEM;
+    float *dst = colT, *end = colT + (size_t)N * g->oh * g->ow * g->cin * k * k;
     for (int n = 0; n < N; n++)
-        for (int ci = 0; ci < g->cin; ci++)
-            for (int oy = 0; oy < g->oh; oy++)
-                for (int ky = 0; ky < k; ky++) {
-                    int iy = oy * s - g->pad + ky;
-                    float *dst = colT + ((size_t)n * P + (size_t)oy * ow) * K + (size_t)(ci * k + ky) * k;
-                    if (iy < 0 || iy >= g->h) {
-                        for (int ox = 0; ox < ow; ox++) memset(dst + (size_t)ox * K, 0, sizeof *dst * (size_t)k);
-                        continue;
+        for (int oy = 0; oy < g->oh; oy++) {
+            const float *rows = xp + ((size_t)n * g->cin * hp + (size_t)oy * s) * wp; /* (ci, ky) = (0, 0) */
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int ci = 0; ci < g->cin; ci++)
+                    for (int ky = 0; ky < k; ky++, dst += k) {
+                        const float *src = rows + ((size_t)ci * hp + (size_t)ky) * wp + (size_t)ox * s;
+                        copy_over(dst, src, k, end);
                     }
-                    memcpy(pr + g->pad, x + (((size_t)n * g->cin + ci) * g->h + iy) * g->w, sizeof *pr * (size_t)g->w);
-                    for (int ox = 0; ox < ow; ox++) {
-                        const float *src = pr + ox * s;
-#if defined(__AVX512F__)
-                        _mm512_mask_storeu_ps(dst + (size_t)ox * K, km, _mm512_maskz_loadu_ps(km, src));
-#else
-                        for (int kx = 0; kx < k; kx++) dst[(size_t)ox * K + kx] = src[kx];
-#endif
-                    }
-                }
+        }
+    free(xp);
+    return MTS_OK;
 }
 
-/* col2im over a tap matrix whose element (sample n, tap r, pixel p) lies at
- * src[n*ns + r*rs + p*ps]. Every input pixel receives its taps in the same
- * (ky, kx) order as mts_col2im_ref, so the sums equal it bit for bit; the
- * bounds are hoisted, and a strided row of taps (ps > 1) is first copied out
- * TB pixels at a time so the adds run over unit strides. */
-static void col2im_any(const mts_conv_geom *g, int N, const float *src, size_t ns, size_t rs, size_t ps, float *dx)
+/* dst[0, n) += src[0, n) in whole vectors; the lanes past n add +0 to the
+ * floats after dst + n. That leaves them unchanged: the accumulator starts
+ * at +0 and only ever adds, so it never holds -0 (x + 0 = x for every other
+ * x, NaN included). src is read with masks, never past src + n. */
+static inline void add_over(float *dst, const float *src, int n)
 {
-    enum { TB = 256 };
-    int k = g->k, ow = g->ow, s = g->stride;
-    float buf[TB];
-    memset(dx, 0, sizeof(float) * (size_t)N * g->cin * g->h * g->w);
+#if defined(__AVX2__)
+    int i = 0;
+    for (; i + VW <= n; i += VW) _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i), _mm256_loadu_ps(src + i)));
+    if (i < n) {
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - i), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i), _mm256_maskload_ps(src + i, m)));
+    }
+#else
+    for (int i = 0; i < n; i++) dst[i] += src[i];
+#endif
+}
+
+#if defined(__AVX512F__)
+/* col2im from the [K][N*P] layout at stride 1, each input row's sums held in
+ * registers: for RB padded rows at a time and each 16-lane chunk of them,
+ * the taps (ky, kx) in order add one masked load each, of the tap's output
+ * row placed at lane kx (lanes outside it load +0, which leaves a sum
+ * unchanged: the sums start at +0 and never hold -0). Nothing reloads a
+ * store just made, which the in-memory form does for every kx. */
+#define RB 4
+static int col2im_rows_s1(const mts_conv_geom *g, int N, const float *dcol, float *dx)
+{
+    enum { ROW_MAX = 4096 };
+    int k = g->k, oh = g->oh, ow = g->ow, pad = g->pad, wp = g->w + 2 * pad, nc = (wp + 15) / 16;
+    if (wp > ROW_MAX) return 0;
+    size_t P = (size_t)oh * ow, NP = (size_t)N * P;
+    float rb[RB][ROW_MAX];
+    for (int n = 0; n < N; n++)
+        for (int ci = 0; ci < g->cin; ci++)
+            for (int iy0 = 0; iy0 < g->h; iy0 += RB) {
+                int nr = g->h - iy0 < RB ? g->h - iy0 : RB;
+                for (int c = 0; c < nc; c++) {
+                    __m512 acc[RB];
+                    for (int j = 0; j < RB; j++) acc[j] = _mm512_setzero_ps();
+                    for (int ky = 0; ky < k; ky++)
+                        for (int kx = 0; kx < k; kx++) {
+                            int lo = kx - 16 * c, hi = kx + ow - 16 * c;
+                            lo = lo < 0 ? 0 : lo;
+                            hi = hi > 16 ? 16 : hi;
+                            if (hi <= lo) continue;
+                            __mmask16 m = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+                            const float *tap = dcol + (size_t)((ci * k + ky) * k + kx) * NP + (size_t)n * P +
+                                               (ptrdiff_t)(16 * c - kx);
+                            for (int j = 0; j < nr; j++) {
+                                int oy = iy0 + j + pad - ky; /* padded row iy0 + j + pad */
+                                if (oy < 0 || oy >= oh) continue;
+                                acc[j] = _mm512_add_ps(acc[j], _mm512_maskz_loadu_ps(m, tap + (size_t)oy * ow));
+                            }
+                        }
+                    for (int j = 0; j < nr; j++) _mm512_storeu_ps(rb[j] + 16 * c, acc[j]);
+                }
+                for (int j = 0; j < nr; j++)
+                    memcpy(dx + (((size_t)n * g->cin + ci) * g->h + (size_t)(iy0 + j)) * g->w, rb[j] + pad,
+                           sizeof(float) * (size_t)g->w);
+            }
+    return 1;
+}
+#endif
+
+/* col2im over a tap matrix whose element (sample n, tap r, pixel p) lies at
+ * src[n*ns + r*rs + p*ps], summed into a zero-padded accumulator: every
+ * input pixel receives its taps in the same (ky, kx) order as
+ * mts_col2im_ref (one tap per (ky, kx)), so the sums equal it bit for bit;
+ * then the interior is copied to dx. */
+static int col2im_any(const mts_conv_geom *g, int N, const float *src, size_t ns, size_t rs, size_t ps, float *dx,
+                      mts_err *err)
+{
+    int k = g->k, ow = g->ow, s = g->stride, hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+    float *acc = calloc(padded_size(g, N), sizeof(float));
+    if (!acc)
+        return mts_fail(err, MTS_ENOMEM, "col2im: out of memory (padded input of %d x %d x %d x %d)", N, g->cin, hp,
+                        wp);
     for (int n = 0; n < N; n++)
         for (int ci = 0; ci < g->cin; ci++) {
-            float *xp = dx + ((size_t)n * g->cin + ci) * g->h * g->w;
+            float *plane = acc + ((size_t)n * g->cin + ci) * hp * wp;
             for (int ky = 0; ky < k; ky++)
                 for (int kx = 0; kx < k; kx++) {
-                    int r = (ci * k + ky) * k + kx, lo, hi;
-                    tap_range(g, kx, &lo, &hi);
-                    if (lo == hi) continue;
-                    const float *d = src + (size_t)n * ns + (size_t)r * rs;
+                    const float *d = src + (size_t)n * ns + (size_t)((ci * k + ky) * k + kx) * rs;
                     for (int oy = 0; oy < g->oh; oy++) {
-                        int iy = oy * s - g->pad + ky;
-                        if (iy < 0 || iy >= g->h) continue;
-                        float *dst = xp + (size_t)iy * g->w + (lo * s - g->pad + kx);
-                        const float *row = d + ((size_t)oy * ow + lo) * ps;
-                        for (int o0 = 0; o0 < hi - lo; o0 += TB) {
-                            int cnt = hi - lo - o0 < TB ? hi - lo - o0 : TB;
-                            const float *v = row + (size_t)o0 * ps;
-                            if (ps != 1) {
-                                for (int q = 0; q < cnt; q++) buf[q] = v[(size_t)q * ps];
-                                v = buf;
-                            }
-                            if (s == 1)
-                                for (int q = 0; q < cnt; q++) dst[o0 + q] += v[q];
-                            else
-                                for (int q = 0; q < cnt; q++) dst[(size_t)(o0 + q) * s] += v[q];
-                        }
+                        float *dst = plane + (size_t)(oy * s + ky) * wp + kx;
+                        const float *row = d + (size_t)oy * ow * ps;
+                        if (s == 1 && ps == 1) add_over(dst, row, ow);
+                        else
+                            for (int ox = 0; ox < ow; ox++) dst[(size_t)ox * s] += row[(size_t)ox * ps];
                     }
                 }
         }
+    for (size_t pl = 0; pl < (size_t)N * g->cin; pl++)
+        for (int iy = 0; iy < g->h; iy++)
+            memcpy(dx + (pl * g->h + (size_t)iy) * g->w, acc + (pl * hp + (size_t)(iy + g->pad)) * wp + g->pad,
+                   sizeof(float) * (size_t)g->w);
+    free(acc);
+    return MTS_OK;
 }
 
-void mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
+int mts_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx, mts_err *err)
 {
     size_t P = (size_t)g->oh * g->ow, K = (size_t)g->cin * g->k * g->k;
-    col2im_any(g, N, dcolT, P * K, 1, K, dx);
+    return col2im_any(g, N, dcolT, P * K, 1, K, dx, err);
 }
 
-void mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx)
+int mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx, mts_err *err)
 {
     size_t P = (size_t)g->oh * g->ow;
-    col2im_any(g, N, dcol, P, (size_t)N * P, 1, dx);
+#if defined(__AVX512F__)
+    if (g->stride == 1 && col2im_rows_s1(g, N, dcol, dx)) return MTS_OK;
+#endif
+    return col2im_any(g, N, dcol, P, (size_t)N * P, 1, dx, err);
 }
 
 int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
@@ -239,7 +296,8 @@ int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, con
         rc = mts_fail(err, MTS_ENOMEM, "conv forward: out of memory (%zu x %d col matrix)", NP, K);
         goto done;
     }
-    mts_im2col(g, N, x, col);
+    rc = mts_im2col(g, N, x, col, err);
+    if (rc != MTS_OK) goto done;
     /* col^T * w^T [N*P][cout], stored transposed as t[cout][N*P]: a =
      * activation, b = weight, sum over K in order */
     rc = mts_nn_gemm_t(ctx, ctx->fwd, 1, 1, (int)NP, g->cout, K, col, (int)NP, w, K, 0.0f, t, (int)NP, err);
@@ -283,15 +341,15 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
             db[co] = mts_fm_sumf_sum(&s);
         }
     if (dw) {
-        mts_im2col_t(g, N, x, colT);
+        rc = mts_im2col_t(g, N, x, colT, err);
         /* dw[cout][K] = dyc * colT: a = gradient, b = activation, sum over N*P in order */
-        rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, C, K, (int)NP, dyc, (int)NP, colT, K, 0.0f, dw, K, err);
+        if (rc == MTS_OK) rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, C, K, (int)NP, dyc, (int)NP, colT, K, 0.0f, dw, K, err);
     }
     if (rc == MTS_OK && dx) {
         /* dyc^T * w [N*P][K], stored transposed as dcol[K][N*P]: a = gradient,
          * b = weight, sum over cout in order */
         rc = mts_nn_gemm_t(ctx, ctx->bwd, 1, 0, (int)NP, K, C, dyc, (int)NP, w, K, 0.0f, dcol, (int)NP, err);
-        if (rc == MTS_OK) mts_col2im_rows(g, N, dcol, dx);
+        if (rc == MTS_OK) rc = mts_col2im_rows(g, N, dcol, dx, err);
     }
 done:
     free(dyc);

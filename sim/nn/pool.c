@@ -12,15 +12,22 @@ void mts_maxpool_forward(int N, int C, int H, int W, int k, int s, const float *
         const float *xp = x + pl * H * W;
         for (int oy = 0; oy < oh; oy++)
             for (int ox = 0; ox < ow; ox++) {
-                /* first maximum in raster order wins: a fixed tie rule */
+                /* first maximum in raster order wins: a fixed tie rule (a NaN
+                 * is never greater). Selects, not branches: which input wins
+                 * is data, and a mispredicted branch per compare cost more
+                 * than the rest of the pass. */
                 int best = oy * s * W + ox * s;
+                float bv = xp[best];
                 for (int ky = 0; ky < k; ky++)
                     for (int kx = 0; kx < k; kx++) {
                         int i = (oy * s + ky) * W + ox * s + kx;
-                        if (xp[i] > xp[best]) best = i;
+                        float v = xp[i];
+                        int gt = v > bv;
+                        best = gt ? i : best;
+                        bv = gt ? v : bv;
                     }
                 size_t o = pl * oh * ow + (size_t)oy * ow + ox;
-                y[o] = xp[best];
+                y[o] = bv;
                 argmax[o] = best;
             }
     }
