@@ -226,8 +226,9 @@ TEST(NnPool, MaxTieRuleEqualsReference)
 {
     const float vals[] = {1.0f, 2.0f, -0.0f, 0.0f, NAN, 2.0f, -3.0f};
     for (int k = 1; k <= 3; k++)
-        for (int s = 1; s <= 3; s++) {
-            const int N = 2, C = 3, H = 9, W = 7;
+        for (int s = 1; s <= 3; s++)
+            for (int W : {7, 9, 32, 35, 70}) { // 2x2 windows: 16 outputs a step, tails
+            const int N = 2, C = 3, H = 9;
             int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
             vecf x((size_t)N * C * H * W), y((size_t)N * C * oh * ow);
             std::vector<int32_t> am(y.size());
@@ -250,7 +251,7 @@ TEST(NnPool, MaxTieRuleEqualsReference)
                     ASSERT_EQ(best, am[q]) << "k " << k << " s " << s << " plane " << pl << " output " << o;
                     ASSERT_EQ(0, memcmp(&xp[best], &y[q], 4)) << "k " << k << " s " << s << " output " << o;
                 }
-        }
+            }
 }
 
 TEST(NnGrad, PoolsAndGap)
