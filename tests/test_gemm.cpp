@@ -334,6 +334,20 @@ TEST_P(GemmProvider, SkinnyShapesEqualReference)
     check_provider_shape(np, 600, 6, 75, 1, seed += 16, {1, 2});
 }
 
+// Small m or n: the AVX-512 LUT kernel picks its register tile per job (1,
+// 2 or 4 vectors; 4, 6 or 8 rows), with B packed (more than 4 row blocks)
+// or read unpacked. These shapes select each tile with each form of B; the
+// bits must not depend on the tile.
+TEST_P(GemmProvider, EveryTileShapeEqualsReference)
+{
+    const int shapes[][3] = {{6, 25, 300}, {36, 30, 21}, {16, 150, 40}, {48, 150, 20}, {48, 10, 19},
+                             {24, 20, 30}, {4, 10, 9},   {7, 13, 29},   {64, 120, 50}, {200, 40, 7}, {4, 30, 12}};
+    Named np = providers()[(size_t)GetParam()];
+    uint64_t seed = 11 + 100 * (uint64_t)GetParam();
+    for (auto &sh : shapes) check_provider_shape(np, sh[0], sh[1], sh[2], 0, seed += 16);
+    check_provider_shape(np, 36, 30, 21, 1, seed += 16, {1, 2});
+}
+
 // mts_gemm_t: the result stored transposed (C[j*ldc + i]) must equal the
 // reference's, bit for bit, element by element, with beta applied there and
 // the padding of each C^T row untouched. Skinny shapes run as swapped jobs

@@ -141,6 +141,7 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed);
 /* Packed operands of the SIMD LUT / FMAq kernels (pack.c). */
 typedef struct gemm_lutpack {
     int NR;
+    int mr;                 /* rows per tile (set by the kernel; the packing does not depend on it) */
     float *Tf;              /* float table (gather path) or NULL */
     unsigned char *TB;      /* byte table (VBMI path) or NULL */
     uint32_t *Ai;           /* [m][k]: ma << M (gather) or byte offset of the table row (VBMI) */

@@ -71,44 +71,54 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
 }
 
 #if GEMM_SIMD
-/* Register tile: MR rows x nv vectors, nv <= NV (up to 64 columns on
- * AVX-512, 32 on AVX2). AVX-512 builds narrow the tile to 1 or 2 vectors
- * when n is small (a weight gradient with n = 25 would otherwise pack and
- * multiply 64 lanes per k, 39 of them padding); the order of each output's
- * sum does not depend on the tile. */
+/* Register tile: mr rows x nv vectors, nv <= NV (up to 64 columns on
+ * AVX-512, 32 on AVX2). AVX-512 builds pick the tile per job (pick_tile):
+ * 1 or 2 vectors when n is small (a weight gradient with n = 25 would
+ * otherwise multiply 64 lanes per k, 39 of them padding), and 6 or 8 rows
+ * with them when m is small (m = 6 output channels in 4-row tiles would
+ * compute 8 rows and convert each B vector twice). The order of each
+ * output's sum does not depend on the tile. */
 #define NV 4
 #define NR_MAX (NV * GW)
 #if GW == 16
-#define MR 4
+#define MR 4     /* rows with 4 vectors (and the default) */
+#define MR_MAX 8 /* rows with 1 or 2 vectors: at most 16 accumulators */
 #else
 #define MR 2
+#define MR_MAX 2
 #endif
 #define LUT_INLINE static inline __attribute__((always_inline))
 
 int mts__gemm_lut_nr(void) { return NR_MAX; }
 
-/* Vectors per tile for n columns: fewest (panels x (1 + nv)) - per k, a
- * row costs the A element's loads plus nv lookups - ties to the wider. */
-static int pick_nv(int n)
+/* The tile (vectors nv, rows mr) of fewest instructions for an m x n job:
+ * per k, each vector of B costs about 4 (loads or in-register conversion),
+ * each row 3 (its table row and scale) plus 4 per vector (lookup, scale
+ * product, exponent add, accumulate), summed over every tile. Ties go to
+ * the earlier (wider) candidate. */
+static void pick_tile(int m, int n, int *nv_out, int *mr_out)
 {
 #if GW == 16
-    int best = NV;
+    static const int cand[][2] = {{4, 4}, {2, 4}, {2, 6}, {2, 8}, {1, 4}, {1, 8}};
     double cost = 1e300;
-    for (int nv = NV; nv >= 1; nv /= 2) {
-        double c = (double)((n + nv * GW - 1) / (nv * GW)) * (1 + nv);
+    for (size_t q = 0; q < sizeof cand / sizeof cand[0]; q++) {
+        int nv = cand[q][0], mr = cand[q][1];
+        double c = (double)((n + nv * GW - 1) / (nv * GW)) * (double)((m + mr - 1) / mr) * (4 * nv + mr * (3 + 4 * nv));
         if (c < cost) {
             cost = c;
-            best = nv;
+            *nv_out = nv;
+            *mr_out = mr;
         }
     }
-    return best;
 #else
+    (void)m;
     (void)n;
-    return NV;
+    *nv_out = NV;
+    *mr_out = MR;
 #endif
 }
 
-LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR][NV], int i0, int i1, int j0, int j1, const int nv)
+LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR_MAX][NV], int i0, int i1, int j0, int j1, const int nv)
 {
     float out[NR_MAX];
     for (int r = 0; r < i1 - i0; r++) {
@@ -119,16 +129,16 @@ LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR][NV], int i0, int i1, in
 
 /* Gather path: products Tf[ma << M | mb] * (Sa * Sb). */
 LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
-                            const int nv)
+                            const int nv, const int mr)
 {
     const int K = g->k, nr = nv * GW;
     const uint32_t *bi = c->Bi + (size_t)panel * (size_t)K * nr;
     const float *bs = c->Bs + (size_t)panel * (size_t)K * nr;
-    const uint32_t *ai[MR];
-    const float *as[MR];
-    vf acc[MR][NV];
+    const uint32_t *ai[MR_MAX];
+    const float *as[MR_MAX];
+    vf acc[MR_MAX][NV];
 
-    for (int r = 0; r < MR; r++) { /* rows past m repeat the last row; results dropped */
+    for (int r = 0; r < mr; r++) { /* rows past m repeat the last row; results dropped */
         int i = i0 + r < i1 ? i0 + r : i1 - 1;
         ai[r] = c->Ai + (size_t)i * (size_t)K;
         as[r] = c->As + (size_t)i * (size_t)K;
@@ -142,7 +152,7 @@ LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0
             bix[v] = VI_LOAD(bi + o + v * GW);
             bsx[v] = VF_LOAD(bs + o + v * GW);
         }
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < mr; r++) {
             vi ia = VI_SET1(ai[r][kk]);
             vf sa = VF_SET1(as[r][kk]);
             for (int v = 0; v < nv; v++)
@@ -155,7 +165,7 @@ LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0
 #if GEMM_VBMI
 /* Byte-table path: 16 lookups per permute instruction, no memory gathers. */
 LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
-                          const int nv, const int raw)
+                          const int nv, const int raw, const int mr)
 {
     const int K = g->k, nr = nv * GW;
     const uint32_t *bi = raw ? NULL : c->Bi + (size_t)panel * (size_t)K * nr;
@@ -168,11 +178,11 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
         int left = j1 - j0 - v * GW;
         ld[v] = left >= GW ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
     }
-    const uint32_t *ai[MR];
-    const float *as[MR];
-    vf acc[MR][NV];
+    const uint32_t *ai[MR_MAX];
+    const float *as[MR_MAX];
+    vf acc[MR_MAX][NV];
 
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < mr; r++) {
         int i = i0 + r < i1 ? i0 + r : i1 - 1;
         ai[r] = c->Ai + (size_t)i * (size_t)K;
         as[r] = c->As + (size_t)i * (size_t)K;
@@ -197,7 +207,7 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
             bsx[v] = VF_LOAD(bs + o + v * GW);
             bmx[v] = bm[(size_t)kk * nv + (size_t)v];
         }
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < mr; r++) {
             const unsigned char *row = c->TB + ai[r][kk];
             __m512i tlo = _mm512_loadu_si512((const void *)row), thi = _mm512_loadu_si512((const void *)(row + 64));
             vf sa = VF_SET1(as[r][kk]);
@@ -209,6 +219,20 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
 }
 #endif
 
+/* One instance per tile shape, so the loops over rows and vectors unroll
+ * into registers. */
+#define LUT_SHAPES(F, ...)                                                                                             \
+    do {                                                                                                               \
+        if (nv == 1 && mr == 8) F(__VA_ARGS__, 1, 8);                                                                  \
+        else if (nv == 1) F(__VA_ARGS__, 1, MR);                                                                       \
+        else if (nv == 2 && mr == 6) F(__VA_ARGS__, 2, 6);                                                             \
+        else if (nv == 2 && mr == 8) F(__VA_ARGS__, 2, 8);                                                             \
+        else if (nv == 2) F(__VA_ARGS__, 2, MR);                                                                       \
+        else F(__VA_ARGS__, NV, MR);                                                                                   \
+    } while (0)
+#define LUT_GATHER(c, g, i0, i1, panel, j0, j1, NVV, MRV) lut_tile_gather(c, g, i0, i1, panel, j0, j1, NVV, MRV)
+#define LUT_VBMI(c, g, i0, i1, panel, j0, j1, RAW, NVV, MRV) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, NVV, RAW, MRV)
+
 static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, int j0, int j1)
 {
     const gemm_lutpack *c = vctx;
@@ -218,32 +242,31 @@ static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, i
         mts__gemm_tile_scalar(g, i0, i1, j0, j1);
         return;
     }
-    /* one instance per tile width, so the loops over vectors unroll */
+    const int nv = c->NR / GW, mr = c->mr;
+#if GW == 8
+    (void)mr;
+#endif
 #if GEMM_VBMI
     if (c->TB) {
-        if (c->rawb) {
-            if (c->NR == GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 1, 1);
-            else if (c->NR == 2 * GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 2, 1);
-            else lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, NV, 1);
-        } else if (c->NR == GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 1, 0);
-        else if (c->NR == 2 * GW) lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, 2, 0);
-        else lut_tile_vbmi(c, g, i0, i1, panel, j0, j1, NV, 0);
+        if (c->rawb) LUT_SHAPES(LUT_VBMI, c, g, i0, i1, panel, j0, j1, 1);
+        else LUT_SHAPES(LUT_VBMI, c, g, i0, i1, panel, j0, j1, 0);
         return;
     }
 #endif
-    if (c->NR == GW) lut_tile_gather(c, g, i0, i1, panel, j0, j1, 1);
-    else if (c->NR == 2 * GW) lut_tile_gather(c, g, i0, i1, panel, j0, j1, 2);
-    else lut_tile_gather(c, g, i0, i1, panel, j0, j1, NV);
+    LUT_SHAPES(LUT_GATHER, c, g, i0, i1, panel, j0, j1);
 }
 
 int mts__gemm_lut(const gemm_job *g, mts_err *err)
 {
     gemm_lutpack lp;
-    int nr = pick_nv(g->n) * GW;
-    int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI, mts__gemm_want_rawb(g, MR, nr), &lp, err);
+    int nv, mr;
+    pick_tile(g->m, g->n, &nv, &mr);
+    int nr = nv * GW;
+    int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI, mts__gemm_want_rawb(g, mr, nr), &lp, err);
     if (rc == 1) return mts__gemm_scalar(g, err); /* format or table outside the exact-product condition */
     if (rc != MTS_OK) return rc;
-    mts__gemm_tiles(g, MR, nr, lut_tile, &lp);
+    lp.mr = mr;
+    mts__gemm_tiles(g, mr, nr, lut_tile, &lp);
     mts__gemm_lutpack_free(&lp);
     return MTS_OK;
 }
