@@ -201,8 +201,8 @@ float term(uint64_t *s)
 
 TEST(FixedOrderSum, StreamingEqualsBlockedTree)
 {
-    const size_t sizes[] = {0, 1, 2, 63, 64, 65, 127, 128, 129, 64 * 3, 64 * 5 + 3, 64 * 7 + 1, 4096, 4096 + 64 * 13 + 5,
-                            100000};
+    const size_t sizes[] = {0,    1,          2,          63,     64,   65, 127, 128, 129, 64 * 3, 64 * 5 + 3, 64 * 7 + 1,
+                            64 * 8, 64 * 8 + 1, 64 * 17 + 9, 4096, 4096 + 64 * 13 + 5, 100000};
     uint64_t seed = 42;
     int differs_from_sequential = 0;
     for (size_t n : sizes) {
@@ -213,6 +213,8 @@ TEST(FixedOrderSum, StreamingEqualsBlockedTree)
         double rd = blocked_ref(td), gd = sum_d(td);
         ASSERT_EQ(bits(gf), bits(rf)) << "n=" << n << " float: got " << gf << " want " << rf;
         ASSERT_EQ(dbits(gd), dbits(rd)) << "n=" << n << " double: got " << gd << " want " << rd;
+        float ga = mts_fm_sumf_array(tf.data(), n); // eight chunks side by side
+        ASSERT_EQ(bits(ga), bits(rf)) << "n=" << n << " sumf_array: got " << ga << " want " << rf;
         float seq = 0;
         for (float v : tf) seq += v;
         differs_from_sequential += bits(seq) != bits(gf);

@@ -338,4 +338,27 @@ static inline MTS_HD float mts_fm_sumf_sum(mts_fm_sumf *s)
     return r;
 }
 
+/* The sum of x[0, n) in the same order, hence the same bits, as pushing
+ * each term into a fresh mts_fm_sumf and taking mts_fm_sumf_sum. Eight
+ * chunks are summed side by side (independent add chains: one chain of n
+ * adds waits on the add latency for every term), then go into the tree in
+ * their order. */
+static inline MTS_HD float mts_fm_sumf_array(const float *x, size_t n)
+{
+    enum { Q = 8 };
+    mts_fm_sumf s;
+    mts_fm_sumf_init(&s);
+    size_t full = n / MTS_FM_CHUNK, c = 0;
+    for (; c + Q <= full; c += Q) {
+        const float *b = x + c * MTS_FM_CHUNK;
+        float ch[Q];
+        for (int q = 0; q < Q; q++) ch[q] = 0.0f;
+        for (int i = 0; i < MTS_FM_CHUNK; i++)
+            for (int q = 0; q < Q; q++) ch[q] = mts_fm_add(ch[q], b[q * MTS_FM_CHUNK + i]);
+        for (int q = 0; q < Q; q++) mts_fm__sumf_chunk(&s, ch[q]);
+    }
+    for (size_t j = c * MTS_FM_CHUNK; j < n; j++) mts_fm_sumf_push(&s, x[j]);
+    return mts_fm_sumf_sum(&s);
+}
+
 #endif

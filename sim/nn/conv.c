@@ -333,13 +333,8 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
     for (int n = 0; n < N; n++)
         for (int co = 0; co < C; co++)
             memcpy(dyc + (size_t)co * NP + (size_t)n * P, dy + ((size_t)n * C + co) * P, sizeof(float) * (size_t)P);
-    if (db)
-        for (int co = 0; co < C; co++) {
-            mts_fm_sumf s; /* the fixed blocked order of fmath.h, (n, p) order */
-            mts_fm_sumf_init(&s);
-            for (size_t j = 0; j < NP; j++) mts_fm_sumf_push(&s, dyc[(size_t)co * NP + j]);
-            db[co] = mts_fm_sumf_sum(&s);
-        }
+    if (db) /* the fixed blocked order of fmath.h, (n, p) order */
+        for (int co = 0; co < C; co++) db[co] = mts_fm_sumf_array(dyc + (size_t)co * NP, NP);
     if (dw) {
         rc = mts_im2col_t(g, N, x, colT, err);
         /* dw[cout][K] = dyc * colT: a = gradient, b = activation, sum over N*P in order */
