@@ -94,17 +94,7 @@ static int check_provider(const mts_provider *p, mts_err *err)
  * inf), NaN -> canonical NaN, inf kept, FP32 subnormals -> signed zero. */
 static void quantize_row_e8(uint32_t *dst, const float *src, int cols, int M)
 {
-    const int drop = 23 - M;
-    const uint32_t half = (1u << (drop - 1)) - 1u, keep = ~((1u << drop) - 1u);
-#define Q_E8(x)                                                                                    \
-    ((((x) & MTS_F32_EXP) == 0)             ? ((x) & MTS_F32_SIGN)                                \
-     : (((x) & MTS_F32_EXP) == MTS_F32_EXP) ? (((x) & MTS_F32_MAN) ? MTS_F32_QNAN : (x))           \
-                                            : (((x) + half + (((x) >> drop) & 1u)) & keep))
-    for (int c = 0; c < cols; c++) {
-        uint32_t x = mts_f2u(src[c]);
-        dst[c] = Q_E8(x);
-    }
-#undef Q_E8
+    for (int c = 0; c < cols; c++) dst[c] = gemm_q_e8(mts_f2u(src[c]), M);
 }
 
 static int is_e8(const mts_format *f) { return f->E == 8 && f->bias == 127 && f->ieee; }
@@ -119,6 +109,35 @@ static int any_bad(const uint32_t *x, size_t n)
         bad |= e == 0 ? (x[i] & MTS_F32_MAN) != 0 : e - (127u - 62u) > 124u;
     }
     return bad != 0;
+}
+
+/* 1 when some of the n floats of X, rounded to an E8 format (RNE, as the
+ * quantize pass), may be an operand the SIMD kernels do not take
+ * (mts__gemm_exp_ok), read without writing them: the check a deferred B
+ * (gemm_job.bround) still needs. Rounding clears subnormals and may raise
+ * the exponent by one, so a nonzero exponent outside [65, 188] counts: exact
+ * but for 189 that does not carry and 64 that does, whose false alarms only
+ * send B through packing (same bits, per-panel flags). */
+static int any_bad_rounded(const float *X, size_t n, int threads)
+{
+    enum { BLK = 16384 };
+    size_t nblk = (n + BLK - 1) / BLK;
+    int bad = 0;
+    if ((double)n < 65536.0) threads = 1;
+    (void)threads;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4) reduction(| : bad)
+    for (size_t b = 0; b < nblk; b++) {
+        size_t i0 = b * BLK, i1 = i0 + BLK < n ? i0 + BLK : n;
+        unsigned acc = 0;
+        for (size_t i = i0; i < i1; i++) {
+            uint32_t x;
+            memcpy(&x, X + i, sizeof x);
+            uint32_t e = (x >> 23) & 0xFFu;
+            acc |= (e != 0) & (e - 65u > 123u);
+        }
+        bad |= acc != 0;
+    }
+    return bad;
 }
 
 /* Rows [r0, r1) of a transposed opX (element (r, c) at X[c*ld + r]) in
@@ -292,13 +311,19 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     }
     int swap = !p->scalar_only && g->prod != GEMM_PROD_MULOP && swap_pays(g, transA, transB);
     size_t na = (size_t)g->m * (size_t)g->k, nb = (size_t)g->k * (size_t)g->n;
+    /* the job's B operand, k x n: op(B), or op(A)^T when swapped */
+    const float *jb = swap ? A : B;
+    int jtrans = swap ? !transA : transB, jld = swap ? lda : ldb, jn = swap ? g->m : g->n;
+    /* B stored [k][n] without gaps, and a rounding every reader can apply
+     * (or none): the kernels read the caller's array, no copy is written */
+    int defer = !jtrans && jld == jn && !rtz && (!qfp || (is_e8(qfp) && qfp->M < 23));
     if (swap) { /* Aq holds op(B)^T, Bq op(A)^T */
         size_t t = na;
         na = nb;
         nb = t;
     }
-    uint32_t *Aq = mts__gemm_ws_alloc(na * sizeof *Aq, 0), *Bq = mts__gemm_ws_alloc(nb * sizeof *Bq, 0);
-    if (!Aq || !Bq) {
+    uint32_t *Aq = mts__gemm_ws_alloc(na * sizeof *Aq, 0), *Bq = defer ? NULL : mts__gemm_ws_alloc(nb * sizeof *Bq, 0);
+    if (!Aq || (!defer && !Bq)) {
         mts__gemm_ws_free(Aq);
         mts__gemm_ws_free(Bq);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing %zu + %zu operands", na, nb);
@@ -310,13 +335,19 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
         g->m = g->n;
         g->n = m;
         pack(Aq, B, ldb, !transB, g->m, g->k, qfp, rtz, g->threads, 0);
-        g->bbad = pack(Bq, A, lda, !transA, g->k, g->n, qfp, rtz, g->threads, 1);
-    } else {
+    } else
         pack(Aq, A, lda, transA, g->m, g->k, qfp, rtz, g->threads, 0);
-        g->bbad = pack(Bq, B, ldb, transB, g->k, g->n, qfp, rtz, g->threads, 1);
+    if (defer) {
+        g->bround = qfp ? qfp->M : 0;
+        /* unrounded (FP32 products) B is never read raw (no byte table):
+         * 1 keeps any reader on the packed, per-panel-checked path */
+        g->bbad = g->bround ? any_bad_rounded(jb, nb, g->threads) : 1;
+        g->B = (const uint32_t *)(const void *)jb;
+    } else {
+        g->bbad = pack(Bq, jb, jld, jtrans, g->k, g->n, qfp, rtz, g->threads, 1);
+        g->B = Bq;
     }
     g->A = Aq;
-    g->B = Bq;
 
     if (g->prod == GEMM_PROD_MULOP) rc = mts__gemm_mulop(g, err);
     else if (p->scalar_only) rc = mts__gemm_scalar(g, err);

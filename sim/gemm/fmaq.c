@@ -61,6 +61,7 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
 #if GEMM_VBMI
     const uint64_t *bm = mode == FQ_VBMI && !raw ? lp->Bm + (size_t)panel * (size_t)K * 2 : NULL;
     const vbmi_rawb_k rk = vbmi_rawb_consts(mode == FQ_VBMI ? g->lut->fmt.M : 7);
+    const vq_k q = vq_consts(g->bround); /* raw B has bbad == 0: the clean rounding */
     const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * n */
     int left0 = j1 - j0, left1 = j1 - j0 - GW;
     const __mmask16 ld0 = left0 >= GW ? (__mmask16)0xFFFF : (__mmask16)((1u << left0) - 1u);
@@ -88,8 +89,8 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
                     _mm_prefetch((const char *)(row + (size_t)RAW_PF * (size_t)g->n), _MM_HINT_T0);
                     _mm_prefetch((const char *)(row + (size_t)RAW_PF * (size_t)g->n + GW), _MM_HINT_T0);
                 }
-                vbmi_raw_b(&rk, _mm512_maskz_loadu_epi32(ld0, row), &bi0, &bs0, &m0);
-                vbmi_raw_b(&rk, _mm512_maskz_loadu_epi32(ld1, row + GW), &bi1, &bs1, &m1);
+                vbmi_raw_b(&rk, vq_clean(&q, _mm512_maskz_loadu_epi32(ld0, row)), &bi0, &bs0, &m0);
+                vbmi_raw_b(&rk, vq_clean(&q, _mm512_maskz_loadu_epi32(ld1, row + GW)), &bi1, &bs1, &m1);
             } else
 #endif
             {

@@ -44,10 +44,39 @@ typedef struct gemm_job {
     /* 1 when some element of B is one the SIMD kernels do not take
      * (mts__gemm_exp_ok); 0 lets a kernel read B without per-panel flags. */
     int bbad;
+    /* 0: B holds the quantized operand. M (1..22): B is the caller's FP32
+     * array itself (op(B) contiguous, [k][n]) and every reader rounds each
+     * element to M mantissa bits where it reads it (gemm_q_e8, gemm_b;
+     * vector form in gemm_simd.h), so the quantize pass writes no copy of a
+     * large column matrix. Only for E8 operand formats without a LUT
+     * truncation (dispatch.c). */
+    int bround;
     /* 1: the caller asked for C^T (mts_gemm_t): output (i, j) of the
      * caller's problem is stored at C[j*ldc + i]. */
     int ct;
 } gemm_job;
+
+/* FP32 bits x rounded to an E8 format of M < 23 mantissa bits, RNE (the
+ * quantize pass's rule): zeros and subnormals become the signed zero, a NaN
+ * the quiet NaN, infinities stay, a carry may raise the exponent. */
+static inline uint32_t gemm_q_e8(uint32_t x, int M)
+{
+    const int drop = 23 - M;
+    const uint32_t half = (1u << (drop - 1)) - 1u, keep = ~((1u << drop) - 1u);
+    /* one expression, so loops over it vectorise */
+    return ((x & MTS_F32_EXP) == 0)             ? (x & MTS_F32_SIGN)
+           : ((x & MTS_F32_EXP) == MTS_F32_EXP) ? ((x & MTS_F32_MAN) ? MTS_F32_QNAN : x)
+                                                : ((x + half + ((x >> drop) & 1u)) & keep);
+}
+
+/* Element idx of the job's B as the kernels multiply it (rounded here when
+ * the job defers B's quantization). */
+static inline uint32_t gemm_b(const gemm_job *g, size_t idx)
+{
+    uint32_t x;
+    memcpy(&x, g->B + idx, sizeof x); /* B may be the caller's float array */
+    return g->bround ? gemm_q_e8(x, g->bround) : x;
+}
 
 /* The scalar product of the job's kind, in the caller's operand order. */
 static inline uint32_t gemm_prod(const gemm_job *g, uint32_t a, uint32_t b)

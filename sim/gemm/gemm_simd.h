@@ -87,6 +87,52 @@ static inline vf vf_add_rtz(vf a, vf b)
 #endif
 
 /* AVX-512 VBMI: 64 byte lookups in a 128-byte table per instruction. */
+#if GEMM_SIMD && GW == 16
+/* gemm_q_e8 on 16 lanes (M = 0: x unchanged), for a job whose B is read
+ * unquantized (gemm_job.bround). The full form takes every input; the
+ * clean form only zeros and normals that round to normals (a B with
+ * bbad == 0), where the RNE step alone is exact: a zero stays its signed
+ * zero (half < 2^drop). */
+typedef struct vq_k {
+    int on;
+    __m128i drop;
+    __m512i half, keep, one;
+} vq_k;
+
+static inline vq_k vq_consts(int M)
+{
+    vq_k c;
+    c.on = M != 0;
+    int drop = M ? 23 - M : 1;
+    c.drop = _mm_cvtsi32_si128(drop);
+    c.half = _mm512_set1_epi32((int)((1u << (drop - 1)) - 1u));
+    c.keep = _mm512_set1_epi32((int)~((1u << drop) - 1u));
+    c.one = _mm512_set1_epi32(1);
+    return c;
+}
+
+static inline __m512i vq_clean(const vq_k *c, __m512i x)
+{
+    if (!c->on) return x;
+    __m512i lsb = _mm512_and_si512(_mm512_srl_epi32(x, c->drop), c->one);
+    return _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(x, c->half), lsb), c->keep);
+}
+
+static inline __m512i vq_full(const vq_k *c, __m512i x)
+{
+    if (!c->on) return x;
+    const __m512i expm = _mm512_set1_epi32((int)MTS_F32_EXP), manm = _mm512_set1_epi32((int)MTS_F32_MAN);
+    __m512i r = vq_clean(c, x);
+    __mmask16 zero = _mm512_testn_epi32_mask(x, expm);
+    __mmask16 spec = _mm512_cmpeq_epi32_mask(_mm512_and_si512(x, expm), expm);
+    __mmask16 nan = spec & _mm512_test_epi32_mask(x, manm);
+    r = _mm512_mask_and_epi32(r, zero, x, _mm512_set1_epi32((int)MTS_F32_SIGN));
+    r = _mm512_mask_mov_epi32(r, spec & (__mmask16)~nan, x);
+    return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32((int)MTS_F32_QNAN));
+}
+
+#endif
+
 #if GEMM_SIMD && GW == 16 && defined(__AVX512VBMI__) && defined(__AVX512BW__) && defined(__BMI2__)
 #define GEMM_VBMI 1
 /* Product bits of the byte-table path: Sab + (table byte << 16) for the lanes

@@ -173,6 +173,7 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const uint64_t *bm = raw ? NULL : c->Bm + (size_t)panel * (size_t)K * nv;
     const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * n */
     const vbmi_rawb_k rk = vbmi_rawb_consts(g->lut->fmt.M);
+    const vq_k q = vq_consts(g->bround); /* raw B has bbad == 0: the clean rounding */
     __mmask16 ld[NV]; /* raw: the lanes of each vector inside [j0, j1) */
     for (int v = 0; v < NV; v++) {
         int left = j1 - j0 - v * GW;
@@ -199,7 +200,7 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
                  * [K][N*P] operand): fetch RAW_PF rows ahead */
                 if (kk + RAW_PF < K)
                     _mm_prefetch((const char *)(braw + (size_t)(kk + RAW_PF) * (size_t)g->n + v * GW), _MM_HINT_T0);
-                __m512i x = _mm512_maskz_loadu_epi32(ld[v], braw + (size_t)kk * (size_t)g->n + v * GW);
+                __m512i x = vq_clean(&q, _mm512_maskz_loadu_epi32(ld[v], braw + (size_t)kk * (size_t)g->n + v * GW));
                 vbmi_raw_b(&rk, x, &bix[v], &bsx[v], &bmx[v]);
                 continue;
             }

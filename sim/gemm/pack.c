@@ -96,10 +96,10 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
         int bad = 0, j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR; /* w real lanes, rest padding */
         for (size_t kk = 0; kk < K; kk++) {
             size_t o = ((size_t)p * K + kk) * (size_t)NR;
-            const uint32_t *src = g->B + kk * (size_t)g->n + (size_t)j0;
+            size_t src = kk * (size_t)g->n + (size_t)j0;
             uint64_t mask[4] = {0, 0, 0, 0};
             for (int jj = 0; jj < NR; jj++) {
-                uint32_t x = jj < w ? src[jj] : 0;
+                uint32_t x = jj < w ? gemm_b(g, src + (size_t)jj) : 0;
                 bad |= !mts__gemm_exp_ok(x);
                 if (!lut) {
                     lp->Bs[o + (size_t)jj] = mts_u2f(x);
@@ -183,6 +183,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
     }
     if (lp->rawb) return;
     threads = (double)g->n * (double)K < 65536.0 ? 1 : g->threads;
+    const vq_k q = vq_consts(g->bround);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int p = 0; p < npan; p++) {
         __mmask16 bad = 0;
@@ -193,7 +194,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
             for (int v = 0; v < nv; v++) {
                 int left = w - 16 * v;
                 __mmask16 ld = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
-                __m512i x = _mm512_maskz_loadu_epi32(ld, src + 16 * v); /* padding lanes: +0 */
+                __m512i x = vq_full(&q, _mm512_maskz_loadu_epi32(ld, src + 16 * v)); /* padding lanes: +0 */
                 size_t ov = o + (size_t)(16 * v);
                 bad |= v_bad(&c, x);
                 if (!lut) {
