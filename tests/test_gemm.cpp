@@ -352,6 +352,22 @@ TEST_P(GemmProvider, EveryTileShapeEqualsReference)
     check_provider_shape(np, 36, 30, 21, 1, seed += 16, {1, 2});
 }
 
+// The quad kernel of the AVX-512 VBMI LUT path (4 rows x 64 columns, packed
+// B, one lookup for four vectors, a row's exponent parity picking Sb or
+// 2 Sb): whole and ragged panels, magnitudes that cover both parities and
+// the edges of the kernels' exponent range, zeros and subnormals, specials
+// in some rows and columns, and two threads.
+TEST_P(GemmProvider, QuadKernelShapesEqualReference)
+{
+    Named np = providers()[(size_t)GetParam()];
+    uint64_t seed = 21 + 100 * (uint64_t)GetParam();
+    check_provider_shape(np, 40, 64, 33, 0, seed += 16);
+    check_provider_shape(np, 45, 150, 30, 3, seed += 16);
+    check_provider_shape(np, 37, 129, 26, 1, seed += 16);
+    check_provider_shape(np, 30, 70, 25, 2, seed += 16);
+    check_provider_shape(np, 64, 200, 40, 1, seed += 16, {1, 2});
+}
+
 // mts_gemm_t: the result stored transposed (C[j*ldc + i]) must equal the
 // reference's, bit for bit, element by element, with beta applied there and
 // the padding of each C^T row untouched. Skinny shapes run as swapped jobs

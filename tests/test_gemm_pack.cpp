@@ -90,17 +90,26 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
     ASSERT_EQ(d, -1) << at << " panbad[" << d << "]";
     d = first_diff(f.Bs, s.Bs, nb);
     ASSERT_EQ(d, -1) << at << " Bs[" << d << "] " << hexes("Bs", mts_f2u(f.Bs[d]), mts_f2u(s.Bs[d]), 0);
+    ASSERT_EQ(f.quad, s.quad) << at;
+    ASSERT_EQ(f.quad, vbmi == 2 && f.TB && NR == 64) << at; // packed B here: quad whenever asked and possible
+    if (f.quad) {
+        d = first_diff(f.Bs + nb, s.Bs + nb, nb); // 2 Sb
+        ASSERT_EQ(d, -1) << at << " Bs[2Sb " << d << "] " << hexes("Bs", mts_f2u(f.Bs[nb + d]), mts_f2u(s.Bs[nb + d]), 0);
+        d = first_diff(f.Bq, s.Bq, (size_t)npan * k * 64);
+        ASSERT_EQ(d, -1) << at << " Bq[" << d << "] " << hexes("Bq", f.Bq[d], s.Bq[d], 0);
+        ASSERT_TRUE(!f.Bi && !s.Bi) << at;
+    }
     ASSERT_EQ(!f.Ai, !s.Ai) << at;
     if (f.Ai) {
         d = first_diff(f.Ai, s.Ai, na);
         ASSERT_EQ(d, -1) << at << " Ai[" << d << "] " << hexes("Ai", f.Ai[d], s.Ai[d], A[(size_t)d]);
+    }
+    if (f.Bi) {
         d = first_diff(f.Bi, s.Bi, nb);
         ASSERT_EQ(d, -1) << at << " Bi[" << d << "] " << hexes("Bi", f.Bi[d], s.Bi[d], 0);
     }
     ASSERT_EQ(!f.TB, !s.TB) << at;
     if (f.TB) {
-        d = first_diff(f.Bm, s.Bm, (size_t)npan * k * (NR / 16));
-        ASSERT_EQ(d, -1) << at << " Bm[" << d << "] " << hexes("Bm", f.Bm[d], s.Bm[d], 0);
         size_t rows = ((size_t)1 << lut->fmt.M) + 1;
         ASSERT_EQ(first_diff(f.TB, s.TB, rows * 128), -1) << at;
     }
@@ -111,13 +120,13 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
     if (!lut) return;
     // Unpacked B (gemm_lutpack.rawb): with B's operands made clean, the
     // fields the byte-table kernels derive in registers (vbmi_raw_b) from a
-    // masked load of B must equal the packed Bi, Bs, Bm lane for lane
+    // masked load of B must equal the packed Bi and Bs lane for lane
     // (padding lanes included), and A must pack as before.
     for (auto &x : B)
         if (!mts__gemm_exp_ok(x)) x = (x & 0x80000000u) | 0x3F800000u | (x & 0x7F0000u);
     g.bbad = 0;
     gemm_lutpack pk, raw;
-    ASSERT_EQ(mts__gemm_lutpack_make(&g, NR, vbmi, 0, &pk, &err), MTS_OK);
+    ASSERT_EQ(mts__gemm_lutpack_make(&g, NR, 1, 0, &pk, &err), MTS_OK); // the per-vector layout the raw kernels derive
     ASSERT_EQ(mts__gemm_lutpack_make(&g, NR, vbmi, 1, &raw, &err), MTS_OK);
     ASSERT_EQ(raw.rawb, byte_table) << at; // granted for byte tables only
     if (!byte_table) {
@@ -125,7 +134,7 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
         mts__gemm_lutpack_free(&raw);
         return;
     }
-    ASSERT_TRUE(!raw.Bi && !raw.Bs && !raw.Bm && !raw.panbad) << at;
+    ASSERT_TRUE(!raw.Bi && !raw.Bs && !raw.panbad) << at;
     ASSERT_EQ(first_diff(pk.As, raw.As, na), -1) << at;
     ASSERT_EQ(first_diff(pk.Ai, raw.Ai, na), -1) << at;
     vbmi_rawb_k rk = vbmi_rawb_consts(lut->fmt.M);
@@ -137,8 +146,7 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
                 __m512i x = _mm512_maskz_loadu_epi32(ld, B.data() + (size_t)kk * n + p * NR + 16 * v);
                 __m512i bi;
                 __m512 bs;
-                __mmask64 bm;
-                vbmi_raw_b(&rk, x, &bi, &bs, &bm);
+                vbmi_raw_b(&rk, x, &bi, &bs);
                 size_t o = ((size_t)p * k + kk) * NR + 16 * v;
                 uint32_t gi[16], gs[16];
                 _mm512_storeu_si512(gi, bi);
@@ -147,7 +155,6 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
                     ASSERT_EQ(gi[l], pk.Bi[o + l]) << at << " raw Bi panel " << p << " k " << kk << " lane " << 16 * v + l;
                     ASSERT_EQ(gs[l], mts_f2u(pk.Bs[o + l])) << at << " raw Bs panel " << p << " k " << kk << " lane " << 16 * v + l;
                 }
-                ASSERT_EQ((uint64_t)bm, pk.Bm[((size_t)p * k + kk) * (NR / 16) + v]) << at << " raw Bm panel " << p << " k " << kk;
             }
     mts__gemm_lutpack_free(&pk);
     mts__gemm_lutpack_free(&raw);
@@ -175,8 +182,10 @@ TEST(GemmPack, ByteTablePackingEqualsScalarReference)
     uint64_t seed = 11;
     for (auto &s : shapes)
         for (int NR : {16, 32, 64})
-            for (int swap : {0, 1}) check("lut-vbmi", GEMM_PROD_LUT, &lut, s[0], s[1], s[2], NR, 1, swap, 1, seed++);
+            for (int swap : {0, 1})
+                for (int vbmi : {1, 2}) check("lut-vbmi", GEMM_PROD_LUT, &lut, s[0], s[1], s[2], NR, vbmi, swap, 1, seed++);
     check("lut-vbmi-threads", GEMM_PROD_LUT, &lut, 90, 130, 33, 64, 1, 1, 2, seed++);
+    check("lut-quad-threads", GEMM_PROD_LUT, &lut, 90, 130, 33, 64, 2, 0, 2, seed++);
     mts_lut_free(&lut);
 }
 

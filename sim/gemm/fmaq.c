@@ -59,7 +59,6 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
     const vi akeep = VI_SET1(c->akeep), arof = VI_SET1(c->arof), alo = VI_SET1(c->alo);
     uint32_t out[NR];
 #if GEMM_VBMI
-    const uint64_t *bm = mode == FQ_VBMI && !raw ? lp->Bm + (size_t)panel * (size_t)K * 2 : NULL;
     const vbmi_rawb_k rk = vbmi_rawb_consts(mode == FQ_VBMI ? g->lut->fmt.M : 7);
     const vq_k q = vq_consts(g->bround); /* raw B has bbad == 0: the clean rounding */
     const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * n */
@@ -82,15 +81,14 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
             vf bs0, bs1;
             vi bi0 = VI_ZERO(), bi1 = VI_ZERO();
 #if GEMM_VBMI
-            __mmask64 m0 = 0, m1 = 0;
             if (mode == FQ_VBMI && raw) {
                 const uint32_t *row = braw + (size_t)kk * (size_t)g->n;
                 if (kk + RAW_PF < K) { /* as lut.c: B's rows lie n floats apart */
                     _mm_prefetch((const char *)(row + (size_t)RAW_PF * (size_t)g->n), _MM_HINT_T0);
                     _mm_prefetch((const char *)(row + (size_t)RAW_PF * (size_t)g->n + GW), _MM_HINT_T0);
                 }
-                vbmi_raw_b(&rk, vq_clean(&q, _mm512_maskz_loadu_epi32(ld0, row)), &bi0, &bs0, &m0);
-                vbmi_raw_b(&rk, vq_clean(&q, _mm512_maskz_loadu_epi32(ld1, row + GW)), &bi1, &bs1, &m1);
+                vbmi_raw_b(&rk, vq_clean(&q, _mm512_maskz_loadu_epi32(ld0, row)), &bi0, &bs0);
+                vbmi_raw_b(&rk, vq_clean(&q, _mm512_maskz_loadu_epi32(ld1, row + GW)), &bi1, &bs1);
             } else
 #endif
             {
@@ -100,12 +98,6 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
                     bi0 = VI_LOAD(bi + o);
                     bi1 = VI_LOAD(bi + o + GW);
                 }
-#if GEMM_VBMI
-                if (mode == FQ_VBMI) {
-                    m0 = bm[2 * (size_t)kk];
-                    m1 = bm[2 * (size_t)kk + 1];
-                }
-#endif
             }
             for (int r = 0; r < MR; r++) {
                 vf sa = VF_SET1(as[r][kk]), p0, p1;
@@ -118,8 +110,8 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
                     const unsigned char *row = lp->TB + ai[r][kk];
                     __m512i tlo = _mm512_loadu_si512((const void *)row);
                     __m512i thi = _mm512_loadu_si512((const void *)(row + 64));
-                    p0 = vf_lut_byte_prod(tlo, thi, bi0, m0, VF_MUL(sa, bs0));
-                    p1 = vf_lut_byte_prod(tlo, thi, bi1, m1, VF_MUL(sa, bs1));
+                    p0 = VF_MUL(vf_lut_byte_q(tlo, thi, bi0, VI_OF(sa)), bs0); /* exact: the product p */
+                    p1 = VF_MUL(vf_lut_byte_q(tlo, thi, bi1, VI_OF(sa)), bs1);
                 }
 #endif
                 else {

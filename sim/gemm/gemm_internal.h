@@ -173,24 +173,32 @@ typedef struct gemm_lutpack {
     int mr;                 /* rows per tile (set by the kernel; the packing does not depend on it) */
     float *Tf;              /* float table (gather path) or NULL */
     unsigned char *TB;      /* byte table (VBMI path) or NULL */
-    uint32_t *Ai;           /* [m][k]: ma << M (gather) or byte offset of the table row (VBMI) */
-    float *As;              /* [m][k]: sign 2^(ea-127) (LUT) or a (native) */
+    uint32_t *Ai;           /* [m][k]: ma << M (gather) or byte offset of the table row (VBMI; quad: | ea & 1) */
+    float *As;              /* [m][k]: sign 2^(ea-127) (LUT; quad: ea's low bit cleared) or a (native) */
     uint32_t *Bi;           /* [panel][k][NR]: mb (gather) or mb << 16 (VBMI) */
-    float *Bs;              /* [panel][k][NR]: sign 2^(eb-127) (LUT) or b (native) */
-    uint64_t *Bm;           /* VBMI: [panel][k][NR/16] masks of byte 2 of lanes with b != 0 */
+    float *Bs;              /* [panel][k][NR]: sign 2^(eb-127) (LUT) or b (native); quad: [panel][k][2][64],
+                               Sb then 2 Sb */
+    unsigned char *Bq;      /* quad: [panel][k][64]: byte 4j + v holds the mantissa of lane j of vector v */
     unsigned char *rowbad;  /* [m]: row holds an operand the kernels do not take */
     unsigned char *panbad;  /* [panel]; NULL when rawb */
-    /* 1: B is not packed (Bi, Bs, Bm NULL): the byte-table kernels read the
-     * job's quantized B directly and derive the three fields per vector
+    /* 1: B is not packed (Bi, Bs NULL): the byte-table kernels read the
+     * job's quantized B directly and derive the two fields per vector
      * (vbmi_raw_b, gemm_simd.h). Only for byte tables and clean B. */
     int rawb;
+    /* 1 (byte tables, packed B, NR = 64, asked for with vbmi = 2): the
+     * layout of lut.c's quad kernel, which looks up all 64 lanes of a panel
+     * with one permute (Bq); a row's exponent parity is in Ai's bit 0 and
+     * picks Sb or 2 Sb (lut.c has the argument). Bi is NULL then. */
+    int quad;
 } gemm_lutpack;
 
 /* Packs g's operands (LUT or FP32M products), vectorised where the build
  * has SIMD (mts__gemm_lutpack_make_scalar is the readable reference, same
- * bits: tests/test_gemm_pack.cpp). rawb asks to leave B unpacked; it is
- * granted (lp->rawb) for byte tables when g->bbad is 0. Returns MTS_OK, 1
- * when the LUT has no exact SIMD form (use the scalar kernel), or MTS_ENOMEM. */
+ * bits: tests/test_gemm_pack.cpp). vbmi: 0 gather table, 1 byte table when
+ * the LUT has one, 2 also the quad layout when B is packed and NR is 64.
+ * rawb asks to leave B unpacked; it is granted (lp->rawb) for byte tables
+ * when g->bbad is 0. Returns MTS_OK, 1 when the LUT has no exact SIMD form
+ * (use the scalar kernel), or MTS_ENOMEM. */
 int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
 int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
 

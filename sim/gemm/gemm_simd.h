@@ -133,24 +133,30 @@ static inline __m512i vq_full(const vq_k *c, __m512i x)
 
 #endif
 
-#if GEMM_SIMD && GW == 16 && defined(__AVX512VBMI__) && defined(__AVX512BW__) && defined(__BMI2__)
+#if GEMM_SIMD && GW == 16 && defined(__AVX512VBMI__) && defined(__AVX512BW__)
 #define GEMM_VBMI 1
-/* Product bits of the byte-table path: Sab + (table byte << 16) for the lanes
- * whose b is non-zero (mask), Sab (a signed zero) for the others. The byte
- * adj << 7 | man7 shifted to bit 16 is exactly adj << 23 | man << 16, so one
- * integer add forms sign 2^(E+adj) (1.man) from Sab = sign 2^E. */
-static inline vf vf_lut_byte_prod(__m512i tlo, __m512i thi, __m512i bidx, __mmask64 bmask, vf sab)
+/* The byte-table lookup of 16 lanes, as the float q = Sa * Tf with Tf = 2^adj
+ * (1.man) the table entry of (a's row, b's mantissa in byte 2 of bidx): the
+ * table byte adj << 7 | man7 shifted to bit 16 is exactly adj << 23 | man << 16,
+ * so one integer add of the bits of Sa = sign 2^E (broadcast) forms
+ * sign 2^(E+adj) (1.man). A zero a uses the all-zero row and keeps q = Sa, its
+ * signed zero. The kernels then multiply q by Sb = sign 2^(eb-127) (a zero b:
+ * its signed zero), exactly, or fuse that product into the accumulation
+ * (vfmadd: one rounding of acc + q*Sb, the same as acc + p with p exact), so
+ * a zero b needs no mask of its own. */
+#define VBMI_BYTE2 0x4444444444444444ull /* byte 2 of each 32-bit lane */
+static inline vf vf_lut_byte_q(__m512i tlo, __m512i thi, __m512i bidx, __m512i sa_bits)
 {
-    __m512i t = _mm512_maskz_permutex2var_epi8(bmask, tlo, bidx, thi);
-    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(sab), t));
+    __m512i t = _mm512_maskz_permutex2var_epi8(VBMI_BYTE2, tlo, bidx, thi);
+    return _mm512_castsi512_ps(_mm512_add_epi32(sa_bits, t));
 }
 
 /* The packed B fields of one vector of 16 quantized operands x, formed in
  * registers for an unpacked B (gemm_lutpack.rawb): the table index in byte 2
- * of each lane (the M mantissa bits, shifted down to bit 16 and masked),
+ * of each lane (the M mantissa bits, shifted down to bit 16 and masked) and
  * the power of two sign 2^(e-127) (x with its mantissa cleared; a zero x
- * gives its signed zero) and the byte mask of the lanes with x != 0. Same
- * values as pack.c's Bi, Bs, Bm for operands that pass mts__gemm_exp_ok. */
+ * gives its signed zero). Same values as pack.c's Bi and Bs for operands
+ * that pass mts__gemm_exp_ok. */
 #define RAW_PF 8 /* rows of an unpacked B prefetched ahead of the one in use */
 typedef struct vbmi_rawb_k {
     unsigned shift; /* 7 - M: the right shift that brings the mantissa (bits 23-M..22) to bit 16 */
@@ -165,12 +171,11 @@ static inline vbmi_rawb_k vbmi_rawb_consts(int M)
     return c;
 }
 
-static inline void vbmi_raw_b(const vbmi_rawb_k *c, __m512i x, __m512i *bidx, __m512 *bs, __mmask64 *bm)
+static inline void vbmi_raw_b(const vbmi_rawb_k *c, __m512i x, __m512i *bidx, __m512 *bs)
 {
     /* the maskz form: GCC 12 C++ warns on the plain one's undefined source */
     *bidx = _mm512_and_si512(_mm512_maskz_srli_epi32((__mmask16)0xFFFF, x, c->shift), c->idxm);
     *bs = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xFF800000u)));
-    *bm = _pdep_u64(_mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7F800000)), 0x4444444444444444ull);
 }
 #else
 #define GEMM_VBMI 0

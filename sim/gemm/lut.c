@@ -19,10 +19,14 @@
  * Byte path (AVX-512 VBMI, E8 tables with M <= 7, adj in {0,1}, mantissas of
  * at most 7 bits, no zero entries - e.g. bf16 "exact" and "mbm"): the row
  * of the table for a's mantissa is 128 bytes adj << 7 | man7 held in two
- * registers, one vpermt2b looks up 16 lanes, and the product's bits are
- * (Sa * Sb) + (byte << 16) as integers (gemm_simd.h); a zero b is masked out
- * of the lookup and a zero a uses an all-zero row, leaving the signed zero
- * Sa * Sb. Same exactness condition on operands. */
+ * registers, one vpermt2b looks up 16 lanes, one integer add of Sa's bits
+ * makes q = Sa * Tf (byte << 16 is adj << 23 | man << 16; gemm_simd.h), and
+ * one FMA accumulates: acc = fma(q, Sb, acc) rounds acc + q*Sb once, and
+ * q*Sb is the exact product p, so the result is acc + p rounded, the bits of
+ * the add above - three instructions per 16 products instead of the four of
+ * a multiply, an add and an add. A zero a uses an all-zero row (q = Sa, a
+ * signed zero) and a zero b has Sb = +-0: both give the signed zero p. Same
+ * exactness condition on operands. */
 #include <stdlib.h>
 
 #include "gemm_internal.h"
@@ -91,19 +95,24 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
 
 int mts__gemm_lut_nr(void) { return NR_MAX; }
 
-/* The tile (vectors nv, rows mr) of fewest instructions for an m x n job:
- * per k, each vector of B costs about 4 (loads or in-register conversion),
- * each row 3 (its table row and scale) plus 4 per vector (lookup, scale
- * product, exponent add, accumulate), summed over every tile. Ties go to
- * the earlier (wider) candidate. */
-static void pick_tile(int m, int n, int *nv_out, int *mr_out)
+/* The tile (vectors nv, rows mr) of fewest instructions for a job: per k,
+ * each vector of B costs about 4 (loads or in-register conversion), each
+ * row 3 (its table row and scale) plus 4 per vector (lookup, exponent add,
+ * accumulate and a register copy), summed over every tile. The quad kernel
+ * (4 x 4 with packed B and a byte table) costs 1 per k plus per row 6 (table
+ * row, scale, parity, one lookup) and 11 for its four vectors (3 shifts, 4
+ * blends, 4 accumulates). Ties go to the earlier (wider) candidate. */
+static void pick_tile(const gemm_job *g, int *nv_out, int *mr_out)
 {
+    const int m = g->m, n = g->n;
 #if GW == 16
     static const int cand[][2] = {{4, 4}, {2, 4}, {2, 6}, {2, 8}, {1, 4}, {1, 8}};
     double cost = 1e300;
     for (size_t q = 0; q < sizeof cand / sizeof cand[0]; q++) {
         int nv = cand[q][0], mr = cand[q][1];
-        double c = (double)((n + nv * GW - 1) / (nv * GW)) * (double)((m + mr - 1) / mr) * (4 * nv + mr * (3 + 4 * nv));
+        int quad = GEMM_VBMI && nv == 4 && !mts__gemm_want_rawb(g, mr, nv * GW);
+        double per_k = quad ? 1 + mr * (6 + 11) : 4 * nv + mr * (3 + 4 * nv);
+        double c = (double)((n + nv * GW - 1) / (nv * GW)) * (double)((m + mr - 1) / mr) * per_k;
         if (c < cost) {
             cost = c;
             *nv_out = nv;
@@ -170,7 +179,6 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const int K = g->k, nr = nv * GW;
     const uint32_t *bi = raw ? NULL : c->Bi + (size_t)panel * (size_t)K * nr;
     const float *bs = raw ? NULL : c->Bs + (size_t)panel * (size_t)K * nr;
-    const uint64_t *bm = raw ? NULL : c->Bm + (size_t)panel * (size_t)K * nv;
     const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * n */
     const vbmi_rawb_k rk = vbmi_rawb_consts(g->lut->fmt.M);
     const vq_k q = vq_consts(g->bround); /* raw B has bbad == 0: the clean rounding */
@@ -193,7 +201,6 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
         size_t o = (size_t)kk * nr;
         vi bix[NV];
         vf bsx[NV];
-        __mmask64 bmx[NV];
         for (int v = 0; v < nv; v++) {
             if (raw) {
                 /* rows of B lie n floats apart (a page apart for a convolution's
@@ -201,22 +208,68 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
                 if (kk + RAW_PF < K)
                     _mm_prefetch((const char *)(braw + (size_t)(kk + RAW_PF) * (size_t)g->n + v * GW), _MM_HINT_T0);
                 __m512i x = vq_clean(&q, _mm512_maskz_loadu_epi32(ld[v], braw + (size_t)kk * (size_t)g->n + v * GW));
-                vbmi_raw_b(&rk, x, &bix[v], &bsx[v], &bmx[v]);
+                vbmi_raw_b(&rk, x, &bix[v], &bsx[v]);
                 continue;
             }
             bix[v] = VI_LOAD(bi + o + v * GW);
             bsx[v] = VF_LOAD(bs + o + v * GW);
-            bmx[v] = bm[(size_t)kk * nv + (size_t)v];
         }
         for (int r = 0; r < mr; r++) {
             const unsigned char *row = c->TB + ai[r][kk];
             __m512i tlo = _mm512_loadu_si512((const void *)row), thi = _mm512_loadu_si512((const void *)(row + 64));
-            vf sa = VF_SET1(as[r][kk]);
+            __m512i sa = VI_OF(VF_SET1(as[r][kk]));
             for (int v = 0; v < nv; v++)
-                acc[r][v] = VF_ADD(acc[r][v], vf_lut_byte_prod(tlo, thi, bix[v], bmx[v], VF_MUL(sa, bsx[v])));
+                acc[r][v] = _mm512_fmadd_ps(vf_lut_byte_q(tlo, thi, bix[v], sa), bsx[v], acc[r][v]);
         }
     }
     store_tile(g, acc, i0, i1, j0, j1, nv);
+}
+
+/* Quad path (byte tables, packed B, 4 rows x 64 columns): a 128-entry
+ * permute costs the same for 64 bytes as for the 16 the path above uses, so
+ * here one permute per row and k looks up all 64 lanes of the panel: Bq
+ * holds vector v's mantissas in byte v of each lane, and vector v's bytes
+ * are shifted to byte 2 and blended into the row's scale. The blend
+ * replaces byte 2 of Sa's bits, which holds the exponent's low bit, so the
+ * packing clears that bit from As (Sa' = Sa / 2^(ea & 1)) and keeps it in
+ * Ai's bit 0, which picks Sb or 2 Sb from Bs: q = Sa' Tf is exact and
+ * normal as before and q * (2^(ea & 1) Sb) is the exact product p, so the
+ * FMA gives the bits of acc + p. A zero a reads the all-zero row (q = its
+ * signed zero). Per 16 products: half a permute, a shift (3 of 4), a blend
+ * and an FMA, against a permute, an add and an FMA above. */
+#define QUAD_BLEND(sa, x) _mm512_castsi512_ps(_mm512_mask_blend_epi8(VBMI_BYTE2, sa, x))
+LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1)
+{
+    const int K = g->k;
+    const unsigned char *bq = c->Bq + (size_t)panel * (size_t)K * 64;
+    const float *bs = c->Bs + (size_t)panel * (size_t)K * 128;
+    const uint32_t *ai[MR];
+    const float *as[MR];
+    vf acc[MR_MAX][NV];
+
+    for (int r = 0; r < MR; r++) {
+        int i = i0 + r < i1 ? i0 + r : i1 - 1;
+        ai[r] = c->Ai + (size_t)i * (size_t)K;
+        as[r] = c->As + (size_t)i * (size_t)K;
+        for (int v = 0; v < NV; v++) acc[r][v] = VF_ZERO();
+    }
+    for (int kk = 0; kk < K; kk++) {
+        const __m512i x = _mm512_loadu_si512((const void *)(bq + (size_t)kk * 64));
+        const float *bk = bs + (size_t)kk * 128;
+        for (int r = 0; r < MR; r++) {
+            uint32_t off = ai[r][kk];
+            const unsigned char *row = c->TB + (off & ~1u);
+            const float *sb = bk + 64 * (off & 1u);
+            __m512i t = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)row), x,
+                                                 _mm512_loadu_si512((const void *)(row + 64)));
+            __m512i sa = VI_OF(VF_SET1(as[r][kk]));
+            acc[r][0] = _mm512_fmadd_ps(QUAD_BLEND(sa, _mm512_slli_epi32(t, 16)), VF_LOAD(sb), acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(QUAD_BLEND(sa, _mm512_slli_epi32(t, 8)), VF_LOAD(sb + 16), acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(QUAD_BLEND(sa, t), VF_LOAD(sb + 32), acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(QUAD_BLEND(sa, _mm512_srli_epi32(t, 8)), VF_LOAD(sb + 48), acc[r][3]);
+        }
+    }
+    store_tile(g, acc, i0, i1, j0, j1, NV);
 }
 #endif
 
@@ -249,7 +302,8 @@ static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, i
 #endif
 #if GEMM_VBMI
     if (c->TB) {
-        if (c->rawb) LUT_SHAPES(LUT_VBMI, c, g, i0, i1, panel, j0, j1, 1);
+        if (c->quad) lut_tile_quad(c, g, i0, i1, panel, j0, j1);
+        else if (c->rawb) LUT_SHAPES(LUT_VBMI, c, g, i0, i1, panel, j0, j1, 1);
         else LUT_SHAPES(LUT_VBMI, c, g, i0, i1, panel, j0, j1, 0);
         return;
     }
@@ -261,9 +315,9 @@ int mts__gemm_lut(const gemm_job *g, mts_err *err)
 {
     gemm_lutpack lp;
     int nv, mr;
-    pick_tile(g->m, g->n, &nv, &mr);
+    pick_tile(g, &nv, &mr);
     int nr = nv * GW;
-    int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI, mts__gemm_want_rawb(g, mr, nr), &lp, err);
+    int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, mts__gemm_want_rawb(g, mr, nr), &lp, err);
     if (rc == 1) return mts__gemm_scalar(g, err); /* format or table outside the exact-product condition */
     if (rc != MTS_OK) return rc;
     lp.mr = mr;

@@ -6,8 +6,8 @@
  *
  * Two implementations with the same output bits: the scalar reference
  * (one element at a time, as the definitions read) and, on AVX-512 builds,
- * a vectorised one (16 elements per step; the VBMI lane masks come from one
- * pdep). tests/test_gemm_pack.cpp compares them.
+ * a vectorised one (16 elements per step). tests/test_gemm_pack.cpp
+ * compares them.
  *
  * For a swapped job (gemm_job.swap) the row operand is the caller's b: it
  * gets the plain mantissa index and the column operand the shifted one, so
@@ -24,8 +24,8 @@ void mts__gemm_lutpack_free(gemm_lutpack *lp)
     mts__gemm_ws_free(lp->Ai);
     mts__gemm_ws_free(lp->As);
     mts__gemm_ws_free(lp->Bi);
+    mts__gemm_ws_free(lp->Bq);
     mts__gemm_ws_free(lp->Bs);
-    mts__gemm_ws_free(lp->Bm);
     mts__gemm_ws_free(lp->rowbad);
     mts__gemm_ws_free(lp->panbad);
     memset(lp, 0, sizeof *lp);
@@ -35,7 +35,7 @@ void mts__gemm_lutpack_free(gemm_lutpack *lp)
 static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
 {
     int lut = g->prod == GEMM_PROD_LUT;
-    int npan = (g->n + NR - 1) / NR, nv = NR / 16; /* NR <= 64 */
+    int npan = (g->n + NR - 1) / NR;
     size_t K = (size_t)g->k, m = (size_t)g->m, nb = (size_t)npan * K * (size_t)NR;
 
     memset(lp, 0, sizeof *lp);
@@ -45,6 +45,8 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
         if (!lp->TB && !(lp->Tf = mts__gemm_lut_table(g->lut))) return 1; /* no exact SIMD form */
     }
     lp->rawb = rawb && lp->TB && !g->bbad;
+    lp->quad = vbmi == 2 && lp->TB && !lp->rawb && NR == 64;
+    if (lp->quad) nb *= 2; /* Bs holds Sb and 2 Sb */
     lp->As = mts__gemm_ws_alloc(m * K * sizeof *lp->As, 0);
     lp->rowbad = mts__gemm_ws_alloc(m, 1);
     int ok = lp->As && lp->rowbad;
@@ -56,9 +58,8 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
     if (lut) {
         lp->Ai = mts__gemm_ws_alloc(m * K * sizeof *lp->Ai, 0);
         ok = ok && lp->Ai;
-        if (!lp->rawb) ok = ok && (lp->Bi = mts__gemm_ws_alloc(nb * sizeof *lp->Bi, 0));
-        if (lp->TB && !lp->rawb)
-            ok = ok && (lp->Bm = mts__gemm_ws_alloc((size_t)npan * K * (size_t)nv * sizeof *lp->Bm, 1));
+        if (lp->quad) ok = ok && (lp->Bq = mts__gemm_ws_alloc((size_t)npan * K * 64, 0));
+        else if (!lp->rawb) ok = ok && (lp->Bi = mts__gemm_ws_alloc(nb * sizeof *lp->Bi, 0));
     }
     if (!ok) {
         mts__gemm_lutpack_free(lp);
@@ -77,6 +78,10 @@ static inline void pack_a1(const gemm_job *g, gemm_lutpack *lp, size_t o, uint32
     mts__gemm_lut_split(x, M, !g->swap, &lp->Ai[o], &lp->As[o]);
     if (lp->TB) /* byte offset of the table row, or the all-zero row */
         lp->Ai[o] = mts_f32_exp(x) ? ((x & MTS_F32_MAN) >> (23 - M)) * 128u : (uint32_t)(((size_t)1 << M) * 128u);
+    if (lp->quad && mts_f32_exp(x)) { /* the exponent's low bit moves from As to Ai's bit 0 */
+        lp->Ai[o] |= (x >> 23) & 1u;
+        lp->As[o] = mts_u2f(x & 0xFF000000u);
+    }
 }
 
 int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
@@ -84,7 +89,7 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
     int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc != MTS_OK) return rc;
     int lut = g->prod == GEMM_PROD_LUT, M = lut ? g->lut->fmt.M : 0;
-    int npan = (g->n + NR - 1) / NR, nv = NR / 16;
+    int npan = (g->n + NR - 1) / NR;
     size_t K = (size_t)g->k, m = (size_t)g->m;
     for (size_t i = 0; i < m; i++)
         for (size_t kk = 0; kk < K; kk++) {
@@ -97,22 +102,27 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
         for (size_t kk = 0; kk < K; kk++) {
             size_t o = ((size_t)p * K + kk) * (size_t)NR;
             size_t src = kk * (size_t)g->n + (size_t)j0;
-            uint64_t mask[4] = {0, 0, 0, 0};
             for (int jj = 0; jj < NR; jj++) {
                 uint32_t x = jj < w ? gemm_b(g, src + (size_t)jj) : 0;
                 bad |= !mts__gemm_exp_ok(x);
+                if (lp->quad) { /* lane jj is lane jj % 16 of vector jj / 16: byte 4 (jj % 16) + jj / 16 */
+                    uint32_t idx;
+                    float sb;
+                    mts__gemm_lut_split(x, M, 0, &idx, &sb);
+                    lp->Bq[((size_t)p * K + kk) * 64 + (size_t)(4 * (jj % 16) + jj / 16)] =
+                        (unsigned char)((x & MTS_F32_MAN) >> (23 - M));
+                    lp->Bs[2 * o + (size_t)jj] = sb;
+                    lp->Bs[2 * o + 64 + (size_t)jj] = sb * 2.0f;
+                    continue;
+                }
                 if (!lut) {
                     lp->Bs[o + (size_t)jj] = mts_u2f(x);
                     continue;
                 }
                 mts__gemm_lut_split(x, M, g->swap, &lp->Bi[o + (size_t)jj], &lp->Bs[o + (size_t)jj]);
-                if (lp->TB) { /* byte 2 of the lane holds the column operand's mantissa: the byte the permute keeps */
+                if (lp->TB) /* byte 2 of the lane holds the column operand's mantissa: the byte the permute reads */
                     lp->Bi[o + (size_t)jj] = ((x & MTS_F32_MAN) >> (23 - M)) << 16;
-                    if (mts_f32_exp(x)) mask[jj / 16] |= (uint64_t)1 << (4 * (jj % 16) + 2);
-                }
             }
-            if (lp->TB)
-                for (int v = 0; v < nv && v < 4; v++) lp->Bm[((size_t)p * K + kk) * (size_t)nv + (size_t)v] = mask[v];
         }
         lp->panbad[p] = (unsigned char)bad;
     }
@@ -176,6 +186,10 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
             __m512i man = _mm512_srli_epi32(_mm512_and_si512(x, c.man), (unsigned)c.drop);
             __m512i idx = lp->TB ? _mm512_mask_mov_epi32(c.zero_row, nz, _mm512_slli_epi32(man, 7))
                                  : _mm512_slli_epi32(man, (unsigned)rshift);
+            if (lp->quad) { /* as pack_a1: the exponent's low bit to Ai's bit 0 */
+                idx = _mm512_mask_or_epi32(idx, nz, idx, _mm512_and_si512(_mm512_srli_epi32(x, 23), _mm512_set1_epi32(1)));
+                s = _mm512_castsi512_ps(_mm512_mask_and_epi32(VI_OF(s), nz, x, _mm512_set1_epi32((int)0xFF000000u)));
+            }
             _mm512_mask_storeu_ps(lp->As + o, ld, s);
             _mm512_mask_storeu_epi32(lp->Ai + o, ld, idx);
         }
@@ -191,6 +205,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
         for (size_t kk = 0; kk < K; kk++) {
             size_t o = ((size_t)p * K + kk) * (size_t)NR;
             const uint32_t *src = g->B + kk * (size_t)g->n + (size_t)j0;
+            __m512i bq = _mm512_setzero_si512(); /* quad: vector v's mantissas in byte v of each lane */
             for (int v = 0; v < nv; v++) {
                 int left = w - 16 * v;
                 __mmask16 ld = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
@@ -204,14 +219,16 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
                 __mmask16 nz;
                 __m512 s = v_pow2(&c, x, &nz);
                 __m512i man = _mm512_srli_epi32(_mm512_and_si512(x, c.man), (unsigned)c.drop);
-                _mm512_storeu_ps(lp->Bs + ov, s);
-                if (lp->TB) {
-                    _mm512_storeu_si512((void *)(lp->Bi + ov), _mm512_slli_epi32(man, 16));
-                    lp->Bm[((size_t)p * K + kk) * (size_t)nv + (size_t)v] = _pdep_u64(nz, 0x4444444444444444ull);
-                } else {
-                    _mm512_storeu_si512((void *)(lp->Bi + ov), _mm512_slli_epi32(man, (unsigned)cshift));
+                if (lp->quad) {
+                    bq = _mm512_or_si512(bq, _mm512_sllv_epi32(man, _mm512_set1_epi32(8 * v)));
+                    _mm512_storeu_ps(lp->Bs + 2 * o + 16 * v, s);
+                    _mm512_storeu_ps(lp->Bs + 2 * o + 64 + 16 * v, _mm512_add_ps(s, s));
+                    continue;
                 }
+                _mm512_storeu_ps(lp->Bs + ov, s);
+                _mm512_storeu_si512((void *)(lp->Bi + ov), _mm512_slli_epi32(man, lp->TB ? 16u : (unsigned)cshift));
             }
+            if (lp->quad) _mm512_storeu_si512((void *)(lp->Bq + ((size_t)p * K + kk) * 64), bq);
         }
         lp->panbad[p] = bad != 0;
     }
@@ -220,7 +237,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
 
 int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
 {
-#if GEMM_SIMD && GW == 16 && defined(__BMI2__)
+#if GEMM_SIMD && GW == 16
     int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc == MTS_OK) pack_fast(g, lp, NR);
     return rc;
