@@ -54,23 +54,25 @@ float *mts__gemm_lut_table(const mts_lut *lut)
     return Tf;
 }
 
+/* Built for every GEMM call, so written to vectorise: one branch-free pass
+ * checks every entry (adj 0 or 1, no zero flag, 7 mantissa bits: all bits
+ * of 0xFE80FFFF clear), then one pass writes the bytes. */
 unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
 {
     const mts_format *f = &lut->fmt;
     if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 7) return NULL;
-    size_t rows = (size_t)1 << f->M;
-    unsigned char *tb = mts__gemm_ws_alloc((rows + 1) * 128, 1); /* last row: all zero, for a = 0 */
+    const size_t rows = (size_t)1 << f->M;
+    const uint32_t *restrict e = lut->entry;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < rows * rows; i++) bad |= e[i] & 0xFE80FFFFu;
+    if (bad) return NULL;
+    unsigned char *restrict tb = mts__gemm_ws_alloc((rows + 1) * 128, 1); /* last row: all zero, for a = 0 */
     if (!tb) return NULL;
-    for (size_t ma = 0; ma < rows; ma++)
-        for (size_t mb = 0; mb < rows; mb++) {
-            uint32_t e = lut->entry[(ma << f->M) | mb];
-            int adj = mts_lut_adj(e);
-            if ((e & MTS_LUT_ZERO) || adj < 0 || adj > 1 || (e & 0xFFFFu)) {
-                mts__gemm_ws_free(tb);
-                return NULL;
-            }
-            tb[transposed ? mb * 128 + ma : ma * 128 + mb] = (unsigned char)((unsigned)adj << 7 | (e & MTS_LUT_MAN) >> 16);
-        }
+    /* the byte adj << 7 | man7 of an entry that passed the check */
+#define LUT_BYTE(x) (unsigned char)((((x) >> 17) & 0x80u) | (((x) >> 16) & 0x7Fu))
+    for (size_t r = 0; r < rows; r++) /* row r: ma = r, or mb = r when transposed */
+        for (size_t c = 0; c < rows; c++) tb[r * 128 + c] = LUT_BYTE(e[transposed ? (c << f->M) | r : (r << f->M) | c]);
+#undef LUT_BYTE
     return tb;
 }
 

@@ -272,11 +272,19 @@ static int write_json(const run *r, mts_err *err)
 /* Whether every parameter is finite. A NaN weight can hide from the loss
  * for ever (ReLU and max-pooling map a NaN input to 0 or drop it), so a NaN
  * gradient would leave a run "training" on a poisoned net. */
+/* 1 when no parameter is inf or NaN: an all-ones exponent anywhere. The
+ * test is on the bits, OR-reduced without an early exit, so it vectorises
+ * (it runs after every batch, over every parameter). */
 static int params_finite(const mts_net *net)
 {
-    for (size_t i = 0; i < net->nparam; i++)
-        if (!isfinite(net->param[i])) return 0;
-    return 1;
+    const float *p = net->param;
+    uint32_t worst = 0;
+    for (size_t i = 0; i < net->nparam; i++) {
+        uint32_t x;
+        memcpy(&x, p + i, sizeof x);
+        worst |= (x & 0x7F800000u) == 0x7F800000u;
+    }
+    return !worst;
 }
 
 /* After every batch: its loss, recomputed from the logits the network still
