@@ -352,6 +352,35 @@ TEST_P(GemmProvider, EveryTileShapeEqualsReference)
     check_provider_shape(np, 36, 30, 21, 1, seed += 16, {1, 2});
 }
 
+// Subnormal operands multiply as zeros (the quantize pass flushes them), also
+// where mts_gemm reads B in place and the kernels round it in registers: a
+// subnormal whose rounding carries into the smallest normal (0x007FFFFF ->
+// 2^-126 at 7 bits) must still give a signed-zero product. Every transpose,
+// so both a plain B and a swapped job's op(A)^T are read in place.
+TEST_P(GemmProvider, SubnormalsThatRoundUpMultiplyAsZeros)
+{
+    Named np = providers()[(size_t)GetParam()];
+    if (np.p.lut) world().use(*const_cast<mts_lut *>(np.p.lut));
+    const uint32_t subs[] = {0x007FFFFFu, 0x807FFFFFu, 0x007F8000u, 0x807FC000u, 0x00000001u};
+    const int shapes[][3] = {{4, 40, 5}, {60, 3, 5}, {8, 70, 9}, {40, 130, 6}};
+    uint64_t s = 77 + (uint64_t)GetParam();
+    for (auto &sh : shapes)
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++) {
+                int m = sh[0], n = sh[1], k = sh[2];
+                Mat A(tA ? k : m, tA ? m : k, 0, &s), B(tB ? n : k, tB ? k : n, 0, &s);
+                for (Mat *x : {&A, &B})
+                    for (size_t i = 0; i < x->v.size(); i += 3) x->v[i] = mts_u2f(subs[(i / 3) % 5]);
+                std::vector<float> C0((size_t)m * n, 0.0f);
+                std::vector<float> ref = run(np.p, true, tA, tB, m, n, k, A, B, 0.0f, C0, n);
+                std::vector<float> got = run(np.p, false, tA, tB, m, n, k, A, B, 0.0f, C0, n);
+                long d = first_diff(ref, got);
+                ASSERT_EQ(d, -1) << np.name << " m=" << m << " n=" << n << " k=" << k << " tA=" << tA << " tB=" << tB
+                                 << " at C[" << d / n << "][" << d % n << "]: ref 0x" << std::hex
+                                 << mts_f2u(ref[(size_t)d]) << " got 0x" << mts_f2u(got[(size_t)d]);
+            }
+}
+
 // The quad kernel of the AVX-512 VBMI LUT path (4 rows x 64 columns, packed
 // B, one lookup for four vectors, a row's exponent parity picking Sb or
 // 2 Sb): whole and ragged panels, magnitudes that cover both parities and

@@ -114,10 +114,12 @@ static int any_bad(const uint32_t *x, size_t n)
 /* 1 when some of the n floats of X, rounded to an E8 format (RNE, as the
  * quantize pass), may be an operand the SIMD kernels do not take
  * (mts__gemm_exp_ok), read without writing them: the check a deferred B
- * (gemm_job.bround) still needs. Rounding clears subnormals and may raise
- * the exponent by one, so a nonzero exponent outside [65, 188] counts: exact
- * but for 189 that does not carry and 64 that does, whose false alarms only
- * send B through packing (same bits, per-panel flags). */
+ * (gemm_job.bround) still needs. Rounding may raise the exponent by one,
+ * so a nonzero exponent outside [65, 188] counts: exact but for 189 that
+ * does not carry and 64 that does, whose false alarms only send B through
+ * packing (same bits, per-panel flags). Subnormals count too: the quantize
+ * pass flushes them to zero, but the kernels' in-register rounding (the RNE
+ * step alone, vq_clean) does not, and carries 0x007FFFFF into 2^-126. */
 static int any_bad_rounded(const float *X, size_t n, int threads)
 {
     enum { BLK = 16384 };
@@ -133,7 +135,7 @@ static int any_bad_rounded(const float *X, size_t n, int threads)
             uint32_t x;
             memcpy(&x, X + i, sizeof x);
             uint32_t e = (x >> 23) & 0xFFu;
-            acc |= (e != 0) & (e - 65u > 123u);
+            acc |= ((x & 0x7FFFFFFFu) != 0) & (e - 65u > 123u); /* e = 0: a subnormal */
         }
         bad |= acc != 0;
     }

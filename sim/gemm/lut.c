@@ -56,7 +56,9 @@ float *mts__gemm_lut_table(const mts_lut *lut)
 
 /* Built for every GEMM call, so written to vectorise: one branch-free pass
  * checks every entry (adj 0 or 1, no zero flag, 7 mantissa bits: all bits
- * of 0xFE80FFFF clear), then one pass writes the bytes. */
+ * of 0xFE80FFFF clear), then one pass writes the bytes in entry order. The
+ * transposed table is then a transpose of those bytes, read across rows of
+ * a 16 KiB array that stays in L1 (not across the 64 KiB of entries). */
 unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
 {
     const mts_format *f = &lut->fmt;
@@ -67,12 +69,22 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
     for (size_t i = 0; i < rows * rows; i++) bad |= e[i] & 0xFE80FFFFu;
     if (bad) return NULL;
     unsigned char *restrict tb = mts__gemm_ws_alloc((rows + 1) * 128, 1); /* last row: all zero, for a = 0 */
-    if (!tb) return NULL;
-    /* the byte adj << 7 | man7 of an entry that passed the check */
-#define LUT_BYTE(x) (unsigned char)((((x) >> 17) & 0x80u) | (((x) >> 16) & 0x7Fu))
-    for (size_t r = 0; r < rows; r++) /* row r: ma = r, or mb = r when transposed */
-        for (size_t c = 0; c < rows; c++) tb[r * 128 + c] = LUT_BYTE(e[transposed ? (c << f->M) | r : (r << f->M) | c]);
-#undef LUT_BYTE
+    unsigned char *restrict t = transposed ? mts__gemm_ws_alloc(rows * 128, 0) : tb;
+    if (!tb || !t) {
+        if (t != tb) mts__gemm_ws_free(t);
+        mts__gemm_ws_free(tb);
+        return NULL;
+    }
+    for (size_t ma = 0; ma < rows; ma++) /* the byte adj << 7 | man7 of an entry that passed the check */
+        for (size_t mb = 0; mb < rows; mb++) {
+            uint32_t x = e[(ma << f->M) | mb];
+            t[ma * 128 + mb] = (unsigned char)(((x >> 17) & 0x80u) | ((x >> 16) & 0x7Fu));
+        }
+    if (transposed) {
+        for (size_t mb = 0; mb < rows; mb++)
+            for (size_t ma = 0; ma < rows; ma++) tb[mb * 128 + ma] = t[ma * 128 + mb];
+        mts__gemm_ws_free(t);
+    }
     return tb;
 }
 
