@@ -254,12 +254,18 @@ static double padded(int x, int t) { return (double)((x + t - 1) / t) * t; }
  * mts__gemm_want_rawb), plus the operands the quantize pass reads across
  * rows (tA: A stored [k][m]; tB: B stored [n][k]) at about TRANSPOSE_COST
  * products an element. The constants were fitted on LeNet-5's GEMMs
- * (AVX-512 LUT kernel, 2026-11-23); the choice never changes a result. */
+ * (AVX-512 LUT kernel, 2026-11-23); the choice never changes a result.
+ * The LUT kernel's quad form (VBMI, 64-column tiles: n >= 64) shares one
+ * lookup and its row loads among four vectors, so a row costs it about
+ * ROW_COST_QUAD (fitted on LeNet-300-100's GEMMs, 2026-11-26: the 64 x 300
+ * x 784 forward pass runs in 0.87 ms as 300 x 64 against 1.06 ms). */
 #define ROW_COST 3.0
+#define ROW_COST_QUAD 1.0
 #define TRANSPOSE_COST 1.0
-static double layout_cost(int m, int n, int k, int tA, int tB)
+static double layout_cost(int m, int n, int k, int tA, int tB, int quad)
 {
-    double per_k = padded(m, 4) * (ROW_COST + padded(n, 16) / 16.0) + ((m + 3) / 4 > 4 ? padded(n, 16) : 0.0);
+    double row = quad && n >= 64 ? ROW_COST_QUAD : ROW_COST;
+    double per_k = padded(m, 4) * (row + padded(n, 16) / 16.0) + ((m + 3) / 4 > 4 ? padded(n, 16) : 0.0);
     double transposed = (tA ? (double)m : 0.0) + (tB ? (double)n : 0.0);
     return (per_k + TRANSPOSE_COST * transposed) * k;
 }
@@ -273,8 +279,10 @@ static int swap_pays(const gemm_job *g, int transA, int transB)
 {
     int nr = g->fmaq ? mts__gemm_fmaq_nr() : g->prod == GEMM_PROD_LUT ? mts__gemm_lut_nr() : mts__gemm_native_nr();
     if (nr == 0) return 0; /* scalar build: one output at a time either way */
-    double plain = layout_cost(g->m, g->n, g->k, transA, transB);
-    double swapped = layout_cost(g->n, g->m, g->k, !transB, !transA);
+    /* the LUT kernel's quad form: a bf16-class table on a VBMI build */
+    int quad = !g->fmaq && g->prod == GEMM_PROD_LUT && mts__gemm_lut_quad() && g->lut->fmt.E == 8 && g->lut->fmt.M <= 7;
+    double plain = layout_cost(g->m, g->n, g->k, transA, transB, quad);
+    double swapped = layout_cost(g->n, g->m, g->k, !transB, !transA, quad);
     return swapped < 0.9 * plain;
 }
 

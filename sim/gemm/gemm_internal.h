@@ -218,6 +218,8 @@ void mts__gemm_lutpack_free(gemm_lutpack *lp);
 /* Register tile widths of the SIMD kernels (0 on a scalar build), which
  * mts_gemm uses to decide whether to run the transposed problem. */
 int mts__gemm_lut_nr(void);
+/* 1 when this build has the LUT kernel's quad form (AVX-512 VBMI, lut.c). */
+int mts__gemm_lut_quad(void);
 int mts__gemm_fmaq_nr(void);
 int mts__gemm_native_nr(void);
 
