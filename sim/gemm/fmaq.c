@@ -57,7 +57,7 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
     vi y[MR][2], s[MR][2];
     const vi pkeep = VI_SET1(c->pkeep), prof = VI_SET1(c->prof), plo = VI_SET1(c->plo);
     const vi akeep = VI_SET1(c->akeep), arof = VI_SET1(c->arof), alo = VI_SET1(c->alo);
-    uint32_t out[NR];
+    float out[NR];
 #if GEMM_VBMI
     const vbmi_rawb_k rk = vbmi_rawb_consts(mode == FQ_VBMI ? g->lut->fmt.M : 7);
     const vq_k q = vq_consts(g->bround); /* raw B has bbad == 0: the clean rounding */
@@ -133,7 +133,7 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
     for (int r = 0; r < i1 - i0; r++) {
         VI_STORE(out, y[r][0]);
         VI_STORE(out + GW, y[r][1]);
-        for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i0 + r, j), g->beta, mts_u2f(out[j - j0]));
+        gemm_store_row(g, i0 + r, j0, j1, out);
     }
 }
 

@@ -153,7 +153,7 @@ LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR_MAX][NV], int i0, int i1
     float out[NR_MAX];
     for (int r = 0; r < i1 - i0; r++) {
         for (int v = 0; v < nv; v++) VF_STORE(out + v * GW, acc[r][v]);
-        for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i0 + r, j), g->beta, out[j - j0]);
+        gemm_store_row(g, i0 + r, j0, j1, out);
     }
 }
 

@@ -72,7 +72,7 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
     for (int r = 0; r < i1 - i0; r++) {
         VF_STORE(out, acc[r][0]);
         VF_STORE(out + GW, acc[r][1]);
-        for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i0 + r, j), g->beta, out[j - j0]);
+        gemm_store_row(g, i0 + r, j0, j1, out);
     }
 }
 
