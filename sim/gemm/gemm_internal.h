@@ -112,6 +112,16 @@ static inline void gemm_store(float *c, float beta, float y)
     *c = v;
 }
 
+/* Stores out[0 .. j1 - j0) as the job's outputs (i, j0 .. j1), each as
+ * gemm_store does (beta, the canonical NaN, at gemm_out's address): the
+ * store of one tile row, shared by the LUT, FMAq and native kernels. (A
+ * vector form, masked stores or a scatter down a column, measured no faster
+ * on LeNet-300-100's GEMMs, 2026-11-26: the loop is a small part of a tile.) */
+static inline void gemm_store_row(const gemm_job *g, int i, int j0, int j1, const float *out)
+{
+    for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i, j), g->beta, out[j - j0]);
+}
+
 /* Scalar dot product of row i of A and column j of B in the documented
  * order (plain FP32 or FMAq chunks); the portable kernel. */
 uint32_t mts__gemm_dot(const gemm_job *g, int i, int j);

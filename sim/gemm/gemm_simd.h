@@ -181,16 +181,6 @@ static inline void vbmi_raw_b(const vbmi_rawb_k *c, __m512i x, __m512i *bidx, __
 #define GEMM_VBMI 0
 #endif
 
-/* Stores out[0 .. j1 - j0) as the job's outputs (i, j0 .. j1), each as
- * gemm_store does (beta, the canonical NaN, at gemm_out's address): the
- * store of one tile row, shared by the LUT, FMAq and native kernels. (A
- * vector form, masked stores or a scatter down a column, measured no faster
- * on LeNet-300-100's GEMMs: the loop is a small part of a tile.) */
-static inline void gemm_store_row(const gemm_job *g, int i, int j0, int j1, const float *out)
-{
-    for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i, j), g->beta, out[j - j0]);
-}
-
 #if GEMM_SIMD && GW == 16 && defined(__AVX512DQ__)
 /* Q(M,E,b) of fmaq.c for RTZ on finite FP32 bits x (no NaN, no inf): keep
  * M mantissa bits and the sign (mask keep), saturate the magnitude at R_OF
