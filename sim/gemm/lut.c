@@ -157,6 +157,19 @@ LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR_MAX][NV], int i0, int i1
     }
 }
 
+/* The row pointers of a tile's mr rows (rows past m repeat the last one;
+ * their results are dropped) and its accumulators, zeroed. */
+LUT_INLINE void tile_rows(const gemm_lutpack *c, int K, int i0, int i1, const int mr, const int nv,
+                          const uint32_t *ai[MR_MAX], const float *as[MR_MAX], vf acc[MR_MAX][NV])
+{
+    for (int r = 0; r < mr; r++) {
+        int i = i0 + r < i1 ? i0 + r : i1 - 1;
+        ai[r] = c->Ai + (size_t)i * (size_t)K;
+        as[r] = c->As + (size_t)i * (size_t)K;
+        for (int v = 0; v < nv; v++) acc[r][v] = VF_ZERO();
+    }
+}
+
 /* Gather path: products Tf[ma << M | mb] * (Sa * Sb). */
 LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
                             const int nv, const int mr)
@@ -168,12 +181,7 @@ LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    for (int r = 0; r < mr; r++) { /* rows past m repeat the last row; results dropped */
-        int i = i0 + r < i1 ? i0 + r : i1 - 1;
-        ai[r] = c->Ai + (size_t)i * (size_t)K;
-        as[r] = c->As + (size_t)i * (size_t)K;
-        for (int v = 0; v < nv; v++) acc[r][v] = VF_ZERO();
-    }
+    tile_rows(c, K, i0, i1, mr, nv, ai, as, acc);
     for (int kk = 0; kk < K; kk++) {
         size_t o = (size_t)kk * nr;
         vi bix[NV];
@@ -212,12 +220,7 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    for (int r = 0; r < mr; r++) {
-        int i = i0 + r < i1 ? i0 + r : i1 - 1;
-        ai[r] = c->Ai + (size_t)i * (size_t)K;
-        as[r] = c->As + (size_t)i * (size_t)K;
-        for (int v = 0; v < nv; v++) acc[r][v] = VF_ZERO();
-    }
+    tile_rows(c, K, i0, i1, mr, nv, ai, as, acc);
     for (int kk = 0; kk < K; kk++) {
         size_t o = (size_t)kk * nr;
         vi bix[NV];
@@ -268,16 +271,11 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const int K = g->k;
     const unsigned char *bq = c->Bq + (size_t)panel * (size_t)K * 64;
     const float *bs = c->Bs + (size_t)panel * (size_t)K * 128;
-    const uint32_t *ai[MR];
-    const float *as[MR];
+    const uint32_t *ai[MR_MAX];
+    const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    for (int r = 0; r < MR; r++) {
-        int i = i0 + r < i1 ? i0 + r : i1 - 1;
-        ai[r] = c->Ai + (size_t)i * (size_t)K;
-        as[r] = c->As + (size_t)i * (size_t)K;
-        for (int v = 0; v < NV; v++) acc[r][v] = VF_ZERO();
-    }
+    tile_rows(c, K, i0, i1, MR, NV, ai, as, acc);
     /* vpshufb controls: byte 2 of lane j takes byte 4 (j % 4) + v of its 128-bit lane */
     __m512i ctl[4];
     for (int v = 0; v < 4; v++) {
