@@ -74,10 +74,12 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
     unsigned char *tb = mts__gemm_ws_alloc((rows + 1) * 128, 1); /* last row: all zero, for a = 0 */
     if (!tb) return NULL;
     const size_t rs = transposed ? 1 : rows, cs = transposed ? rows : 1; /* entry (r, c) at e[r*rs + c*cs] */
+#if GEMM_SIMD && GW == 16
+    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)cs));
+#endif
     for (size_t r = 0; r < rows; r++) {
 #if GEMM_SIMD && GW == 16
-        const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                _mm512_set1_epi32((int)cs));
         for (size_t c = 0; c < rows; c += 16) {
             __mmask16 ld = rows - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (rows - c)) - 1u);
             const uint32_t *src = e + r * rs + c * cs;
@@ -121,8 +123,10 @@ int mts__gemm_lut_quad(void) { return GEMM_VBMI; }
  * row 3 (its table row and scale) plus 4 per vector (lookup, exponent add,
  * accumulate and a register copy), summed over every tile. The quad kernel
  * (4 x 4 with packed B and a byte table) costs 1 per k plus per row 6 (table
- * row, scale, parity, one lookup) and 11 for its four vectors (3 shifts, 4
- * blends, 4 accumulates). Ties go to the earlier (wider) candidate. */
+ * row, scale, parity, one lookup) and 11 for its four vectors (counted for
+ * its first form, 3 shifts, 4 blends and 4 accumulates; the byte-shuffle form
+ * that replaced it is a little cheaper). Ties go to the earlier (wider)
+ * candidate. */
 static void pick_tile(const gemm_job *g, int *nv_out, int *mr_out)
 {
     const int m = g->m, n = g->n;
@@ -279,9 +283,9 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
     /* vpshufb controls: byte 2 of lane j takes byte 4 (j % 4) + v of its 128-bit lane */
     __m512i ctl[4];
     for (int v = 0; v < 4; v++) {
-        int c[16];
-        for (int j = 0; j < 16; j++) c[j] = (int)(0x80008080u | (uint32_t)(4 * (j % 4) + v) << 16);
-        ctl[v] = _mm512_loadu_si512((const void *)c);
+        int lanes[16];
+        for (int j = 0; j < 16; j++) lanes[j] = (int)(0x80008080u | (uint32_t)(4 * (j % 4) + v) << 16);
+        ctl[v] = _mm512_loadu_si512((const void *)lanes);
     }
     for (int kk = 0; kk < K; kk++) {
         const __m512i x = _mm512_loadu_si512((const void *)(bq + (size_t)kk * 64));

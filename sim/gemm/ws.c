@@ -9,6 +9,7 @@
  * two (a quarter of the LUT kernel's time on a 1024^3 GEMM when they did). */
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "gemm_internal.h"
@@ -46,7 +47,7 @@ void *mts__gemm_ws_alloc(size_t bytes, int zero)
     }
     if (!b) {
         size_t total = sizeof *b + bytes;
-        if (total < bytes) return NULL; /* overflow */
+        if (total < bytes || total > SIZE_MAX - WS_ALIGN) return NULL; /* overflow */
         b = aligned_alloc(WS_ALIGN, (total + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN);
         if (!b) return NULL;
         b->cap = bytes;
