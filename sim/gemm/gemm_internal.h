@@ -217,11 +217,16 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
  * cache. With few row blocks (a convolution's 6 or 16 output channels
  * against batch x pixels), or a panel too long to stay cached (k = batch x
  * pixels in a weight gradient: the packed form is 8+ bytes a lane against
- * B's 4, and n = 6 is padded to 16 lanes), writing and re-reading the packed
- * form costs more than deriving it from B in the kernel. */
+ * B's 4, and n = 6 is padded to 16 lanes) and still at most 8 row blocks,
+ * writing and re-reading the packed form costs more than deriving it from B
+ * in the kernel. With more row blocks every one of them would re-read B
+ * from memory: 1024 x 1024 x 2048 took 317 ms unpacked and 113 ms packed,
+ * 64 x 576 x 8192 53 ms and 44 ms, while 20 x 300 x 4096 (5 row blocks)
+ * took 2.8 ms unpacked and 4.0 ms packed (LUT kernel, 2026-11-26). */
 static inline int mts__gemm_want_rawb(const gemm_job *g, int MR, int NR)
 {
-    return (g->m + MR - 1) / MR <= 4 || (double)g->k * NR * 8.0 > 512.0 * 1024.0;
+    int blocks = (g->m + MR - 1) / MR;
+    return blocks <= 4 || (blocks <= 8 && (double)g->k * NR * 8.0 > 512.0 * 1024.0);
 }
 void mts__gemm_lutpack_free(gemm_lutpack *lp);
 
