@@ -60,8 +60,9 @@ static inline unsigned char lut_byte(uint32_t x) { return (unsigned char)(((x >>
 /* Built for every GEMM call, so written to be fast: one branch-free pass
  * checks every entry (adj 0 or 1, no zero flag, 7 mantissa bits: all bits
  * of 0xFE80FFFF clear), then row r of the table is entries (r, c) for all c,
- * or (c, r) when transposed: 16 at a time on AVX-512 (a load or a strided
- * gather, then vpmovdb), one at a time otherwise. */
+ * 16 at a time on AVX-512 (vpmovdb; 1.9 us for bf16), or entries (c, r) one
+ * at a time when transposed (10 us; a 16-lane gather form took 7 us, not
+ * worth its code beside a GEMM call's hundreds). */
 unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
 {
     const mts_format *f = &lut->fmt;
@@ -74,24 +75,20 @@ unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
     unsigned char *tb = mts__gemm_ws_alloc((rows + 1) * 128, 1); /* last row: all zero, for a = 0 */
     if (!tb) return NULL;
     const size_t rs = transposed ? 1 : rows, cs = transposed ? rows : 1; /* entry (r, c) at e[r*rs + c*cs] */
-#if GEMM_SIMD && GW == 16
-    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32((int)cs));
-#endif
     for (size_t r = 0; r < rows; r++) {
 #if GEMM_SIMD && GW == 16
-        for (size_t c = 0; c < rows; c += 16) {
-            __mmask16 ld = rows - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (rows - c)) - 1u);
-            const uint32_t *src = e + r * rs + c * cs;
-            __m512i x = cs == 1 ? _mm512_maskz_loadu_epi32(ld, src)
-                                : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ld, vidx, src, 4);
-            __m512i y = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(x, 17), _mm512_set1_epi32(0x80)),
-                                        _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x7F)));
-            _mm512_mask_cvtepi32_storeu_epi8(tb + r * 128 + c, ld, y);
+        if (!transposed) {
+            for (size_t c = 0; c < rows; c += 16) {
+                __mmask16 ld = rows - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (rows - c)) - 1u);
+                __m512i x = _mm512_maskz_loadu_epi32(ld, e + r * rs + c);
+                __m512i y = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(x, 17), _mm512_set1_epi32(0x80)),
+                                            _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x7F)));
+                _mm512_mask_cvtepi32_storeu_epi8(tb + r * 128 + c, ld, y);
+            }
+            continue;
         }
-#else
-        for (size_t c = 0; c < rows; c++) tb[r * 128 + c] = lut_byte(e[r * rs + c * cs]);
 #endif
+        for (size_t c = 0; c < rows; c++) tb[r * 128 + c] = lut_byte(e[r * rs + c * cs]);
     }
     return tb;
 }
@@ -281,7 +278,7 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
 
     tile_rows(c, K, i0, i1, MR, NV, ai, as, acc);
     /* vpshufb controls: byte 2 of lane j takes byte 4 (j % 4) + v of its 128-bit lane */
-    __m512i ctl[4];
+    __m512i ctl[4]; /* ctl[2] unused: vector 2 is blended */
     for (int v = 0; v < 4; v++) {
         int lanes[16];
         for (int j = 0; j < 16; j++) lanes[j] = (int)(0x80008080u | (uint32_t)(4 * (j % 4) + v) << 16);
