@@ -284,31 +284,50 @@ int mts_col2im_rows(const mts_conv_geom *g, int N, const float *dcol, float *dx,
     return col2im_any(g, N, dcol, P, (size_t)N * P, 1, dx, err);
 }
 
+/* Samples per GEMM call. A whole batch's col matrix (LeNet-5 conv1: 25 x
+ * 50,176 floats, 5 MB) spills the L2 cache between im2col writing it and
+ * the GEMM reading it; chunks of about CHUNK_BYTES stay in it. Chunking
+ * splits only the GEMMs' column dimension (N*P), never the summed one, so
+ * each output is the same sum in the same order. A tap or a tracer sees the
+ * layer's GEMM whole, as documented (one call per pass). */
+#define CHUNK_BYTES (512u << 10)
+static int conv_chunk(const mts_nn_ctx *ctx, int N, int K, int P)
+{
+    if (ctx->tap || ctx->tracer) return N;
+    size_t per = sizeof(float) * (size_t)K * (size_t)P;
+    int nb = per ? (int)(CHUNK_BYTES / per) : N;
+    return nb < 1 ? 1 : nb > N ? N : nb;
+}
+
 int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                        const float *w, const float *b, float *y, mts_err *err)
 {
-    int K = g->cin * g->k * g->k, P = g->oh * g->ow;
-    size_t NP = (size_t)N * P;
-    float *col = malloc(sizeof(float) * NP * K);
-    float *t = malloc(sizeof(float) * NP * g->cout);
-    int rc;
+    int K = g->cin * g->k * g->k, P = g->oh * g->ow, nb = conv_chunk(ctx, N, K, P);
+    size_t NB = (size_t)nb * P, xs = (size_t)g->cin * g->h * g->w;
+    float *col = malloc(sizeof(float) * NB * K);
+    float *t = malloc(sizeof(float) * NB * g->cout);
+    int rc = MTS_OK;
     if (!col || !t) {
-        rc = mts_fail(err, MTS_ENOMEM, "conv forward: out of memory (%zu x %d col matrix)", NP, K);
+        rc = mts_fail(err, MTS_ENOMEM, "conv forward: out of memory (%zu x %d col matrix)", NB, K);
         goto done;
     }
-    rc = mts_im2col(g, N, x, col, err);
-    if (rc != MTS_OK) goto done;
-    /* col^T * w^T [N*P][cout], stored transposed as t[cout][N*P]: a =
-     * activation, b = weight, sum over K in order */
-    rc = mts_nn_gemm_t(ctx, ctx->fwd, 1, 1, (int)NP, g->cout, K, col, (int)NP, w, K, 0.0f, t, (int)NP, err);
-    if (rc == MTS_OK)
-        for (int n = 0; n < N; n++)
-            for (int co = 0; co < g->cout; co++) {
-                float *yo = y + ((size_t)n * g->cout + co) * P;
-                const float *to = t + (size_t)co * NP + (size_t)n * P;
-                float bias = b ? b[co] : 0.0f;
-                for (int q = 0; q < P; q++) yo[q] = to[q] + bias;
-            }
+    for (int n0 = 0; n0 < N && rc == MTS_OK; n0 += nb) {
+        int nc = N - n0 < nb ? N - n0 : nb;
+        size_t NC = (size_t)nc * P;
+        rc = mts_im2col(g, nc, x + (size_t)n0 * xs, col, err);
+        if (rc != MTS_OK) break;
+        /* col^T * w^T [nc*P][cout], stored transposed as t[cout][nc*P]: a =
+         * activation, b = weight, sum over K in order */
+        rc = mts_nn_gemm_t(ctx, ctx->fwd, 1, 1, (int)NC, g->cout, K, col, (int)NC, w, K, 0.0f, t, (int)NC, err);
+        if (rc == MTS_OK)
+            for (int n = 0; n < nc; n++)
+                for (int co = 0; co < g->cout; co++) {
+                    float *yo = y + ((size_t)(n0 + n) * g->cout + co) * P;
+                    const float *to = t + (size_t)co * NC + (size_t)n * P;
+                    float bias = b ? b[co] : 0.0f;
+                    for (int q = 0; q < P; q++) yo[q] = to[q] + bias;
+                }
+    }
 done:
     free(col);
     free(t);
@@ -318,11 +337,11 @@ done:
 int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                         const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err)
 {
-    int K = g->cin * g->k * g->k, P = g->oh * g->ow, C = g->cout;
+    int K = g->cin * g->k * g->k, P = g->oh * g->ow, C = g->cout, nb = conv_chunk(ctx, N, K, P);
     size_t NP = (size_t)N * P;
     float *dyc = malloc(sizeof(float) * NP * C);
     float *colT = dw ? malloc(sizeof(float) * NP * K) : NULL;
-    float *dcol = dx ? malloc(sizeof(float) * NP * K) : NULL;
+    float *dcol = dx ? malloc(sizeof(float) * (size_t)nb * P * K) : NULL;
     int rc = MTS_OK;
     if (!dyc || (dw && !colT) || (dx && !dcol)) {
         rc = mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d matrices)", NP, K);
@@ -340,11 +359,14 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
         /* dw[cout][K] = dyc * colT: a = gradient, b = activation, sum over N*P in order */
         if (rc == MTS_OK) rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, C, K, (int)NP, dyc, (int)NP, colT, K, 0.0f, dw, K, err);
     }
-    if (rc == MTS_OK && dx) {
-        /* dyc^T * w [N*P][K], stored transposed as dcol[K][N*P]: a = gradient,
-         * b = weight, sum over cout in order */
-        rc = mts_nn_gemm_t(ctx, ctx->bwd, 1, 0, (int)NP, K, C, dyc, (int)NP, w, K, 0.0f, dcol, (int)NP, err);
-        if (rc == MTS_OK) rc = mts_col2im_rows(g, N, dcol, dx, err);
+    for (int n0 = 0; n0 < N && rc == MTS_OK && dx; n0 += nb) {
+        int nc = N - n0 < nb ? N - n0 : nb;
+        size_t NC = (size_t)nc * P;
+        /* dyc^T * w [nc*P][K] of samples n0.., stored transposed as
+         * dcol[K][nc*P]: a = gradient, b = weight, sum over cout in order */
+        rc = mts_nn_gemm_t(ctx, ctx->bwd, 1, 0, (int)NC, K, C, dyc + (size_t)n0 * P, (int)NP, w, K, 0.0f, dcol,
+                           (int)NC, err);
+        if (rc == MTS_OK) rc = mts_col2im_rows(g, nc, dcol, dx + (size_t)n0 * g->cin * g->h * g->w, err);
     }
 done:
     free(dyc);
