@@ -477,6 +477,29 @@ TEST(Gemm, SkinnyShapesKeepOperandOrderOfAsymmetricTables)
     check_provider_shape({"fmaq-lut-zeroes7", z}, 66, 3, 40, 2, 965);
 }
 
+// The kernels' tables derived from a LUT are cached by content (lut.c): a
+// LUT edited in place between calls, at the same address, must not get the
+// table of its old entries. Transposing an asymmetric table changes most
+// entries and keeps it on the same path (byte or gather).
+TEST(Gemm, LutEditedInPlaceGetsItsNewTable)
+{
+    for (mts_lut *src : {world().use(world().asym7), world().use(world().zeroes7)}) {
+        std::vector<uint32_t> e(src->entry, src->entry + src->n);
+        mts_lut t = *src;
+        t.entry = e.data();
+        mts_provider p = prov(MTS_PROV_LUT);
+        p.lut = &t;
+        check_provider_shape({"lut-before", p}, 70, 33, 20, 1, 981);
+        for (size_t i = 0; i < t.n; i++) e[i] = src->entry[(i & 127) << 7 | i >> 7];
+        ASSERT_NE(memcmp(e.data(), src->entry, sizeof(uint32_t) * t.n), 0);
+        check_provider_shape({"lut-edited", p}, 70, 33, 20, 1, 981);
+        p.fmaq = 1;
+        p.qprod = qfmt(7, 4, 12);
+        p.qacc = qfmt(7, 4, 10);
+        check_provider_shape({"fmaq-lut-edited", p}, 70, 33, 20, 1, 997);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Gemm, GemmProvider, ::testing::Range(0, (int)providers().size()),
                          [](const ::testing::TestParamInfo<int> &info) {
                              std::string n = providers()[(size_t)info.param].name;

@@ -27,17 +27,96 @@
  * a multiply, an add and an add. A zero a uses an all-zero row (q = Sa, a
  * signed zero) and a zero b has Sb = +-0: both give the signed zero p. Same
  * exactness condition on operands. */
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gemm_internal.h"
 #include "gemm_simd.h"
+
+/* ------------------------------------------------ derived-table cache
+ * Every LUT GEMM call derives its kernel's table from the LUT's entries;
+ * a convolution run in sample chunks makes dozens of calls per batch with
+ * the same LUT (the transposed byte table takes 10 us to build, the float
+ * one more). A few derived tables are kept beside a copy of the entries and
+ * format they came from; a call whose LUT matches exactly (memcmp of every
+ * entry, ~1 us for bf16) gets a copy of the kept table. Nothing is keyed on
+ * an address, so a LUT edited in place or freed and reallocated is rebuilt.
+ * Kept for the process (reachable from tc[]); one mutex. */
+enum { TC_FLOAT, TC_BYTES, TC_BYTES_T, TC_SLOTS = 4 };
+#define TC_MAX_N ((size_t)1 << 16) /* larger tables (M > 8) are built each call */
+
+typedef struct {
+    int kind;        /* TC_*; the slot is empty when tab is NULL */
+    mts_format fmt;
+    size_t n;        /* entries */
+    uint32_t *entry; /* copy of the LUT's entries */
+    void *tab;       /* the derived table, bytes long */
+    size_t bytes;
+} tc_slot;
+
+static tc_slot tc[TC_SLOTS];
+static unsigned tc_next; /* round-robin victim */
+static pthread_mutex_t tc_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int tc_match(const tc_slot *s, int kind, const mts_lut *lut, size_t bytes)
+{
+    return s->tab && s->kind == kind && s->n == lut->n && s->bytes == bytes &&
+           !memcmp(&s->fmt, &lut->fmt, sizeof s->fmt) && !memcmp(s->entry, lut->entry, sizeof *s->entry * lut->n);
+}
+
+/* Copies the kept table of (kind, lut) into dst (bytes long); 0 on a miss. */
+static int tc_get(int kind, const mts_lut *lut, void *dst, size_t bytes)
+{
+    int hit = 0;
+    if (lut->n > TC_MAX_N) return 0;
+    pthread_mutex_lock(&tc_mu);
+    for (int i = 0; i < TC_SLOTS && !hit; i++)
+        if (tc_match(&tc[i], kind, lut, bytes)) {
+            memcpy(dst, tc[i].tab, bytes);
+            hit = 1;
+        }
+    pthread_mutex_unlock(&tc_mu);
+    return hit;
+}
+
+/* Keeps a copy of tab, derived from lut (silently not, out of memory). */
+static void tc_put(int kind, const mts_lut *lut, const void *tab, size_t bytes)
+{
+    if (lut->n > TC_MAX_N) return;
+    uint32_t *e = malloc(sizeof *e * lut->n);
+    void *t = malloc(bytes);
+    if (!e || !t) {
+        free(e);
+        free(t);
+        return;
+    }
+    memcpy(e, lut->entry, sizeof *e * lut->n);
+    memcpy(t, tab, bytes);
+    pthread_mutex_lock(&tc_mu);
+    tc_slot *s = &tc[tc_next++ % TC_SLOTS];
+    free(s->entry);
+    free(s->tab);
+    *s = (tc_slot){kind, lut->fmt, lut->n, e, t, bytes};
+    pthread_mutex_unlock(&tc_mu);
+}
+
+static float *lut_table_build(const mts_lut *lut, float *Tf);
 
 float *mts__gemm_lut_table(const mts_lut *lut)
 {
     const mts_format *f = &lut->fmt;
     if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 11) return NULL;
     float *Tf = mts__gemm_ws_alloc(lut->n * sizeof *Tf, 0);
-    if (!Tf) return NULL;
+    if (!Tf || tc_get(TC_FLOAT, lut, Tf, lut->n * sizeof *Tf)) return Tf;
+    if (!lut_table_build(lut, Tf)) return NULL;
+    tc_put(TC_FLOAT, lut, Tf, lut->n * sizeof *Tf);
+    return Tf;
+}
+
+/* Fills Tf; frees it and returns NULL when an adjustment is out of range. */
+static float *lut_table_build(const mts_lut *lut, float *Tf)
+{
     for (size_t i = 0; i < lut->n; i++) {
         uint32_t e = lut->entry[i];
         int adj = mts_lut_adj(e);
@@ -57,16 +136,29 @@ float *mts__gemm_lut_table(const mts_lut *lut)
 /* The byte adj << 7 | man7 of an entry that passed the check below. */
 static inline unsigned char lut_byte(uint32_t x) { return (unsigned char)(((x >> 17) & 0x80u) | ((x >> 16) & 0x7Fu)); }
 
-/* Built for every GEMM call, so written to be fast: one branch-free pass
- * checks every entry (adj 0 or 1, no zero flag, 7 mantissa bits: all bits
- * of 0xFE80FFFF clear), then row r of the table is entries (r, c) for all c,
- * 16 at a time on AVX-512 (vpmovdb; 1.9 us for bf16), or entries (c, r) one
- * at a time when transposed (10 us; a 16-lane gather form took 7 us, not
- * worth its code beside a GEMM call's hundreds). */
+/* From the cache above when it has the table, else built: one branch-free
+ * pass checks every entry (adj 0 or 1, no zero flag, 7 mantissa bits: all
+ * bits of 0xFE80FFFF clear), then row r of the table is entries (r, c) for
+ * all c, 16 at a time on AVX-512 (vpmovdb; 1.9 us for bf16), or entries
+ * (c, r) one at a time when transposed (10 us). */
+static unsigned char *lut_bytes_build(const mts_lut *lut, int transposed);
+
 unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
 {
     const mts_format *f = &lut->fmt;
     if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 7) return NULL;
+    const size_t bytes = (((size_t)1 << f->M) + 1) * 128;
+    int kind = transposed ? TC_BYTES_T : TC_BYTES;
+    unsigned char *tb = mts__gemm_ws_alloc(bytes, 0);
+    if (tb && tc_get(kind, lut, tb, bytes)) return tb;
+    mts__gemm_ws_free(tb);
+    if ((tb = lut_bytes_build(lut, transposed))) tc_put(kind, lut, tb, bytes);
+    return tb;
+}
+
+static unsigned char *lut_bytes_build(const mts_lut *lut, int transposed)
+{
+    const mts_format *f = &lut->fmt;
     const size_t rows = (size_t)1 << f->M;
     const uint32_t *restrict e = lut->entry;
     uint32_t bad = 0;
