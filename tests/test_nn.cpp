@@ -560,13 +560,17 @@ void dense_bitexact(const NnLut &fx, const mts_provider &p)
     expect_bits("dense dw", dw, rdw);
 }
 
-void conv_bitexact(const NnLut &fx, const mts_provider &p)
+// chunked: a geometry whose batch runs in several sample chunks (78,400
+// bytes of column matrix per sample, chunks of 6 samples: 6 + 6 + 1), the
+// provider's threads running them side by side when it has more than one
+void conv_bitexact(const NnLut &fx, const mts_provider &p, bool chunked = false)
 {
     mts_conv_geom g = {};
     g.cin = 2, g.h = 5, g.w = 6, g.cout = 3, g.k = 3, g.stride = 2, g.pad = 1;
+    if (chunked) g.cin = 1, g.h = 28, g.w = 28, g.k = 5, g.stride = 1, g.pad = 2;
     mts_err err;
     ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK);
-    const int N = 2, P = g.oh * g.ow, K = g.cin * g.k * g.k;
+    const int N = chunked ? 13 : 2, P = g.oh * g.ow, K = g.cin * g.k * g.k;
     vecf x = rnd((size_t)N * g.cin * g.h * g.w, 35), w = rnd((size_t)g.cout * K, 36), b = rnd(g.cout, 37),
          dy = rnd((size_t)N * g.cout * P, 38);
     vecf y(dy.size()), dx(x.size()), dw(w.size()), db(g.cout);
@@ -652,6 +656,16 @@ TEST_F(NnLut, ConvBitExactLut) { conv_bitexact(*this, lp); }
 TEST_F(NnLut, MatMulBitExactLut) { matmul_bitexact(*this, lp); }
 TEST_F(NnLut, DenseBitExactFmaq) { dense_bitexact(*this, with_fmaq(lp)); }
 TEST_F(NnLut, ConvBitExactFmaq) { conv_bitexact(*this, with_fmaq(lp)); }
+TEST_F(NnLut, ConvInSampleChunksBitExact)
+{
+    for (int threads : {1, 2}) {
+        mts_provider p = lp;
+        p.threads = threads;
+        SCOPED_TRACE(threads);
+        conv_bitexact(*this, p, true);
+        conv_bitexact(*this, with_fmaq(p), true);
+    }
+}
 TEST_F(NnLut, MatMulBitExactFmaq) { matmul_bitexact(*this, with_fmaq(lp)); }
 
 // The reference itself must disagree with plain FP32 somewhere, or the

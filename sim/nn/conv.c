@@ -11,7 +11,12 @@
 #include <immintrin.h>
 #endif
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "mantis/fmath.h"
+#include "mantis/mul.h"
 #include "mantis/nn_ops.h"
 #include "mantis/nn_trace.h"
 
@@ -299,51 +304,161 @@ static int conv_chunk(const mts_nn_ctx *ctx, int N, int K, int P)
     return nb < 1 ? 1 : nb > N ? N : nb;
 }
 
+/* Threads that run whole chunks side by side, each chunk's GEMM on one
+ * thread: one team per pass instead of a team per GEMM and packing step
+ * (two threads were slower than one on LeNet-5 that way). 1: the chunks
+ * run in turn, each GEMM threaded by its provider. OpenBLAS (its own
+ * threads, a process-wide thread count), a serial mulop (one RTL model) and
+ * devices keep that. */
+static int chunk_threads(const mts_provider *p, int nchunks)
+{
+#ifdef _OPENMP
+    if (nchunks < 2 || p->device != 0 || p->kind == MTS_PROV_BLAS ||
+        (p->kind == MTS_PROV_MULOP && (!p->mul || p->mul->serial)))
+        return 1;
+    int t = p->threads > 0 ? p->threads : omp_get_num_procs();
+    return t < nchunks ? t : nchunks;
+#else
+    (void)p;
+    (void)nchunks;
+    return 1;
+#endif
+}
+
+/* Runs chunk(c, buffer set of its thread) for c in [0, nchunks) on T
+ * threads; the first failing chunk's status and message are returned, the
+ * same whatever the thread count. */
+typedef int (*chunk_fn)(void *arg, int c, int slot, mts_err *err);
+static int run_chunks(int nchunks, int T, chunk_fn fn, void *arg, mts_err *err)
+{
+    int first = nchunks, rc = MTS_OK;
+    (void)T;
+#pragma omp parallel for num_threads(T) schedule(dynamic, 1)
+    for (int c = 0; c < nchunks; c++) {
+        mts_err e;
+        int slot = 0;
+#ifdef _OPENMP
+        slot = omp_get_thread_num();
+#endif
+        int r = fn(arg, c, slot, &e);
+        if (r != MTS_OK) {
+#pragma omp critical(mts_conv_chunks)
+            if (c < first) {
+                first = c;
+                rc = r;
+                if (err) *err = e;
+            }
+        }
+    }
+    return rc;
+}
+
+typedef struct {
+    const mts_nn_ctx *ctx;
+    const mts_provider *p; /* ctx->fwd or ctx->bwd, on one thread when chunks run side by side */
+    const mts_conv_geom *g;
+    int N, nb, K, P;
+    const float *x, *w, *b, *dyc;
+    float *y, *dx;
+    float *col, *t; /* per slot: nb*P*K and nb*P*cout floats */
+} conv_chunks;
+
+/* Forward of samples [c*nb, c*nb + nc): im2col, the GEMM, bias. */
+static int fwd_chunk(void *arg, int c, int slot, mts_err *err)
+{
+    const conv_chunks *a = arg;
+    const mts_conv_geom *g = a->g;
+    int n0 = c * a->nb, nc = a->N - n0 < a->nb ? a->N - n0 : a->nb, P = a->P, K = a->K;
+    size_t NC = (size_t)nc * P, NB = (size_t)a->nb * P;
+    float *col = a->col + (size_t)slot * NB * K, *t = a->t + (size_t)slot * NB * g->cout;
+    int rc = mts_im2col(g, nc, a->x + (size_t)n0 * g->cin * g->h * g->w, col, err);
+    if (rc != MTS_OK) return rc;
+    /* col^T * w^T [nc*P][cout], stored transposed as t[cout][nc*P]: a =
+     * activation, b = weight, sum over K in order */
+    rc = mts_nn_gemm_t(a->ctx, a->p, 1, 1, (int)NC, g->cout, K, col, (int)NC, a->w, K, 0.0f, t, (int)NC, err);
+    if (rc != MTS_OK) return rc;
+    for (int n = 0; n < nc; n++)
+        for (int co = 0; co < g->cout; co++) {
+            float *yo = a->y + ((size_t)(n0 + n) * g->cout + co) * P;
+            const float *to = t + (size_t)co * NC + (size_t)n * P;
+            float bias = a->b ? a->b[co] : 0.0f;
+            for (int q = 0; q < P; q++) yo[q] = to[q] + bias;
+        }
+    return MTS_OK;
+}
+
+/* Input gradient of samples [c*nb, c*nb + nc): the GEMM into dcol, col2im. */
+static int dx_chunk(void *arg, int c, int slot, mts_err *err)
+{
+    const conv_chunks *a = arg;
+    const mts_conv_geom *g = a->g;
+    int n0 = c * a->nb, nc = a->N - n0 < a->nb ? a->N - n0 : a->nb, P = a->P, K = a->K;
+    size_t NC = (size_t)nc * P, NP = (size_t)a->N * P;
+    float *dcol = a->col + (size_t)slot * a->nb * P * K;
+    /* dyc^T * w [nc*P][K] of these samples, stored transposed as
+     * dcol[K][nc*P]: a = gradient, b = weight, sum over cout in order */
+    int rc = mts_nn_gemm_t(a->ctx, a->p, 1, 0, (int)NC, K, g->cout, a->dyc + (size_t)n0 * P, (int)NP, a->w, K, 0.0f,
+                           dcol, (int)NC, err);
+    if (rc != MTS_OK) return rc;
+    return mts_col2im_rows(g, nc, dcol, a->dx + (size_t)n0 * g->cin * g->h * g->w, err);
+}
+
+/* Sets up a's chunking for provider p: chunk size, threads, a one-thread
+ * copy of p in *p1 when they run side by side, and buffers for each thread
+ * (col: K floats per column, t: tw per column; tw may be 0). */
+static int chunks_init(conv_chunks *a, const mts_nn_ctx *ctx, const mts_provider *p, mts_provider *p1,
+                       const mts_conv_geom *g, int N, int tw, int *nchunks, int *T)
+{
+    a->ctx = ctx;
+    a->g = g;
+    a->N = N;
+    a->K = g->cin * g->k * g->k;
+    a->P = g->oh * g->ow;
+    a->nb = conv_chunk(ctx, N, a->K, a->P);
+    *nchunks = (N + a->nb - 1) / a->nb;
+    *T = chunk_threads(p, *nchunks);
+    *p1 = *p;
+    if (*T > 1) p1->threads = 1;
+    a->p = p1;
+    size_t NB = (size_t)a->nb * a->P;
+    a->col = malloc(sizeof(float) * NB * a->K * (size_t)*T);
+    a->t = tw ? malloc(sizeof(float) * NB * (size_t)tw * (size_t)*T) : NULL;
+    return a->col && (!tw || a->t);
+}
+
 int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                        const float *w, const float *b, float *y, mts_err *err)
 {
-    int K = g->cin * g->k * g->k, P = g->oh * g->ow, nb = conv_chunk(ctx, N, K, P);
-    size_t NB = (size_t)nb * P, xs = (size_t)g->cin * g->h * g->w;
-    float *col = malloc(sizeof(float) * NB * K);
-    float *t = malloc(sizeof(float) * NB * g->cout);
-    int rc = MTS_OK;
-    if (!col || !t) {
-        rc = mts_fail(err, MTS_ENOMEM, "conv forward: out of memory (%zu x %d col matrix)", NB, K);
-        goto done;
+    conv_chunks a;
+    mts_provider p1;
+    int nchunks, T, rc;
+    if (!chunks_init(&a, ctx, ctx->fwd, &p1, g, N, g->cout, &nchunks, &T))
+        rc = mts_fail(err, MTS_ENOMEM, "conv forward: out of memory (%d x %d col matrix, %d threads)",
+                      a.nb * a.P, a.K, T);
+    else {
+        a.x = x;
+        a.w = w;
+        a.b = b;
+        a.y = y;
+        rc = run_chunks(nchunks, T, fwd_chunk, &a, err);
     }
-    for (int n0 = 0; n0 < N && rc == MTS_OK; n0 += nb) {
-        int nc = N - n0 < nb ? N - n0 : nb;
-        size_t NC = (size_t)nc * P;
-        rc = mts_im2col(g, nc, x + (size_t)n0 * xs, col, err);
-        if (rc != MTS_OK) break;
-        /* col^T * w^T [nc*P][cout], stored transposed as t[cout][nc*P]: a =
-         * activation, b = weight, sum over K in order */
-        rc = mts_nn_gemm_t(ctx, ctx->fwd, 1, 1, (int)NC, g->cout, K, col, (int)NC, w, K, 0.0f, t, (int)NC, err);
-        if (rc == MTS_OK)
-            for (int n = 0; n < nc; n++)
-                for (int co = 0; co < g->cout; co++) {
-                    float *yo = y + ((size_t)(n0 + n) * g->cout + co) * P;
-                    const float *to = t + (size_t)co * NC + (size_t)n * P;
-                    float bias = b ? b[co] : 0.0f;
-                    for (int q = 0; q < P; q++) yo[q] = to[q] + bias;
-                }
-    }
-done:
-    free(col);
-    free(t);
+    free(a.col);
+    free(a.t);
     return rc;
 }
 
 int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                         const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err)
 {
-    int K = g->cin * g->k * g->k, P = g->oh * g->ow, C = g->cout, nb = conv_chunk(ctx, N, K, P);
+    int K = g->cin * g->k * g->k, P = g->oh * g->ow, C = g->cout, nchunks = 0, T = 1;
     size_t NP = (size_t)N * P;
+    conv_chunks a = {0};
+    mts_provider p1;
     float *dyc = malloc(sizeof(float) * NP * C);
     float *colT = dw ? malloc(sizeof(float) * NP * K) : NULL;
-    float *dcol = dx ? malloc(sizeof(float) * (size_t)nb * P * K) : NULL;
+    int dx_ok = !dx || chunks_init(&a, ctx, ctx->bwd, &p1, g, N, 0, &nchunks, &T);
     int rc = MTS_OK;
-    if (!dyc || (dw && !colT) || (dx && !dcol)) {
+    if (!dyc || (dw && !colT) || !dx_ok) {
         rc = mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d matrices)", NP, K);
         goto done;
     }
@@ -359,18 +474,15 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
         /* dw[cout][K] = dyc * colT: a = gradient, b = activation, sum over N*P in order */
         if (rc == MTS_OK) rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, C, K, (int)NP, dyc, (int)NP, colT, K, 0.0f, dw, K, err);
     }
-    for (int n0 = 0; n0 < N && rc == MTS_OK && dx; n0 += nb) {
-        int nc = N - n0 < nb ? N - n0 : nb;
-        size_t NC = (size_t)nc * P;
-        /* dyc^T * w [nc*P][K] of samples n0.., stored transposed as
-         * dcol[K][nc*P]: a = gradient, b = weight, sum over cout in order */
-        rc = mts_nn_gemm_t(ctx, ctx->bwd, 1, 0, (int)NC, K, C, dyc + (size_t)n0 * P, (int)NP, w, K, 0.0f, dcol,
-                           (int)NC, err);
-        if (rc == MTS_OK) rc = mts_col2im_rows(g, nc, dcol, dx + (size_t)n0 * g->cin * g->h * g->w, err);
+    if (rc == MTS_OK && dx) {
+        a.w = w;
+        a.dyc = dyc;
+        a.dx = dx;
+        rc = run_chunks(nchunks, T, dx_chunk, &a, err);
     }
 done:
     free(dyc);
     free(colT);
-    free(dcol);
+    free(a.col);
     return rc;
 }
