@@ -429,7 +429,7 @@ static int chunks_init(conv_chunks *a, const mts_nn_ctx *ctx, const mts_provider
 int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                        const float *w, const float *b, float *y, mts_err *err)
 {
-    conv_chunks a;
+    conv_chunks a = {0};
     mts_provider p1;
     int nchunks, T, rc;
     if (!chunks_init(&a, ctx, ctx->fwd, &p1, g, N, g->cout, &nchunks, &T))
