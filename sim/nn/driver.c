@@ -269,12 +269,11 @@ static int write_json(const run *r, mts_err *err)
     return rc;
 }
 
-/* Whether every parameter is finite. A NaN weight can hide from the loss
- * for ever (ReLU and max-pooling map a NaN input to 0 or drop it), so a NaN
- * gradient would leave a run "training" on a poisoned net. */
-/* 1 when no parameter is inf or NaN: an all-ones exponent anywhere. The
- * test is on the bits, OR-reduced without an early exit, so it vectorises
- * (it runs after every batch, over every parameter). */
+/* 1 when no parameter is inf or NaN (an all-ones exponent). A NaN weight
+ * can hide from the loss for ever (ReLU and max-pooling map a NaN input to
+ * 0 or drop it), so a NaN gradient would leave a run "training" on a
+ * poisoned net. The test is on the bits, OR-reduced without an early exit,
+ * so it vectorises (it runs after every batch, over every parameter). */
 static int params_finite(const mts_net *net)
 {
     const float *p = net->param;
