@@ -66,6 +66,19 @@ void add_specials(Mat &x, uint64_t *s, bool wild)
         }
 }
 
+// Zeros (signed) and subnormals (which quantize to zeros) in bands of rows:
+// three rows none, three rows 15%, three rows half, three rows all, so that
+// whichever operand the kernels take as rows, some tiles are sparse enough
+// for the quad kernel's sparse form and some are not.
+void sparsify(Mat &x, uint64_t *s)
+{
+    const float tame[] = {0.0f, -0.0f, 1e-40f, -3e-39f};
+    const unsigned pct[] = {0, 15, 50, 100};
+    for (int i = 0; i < x.rows; i++)
+        for (int j = 0; j < x.cols; j++)
+            if (splitmix64(s) % 100 < pct[(i / 3) % 4]) x.at(i, j) = tame[splitmix64(s) % 4];
+}
+
 // Spreads values over 2^-40..2^5 so that sums swamp small terms (where
 // RTZ and RNE accumulation differ) and products cross R_UF and R_OF.
 void widen(Mat &x, uint64_t *s)
@@ -276,6 +289,9 @@ void check_provider_shape(const Named &np, int m, int n, int k, int specials, ui
                 if (specials == 3) { // magnitudes 2^-40..2^5: swamping, flushes, saturation
                     widen(A, &s);
                     widen(B, &s);
+                } else if (specials == 4) { // sparse rows (and columns, for a swapped job)
+                    sparsify(A, &s);
+                    sparsify(B, &s);
                 } else if (specials) {
                     add_specials(A, &s, specials > 1);
                     add_specials(B, &s, specials > 1);
@@ -395,6 +411,19 @@ TEST_P(GemmProvider, QuadKernelShapesEqualReference)
     check_provider_shape(np, 37, 129, 26, 1, seed += 16);
     check_provider_shape(np, 30, 70, 25, 2, seed += 16);
     check_provider_shape(np, 64, 200, 40, 1, seed += 16, {1, 2});
+}
+
+// The quad kernel's sparse form (rows of A with many zeros run over their
+// nonzero columns only): bands of rows with no, few, half and all elements
+// zero in both operands, so tiles of either kind meet in one job; ragged
+// panels; two threads.
+TEST_P(GemmProvider, SparseRowsEqualReference)
+{
+    Named np = providers()[(size_t)GetParam()];
+    uint64_t seed = 41 + 100 * (uint64_t)GetParam();
+    check_provider_shape(np, 48, 64, 40, 4, seed += 16);
+    check_provider_shape(np, 37, 150, 33, 4, seed += 16);
+    check_provider_shape(np, 64, 129, 70, 4, seed += 16, {1, 2});
 }
 
 // mts_gemm_t: the result stored transposed (C[j*ldc + i]) must equal the

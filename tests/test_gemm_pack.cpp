@@ -41,12 +41,16 @@ template <class T> long first_diff(const T *a, const T *b, size_t n)
 }
 
 // Both packings of one job; every buffer compared over its full extent.
+// zero_pct: that share of A's elements (rows with i % 4 == 0: all of them)
+// made signed zeros, for the quad layout's lists of nonzero columns.
 void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int n, int k, int NR, int vbmi,
-           int swap, int threads, uint64_t seed)
+           int swap, int threads, uint64_t seed, unsigned zero_pct = 0)
 {
     mts_rng r = {seed};
     std::vector<uint32_t> A((size_t)m * k), B((size_t)k * n);
     for (auto &x : A) x = operand(&r);
+    for (size_t i = 0; zero_pct && i < A.size(); i++)
+        if ((i / (size_t)k) % 4 == 0 || mts_rng_next(&r) % 100 < zero_pct) A[i] &= 0x80000000u;
     for (auto &x : B) x = operand(&r);
     if (lut) { // operands arrive truncated to the LUT's format (dispatch.c)
         uint32_t keep = ~((1u << (23 - lut->fmt.M)) - 1u);
@@ -98,6 +102,36 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
         d = first_diff(f.Bq, s.Bq, (size_t)npan * k * 64);
         ASSERT_EQ(d, -1) << at << " Bq[" << d << "] " << hexes("Bq", f.Bq[d], s.Bq[d], 0);
         ASSERT_TRUE(!f.Bi && !s.Bi) << at;
+        ASSERT_TRUE(f.nnz && s.nnz) << at;
+        d = first_diff(f.nnz, s.nnz, (size_t)m);
+        ASSERT_EQ(d, -1) << at << " nnz[" << d << "]: fast " << f.nnz[d] << " ref " << s.nnz[d];
+        long total = 0;
+        for (int i = 0; i < m; i++) total += s.nnz[i];
+        bool sparse = total <= GEMM_SPARSE_FRAC * (double)m * k;
+        ASSERT_EQ(!!f.nz, sparse) << at << " (" << total << " nonzeros)";
+        ASSERT_EQ(!!s.nz, sparse) << at;
+        if (zero_pct >= 50) {
+            ASSERT_TRUE(sparse) << at;
+        }
+        for (int i = 0; sparse && i < m; i++) {
+            // by definition: the columns of row i whose a is not a zero, in
+            // order, each with its (verified) packed fields
+            int t = 0;
+            for (int kk = 0; kk < k; kk++) {
+                size_t o = (size_t)i * k + kk;
+                if (!mts_f32_exp(A[o])) continue;
+                ASSERT_LT(t, s.nnz[i]) << at << " row " << i;
+                for (const gemm_lutpack *p : {&f, &s}) {
+                    const gemm_nz &e = p->nz[(size_t)i * k + t];
+                    const char *who = p == &f ? " fast" : " ref";
+                    ASSERT_EQ(e.tb, s.Ai[o] & ~1u) << at << who << " row " << i << " entry " << t;
+                    ASSERT_EQ(e.bs, 512u * kk + 256u * (s.Ai[o] & 1u)) << at << who << " row " << i << " entry " << t;
+                    ASSERT_EQ(mts_f2u(e.sa), mts_f2u(s.As[o])) << at << who << " row " << i << " entry " << t;
+                }
+                t++;
+            }
+            ASSERT_EQ(t, s.nnz[i]) << at << " row " << i;
+        }
     }
     ASSERT_EQ(!f.Ai, !s.Ai) << at;
     if (f.Ai) {
@@ -186,6 +220,22 @@ TEST(GemmPack, ByteTablePackingEqualsScalarReference)
                 for (int vbmi : {1, 2}) check("lut-vbmi", GEMM_PROD_LUT, &lut, s[0], s[1], s[2], NR, vbmi, swap, 1, seed++);
     check("lut-vbmi-threads", GEMM_PROD_LUT, &lut, 90, 130, 33, 64, 1, 1, 2, seed++);
     check("lut-quad-threads", GEMM_PROD_LUT, &lut, 90, 130, 33, 64, 2, 0, 2, seed++);
+    mts_lut_free(&lut);
+}
+
+// The quad layout's per-row nonzero counts and column lists (the sparse
+// kernel's input): fast and reference packing against each other and
+// against the definition, for A with 0, 30, 60 and 90% zeros (a quarter of
+// the rows all zero), k across and below the 16-column step, both orders.
+TEST(GemmPack, SparseRowListsEqualScalarReference)
+{
+    mts_lut lut = make_lut("mbm", 7);
+    uint64_t seed = 51;
+    const int sh[][3] = {{9, 64, 40}, {17, 100, 5}, {13, 70, 16}, {8, 64, 33}};
+    for (auto &s : sh)
+        for (unsigned pct : {0u, 30u, 60u, 90u})
+            for (int swap : {0, 1}) check("lut-quad-sparse", GEMM_PROD_LUT, &lut, s[0], s[1], s[2], 64, 2, swap, 1, seed++, pct);
+    check("lut-quad-sparse-threads", GEMM_PROD_LUT, &lut, 90, 130, 33, 64, 2, 0, 2, seed++, 70);
     mts_lut_free(&lut);
 }
 

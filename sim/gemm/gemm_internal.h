@@ -200,7 +200,27 @@ typedef struct gemm_lutpack {
      * with one permute (Bq); a row's exponent parity is in Ai's bit 0 and
      * picks Sb or 2 Sb (lut.c has the argument). Bi is NULL then. */
     int quad;
+    /* Quad layout only: nnz[m], the nonzero elements of each row of A, and
+     * when at most GEMM_SPARSE_FRAC of the job's A elements are nonzero,
+     * nz[m][k]: row i's nonzero elements in column order (nz[i * k + t]
+     * for t < nnz[i]); NULL otherwise. A zero a only adds a signed zero to
+     * a sum that is never -0, so lut.c's sparse kernel leaves it out: same
+     * bits. */
+    int *nnz;
+    struct gemm_nz *nz;
 } gemm_lutpack;
+
+/* One nonzero element of A (column kk, packed Ai and As) as the sparse
+ * kernel reads it: no index arithmetic left in its loop. */
+typedef struct gemm_nz {
+    uint32_t tb; /* byte offset of a's table row: Ai without the parity bit */
+    uint32_t bs; /* byte offset of Sb (or 2 Sb for odd parity) in a panel's Bs: 512 kk + 256 parity */
+    float sa;    /* As */
+} gemm_nz;
+
+/* The share of nonzero A elements (of a job, and of a tile's rows) at or
+ * below which the quad kernel's sparse form runs (lut.c measures it). */
+#define GEMM_SPARSE_FRAC 0.8
 
 /* Packs g's operands (LUT or FP32M products), vectorised where the build
  * has SIMD (mts__gemm_lutpack_make_scalar is the readable reference, same

@@ -28,6 +28,8 @@ void mts__gemm_lutpack_free(gemm_lutpack *lp)
     mts__gemm_ws_free(lp->Bs);
     mts__gemm_ws_free(lp->rowbad);
     mts__gemm_ws_free(lp->panbad);
+    mts__gemm_ws_free(lp->nnz);
+    mts__gemm_ws_free(lp->nz);
     memset(lp, 0, sizeof *lp);
 }
 
@@ -58,13 +60,48 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
     if (lut) {
         lp->Ai = mts__gemm_ws_alloc(m * K * sizeof *lp->Ai, 0);
         ok = ok && lp->Ai;
-        if (lp->quad) ok = ok && (lp->Bq = mts__gemm_ws_alloc((size_t)npan * K * 64, 0));
+        if (lp->quad)
+            ok = ok && (lp->Bq = mts__gemm_ws_alloc((size_t)npan * K * 64, 0)) &&
+                 (lp->nnz = mts__gemm_ws_alloc(m * sizeof *lp->nnz, 1));
         else if (!lp->rawb) ok = ok && (lp->Bi = mts__gemm_ws_alloc(nb * sizeof *lp->Bi, 0));
     }
     if (!ok) {
         mts__gemm_lutpack_free(lp);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing operands (%d x %d x %d)", g->m, g->n, g->k);
     }
+    return MTS_OK;
+}
+
+/* Row i's nonzero elements (those not reading the all-zero row) into dst,
+ * in column order. */
+static void list_row(const gemm_lutpack *lp, size_t i, size_t K, uint32_t zero_row, gemm_nz *dst)
+{
+    const uint32_t *ai = lp->Ai + i * K;
+    const float *as = lp->As + i * K;
+    size_t t = 0;
+    for (size_t kk = 0; kk < K; kk++) { /* every entry written, kept when nonzero: no branch to mispredict */
+        dst[t].tb = ai[kk] & ~1u;
+        dst[t].bs = (uint32_t)(512 * kk + 256 * (ai[kk] & 1u));
+        dst[t].sa = as[kk];
+        t += ai[kk] != zero_row;
+    }
+}
+
+/* Quad layout: nz from Ai and As (a zero a reads the all-zero row) when
+ * the job's A is sparse enough (gemm_lutpack.nz); nnz is already filled. */
+static int sparse_lists(const gemm_job *g, gemm_lutpack *lp, mts_err *err)
+{
+    size_t K = (size_t)g->k, m = (size_t)g->m;
+    double total = 0.0;
+    if (!lp->nnz) return MTS_OK;
+    for (size_t i = 0; i < m; i++) total += lp->nnz[i];
+    if (total > GEMM_SPARSE_FRAC * (double)m * (double)K) return MTS_OK;
+    if (K > UINT32_MAX / 512 || !(lp->nz = mts__gemm_ws_alloc(m * K * sizeof *lp->nz, 0))) {
+        mts__gemm_lutpack_free(lp);
+        return mts_fail(err, MTS_ENOMEM, "gemm: out of memory listing nonzeros (%d x %d)", g->m, g->k);
+    }
+    const uint32_t zero_row = (uint32_t)(((size_t)1 << g->lut->fmt.M) * 128u);
+    for (size_t i = 0; i < m; i++) list_row(lp, i, K, zero_row, lp->nz + i * K);
     return MTS_OK;
 }
 
@@ -96,7 +133,9 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
             uint32_t x = g->A[i * K + kk];
             pack_a1(g, lp, i * K + kk, x, M);
             if (!mts__gemm_exp_ok(x)) lp->rowbad[i] = 1;
+            if (lp->nnz && mts_f32_exp(x)) lp->nnz[i]++;
         }
+    if ((rc = sparse_lists(g, lp, err)) != MTS_OK) return rc;
     for (int p = 0; p < npan && !lp->rawb; p++) {
         int bad = 0, j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR; /* w real lanes, rest padding */
         for (size_t kk = 0; kk < K; kk++) {
@@ -172,6 +211,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
     for (size_t i = 0; i < m; i++) {
         __mmask16 bad = 0;
+        int nnz = 0;
         for (size_t k0 = 0; k0 < K; k0 += 16) {
             __mmask16 ld = K - k0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k0)) - 1u);
             size_t o = i * K + k0;
@@ -192,8 +232,10 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
             }
             _mm512_mask_storeu_ps(lp->As + o, ld, s);
             _mm512_mask_storeu_epi32(lp->Ai + o, ld, idx);
+            nnz += __builtin_popcount(nz & ld);
         }
         lp->rowbad[i] = bad != 0;
+        if (lp->nnz) lp->nnz[i] = nnz;
     }
     if (lp->rawb) return;
     threads = (double)g->n * (double)K < 65536.0 ? 1 : g->threads;
@@ -240,7 +282,7 @@ int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_l
 #if GEMM_SIMD && GW == 16
     int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc == MTS_OK) pack_fast(g, lp, NR);
-    return rc;
+    return rc == MTS_OK ? sparse_lists(g, lp, err) : rc;
 #else
     return mts__gemm_lutpack_make_scalar(g, NR, vbmi, rawb, lp, err);
 #endif
