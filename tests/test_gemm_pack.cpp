@@ -108,8 +108,8 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
         long total = 0;
         for (int i = 0; i < m; i++) total += s.nnz[i];
         bool sparse = total <= GEMM_SPARSE_FRAC * (double)m * k;
-        ASSERT_EQ(!!f.nz, sparse) << at << " (" << total << " nonzeros)";
-        ASSERT_EQ(!!s.nz, sparse) << at;
+        ASSERT_EQ(!!f.nzt, sparse) << at << " (" << total << " nonzeros)";
+        ASSERT_EQ(!!s.nzt, sparse) << at;
         if (zero_pct >= 50) {
             ASSERT_TRUE(sparse) << at;
         }
@@ -122,11 +122,11 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
                 if (!mts_f32_exp(A[o])) continue;
                 ASSERT_LT(t, s.nnz[i]) << at << " row " << i;
                 for (const gemm_lutpack *p : {&f, &s}) {
-                    const gemm_nz &e = p->nz[(size_t)i * k + t];
+                    size_t e = (size_t)i * k + t;
                     const char *who = p == &f ? " fast" : " ref";
-                    ASSERT_EQ(e.tb, s.Ai[o] & ~1u) << at << who << " row " << i << " entry " << t;
-                    ASSERT_EQ(e.bs, 512u * kk + 256u * (s.Ai[o] & 1u)) << at << who << " row " << i << " entry " << t;
-                    ASSERT_EQ(mts_f2u(e.sa), mts_f2u(s.As[o])) << at << who << " row " << i << " entry " << t;
+                    ASSERT_EQ(p->nzt[e], s.Ai[o] & ~1u) << at << who << " row " << i << " entry " << t;
+                    ASSERT_EQ(p->nzb[e], 512u * kk + 256u * (s.Ai[o] & 1u)) << at << who << " row " << i << " entry " << t;
+                    ASSERT_EQ(mts_f2u(p->nzs[e]), mts_f2u(s.As[o])) << at << who << " row " << i << " entry " << t;
                 }
                 t++;
             }

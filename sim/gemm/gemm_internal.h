@@ -202,21 +202,16 @@ typedef struct gemm_lutpack {
     int quad;
     /* Quad layout only: nnz[m], the nonzero elements of each row of A, and
      * when at most GEMM_SPARSE_FRAC of the job's A elements are nonzero,
-     * nz[m][k]: row i's nonzero elements in column order (nz[i * k + t]
-     * for t < nnz[i]); NULL otherwise. A zero a only adds a signed zero to
-     * a sum that is never -0, so lut.c's sparse kernel leaves it out: same
-     * bits. */
+     * row i's nonzero elements in column order at offsets i * k + t, t <
+     * nnz[i], of three arrays (one allocation at nzt): nzt, the byte offset
+     * of a's table row (Ai without the parity bit); nzb, the byte offset of
+     * its Sb or 2 Sb in a panel's Bs (512 kk + 256 parity); nzs, As. NULL
+     * otherwise. A zero a only adds a signed zero to a sum that is never -0,
+     * so lut.c's sparse kernel leaves it out: same bits. */
     int *nnz;
-    struct gemm_nz *nz;
+    uint32_t *nzt, *nzb;
+    float *nzs;
 } gemm_lutpack;
-
-/* One nonzero element of A (column kk, packed Ai and As) as the sparse
- * kernel reads it: no index arithmetic left in its loop. */
-typedef struct gemm_nz {
-    uint32_t tb; /* byte offset of a's table row: Ai without the parity bit */
-    uint32_t bs; /* byte offset of Sb (or 2 Sb for odd parity) in a panel's Bs: 512 kk + 256 parity */
-    float sa;    /* As */
-} gemm_nz;
 
 /* The share of nonzero A elements (of a job, and of a tile's rows) at or
  * below which the quad kernel's sparse form runs (lut.c measures it). */

@@ -396,7 +396,7 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
 }
 
 /* Sparse form of the quad kernel: each row runs over its nonzero elements
- * of A only (gemm_lutpack.nz). A left-out a is a signed zero, whose
+ * of A only (gemm_lutpack.nzt). A left-out a is a signed zero, whose
  * product adds +-0 to the row's sum; that sum starts at +0 and RNE never
  * makes it -0 (x + -x is +0), so the addition changes nothing and every
  * output keeps the bits of the dense order. The lookup, merge and FMA are
@@ -415,19 +415,21 @@ typedef struct sparse_k {
     __m512i ctl[4];               /* as lut_tile_quad's */
 } sparse_k;
 
-/* One product of e's row: acc[0..3] += its 64 lanes (as lut_tile_quad). */
-LUT_INLINE void sparse_step(const sparse_k *s, const gemm_nz *e, vf acc[4])
+/* One product of a row, its t-th nonzero: acc[0..3] += its 64 lanes (as
+ * lut_tile_quad). */
+LUT_INLINE void sparse_step(const sparse_k *s, const gemm_lutpack *c, size_t t, vf acc[4])
 {
-    const unsigned char *row = s->TB + e->tb;
-    const float *sb = (const float *)(const void *)((const char *)s->bs + e->bs);
-    __m512i t = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)row),
-                                         _mm512_loadu_si512((const void *)(s->bq + ((e->bs >> 3) & ~63u))),
+    const unsigned char *row = s->TB + c->nzt[t];
+    const uint32_t b = c->nzb[t];
+    const float *sb = (const float *)(const void *)((const char *)s->bs + b);
+    __m512i x = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)row),
+                                         _mm512_loadu_si512((const void *)(s->bq + ((b >> 3) & ~63u))),
                                          _mm512_loadu_si512((const void *)(row + 64)));
-    __m512i sa = VI_OF(VF_SET1(e->sa));
-    acc[0] = _mm512_fmadd_ps(QUAD_SHUF(sa, t, s->ctl[0]), VF_LOAD(sb), acc[0]);
-    acc[1] = _mm512_fmadd_ps(QUAD_SHUF(sa, t, s->ctl[1]), VF_LOAD(sb + 16), acc[1]);
-    acc[2] = _mm512_fmadd_ps(QUAD_BLEND(sa, t), VF_LOAD(sb + 32), acc[2]);
-    acc[3] = _mm512_fmadd_ps(QUAD_SHUF(sa, t, s->ctl[3]), VF_LOAD(sb + 48), acc[3]);
+    __m512i sa = VI_OF(VF_SET1(c->nzs[t]));
+    acc[0] = _mm512_fmadd_ps(QUAD_SHUF(sa, x, s->ctl[0]), VF_LOAD(sb), acc[0]);
+    acc[1] = _mm512_fmadd_ps(QUAD_SHUF(sa, x, s->ctl[1]), VF_LOAD(sb + 16), acc[1]);
+    acc[2] = _mm512_fmadd_ps(QUAD_BLEND(sa, x), VF_LOAD(sb + 32), acc[2]);
+    acc[3] = _mm512_fmadd_ps(QUAD_SHUF(sa, x, s->ctl[3]), VF_LOAD(sb + 48), acc[3]);
 }
 
 LUT_INLINE void sparse_store(const gemm_job *g, int i, int j0, int j1, const vf acc[4])
@@ -460,23 +462,23 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
             i++;
             continue;
         }
-        const gemm_nz *e = c->nz + (size_t)i * K, *end = e + c->nnz[i];
+        size_t e = (size_t)i * K, end = e + (size_t)c->nnz[i];
         vf a[4] = {VF_ZERO(), VF_ZERO(), VF_ZERO(), VF_ZERO()};
         if (i + 1 < i1 && !c->rowbad[i + 1]) { /* rows i and i + 1 side by side */
-            const gemm_nz *f = c->nz + (size_t)(i + 1) * K, *fend = f + c->nnz[i + 1];
+            size_t f = (size_t)(i + 1) * K, fend = f + (size_t)c->nnz[i + 1];
             vf b[4] = {VF_ZERO(), VF_ZERO(), VF_ZERO(), VF_ZERO()};
             for (; e < end && f < fend; e++, f++) {
-                sparse_step(&s, e, a);
-                sparse_step(&s, f, b);
+                sparse_step(&s, c, e, a);
+                sparse_step(&s, c, f, b);
             }
-            for (; f < fend; f++) sparse_step(&s, f, b);
+            for (; f < fend; f++) sparse_step(&s, c, f, b);
             sparse_store(g, i + 1, j0, j1, b);
-            for (; e < end; e++) sparse_step(&s, e, a);
+            for (; e < end; e++) sparse_step(&s, c, e, a);
             sparse_store(g, i, j0, j1, a);
             i += 2;
             continue;
         }
-        for (; e < end; e++) sparse_step(&s, e, a);
+        for (; e < end; e++) sparse_step(&s, c, e, a);
         sparse_store(g, i, j0, j1, a);
         i++;
     }
@@ -532,7 +534,7 @@ int mts__gemm_lut(const gemm_job *g, mts_err *err)
     if (rc != MTS_OK) return rc;
     lp.mr = mr;
 #if GEMM_VBMI
-    if (lp.nz) /* A sparse enough: the quad kernel's sparse form */
+    if (lp.nzt) /* A sparse enough: the quad kernel's sparse form */
         mts__gemm_tiles(g, SPARSE_MR, nr, lut_tile_sparse, &lp);
     else
 #endif

@@ -29,7 +29,7 @@ void mts__gemm_lutpack_free(gemm_lutpack *lp)
     mts__gemm_ws_free(lp->rowbad);
     mts__gemm_ws_free(lp->panbad);
     mts__gemm_ws_free(lp->nnz);
-    mts__gemm_ws_free(lp->nz);
+    mts__gemm_ws_free(lp->nzt);
     memset(lp, 0, sizeof *lp);
 }
 
@@ -72,36 +72,81 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
     return MTS_OK;
 }
 
-/* Row i's nonzero elements (those not reading the all-zero row) into dst,
- * in column order. */
-static void list_row(const gemm_lutpack *lp, size_t i, size_t K, uint32_t zero_row, gemm_nz *dst)
+/* Row i's nonzero elements (those not reading the all-zero row) into the
+ * lists at offset o = i * K, in column order. */
+static void list_row(gemm_lutpack *lp, size_t i, size_t K, uint32_t zero_row)
 {
     const uint32_t *ai = lp->Ai + i * K;
     const float *as = lp->As + i * K;
-    size_t t = 0;
-    for (size_t kk = 0; kk < K; kk++) { /* every entry written, kept when nonzero: no branch to mispredict */
-        dst[t].tb = ai[kk] & ~1u;
-        dst[t].bs = (uint32_t)(512 * kk + 256 * (ai[kk] & 1u));
-        dst[t].sa = as[kk];
-        t += ai[kk] != zero_row;
-    }
+    size_t o = i * K;
+    for (size_t kk = 0; kk < K; kk++)
+        if (ai[kk] != zero_row) {
+            lp->nzt[o] = ai[kk] & ~1u;
+            lp->nzb[o] = (uint32_t)(512 * kk + 256 * (ai[kk] & 1u));
+            lp->nzs[o] = as[kk];
+            o++;
+        }
 }
 
-/* Quad layout: nz from Ai and As (a zero a reads the all-zero row) when
- * the job's A is sparse enough (gemm_lutpack.nz); nnz is already filled. */
-static int sparse_lists(const gemm_job *g, gemm_lutpack *lp, mts_err *err)
+#if GEMM_SIMD && GW == 16
+/* list_row, 16 columns a step: each field compressed in a register and
+ * stored whole (the lists have 16 entries of slack past the last row, and
+ * rows are listed in order, so what a store writes past a row's entries
+ * the next row overwrites). */
+static void list_row_fast(gemm_lutpack *lp, size_t i, size_t K, uint32_t zero_row)
 {
-    size_t K = (size_t)g->k, m = (size_t)g->m;
+    const uint32_t *ai = lp->Ai + i * K;
+    const float *as = lp->As + i * K;
+    const __m512i zr = _mm512_set1_epi32((int)zero_row), one = _mm512_set1_epi32(1), step = _mm512_set1_epi32(16 * 512);
+    __m512i kb = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                    _mm512_set1_epi32(512));
+    size_t o = i * K, k0 = 0;
+    for (; k0 + 16 <= K; k0 += 16, kb = _mm512_add_epi32(kb, step)) {
+        __m512i x = _mm512_loadu_si512((const void *)(ai + k0));
+        __mmask16 nz = _mm512_cmpneq_epi32_mask(x, zr);
+        __m512i b = _mm512_or_si512(kb, _mm512_slli_epi32(_mm512_and_si512(x, one), 8));
+        _mm512_storeu_si512((void *)(lp->nzt + o), _mm512_maskz_compress_epi32(nz, _mm512_andnot_si512(one, x)));
+        _mm512_storeu_si512((void *)(lp->nzb + o), _mm512_maskz_compress_epi32(nz, b));
+        _mm512_storeu_ps(lp->nzs + o, _mm512_maskz_compress_ps(nz, _mm512_loadu_ps(as + k0)));
+        o += (size_t)__builtin_popcount(nz);
+    }
+    for (size_t kk = k0; kk < K; kk++)
+        if (ai[kk] != zero_row) {
+            lp->nzt[o] = ai[kk] & ~1u;
+            lp->nzb[o] = (uint32_t)(512 * kk + 256 * (ai[kk] & 1u));
+            lp->nzs[o] = as[kk];
+            o++;
+        }
+}
+#endif
+
+/* Quad layout: the lists of nonzero elements from Ai and As (a zero a
+ * reads the all-zero row) when the job's A is sparse enough; nnz is already
+ * filled. simd 0: the reference loop. */
+static int sparse_lists(const gemm_job *g, gemm_lutpack *lp, int simd, mts_err *err)
+{
+    size_t K = (size_t)g->k, m = (size_t)g->m, plane = m * K + 16;
     double total = 0.0;
     if (!lp->nnz) return MTS_OK;
     for (size_t i = 0; i < m; i++) total += lp->nnz[i];
     if (total > GEMM_SPARSE_FRAC * (double)m * (double)K) return MTS_OK;
-    if (K > UINT32_MAX / 512 || !(lp->nz = mts__gemm_ws_alloc(m * K * sizeof *lp->nz, 0))) {
+    if (K > UINT32_MAX / 512 || !(lp->nzt = mts__gemm_ws_alloc(3 * plane * sizeof *lp->nzt, 0))) {
         mts__gemm_lutpack_free(lp);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory listing nonzeros (%d x %d)", g->m, g->k);
     }
+    lp->nzb = lp->nzt + plane;
+    lp->nzs = (float *)(void *)(lp->nzt + 2 * plane);
     const uint32_t zero_row = (uint32_t)(((size_t)1 << g->lut->fmt.M) * 128u);
-    for (size_t i = 0; i < m; i++) list_row(lp, i, K, zero_row, lp->nz + i * K);
+    for (size_t i = 0; i < m; i++) {
+#if GEMM_SIMD && GW == 16
+        if (simd) {
+            list_row_fast(lp, i, K, zero_row);
+            continue;
+        }
+#endif
+        (void)simd;
+        list_row(lp, i, K, zero_row);
+    }
     return MTS_OK;
 }
 
@@ -135,7 +180,7 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
             if (!mts__gemm_exp_ok(x)) lp->rowbad[i] = 1;
             if (lp->nnz && mts_f32_exp(x)) lp->nnz[i]++;
         }
-    if ((rc = sparse_lists(g, lp, err)) != MTS_OK) return rc;
+    if ((rc = sparse_lists(g, lp, 0, err)) != MTS_OK) return rc;
     for (int p = 0; p < npan && !lp->rawb; p++) {
         int bad = 0, j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR; /* w real lanes, rest padding */
         for (size_t kk = 0; kk < K; kk++) {
@@ -282,7 +327,7 @@ int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_l
 #if GEMM_SIMD && GW == 16
     int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc == MTS_OK) pack_fast(g, lp, NR);
-    return rc == MTS_OK ? sparse_lists(g, lp, err) : rc;
+    return rc == MTS_OK ? sparse_lists(g, lp, 1, err) : rc;
 #else
     return mts__gemm_lutpack_make_scalar(g, NR, vbmi, rawb, lp, err);
 #endif
