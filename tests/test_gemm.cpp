@@ -289,6 +289,13 @@ void check_provider_shape(const Named &np, int m, int n, int k, int specials, ui
                 if (specials == 3) { // magnitudes 2^-40..2^5: swamping, flushes, saturation
                     widen(A, &s);
                     widen(B, &s);
+                } else if (specials == 5 || specials == 6) { // gradients of 2^-70 and less in some rows
+                    for (int i = 0; i < A.rows; i += 3)
+                        for (int j = 0; j < A.cols; j++) A.at(i, j) = std::ldexp(A.at(i, j), -68);
+                    if (specials == 6) { // and a row and a column of B that put their products below the normal range
+                        for (int j = 0; j < B.cols; j++) B.at(B.rows / 2, j) = std::ldexp(B.at(B.rows / 2, j), -58);
+                        for (int i = 0; i < B.rows; i++) B.at(i, B.cols / 2) = std::ldexp(B.at(i, B.cols / 2), -58);
+                    }
                 } else if (specials == 4) { // sparse rows (and columns, for a swapped job)
                     sparsify(A, &s);
                     sparsify(B, &s);
@@ -424,6 +431,20 @@ TEST_P(GemmProvider, SparseRowsEqualReference)
     check_provider_shape(np, 48, 64, 40, 4, seed += 16);
     check_provider_shape(np, 37, 150, 33, 4, seed += 16);
     check_provider_shape(np, 64, 129, 70, 4, seed += 16, {1, 2});
+}
+
+// Operands beyond the fixed exponent rule (|e| <= 62): rows of A at 2^-68
+// and below against ordinary B run on the SIMD kernels when the job's
+// ranges allow it (gemm_lutpack.rowbad), and with a row and a column of B
+// at 2^-58 and below (products under FP32's normal range) they fall back to
+// the scalar kernel; both must equal the reference.
+TEST_P(GemmProvider, TinyRowsEqualReference)
+{
+    Named np = providers()[(size_t)GetParam()];
+    uint64_t seed = 61 + 100 * (uint64_t)GetParam();
+    check_provider_shape(np, 40, 70, 33, 5, seed += 16);
+    check_provider_shape(np, 40, 70, 33, 6, seed += 16);
+    check_provider_shape(np, 7, 20, 9, 5, seed += 16);
 }
 
 // mts_gemm_t: the result stored transposed (C[j*ldc + i]) must equal the

@@ -89,9 +89,9 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
     ASSERT_EQ(d, -1) << at << " As[" << d << "] "
                      << hexes("As", mts_f2u(f.As[d]), mts_f2u(s.As[d]), A[(size_t)d]);
     d = first_diff(f.rowbad, s.rowbad, (size_t)m);
-    ASSERT_EQ(d, -1) << at << " rowbad[" << d << "]";
+    ASSERT_EQ(d, -1) << at << " rowbad[" << d << "]: fast " << (int)f.rowbad[d] << " ref " << (int)s.rowbad[d];
     d = first_diff(f.panbad, s.panbad, (size_t)npan);
-    ASSERT_EQ(d, -1) << at << " panbad[" << d << "]";
+    ASSERT_EQ(d, -1) << at << " panbad[" << d << "]: fast " << (int)f.panbad[d] << " ref " << (int)s.panbad[d];
     d = first_diff(f.Bs, s.Bs, nb);
     ASSERT_EQ(d, -1) << at << " Bs[" << d << "] " << hexes("Bs", mts_f2u(f.Bs[d]), mts_f2u(s.Bs[d]), 0);
     ASSERT_EQ(f.quad, s.quad) << at;
@@ -259,6 +259,75 @@ TEST(GemmPack, NativeProductPackingEqualsScalarReference)
     for (auto &s : shapes)
         for (int NR : {16, 32, 64}) check("native", GEMM_PROD_FP32M, nullptr, s[0], s[1], s[2], NR, 0, 0, 1, seed++);
     check("native-threads", GEMM_PROD_FP32M, nullptr, 70, 90, 20, 32, 0, 0, 2, seed++);
+}
+
+// The fixed exponent rule (|e| <= 62 for each operand) relaxed per job:
+// with the job's nonzero exponents inside +-120 and ea + eb inside
+// [-124, 124], rows of gradients as small as 2^-80 are taken by the SIMD
+// kernels (rowbad 0); past those bounds, with FMAq, or with B left unpacked
+// the fixed rule holds; inf and NaN are never taken. Fast and reference
+// packing agree on every flag.
+TEST(GemmPack, RangeFlagsFollowTheJobsExponents)
+{
+    mts_lut lut = make_lut("mbm", 7);
+    const int m = 12, n = 70, k = 20;
+    auto bits = [](int e, uint32_t man, bool neg) { return (neg ? 0x80000000u : 0u) | (uint32_t)(127 + e) << 23 | man; };
+    struct Case {
+        const char *what;
+        int a_tiny, b_low, fmaq, rawb, inf_row;
+        unsigned char want_tiny; // the flag of a row of tiny A
+    } cases[] = {{"relaxed", -80, -30, 0, 0, -1, 0},
+                 {"relaxed-edge", -94, -30, 0, 0, -1, 0},       // -94 - 30 = -124: still exact
+                 {"past-sum", -95, -30, 0, 0, -1, 2},           // -125: the fixed rule
+                 {"past-own", -121, 0, 0, 0, -1, 2},            // an operand beyond 2^-120
+                 {"fmaq", -80, -30, 1, 0, -1, 2},               // fmaq.c keeps the fixed rule
+                 {"raw-b", -80, -30, 0, 1, -1, 2},              // B checked against the fixed rule
+                 {"with-inf", -80, -30, 0, 0, 5, 0}};
+    for (const Case &c : cases)
+        for (int vbmi : {0, 1, 2}) {
+            mts_rng r = {77};
+            std::vector<uint32_t> A((size_t)m * k), B((size_t)k * n);
+            for (size_t i = 0; i < A.size(); i++) {
+                int row = (int)(i / k);
+                int e = row % 3 == 0 ? c.a_tiny + (int)(mts_rng_next(&r) % 5) : (int)(mts_rng_next(&r) % 8) - 5;
+                A[i] = bits(e, (uint32_t)(mts_rng_next(&r) & 0x7F0000u), mts_rng_next(&r) & 1);
+                if (row % 3 == 0 && i % k == 0) A[i] = bits(c.a_tiny, 0, false); // the bound itself
+            }
+            A[(size_t)5 * k + 3] = c.inf_row == 5 ? 0x7F800000u : A[(size_t)5 * k + 3];
+            for (size_t j = 0; j < B.size(); j++)
+                B[j] = bits(j == 7 ? c.b_low : (int)(mts_rng_next(&r) % 6) - 3, (uint32_t)(mts_rng_next(&r) & 0x7F0000u),
+                            mts_rng_next(&r) & 1);
+            gemm_job g;
+            std::memset(&g, 0, sizeof g);
+            g.m = m;
+            g.n = n;
+            g.k = k;
+            g.A = A.data();
+            g.B = B.data();
+            g.prod = GEMM_PROD_LUT;
+            g.lut = &lut;
+            g.threads = 1;
+            g.fmaq = c.fmaq;
+            gemm_lutpack f, s;
+            mts_err err;
+            ASSERT_EQ(mts__gemm_lutpack_make(&g, 64, vbmi, c.rawb, &f, &err), MTS_OK);
+            ASSERT_EQ(mts__gemm_lutpack_make_scalar(&g, 64, vbmi, c.rawb, &s, &err), MTS_OK);
+            if (c.rawb && !f.rawb) { // raw B granted for byte tables only
+                mts__gemm_lutpack_free(&f);
+                mts__gemm_lutpack_free(&s);
+                continue;
+            }
+            for (int i = 0; i < m; i++) {
+                ASSERT_EQ(f.rowbad[i], s.rowbad[i]) << c.what << " vbmi " << vbmi << " row " << i;
+                unsigned char want = i == c.inf_row ? 1 : i % 3 == 0 ? c.want_tiny : 0;
+                ASSERT_EQ((int)f.rowbad[i] & 1, want & 1) << c.what << " vbmi " << vbmi << " row " << i;
+                ASSERT_EQ(f.rowbad[i] != 0, want != 0) << c.what << " vbmi " << vbmi << " row " << i;
+            }
+            for (int p = 0; !f.rawb && p < 2; p++) ASSERT_EQ(f.panbad[p], s.panbad[p]) << c.what << " panel " << p;
+            mts__gemm_lutpack_free(&f);
+            mts__gemm_lutpack_free(&s);
+        }
+    mts_lut_free(&lut);
 }
 
 } // namespace

@@ -189,7 +189,7 @@ typedef struct gemm_lutpack {
     float *Bs;              /* [panel][k][NR]: sign 2^(eb-127) (LUT) or b (native); quad: [panel][k][2][64],
                                Sb then 2 Sb */
     unsigned char *Bq;      /* quad: [panel][k][64]: byte 4j + v holds the mantissa of lane j of vector v */
-    unsigned char *rowbad;  /* [m]: row holds an operand the kernels do not take */
+    unsigned char *rowbad;  /* [m]: row holds an operand the kernels do not take (GEMM_BAD_*, or-ed; 0 none) */
     unsigned char *panbad;  /* [panel]; NULL when rawb */
     /* 1: B is not packed (Bi, Bs NULL): the byte-table kernels read the
      * job's quantized B directly and derive the two fields per vector
@@ -216,6 +216,13 @@ typedef struct gemm_lutpack {
 /* The share of nonzero A elements (of a job, and of a tile's rows) at or
  * below which the quad kernel's sparse form runs (lut.c measures it). */
 #define GEMM_SPARSE_FRAC 0.8
+
+/* Why a row or panel is flagged: GEMM_BAD_SPECIAL for inf, NaN or a
+ * subnormal (never taken), GEMM_BAD_RANGE for a normal outside
+ * mts__gemm_exp_ok's fixed range (taken after all when the job's exponent
+ * ranges allow it, which the packing can tell only with B packed). */
+#define GEMM_BAD_SPECIAL 1
+#define GEMM_BAD_RANGE 2
 
 /* Packs g's operands (LUT or FP32M products), vectorised where the build
  * has SIMD (mts__gemm_lutpack_make_scalar is the readable reference, same

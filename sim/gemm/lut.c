@@ -523,6 +523,14 @@ static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, i
     LUT_SHAPES(LUT_GATHER, c, g, i0, i1, panel, j0, j1);
 }
 
+/* 1 when some row is flagged for the fixed exponent range alone. */
+static int range_rows(const gemm_lutpack *lp, int m)
+{
+    for (int i = 0; i < m; i++)
+        if (lp->rowbad[i] == GEMM_BAD_RANGE) return 1;
+    return 0;
+}
+
 int mts__gemm_lut(const gemm_job *g, mts_err *err)
 {
     gemm_lutpack lp;
@@ -532,6 +540,14 @@ int mts__gemm_lut(const gemm_job *g, mts_err *err)
     int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, mts__gemm_want_rawb(g, mr, nr), &lp, err);
     if (rc == 1) return mts__gemm_scalar(g, err); /* format or table outside the exact-product condition */
     if (rc != MTS_OK) return rc;
+    if (lp.rawb && range_rows(&lp, g->m)) {
+        /* rows only the fixed exponent rule rejects (a gradient of 2^-70):
+         * pack B after all, so the packing learns B's range and can take
+         * them, instead of the scalar kernel */
+        mts__gemm_lutpack_free(&lp);
+        rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, 0, &lp, err);
+        if (rc != MTS_OK) return rc; /* 1 is not possible: the table passed above */
+    }
     lp.mr = mr;
 #if GEMM_VBMI
     if (lp.nzt) /* A sparse enough: the quad kernel's sparse form */

@@ -150,6 +150,54 @@ static int sparse_lists(const gemm_job *g, gemm_lutpack *lp, int simd, mts_err *
     return MTS_OK;
 }
 
+/* How an operand stands with the kernels: 0 taken, else its GEMM_BAD_*
+ * flag (rowbad and panbad or them over a row or panel; relax_ranges). */
+#define BAD_SPECIAL GEMM_BAD_SPECIAL
+#define BAD_RANGE GEMM_BAD_RANGE
+static inline int op_flag(uint32_t x)
+{
+    uint32_t e = mts_f32_exp(x);
+    if (e == 0) return (x & MTS_F32_MAN) ? BAD_SPECIAL : 0;
+    if (e == 255) return BAD_SPECIAL;
+    return mts__gemm_exp_ok(x) ? 0 : BAD_RANGE;
+}
+
+/* Biased exponent bounds of a job's nonzero normal operands (empty: lo >
+ * hi). */
+typedef struct exp_range {
+    int lo, hi;
+} exp_range;
+#define EXP_EMPTY {255, 0}
+
+/* The fixed range (|e| <= 62 for each operand) is one split of what the
+ * LUT kernels need: every nonzero a and b with |e| <= 120 and
+ * ea + eb in [-124, 124], so that each step (Sa Sb, Sa Tf or Sa' Tf, times
+ * 2^(ea & 1) Sb, with Tf in [2^-2, 2^2)) is an exact product in FP32's
+ * normal range (docs/gemm.md). When the job's own ranges meet that, an
+ * operand flagged only for the fixed range is taken after all: a gradient
+ * of 2^-76 against activations above 2^-30 then stays on the fast path
+ * (the fixed rule sent a growing share of LeNet-300-100's weight-gradient
+ * rows to the scalar kernel as training went on). LUT products without
+ * FMAq only (fmaq.c keeps the fixed rule), and B packed (raw B was checked
+ * against the fixed rule: gemm_job.bbad). */
+static void relax_ranges(const gemm_job *g, gemm_lutpack *lp, exp_range a, exp_range b)
+{
+    if (g->prod != GEMM_PROD_LUT || g->fmaq || lp->rawb) return;
+    if (a.lo < 127 - 120 || a.hi > 127 + 120 || b.lo < 127 - 120 || b.hi > 127 + 120) return;
+    if (a.lo <= a.hi && b.lo <= b.hi && (a.lo + b.lo - 254 < -124 || a.hi + b.hi - 254 > 124)) return;
+    for (int i = 0; i < g->m; i++) lp->rowbad[i] &= BAD_SPECIAL;
+    for (int p = 0, npan = (g->n + lp->NR - 1) / lp->NR; p < npan; p++) lp->panbad[p] &= BAD_SPECIAL;
+}
+
+/* x's biased exponent into r when x is normal and nonzero. */
+static inline void range_add(exp_range *r, uint32_t x)
+{
+    int e = (int)mts_f32_exp(x);
+    if (e == 0 || e == 255) return;
+    if (e < r->lo) r->lo = e;
+    if (e > r->hi) r->hi = e;
+}
+
 /* Scalar packing of one A element (row operand) x at offset o. */
 static inline void pack_a1(const gemm_job *g, gemm_lutpack *lp, size_t o, uint32_t x, int M)
 {
@@ -173,11 +221,13 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
     int lut = g->prod == GEMM_PROD_LUT, M = lut ? g->lut->fmt.M : 0;
     int npan = (g->n + NR - 1) / NR;
     size_t K = (size_t)g->k, m = (size_t)g->m;
+    exp_range ra = EXP_EMPTY, rb = EXP_EMPTY;
     for (size_t i = 0; i < m; i++)
         for (size_t kk = 0; kk < K; kk++) {
             uint32_t x = g->A[i * K + kk];
             pack_a1(g, lp, i * K + kk, x, M);
-            if (!mts__gemm_exp_ok(x)) lp->rowbad[i] = 1;
+            lp->rowbad[i] |= (unsigned char)op_flag(x);
+            range_add(&ra, x);
             if (lp->nnz && mts_f32_exp(x)) lp->nnz[i]++;
         }
     if ((rc = sparse_lists(g, lp, 0, err)) != MTS_OK) return rc;
@@ -188,7 +238,8 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
             size_t src = kk * (size_t)g->n + (size_t)j0;
             for (int jj = 0; jj < NR; jj++) {
                 uint32_t x = jj < w ? gemm_b(g, src + (size_t)jj) : 0;
-                bad |= !mts__gemm_exp_ok(x);
+                bad |= op_flag(x);
+                range_add(&rb, x);
                 if (lp->quad) { /* lane jj is lane jj % 16 of vector jj / 16: byte 4 (jj % 16) + jj / 16 */
                     uint32_t idx;
                     float sb;
@@ -210,6 +261,7 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
         }
         lp->panbad[p] = (unsigned char)bad;
     }
+    relax_ranges(g, lp, ra, rb);
     return MTS_OK;
 }
 
@@ -227,6 +279,28 @@ static inline __mmask16 v_bad(const pack_k *c, __m512i x)
     __mmask16 zero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_setzero_si512());
     __mmask16 inr = _mm512_cmpge_epu32_mask(e, c->lo) & _mm512_cmple_epu32_mask(e, c->hi);
     return (__mmask16)~(zero | inr);
+}
+
+/* The vector form of op_flag and range_add: the lanes (of ld) that are
+ * BAD_SPECIAL and those that are bad for the fixed range alone, and each
+ * normal lane's biased exponent into the lane-wise bounds lo, hi. */
+static inline void v_flags(const pack_k *c, __m512i x, __mmask16 ld, __mmask16 *spec, __mmask16 *range, __m512i *lo,
+                           __m512i *hi)
+{
+    __m512i e = _mm512_srli_epi32(_mm512_and_si512(x, c->expm), 23);
+    __mmask16 e0 = _mm512_testn_epi32_mask(x, c->expm), emax = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
+    __mmask16 sp = (emax | (e0 & _mm512_test_epi32_mask(x, c->man))) & ld;
+    __mmask16 normal = (__mmask16)(~(e0 | emax) & ld);
+    *spec |= sp;
+    *range |= v_bad(c, x) & ld & (__mmask16)~sp;
+    *lo = _mm512_mask_min_epu32(*lo, normal, *lo, e);
+    *hi = _mm512_mask_max_epu32(*hi, normal, *hi, e);
+}
+
+/* A row's or panel's flags (op_flag's, or-ed) from v_flags' masks */
+static inline unsigned char flag_of(__mmask16 spec, __mmask16 range)
+{
+    return (unsigned char)((spec ? BAD_SPECIAL : 0) | (range ? BAD_RANGE : 0));
 }
 
 /* s = sign 2^(e-127), or the signed zero when e == 0 */
@@ -253,15 +327,17 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
     const int rshift = g->swap ? 0 : M, cshift = g->swap ? M : 0; /* index shifts of row / column operands */
 
     int threads = (double)m * (double)K < 65536.0 ? 1 : g->threads; /* waking a team costs more */
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
+    int alo = 255, ahi = 0, blo = 255, bhi = 0; /* exp_range of A and B (min and max commute: any split) */
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) reduction(min : alo) reduction(max : ahi)
     for (size_t i = 0; i < m; i++) {
-        __mmask16 bad = 0;
+        __mmask16 spec = 0, range = 0;
+        __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
         int nnz = 0;
         for (size_t k0 = 0; k0 < K; k0 += 16) {
             __mmask16 ld = K - k0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k0)) - 1u);
             size_t o = i * K + k0;
             __m512i x = _mm512_maskz_loadu_epi32(ld, g->A + o);
-            bad |= v_bad(&c, x) & ld;
+            v_flags(&c, x, ld, &spec, &range, &lo, &hi);
             if (!lut) {
                 _mm512_mask_storeu_epi32(lp->As + o, ld, x);
                 continue;
@@ -279,15 +355,19 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
             _mm512_mask_storeu_epi32(lp->Ai + o, ld, idx);
             nnz += __builtin_popcount(nz & ld);
         }
-        lp->rowbad[i] = bad != 0;
+        lp->rowbad[i] = flag_of(spec, range);
         if (lp->nnz) lp->nnz[i] = nnz;
+        int rlo = (int)_mm512_reduce_min_epu32(lo), rhi = (int)_mm512_reduce_max_epu32(hi);
+        if (rlo < alo) alo = rlo;
+        if (rhi > ahi) ahi = rhi;
     }
     if (lp->rawb) return;
     threads = (double)g->n * (double)K < 65536.0 ? 1 : g->threads;
     const vq_k q = vq_consts(g->bround);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(min : blo) reduction(max : bhi)
     for (int p = 0; p < npan; p++) {
-        __mmask16 bad = 0;
+        __mmask16 spec = 0, range = 0;
+        __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
         int j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR;
         for (size_t kk = 0; kk < K; kk++) {
             size_t o = ((size_t)p * K + kk) * (size_t)NR;
@@ -298,7 +378,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
                 __mmask16 ld = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
                 __m512i x = vq_full(&q, _mm512_maskz_loadu_epi32(ld, src + 16 * v)); /* padding lanes: +0 */
                 size_t ov = o + (size_t)(16 * v);
-                bad |= v_bad(&c, x);
+                v_flags(&c, x, (__mmask16)0xFFFF, &spec, &range, &lo, &hi);
                 if (!lut) {
                     _mm512_storeu_si512((void *)(lp->Bs + ov), x);
                     continue;
@@ -317,8 +397,12 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
             }
             if (lp->quad) _mm512_storeu_si512((void *)(lp->Bq + ((size_t)p * K + kk) * 64), bq);
         }
-        lp->panbad[p] = bad != 0;
+        lp->panbad[p] = flag_of(spec, range);
+        int rlo = (int)_mm512_reduce_min_epu32(lo), rhi = (int)_mm512_reduce_max_epu32(hi);
+        if (rlo < blo) blo = rlo;
+        if (rhi > bhi) bhi = rhi;
     }
+    relax_ranges(g, lp, (exp_range){alo, ahi}, (exp_range){blo, bhi});
 }
 #endif
 
