@@ -33,6 +33,23 @@ uint32_t operand(mts_rng *r)
     return (uint32_t)(x >> 32 & 0x80000000u) | e << 23 | (uint32_t)(x >> 40 & 0x7FFFFFu);
 }
 
+// A job over A (m x k) and B (k x n) as mts_gemm hands it to a kernel.
+gemm_job make_job(int m, int n, int k, const std::vector<uint32_t> &A, const std::vector<uint32_t> &B,
+                  gemm_prod_kind prod, const mts_lut *lut, int threads)
+{
+    gemm_job g;
+    std::memset(&g, 0, sizeof g);
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.A = A.data();
+    g.B = B.data();
+    g.prod = prod;
+    g.lut = lut;
+    g.threads = threads;
+    return g;
+}
+
 template <class T> long first_diff(const T *a, const T *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -57,16 +74,7 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
         for (auto &x : A) x &= keep;
         for (auto &x : B) x &= keep;
     }
-    gemm_job g;
-    std::memset(&g, 0, sizeof g);
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.A = A.data();
-    g.B = B.data();
-    g.prod = prod;
-    g.lut = lut;
-    g.threads = threads;
+    gemm_job g = make_job(m, n, k, A, B, prod, lut, threads);
     g.swap = swap;
     gemm_lutpack f, s;
     mts_err err;
@@ -297,16 +305,7 @@ TEST(GemmPack, RangeFlagsFollowTheJobsExponents)
             for (size_t j = 0; j < B.size(); j++)
                 B[j] = bits(j == 7 ? c.b_low : (int)(mts_rng_next(&r) % 6) - 3, (uint32_t)(mts_rng_next(&r) & 0x7F0000u),
                             mts_rng_next(&r) & 1);
-            gemm_job g;
-            std::memset(&g, 0, sizeof g);
-            g.m = m;
-            g.n = n;
-            g.k = k;
-            g.A = A.data();
-            g.B = B.data();
-            g.prod = GEMM_PROD_LUT;
-            g.lut = &lut;
-            g.threads = 1;
+            gemm_job g = make_job(m, n, k, A, B, GEMM_PROD_LUT, &lut, 1);
             g.fmaq = c.fmaq;
             gemm_lutpack f, s;
             mts_err err;
