@@ -72,20 +72,24 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
     return MTS_OK;
 }
 
+/* Appends column kk of a row (Ai entry ai, As entry as) to the lists at o. */
+static inline void list_add(gemm_lutpack *lp, size_t *o, size_t kk, uint32_t ai, float as)
+{
+    lp->nzt[*o] = ai & ~1u;
+    lp->nzb[*o] = (uint32_t)(512 * kk + 256 * (ai & 1u));
+    lp->nzs[*o] = as;
+    ++*o;
+}
+
 /* Row i's nonzero elements (those not reading the all-zero row) into the
- * lists at offset o = i * K, in column order. */
+ * lists at offset i * K, in column order. */
 static void list_row(gemm_lutpack *lp, size_t i, size_t K, uint32_t zero_row)
 {
     const uint32_t *ai = lp->Ai + i * K;
     const float *as = lp->As + i * K;
     size_t o = i * K;
     for (size_t kk = 0; kk < K; kk++)
-        if (ai[kk] != zero_row) {
-            lp->nzt[o] = ai[kk] & ~1u;
-            lp->nzb[o] = (uint32_t)(512 * kk + 256 * (ai[kk] & 1u));
-            lp->nzs[o] = as[kk];
-            o++;
-        }
+        if (ai[kk] != zero_row) list_add(lp, &o, kk, ai[kk], as[kk]);
 }
 
 #if GEMM_SIMD && GW == 16
@@ -111,12 +115,7 @@ static void list_row_fast(gemm_lutpack *lp, size_t i, size_t K, uint32_t zero_ro
         o += (size_t)__builtin_popcount(nz);
     }
     for (size_t kk = k0; kk < K; kk++)
-        if (ai[kk] != zero_row) {
-            lp->nzt[o] = ai[kk] & ~1u;
-            lp->nzb[o] = (uint32_t)(512 * kk + 256 * (ai[kk] & 1u));
-            lp->nzs[o] = as[kk];
-            o++;
-        }
+        if (ai[kk] != zero_row) list_add(lp, &o, kk, ai[kk], as[kk]);
 }
 #endif
 
@@ -152,14 +151,12 @@ static int sparse_lists(const gemm_job *g, gemm_lutpack *lp, int simd, mts_err *
 
 /* How an operand stands with the kernels: 0 taken, else its GEMM_BAD_*
  * flag (rowbad and panbad or them over a row or panel; relax_ranges). */
-#define BAD_SPECIAL GEMM_BAD_SPECIAL
-#define BAD_RANGE GEMM_BAD_RANGE
 static inline int op_flag(uint32_t x)
 {
     uint32_t e = mts_f32_exp(x);
-    if (e == 0) return (x & MTS_F32_MAN) ? BAD_SPECIAL : 0;
-    if (e == 255) return BAD_SPECIAL;
-    return mts__gemm_exp_ok(x) ? 0 : BAD_RANGE;
+    if (e == 0) return (x & MTS_F32_MAN) ? GEMM_BAD_SPECIAL : 0;
+    if (e == 255) return GEMM_BAD_SPECIAL;
+    return mts__gemm_exp_ok(x) ? 0 : GEMM_BAD_RANGE;
 }
 
 /* Biased exponent bounds of a job's nonzero normal operands (empty: lo >
@@ -185,8 +182,8 @@ static void relax_ranges(const gemm_job *g, gemm_lutpack *lp, exp_range a, exp_r
     if (g->prod != GEMM_PROD_LUT || g->fmaq || lp->rawb) return;
     if (a.lo < 127 - 120 || a.hi > 127 + 120 || b.lo < 127 - 120 || b.hi > 127 + 120) return;
     if (a.lo <= a.hi && b.lo <= b.hi && (a.lo + b.lo - 254 < -124 || a.hi + b.hi - 254 > 124)) return;
-    for (int i = 0; i < g->m; i++) lp->rowbad[i] &= BAD_SPECIAL;
-    for (int p = 0, npan = (g->n + lp->NR - 1) / lp->NR; p < npan; p++) lp->panbad[p] &= BAD_SPECIAL;
+    for (int i = 0; i < g->m; i++) lp->rowbad[i] &= GEMM_BAD_SPECIAL;
+    for (int p = 0, npan = (g->n + lp->NR - 1) / lp->NR; p < npan; p++) lp->panbad[p] &= GEMM_BAD_SPECIAL;
 }
 
 /* x's biased exponent into r when x is normal and nonzero. */
@@ -282,7 +279,7 @@ static inline __mmask16 v_bad(const pack_k *c, __m512i x)
 }
 
 /* The vector form of op_flag and range_add: the lanes (of ld) that are
- * BAD_SPECIAL and those that are bad for the fixed range alone, and each
+ * GEMM_BAD_SPECIAL and those that are bad for the fixed range alone, and each
  * normal lane's biased exponent into the lane-wise bounds lo, hi. */
 static inline void v_flags(const pack_k *c, __m512i x, __mmask16 ld, __mmask16 *spec, __mmask16 *range, __m512i *lo,
                            __m512i *hi)
@@ -300,7 +297,7 @@ static inline void v_flags(const pack_k *c, __m512i x, __mmask16 ld, __mmask16 *
 /* A row's or panel's flags (op_flag's, or-ed) from v_flags' masks */
 static inline unsigned char flag_of(__mmask16 spec, __mmask16 range)
 {
-    return (unsigned char)((spec ? BAD_SPECIAL : 0) | (range ? BAD_RANGE : 0));
+    return (unsigned char)((spec ? GEMM_BAD_SPECIAL : 0) | (range ? GEMM_BAD_RANGE : 0));
 }
 
 /* s = sign 2^(e-127), or the signed zero when e == 0 */
