@@ -213,7 +213,7 @@ typedef struct gemm_lutpack {
     float *nzs;
 } gemm_lutpack;
 
-/* The share of nonzero A elements (of a job, and of a tile's rows) at or
+/* The share of nonzero A elements of a job at or
  * below which the quad kernel's sparse form runs (lut.c measures it). */
 #define GEMM_SPARSE_FRAC 0.8
 

@@ -359,6 +359,17 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
 #define QUAD_BLEND(sa, x) _mm512_castsi512_ps(_mm512_mask_blend_epi8(VBMI_BYTE2, sa, x))
 /* byte v of each lane moved to byte 2 and merged into sa: vpshufb within 128-bit lanes */
 #define QUAD_SHUF(sa, x, ctl) _mm512_castsi512_ps(_mm512_mask_shuffle_epi8(sa, VBMI_BYTE2, x, ctl))
+/* The quad kernels' vpshufb controls: byte 2 of lane j takes byte
+ * 4 (j % 4) + v of its 128-bit lane (ctl[2] unused: vector 2 is blended). */
+static inline void quad_ctl(__m512i ctl[4])
+{
+    for (int v = 0; v < 4; v++) {
+        int lanes[16];
+        for (int j = 0; j < 16; j++) lanes[j] = (int)(0x80008080u | (uint32_t)(4 * (j % 4) + v) << 16);
+        ctl[v] = _mm512_loadu_si512((const void *)lanes);
+    }
+}
+
 LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1)
 {
     const int K = g->k;
@@ -369,13 +380,8 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
     vf acc[MR_MAX][NV];
 
     tile_rows(c, K, i0, i1, MR, NV, ai, as, acc);
-    /* vpshufb controls: byte 2 of lane j takes byte 4 (j % 4) + v of its 128-bit lane */
-    __m512i ctl[4]; /* ctl[2] unused: vector 2 is blended */
-    for (int v = 0; v < 4; v++) {
-        int lanes[16];
-        for (int j = 0; j < 16; j++) lanes[j] = (int)(0x80008080u | (uint32_t)(4 * (j % 4) + v) << 16);
-        ctl[v] = _mm512_loadu_si512((const void *)lanes);
-    }
+    __m512i ctl[4];
+    quad_ctl(ctl);
     for (int kk = 0; kk < K; kk++) {
         const __m512i x = _mm512_loadu_si512((const void *)(bq + (size_t)kk * 64));
         const float *bk = bs + (size_t)kk * 128;
@@ -451,11 +457,7 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
     s.TB = c->TB;
     s.bq = c->Bq + (size_t)panel * K * 64;
     s.bs = c->Bs + (size_t)panel * K * 128;
-    for (int v = 0; v < 4; v++) {
-        int lanes[16];
-        for (int j = 0; j < 16; j++) lanes[j] = (int)(0x80008080u | (uint32_t)(4 * (j % 4) + v) << 16);
-        s.ctl[v] = _mm512_loadu_si512((const void *)lanes);
-    }
+    quad_ctl(s.ctl);
     for (int i = i0; i < i1;) {
         if (c->rowbad[i]) {
             mts__gemm_tile_scalar(g, i, i + 1, j0, j1);
