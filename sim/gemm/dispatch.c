@@ -326,14 +326,20 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     int jtrans = swap ? !transA : transB, jld = swap ? lda : ldb, jn = swap ? g->m : g->n;
     /* B stored [k][n] without gaps, and a rounding every reader can apply
      * (or none): the kernels read the caller's array, no copy is written */
-    int defer = !jtrans && jld == jn && !rtz && (!qfp || (is_e8(qfp) && qfp->M < 23));
+    int roundable = !rtz && (!qfp || (is_e8(qfp) && qfp->M < 23));
+    int defer = !jtrans && jld == jn && roundable;
+    /* the job's A, m x k: op(A), or op(B)^T when swapped; the same rule */
+    const float *ja = swap ? B : A;
+    int atrans = swap ? !transB : transA, ald = swap ? ldb : lda;
+    int adefer = !atrans && ald == g->k && roundable;
     if (swap) { /* Aq holds op(B)^T, Bq op(A)^T */
         size_t t = na;
         na = nb;
         nb = t;
     }
-    uint32_t *Aq = mts__gemm_ws_alloc(na * sizeof *Aq, 0), *Bq = defer ? NULL : mts__gemm_ws_alloc(nb * sizeof *Bq, 0);
-    if (!Aq || (!defer && !Bq)) {
+    uint32_t *Aq = adefer ? NULL : mts__gemm_ws_alloc(na * sizeof *Aq, 0);
+    uint32_t *Bq = defer ? NULL : mts__gemm_ws_alloc(nb * sizeof *Bq, 0);
+    if ((!adefer && !Aq) || (!defer && !Bq)) {
         mts__gemm_ws_free(Aq);
         mts__gemm_ws_free(Bq);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing %zu + %zu operands", na, nb);
@@ -344,9 +350,14 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
         g->swap = 1;
         g->m = g->n;
         g->n = m;
-        pack(Aq, B, ldb, !transB, g->m, g->k, qfp, rtz, g->threads, 0);
-    } else
-        pack(Aq, A, lda, transA, g->m, g->k, qfp, rtz, g->threads, 0);
+    }
+    if (adefer) {
+        g->around = qfp ? qfp->M : 0;
+        g->A = (const uint32_t *)(const void *)ja;
+    } else {
+        pack(Aq, ja, ald, atrans, g->m, g->k, qfp, rtz, g->threads, 0);
+        g->A = Aq;
+    }
     if (defer) {
         g->bround = qfp ? qfp->M : 0;
         /* unrounded (FP32 products) B is never read raw (no byte table):
@@ -357,7 +368,6 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
         g->bbad = pack(Bq, jb, jld, jtrans, g->k, g->n, qfp, rtz, g->threads, 1);
         g->B = Bq;
     }
-    g->A = Aq;
 
     if (g->prod == GEMM_PROD_MULOP) rc = mts__gemm_mulop(g, err);
     else if (p->scalar_only) rc = mts__gemm_scalar(g, err);

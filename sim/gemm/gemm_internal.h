@@ -51,6 +51,11 @@ typedef struct gemm_job {
      * large column matrix. Only for E8 operand formats without a LUT
      * truncation (dispatch.c). */
     int bround;
+    /* The same for A: 0, or M when A is the caller's FP32 array ([m][k],
+     * contiguous) and readers round each element where they read it
+     * (gemm_a; pack_fast rounds 16 at a time), so the weights of a forward
+     * GEMM are not copied before packing. */
+    int around;
     /* 1: the caller asked for C^T (mts_gemm_t): output (i, j) of the
      * caller's problem is stored at C[j*ldc + i]. */
     int ct;
@@ -76,6 +81,15 @@ static inline uint32_t gemm_b(const gemm_job *g, size_t idx)
     uint32_t x;
     memcpy(&x, g->B + idx, sizeof x); /* B may be the caller's float array */
     return g->bround ? gemm_q_e8(x, g->bround) : x;
+}
+
+/* Element idx of the job's A as the kernels multiply it (rounded here when
+ * the job defers A's quantization). */
+static inline uint32_t gemm_a(const gemm_job *g, size_t idx)
+{
+    uint32_t x;
+    memcpy(&x, g->A + idx, sizeof x); /* A may be the caller's float array */
+    return g->around ? gemm_q_e8(x, g->around) : x;
 }
 
 /* The scalar product of the job's kind, in the caller's operand order. */

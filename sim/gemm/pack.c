@@ -221,7 +221,7 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
     exp_range ra = EXP_EMPTY, rb = EXP_EMPTY;
     for (size_t i = 0; i < m; i++)
         for (size_t kk = 0; kk < K; kk++) {
-            uint32_t x = g->A[i * K + kk];
+            uint32_t x = gemm_a(g, i * K + kk);
             pack_a1(g, lp, i * K + kk, x, M);
             lp->rowbad[i] |= (unsigned char)op_flag(x);
             range_add(&ra, x);
@@ -323,6 +323,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
     c.M = M;
     const int rshift = g->swap ? 0 : M, cshift = g->swap ? M : 0; /* index shifts of row / column operands */
 
+    const vq_k qa = vq_consts(g->around);
     int threads = (double)m * (double)K < 65536.0 ? 1 : g->threads; /* waking a team costs more */
     int alo = 255, ahi = 0, blo = 255, bhi = 0; /* exp_range of A and B (min and max commute: any split) */
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 8) reduction(min : alo) reduction(max : ahi)
@@ -333,7 +334,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
         for (size_t k0 = 0; k0 < K; k0 += 16) {
             __mmask16 ld = K - k0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k0)) - 1u);
             size_t o = i * K + k0;
-            __m512i x = _mm512_maskz_loadu_epi32(ld, g->A + o);
+            __m512i x = vq_full(&qa, _mm512_maskz_loadu_epi32(ld, g->A + o)); /* lanes past k: +0 */
             v_flags(&c, x, ld, &spec, &range, &lo, &hi);
             if (!lut) {
                 _mm512_mask_storeu_epi32(lp->As + o, ld, x);
