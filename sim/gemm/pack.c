@@ -263,40 +263,34 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
 }
 
 #if GEMM_SIMD && GW == 16
-/* 16 operands at once: the vector forms of mts__gemm_exp_ok (as a mask of
- * the lanes that fail it), mts__gemm_lut_split and the byte-table fields. */
+/* 16 operands at once: the vector forms of op_flag, mts__gemm_lut_split and
+ * the byte-table fields. */
 typedef struct pack_k {
-    __m512i man, expm, sgn, lo, hi, zero_row;
+    __m512i man, expm, sgn, zero_row;
     int drop, M;
 } pack_k;
 
-static inline __mmask16 v_bad(const pack_k *c, __m512i x)
-{
-    __m512i e = _mm512_and_si512(x, c->expm);
-    __mmask16 zero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_setzero_si512());
-    __mmask16 inr = _mm512_cmpge_epu32_mask(e, c->lo) & _mm512_cmple_epu32_mask(e, c->hi);
-    return (__mmask16)~(zero | inr);
-}
-
 /* The vector form of op_flag and range_add: the lanes (of ld) that are
- * GEMM_BAD_SPECIAL and those that are bad for the fixed range alone, and each
- * normal lane's biased exponent into the lane-wise bounds lo, hi. */
-static inline void v_flags(const pack_k *c, __m512i x, __mmask16 ld, __mmask16 *spec, __mmask16 *range, __m512i *lo,
-                           __m512i *hi)
+ * GEMM_BAD_SPECIAL, and each normal lane's biased exponent into the
+ * lane-wise bounds lo, hi. The fixed range needs no lanes of its own: a
+ * row or panel has a normal operand outside it exactly when its bounds do
+ * (flag_of). */
+static inline void v_flags(const pack_k *c, __m512i x, __mmask16 ld, __mmask16 *spec, __m512i *lo, __m512i *hi)
 {
     __m512i e = _mm512_srli_epi32(_mm512_and_si512(x, c->expm), 23);
     __mmask16 e0 = _mm512_testn_epi32_mask(x, c->expm), emax = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
     __mmask16 sp = (emax | (e0 & _mm512_test_epi32_mask(x, c->man))) & ld;
     __mmask16 normal = (__mmask16)(~(e0 | emax) & ld);
     *spec |= sp;
-    *range |= v_bad(c, x) & ld & (__mmask16)~sp;
     *lo = _mm512_mask_min_epu32(*lo, normal, *lo, e);
     *hi = _mm512_mask_max_epu32(*hi, normal, *hi, e);
 }
 
-/* A row's or panel's flags (op_flag's, or-ed) from v_flags' masks */
-static inline unsigned char flag_of(__mmask16 spec, __mmask16 range)
+/* A row's or panel's flags (op_flag's, or-ed) from v_flags' mask and the
+ * bounds of its normal operands (lo > hi: none) */
+static inline unsigned char flag_of(__mmask16 spec, int lo, int hi)
 {
+    int range = lo < 127 - 62 || hi > 127 + 62; /* mts__gemm_exp_ok's range */
     return (unsigned char)((spec ? GEMM_BAD_SPECIAL : 0) | (range ? GEMM_BAD_RANGE : 0));
 }
 
@@ -305,6 +299,49 @@ static inline __m512 v_pow2(const pack_k *c, __m512i x, __mmask16 *nz)
 {
     *nz = _mm512_test_epi32_mask(x, c->expm);
     return _mm512_castsi512_ps(_mm512_mask_and_epi32(_mm512_and_si512(x, c->sgn), *nz, x, _mm512_set1_epi32((int)0xFF800000u)));
+}
+
+/* What packing one row of A found: its special lanes, nonzeros, and the
+ * bounds of its normal operands' exponents. */
+typedef struct a_row {
+    __mmask16 spec;
+    int nnz, lo, hi;
+} a_row;
+
+/* Row a (K operands, rounded by qk) of A into as and ai (ai untouched
+ * without a LUT: as then holds the operands). Arguments by value and
+ * restrict pointers, so the loop keeps them in registers. */
+static inline a_row pack_row_a(const pack_k *ck, const vq_k *qk, const uint32_t *a, size_t K, int lut, int tb,
+                               int quad, int rshift, float *restrict as, uint32_t *restrict ai)
+{
+    const pack_k c = *ck;
+    const vq_k q = *qk;
+    const __m512i one = _mm512_set1_epi32(1), hi8 = _mm512_set1_epi32((int)0xFF000000u);
+    __mmask16 spec = 0;
+    __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
+    int nnz = 0;
+    for (size_t k0 = 0; k0 < K; k0 += 16) {
+        __mmask16 ld = K - k0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k0)) - 1u);
+        __m512i x = vq_full(&q, _mm512_maskz_loadu_epi32(ld, a + k0)); /* lanes past k: +0 */
+        v_flags(&c, x, ld, &spec, &lo, &hi);
+        if (!lut) {
+            _mm512_mask_storeu_epi32(as + k0, ld, x);
+            continue;
+        }
+        __mmask16 nz;
+        __m512 s = v_pow2(&c, x, &nz);
+        __m512i man = _mm512_srli_epi32(_mm512_and_si512(x, c.man), (unsigned)c.drop);
+        __m512i idx = tb ? _mm512_mask_mov_epi32(c.zero_row, nz, _mm512_slli_epi32(man, 7))
+                         : _mm512_slli_epi32(man, (unsigned)rshift);
+        if (quad) { /* as pack_a1: the exponent's low bit to Ai's bit 0 */
+            idx = _mm512_mask_or_epi32(idx, nz, idx, _mm512_and_si512(_mm512_srli_epi32(x, 23), one));
+            s = _mm512_castsi512_ps(_mm512_mask_and_epi32(VI_OF(s), nz, x, hi8));
+        }
+        _mm512_mask_storeu_ps(as + k0, ld, s);
+        _mm512_mask_storeu_epi32(ai + k0, ld, idx);
+        nnz += __builtin_popcount(nz & ld);
+    }
+    return (a_row){spec, nnz, (int)_mm512_reduce_min_epu32(lo), (int)_mm512_reduce_max_epu32(hi)};
 }
 
 static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
@@ -316,8 +353,6 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
     c.man = _mm512_set1_epi32((int)MTS_F32_MAN);
     c.expm = _mm512_set1_epi32((int)MTS_F32_EXP);
     c.sgn = _mm512_set1_epi32((int)MTS_F32_SIGN);
-    c.lo = _mm512_set1_epi32((127 - 62) << 23);
-    c.hi = _mm512_set1_epi32((127 + 62) << 23);
     c.zero_row = _mm512_set1_epi32((int)(((uint32_t)1 << M) * 128u));
     c.drop = 23 - M;
     c.M = M;
@@ -326,45 +361,22 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
     const vq_k qa = vq_consts(g->around);
     int threads = (double)m * (double)K < 65536.0 ? 1 : g->threads; /* waking a team costs more */
     int alo = 255, ahi = 0, blo = 255, bhi = 0; /* exp_range of A and B (min and max commute: any split) */
+    const int tb = lp->TB != NULL, quad = lp->quad;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 8) reduction(min : alo) reduction(max : ahi)
     for (size_t i = 0; i < m; i++) {
-        __mmask16 spec = 0, range = 0;
-        __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
-        int nnz = 0;
-        for (size_t k0 = 0; k0 < K; k0 += 16) {
-            __mmask16 ld = K - k0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k0)) - 1u);
-            size_t o = i * K + k0;
-            __m512i x = vq_full(&qa, _mm512_maskz_loadu_epi32(ld, g->A + o)); /* lanes past k: +0 */
-            v_flags(&c, x, ld, &spec, &range, &lo, &hi);
-            if (!lut) {
-                _mm512_mask_storeu_epi32(lp->As + o, ld, x);
-                continue;
-            }
-            __mmask16 nz;
-            __m512 s = v_pow2(&c, x, &nz);
-            __m512i man = _mm512_srli_epi32(_mm512_and_si512(x, c.man), (unsigned)c.drop);
-            __m512i idx = lp->TB ? _mm512_mask_mov_epi32(c.zero_row, nz, _mm512_slli_epi32(man, 7))
-                                 : _mm512_slli_epi32(man, (unsigned)rshift);
-            if (lp->quad) { /* as pack_a1: the exponent's low bit to Ai's bit 0 */
-                idx = _mm512_mask_or_epi32(idx, nz, idx, _mm512_and_si512(_mm512_srli_epi32(x, 23), _mm512_set1_epi32(1)));
-                s = _mm512_castsi512_ps(_mm512_mask_and_epi32(VI_OF(s), nz, x, _mm512_set1_epi32((int)0xFF000000u)));
-            }
-            _mm512_mask_storeu_ps(lp->As + o, ld, s);
-            _mm512_mask_storeu_epi32(lp->Ai + o, ld, idx);
-            nnz += __builtin_popcount(nz & ld);
-        }
-        lp->rowbad[i] = flag_of(spec, range);
-        if (lp->nnz) lp->nnz[i] = nnz;
-        int rlo = (int)_mm512_reduce_min_epu32(lo), rhi = (int)_mm512_reduce_max_epu32(hi);
-        if (rlo < alo) alo = rlo;
-        if (rhi > ahi) ahi = rhi;
+        a_row r = pack_row_a(&c, &qa, g->A + i * K, K, lut, tb, quad, rshift, lp->As + i * K,
+                             lut ? lp->Ai + i * K : NULL);
+        if (lp->nnz) lp->nnz[i] = r.nnz;
+        lp->rowbad[i] = flag_of(r.spec, r.lo, r.hi);
+        if (r.lo < alo) alo = r.lo;
+        if (r.hi > ahi) ahi = r.hi;
     }
     if (lp->rawb) return;
     threads = (double)g->n * (double)K < 65536.0 ? 1 : g->threads;
     const vq_k q = vq_consts(g->bround);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(min : blo) reduction(max : bhi)
     for (int p = 0; p < npan; p++) {
-        __mmask16 spec = 0, range = 0;
+        __mmask16 spec = 0;
         __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
         int j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR;
         for (size_t kk = 0; kk < K; kk++) {
@@ -376,7 +388,7 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
                 __mmask16 ld = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
                 __m512i x = vq_full(&q, _mm512_maskz_loadu_epi32(ld, src + 16 * v)); /* padding lanes: +0 */
                 size_t ov = o + (size_t)(16 * v);
-                v_flags(&c, x, (__mmask16)0xFFFF, &spec, &range, &lo, &hi);
+                v_flags(&c, x, (__mmask16)0xFFFF, &spec, &lo, &hi);
                 if (!lut) {
                     _mm512_storeu_si512((void *)(lp->Bs + ov), x);
                     continue;
@@ -395,8 +407,8 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
             }
             if (lp->quad) _mm512_storeu_si512((void *)(lp->Bq + ((size_t)p * K + kk) * 64), bq);
         }
-        lp->panbad[p] = flag_of(spec, range);
         int rlo = (int)_mm512_reduce_min_epu32(lo), rhi = (int)_mm512_reduce_max_epu32(hi);
+        lp->panbad[p] = flag_of(spec, rlo, rhi);
         if (rlo < blo) blo = rlo;
         if (rhi > bhi) bhi = rhi;
     }
