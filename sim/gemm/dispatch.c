@@ -8,6 +8,7 @@
 #endif
 
 #include "gemm_internal.h"
+#include "gemm_simd.h"
 #include "mantis/gpu.h"
 
 const char *mts_gemm_isa(void)
@@ -196,10 +197,16 @@ static void quantize_block_e8(uint32_t *dst, const float *X, int ld, int r0, int
         int nr = r1 - rb < B ? r1 - rb : B;
         for (int c0 = 0; c0 < cols; c0 += B) {
             int nc = cols - c0 < B ? cols - c0 : B;
-            for (int c = 0; c < nc; c++) quantize_row_e8(t[c], X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb, nr, M);
 #if defined(__AVX512F__)
+            const vq_k q = vq_consts(M);
+            const __mmask16 ld16 = (__mmask16)((1u << nr) - 1u);
+            for (int c = 0; c < nc; c++) { /* gemm_q_e8 on 16 lanes: vq_full */
+                const float *src = X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb;
+                _mm512_storeu_si512((void *)t[c], vq_full(&q, _mm512_maskz_loadu_epi32(ld16, src)));
+            }
             transpose16_store((const uint32_t(*)[B])t, dst + (size_t)rb * (size_t)cols + (size_t)c0, (size_t)cols, nr, nc);
 #else
+            for (int c = 0; c < nc; c++) quantize_row_e8(t[c], X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb, nr, M);
             for (int r = 0; r < nr; r++)
                 for (int c = 0; c < nc; c++) dst[(size_t)(rb + r) * (size_t)cols + (size_t)(c0 + c)] = t[c][r];
 #endif
