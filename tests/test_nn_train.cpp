@@ -253,6 +253,47 @@ TEST(NnOptim, AdamFirstStepIsLrTimesSign)
     mts_net_free(&net);
 }
 
+// The step reports a parameter it left inf or NaN (the trainer's divergence
+// watch reads this instead of scanning every parameter after each batch): in
+// a weight (decayed) or a bias, from the gradient or from an overflow, for
+// SGD and Adam, and it stays set while the parameter stays non-finite.
+TEST(NnOptim, StepReportsANonFiniteParameter)
+{
+    for (mts_opt_kind kind : {MTS_OPT_SGD, MTS_OPT_ADAM})
+        for (int where = 0; where < 3; where++) { // weight 0, weight 37, the bias
+            mts_net net;
+            mts_err err;
+            ASSERT_EQ(mts_net_init(&net, "d", 1, 1, 40, &err), MTS_OK);
+            ASSERT_GT(mts_net_dense(&net, 1, &err), 0);
+            ASSERT_EQ(mts_net_build(&net, 1, 1, &err), MTS_OK);
+            ASSERT_EQ(net.nparam, 41u);
+            size_t at = where == 0 ? 0 : where == 1 ? 37 : 40;
+            mts_opt o;
+            init_opt(&o, &net, kind);
+            for (size_t i = 0; i < net.nparam; i++) net.grad[i] = 0.25f;
+            mts_opt_step(&o, &net, 0.01f);
+            EXPECT_EQ(o.nonfinite, 0) << kind << " " << where;
+            net.grad[at] = NAN;
+            mts_opt_step(&o, &net, 0.01f);
+            EXPECT_EQ(o.nonfinite, 1) << kind << " " << where;
+            EXPECT_TRUE(std::isnan(net.param[at]));
+            net.grad[at] = 0.25f; // a finite gradient does not heal the parameter
+            mts_opt_step(&o, &net, 0.01f);
+            EXPECT_EQ(o.nonfinite, 1) << kind << " " << where;
+            mts_opt_free(&o);
+            if (kind == MTS_OPT_SGD) { // an overflow: a finite step to inf
+                init_opt(&o, &net, kind);
+                net.param[at] = 3e38f;
+                net.grad[at] = -1e38f;
+                mts_opt_step(&o, &net, 10.0f);
+                EXPECT_TRUE(std::isinf(net.param[at])) << net.param[at];
+                EXPECT_EQ(o.nonfinite, 1) << where;
+                mts_opt_free(&o);
+            }
+            mts_net_free(&net);
+        }
+}
+
 TEST(NnOptim, Schedules)
 {
     mts_opt o;

@@ -26,6 +26,7 @@ typedef struct mts_opt {
     uint64_t t;           /* steps taken (Adam bias correction) */
     float *m, *v;         /* momentum / Adam moments, nparam each */
     size_t n;
+    int nonfinite;        /* 1 when the last step left some parameter inf or NaN */
 } mts_opt;
 
 int mts_opt_init(mts_opt *o, size_t nparam, mts_err *err);
@@ -33,7 +34,8 @@ void mts_opt_free(mts_opt *o);
 /* Learning rate of epoch e (0-based) under the schedule. */
 float mts_opt_lr(const mts_opt *o, int epoch);
 /* One update of net->param from net->grad at learning rate lr. Weight decay
- * applies to conv/dense weights only (not biases or BN). */
+ * applies to conv/dense weights only (not biases or BN). Sets o->nonfinite
+ * (every parameter is updated, and an inf or NaN one stays so). */
 void mts_opt_step(mts_opt *o, mts_net *net, float lr);
 
 /* Names "sgd" / "adam" and "const" / "step" / "cosine", and back: the parse

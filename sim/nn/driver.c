@@ -50,10 +50,9 @@ typedef struct run {
     mts_nn_tracer tracer;
     mts_ckpt_meta *meta;   /* large: the history of up to 1024 epochs */
     /* the divergence watch: the epoch's sample order (mts_train_epoch's, so the
-     * labels of each batch are known), a batch of labels and a scratch gradient */
+     * labels of each batch are known) and a batch of labels */
     int32_t *order;
     uint8_t *labels;
-    float *dl;
     int prev_done;
     mts__layers layers;    /* per-layer multipliers (--mul-layer) */
 } run;
@@ -72,7 +71,6 @@ static void run_free(run *r)
     free(r->meta);
     free(r->order);
     free(r->labels);
-    free(r->dl);
 }
 
 static void report(const run *r, mts_train_event ev, int done, int total)
@@ -269,27 +267,13 @@ static int write_json(const run *r, mts_err *err)
     return rc;
 }
 
-/* 1 when no parameter is inf or NaN (an all-ones exponent). A NaN weight
- * can hide from the loss for ever (ReLU and max-pooling map a NaN input to
- * 0 or drop it), so a NaN gradient would leave a run "training" on a
- * poisoned net. The test is on the bits, OR-reduced without an early exit,
- * so it vectorises (it runs after every batch, over every parameter). */
-static int params_finite(const mts_net *net)
-{
-    const float *p = net->param;
-    uint32_t worst = 0;
-    for (size_t i = 0; i < net->nparam; i++) {
-        uint32_t x;
-        memcpy(&x, p + i, sizeof x);
-        worst |= (x & 0x7F800000u) == 0x7F800000u;
-    }
-    return !worst;
-}
-
 /* After every batch: its loss, recomputed from the logits the network still
  * holds and the labels of the epoch's order; the first batch over the
  * threshold (or non-finite), or whose update left a non-finite parameter
- * (diverged_loss then NaN), marks the run diverged. */
+ * (mts_opt.nonfinite; diverged_loss then NaN), marks the run diverged. A
+ * NaN weight can hide from the loss for ever (ReLU and max-pooling map a
+ * NaN input to 0 or drop it), so a NaN gradient would otherwise leave a run
+ * "training" on a poisoned net. */
 static void on_batch(void *ud, int done, int total)
 {
     run *r = ud;
@@ -299,8 +283,8 @@ static void on_batch(void *ud, int done, int total)
     if (!in->diverged && N > 0 && N <= r->c->batch) {
         for (int i = 0; i < N; i++) r->labels[i] = r->train.y[r->order[b0 + i]];
         int ok = 0;
-        double loss = mts_softmax_ce(N, classes, mts_net_output(&r->net), r->labels, r->dl, &ok);
-        if (loss <= MTS_DIVERGE_LOSS && !params_finite(&r->net)) loss = NAN;
+        double loss = mts_softmax_ce(N, classes, mts_net_output(&r->net), r->labels, NULL, &ok);
+        if (loss <= MTS_DIVERGE_LOSS && r->opt.nonfinite) loss = NAN;
         if (!(loss <= MTS_DIVERGE_LOSS)) { /* NaN compares false */
             in->diverged = 1;
             in->diverged_epoch = in->epoch;
@@ -360,8 +344,7 @@ static int run_all(run *r, mts_err *err)
     info->ntest = c->test_subset && c->test_subset < r->test.n ? c->test_subset : r->test.n;
     r->order = malloc(sizeof(int32_t) * (size_t)(info->ntrain + 1));
     r->labels = malloc((size_t)c->batch);
-    r->dl = malloc(sizeof(float) * (size_t)c->batch * (size_t)mts_net_outsize(&r->net));
-    if (!r->order || !r->labels || !r->dl) return mts_fail(err, MTS_ENOMEM, "train: out of memory");
+    if (!r->order || !r->labels) return mts_fail(err, MTS_ENOMEM, "train: out of memory");
     report(r, MTS_TRAIN_STARTED, 0, 0);
     for (int e = info->start; e < c->epochs && !info->diverged; e++)
         if ((rc = run_epoch(r, e, err)) != MTS_OK) return rc;

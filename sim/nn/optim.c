@@ -43,54 +43,74 @@ float mts_opt_lr(const mts_opt *o, int epoch)
     }
 }
 
-/* The updates of n consecutive parameters, wd applied when decay is set. One
- * loop per case, with the pointers restrict, so the compiler vectorises
- * them; each element's arithmetic is the one written (FP32, no contraction:
- * the build passes -ffp-contract=off), so the bits do not depend on it. */
-static void sgd_range(size_t n, float *restrict param, const float *restrict grad, float *restrict m, float momentum,
-                      float wd, int decay, float lr)
+/* 1 in the exponent field's bits when x is inf or NaN, else 0 (or-ed over
+ * a loop, which still vectorises). */
+static inline uint32_t nonfinite(float x)
 {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7F800000u) == 0x7F800000u;
+}
+
+/* The updates of n consecutive parameters, wd applied when decay is set;
+ * nonzero when one of the new values is inf or NaN. One loop per case,
+ * with the pointers restrict, so the compiler vectorises them; each
+ * element's arithmetic is the one written (FP32, no contraction: the build
+ * passes -ffp-contract=off), so the bits do not depend on it. */
+static uint32_t sgd_range(size_t n, float *restrict param, const float *restrict grad, float *restrict m,
+                          float momentum, float wd, int decay, float lr)
+{
+    uint32_t bad = 0;
     if (decay)
         for (size_t j = 0; j < n; j++) {
             m[j] = momentum * m[j] + (grad[j] + wd * param[j]);
             param[j] -= lr * m[j];
+            bad |= nonfinite(param[j]);
         }
     else
         for (size_t j = 0; j < n; j++) {
             m[j] = momentum * m[j] + grad[j];
             param[j] -= lr * m[j];
+            bad |= nonfinite(param[j]);
         }
+    return bad;
 }
 
-static void adam_range(const mts_opt *o, size_t n, float *restrict param, const float *restrict grad,
-                       float *restrict m, float *restrict v, int decay, float lr, float bc1, float bc2)
+static uint32_t adam_range(const mts_opt *o, size_t n, float *restrict param, const float *restrict grad,
+                           float *restrict m, float *restrict v, int decay, float lr, float bc1, float bc2)
 {
     const float b1 = o->beta1, b2 = o->beta2, wd = decay ? o->wd : 0.0f, eps = o->eps;
+    uint32_t bad = 0;
     for (size_t j = 0; j < n; j++) {
         float g = decay ? grad[j] + wd * param[j] : grad[j];
         m[j] = b1 * m[j] + (1.0f - b1) * g;
         v[j] = b2 * v[j] + (1.0f - b2) * g * g;
         float mh = m[j] / bc1, vh = v[j] / bc2;
         param[j] -= lr * mh / (sqrtf(vh) + eps);
+        bad |= nonfinite(param[j]);
     }
+    return bad;
 }
 
 void mts_opt_step(mts_opt *o, mts_net *net, float lr)
 {
     o->t++;
     double bc1 = 1.0 - pow(o->beta1, (double)o->t), bc2 = 1.0 - pow(o->beta2, (double)o->t);
-    for (int li = 1; li < net->n; li++) {
+    uint32_t bad = 0;
+    for (int li = 0; li < net->n; li++) {
         const mts_layer *l = &net->l[li];
         /* weights (decayed), then the rest of the layer's parameters */
         size_t part[2][2] = {{l->poff, l->nweight}, {l->poff + l->nweight, l->np - l->nweight}};
         for (int q = 0; q < 2; q++) {
             size_t j = part[q][0], n = part[q][1];
             if (o->kind == MTS_OPT_ADAM)
-                adam_range(o, n, net->param + j, net->grad + j, o->m + j, o->v + j, q == 0, lr, (float)bc1, (float)bc2);
+                bad |= adam_range(o, n, net->param + j, net->grad + j, o->m + j, o->v + j, q == 0, lr, (float)bc1,
+                                  (float)bc2);
             else
-                sgd_range(n, net->param + j, net->grad + j, o->m + j, o->momentum, o->wd, q == 0, lr);
+                bad |= sgd_range(n, net->param + j, net->grad + j, o->m + j, o->momentum, o->wd, q == 0, lr);
         }
     }
+    o->nonfinite = bad != 0;
 }
 
 static const char *const opt_names[] = {"sgd", "adam"};
