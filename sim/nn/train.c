@@ -20,6 +20,13 @@ void mts_epoch_order(uint64_t seed, int epoch, int n, int32_t *order)
     }
 }
 
+/* Asks for the n floats at x to be brought into the caches. */
+static void prefetch_sample(const float *x, size_t n)
+{
+    const char *p = (const char *)x;
+    for (size_t b = 0; b < n * sizeof *x; b += 64) __builtin_prefetch(p + b);
+}
+
 int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts_dataset *d, int n, int batch,
                     uint64_t seed, int epoch, float lr, void (*progress)(void *pctx, int done, int total),
                     void *pctx, mts_epoch_stats *st, mts_err *err)
@@ -43,6 +50,11 @@ int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts
     for (int b0 = 0; b0 < n && rc == MTS_OK; b0 += batch) {
         int N = n - b0 < batch ? n - b0 : batch;
         for (int i = 0; i < N; i++) {
+            /* samples lie anywhere in the set (MNIST: 3 KiB each, 188 MB):
+             * one is copied while the next but one is fetched (the copies of
+             * a 12800-sample LeNet-300-100 epoch took 15-17 ms without,
+             * 10-13 ms with, 2026-11-26) */
+            if (i + 2 < N) prefetch_sample(d->x + (size_t)order[b0 + i + 2] * ss, ss);
             memcpy(xb + (size_t)i * ss, d->x + (size_t)order[b0 + i] * ss, sizeof(float) * ss);
             yb[i] = d->y[order[b0 + i]];
         }
