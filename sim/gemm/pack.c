@@ -309,8 +309,9 @@ typedef struct a_row {
 } a_row;
 
 /* Row a (K operands, rounded by qk) of A into as and ai (ai untouched
- * without a LUT: as then holds the operands). Arguments by value and
- * restrict pointers, so the loop keeps them in registers. */
+ * without a LUT: as then holds the operands). The constants are copied to
+ * locals and the outputs are restrict, so the loop keeps everything in
+ * registers (in the OpenMP body they were reloaded every step). */
 static inline a_row pack_row_a(const pack_k *ck, const vq_k *qk, const uint32_t *a, size_t K, int lut, int tb,
                                int quad, int rshift, float *restrict as, uint32_t *restrict ai)
 {

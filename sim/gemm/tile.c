@@ -10,7 +10,8 @@ uint32_t mts__gemm_dot(const gemm_job *g, int i, int j)
 
     if (!g->fmaq) {
         float acc = 0.0f;
-        for (int kk = 0; kk < g->k; kk++) acc = acc + mts_u2f(gemm_prod_rc(g, gemm_a(g, a + (size_t)kk), gemm_b(g, (size_t)kk * n + (size_t)j)));
+        for (int kk = 0; kk < g->k; kk++)
+            acc = acc + mts_u2f(gemm_prod_rc(g, gemm_a(g, a + (size_t)kk), gemm_b(g, (size_t)kk * n + (size_t)j)));
         return mts_f2u(acc);
     }
     /* mts_fmaq_dot's order: chunks from +0, then chunk sums left to right */
@@ -19,7 +20,8 @@ uint32_t mts__gemm_dot(const gemm_job *g, int i, int j)
         int c1 = g->k - c0 < g->chunk ? g->k : c0 + g->chunk;
         uint32_t s = 0;
         for (int kk = c0; kk < c1; kk++)
-            s = mts_fmaq(&g->qprod, &g->qacc, gemm_prod_rc(g, gemm_a(g, a + (size_t)kk), gemm_b(g, (size_t)kk * n + (size_t)j)), s);
+            s = mts_fmaq(&g->qprod, &g->qacc,
+                         gemm_prod_rc(g, gemm_a(g, a + (size_t)kk), gemm_b(g, (size_t)kk * n + (size_t)j)), s);
         y = c0 == 0 ? s : mts_qadd(&g->qacc, y, s);
     }
     return y;
