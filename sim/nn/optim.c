@@ -11,6 +11,7 @@ int mts_opt_init(mts_opt *o, size_t nparam, mts_err *err)
 {
     o->n = nparam;
     o->t = 0;
+    o->nonfinite = 0;
     o->m = calloc(nparam ? nparam : 1, sizeof(float));
     o->v = calloc(nparam ? nparam : 1, sizeof(float));
     if (!o->m || !o->v) {
