@@ -272,8 +272,8 @@ TEST(Reliability, EveryNumericOptionRefusesBadValues)
             EXPECT_TRUE(table[cmd].count("--clock-ghz")) << cmd;
         }
     }
-    // negative, non-numeric, absurd, 64-bit overflow, leading / trailing space, trailing text, empty
-    const char *bad[] = {"-1", "abc", "99999999999", "99999999999999999999999", " 5", "5 ", "5x", ""};
+    // negative, non-numeric, absurd, 64-bit overflow, leading / trailing space, a '+', trailing text, empty
+    const char *bad[] = {"-1", "abc", "99999999999", "99999999999999999999999", " 5", "5 ", "+5", "5x", ""};
     int tried = 0;
     for (const auto &c : table)
         for (const auto &o : c.second)
@@ -287,10 +287,47 @@ TEST(Reliability, EveryNumericOptionRefusesBadValues)
                 EXPECT_EQ(lines(r.err), 1) << r.err;
                 EXPECT_NE(r.err.find(o.first), std::string::npos) << r.err;
             }
-    EXPECT_GE(tried, 300);
+    EXPECT_GE(tried, 330);
     // memory-hungry requests name the size asked before allocating anything
     CliResult r = run_cli("synth --rtl x.v --ops 99999999999");
     EXPECT_NE(r.err.find("GiB"), std::string::npos) << r.err;
+}
+
+// Lists are parsed whole (base/parse.c): an item past what fits is an error
+// of its own, never dropped; the numbers inside specs and rules are as strict
+// as options.
+TEST(Reliability, ListsAreNeverCutShortAndSpecsAreStrict)
+{
+    std::string sizes;
+    for (int i = 1; i <= 65; i++) sizes += (i > 1 ? "," : "") + std::to_string(i);
+    for (const char *dev : {"", " --device cuda"}) {
+        CliResult r = run_cli(std::string("bench gemm") + dev + " --sizes " + sizes);
+        EXPECT_EQ(r.status, 2) << dev << r.err;
+        EXPECT_EQ(lines(r.err), 1) << r.err;
+        EXPECT_NE(r.err.find("at most 64 sizes"), std::string::npos) << r.err;
+    }
+    for (const char *v : {"8,,16", "8,", ",8", "8, 16", "+8"}) {
+        CliResult r = run_cli(std::string("bench gemm --sizes '") + v + "'");
+        EXPECT_EQ(r.status, 2) << v;
+        EXPECT_NE(r.err.find("--sizes"), std::string::npos) << r.err;
+    }
+    // a flow configuration's seeds: nine of them is refused by name, not cut to eight
+    std::string cfg = tmpdir() + "/nine.flow";
+    std::ofstream(cfg) << "seeds = 1, 2, 3, 4, 5, 6, 7, 8, 9\n";
+    CliResult f = run_cli("flow --config " + cfg + " --out " + tmpdir() + "/never --dry-run");
+    EXPECT_EQ(f.status, 2) << f.err;
+    EXPECT_NE(f.err.find("more than 8 seeds"), std::string::npos) << f.err;
+    // numbers inside a --mul-layer rule, an arithmetic spec and a parameter
+    for (const char *rule : {"fc1=fp32,chunk= 4", "fc1=fp32,chunk=+4", "fc1=fp32,chunk=4x"}) {
+        CliResult r = run_cli(std::string("train --model lenet300 --list-layers --mul-layer '") + rule + "'");
+        EXPECT_EQ(r.status, 2) << rule << ": " << r.out;
+        EXPECT_NE(r.err.find("chunk"), std::string::npos) << r.err;
+    }
+    CliResult a = run_cli("cosim --gemm x --mul mbm --array ' 2x2'");
+    EXPECT_EQ(a.status, 2);
+    EXPECT_NE(a.err.find("--array"), std::string::npos) << a.err;
+    a = run_cli("cosim --gemm x --mul mbm --array '2x+2'");
+    EXPECT_NE(a.err.find("--array"), std::string::npos) << a.err;
 }
 
 // ------------------------------------------------------------------ training

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "mantis/parse.h" /* mts_parse_int, _u64, _double, _hex32, _int_list */
 #include "mantis/status.h"
 
 /* 1 if s is "--help" or "-h". */
@@ -17,25 +18,9 @@ int mts_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
  * kept the command from running. Decided on the code, never the message. */
 int mts_cli_exit(int rc);
 
-/* Parses a hex FP32 bit pattern ("3f800000" or "0x3F800000"); 0 on success. */
-int mts_parse_hex32(const char *s, uint32_t *out);
-
-/* Parses a decimal integer in [lo, hi]: the whole string, an optional '-',
- * digits, nothing else (no spaces, no '+', no trailing text); 0 on success. */
-int mts_parse_int(const char *s, long lo, long hi, long *out);
-
 /* The 1-minute load average (-1 if unknown), so a reader can tell a busy
  * machine's benchmark figures. */
 double mts_cli_loadavg(void);
-
-/* Parses an unsigned 64-bit integer (decimal, 0x hex or 0 octal, as strtoull
- * with base 0) that starts with a digit, has nothing after it and fits; 0 on
- * success. */
-int mts_parse_u64(const char *s, uint64_t *out);
-
-/* Parses a decimal floating-point number in [lo, hi] (the whole string; no
- * leading spaces, no trailing text, not NaN); 0 on success. */
-int mts_parse_double(const char *s, double lo, double hi, double *out);
 
 /* Called with a command's exit status when it returns: flushes stdout and
  * turns a failed write (ENOSPC, EIO, EPIPE) into one line and exit 2. */

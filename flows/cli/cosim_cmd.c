@@ -43,12 +43,12 @@ typedef struct cosim_opts {
 
 static int parse_array(const char *v, int *r, int *c)
 {
-    char *x;
-    long a = strtol(v, &x, 10), b;
-    if (x == v || (*x != 'x' && *x != 'X')) return -1;
-    const char *s = x + 1;
-    b = strtol(s, &x, 10);
-    if (x == s || *x || a < 1 || b < 1 || a > 256 || b > 256) return -1;
+    const char *x = strpbrk(v, "xX");
+    char rows[16];
+    long a, b;
+    if (!x || (size_t)(x - v) >= sizeof rows) return -1;
+    snprintf(rows, sizeof rows, "%.*s", (int)(x - v), v);
+    if (mts_parse_int(rows, 1, 256, &a) || mts_parse_int(x + 1, 1, 256, &b)) return -1;
     *r = (int)a, *c = (int)b;
     return 0;
 }

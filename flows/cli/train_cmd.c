@@ -136,11 +136,7 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--wd")) return num(a, v, 0, 1, &c->wd) ? 2 : 0;
     else if (!strcmp(a, "--gamma")) return num(a, v, 0, 1, &c->gamma) ? 2 : 0;
     else if (!strcmp(a, "--seed")) {
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(v, &end, 10);
-        if (*v < '0' || *v > '9' || *end || errno) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
-        c->seed = s;
+        if (mts_parse_u64(v, &c->seed)) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
     } else {
         static const struct { const char *name; long lo, hi; size_t off; } ints[] = {
             {"--epochs", 1, 1024, offsetof(train_opts, c) + offsetof(mts_train_config, epochs)},
