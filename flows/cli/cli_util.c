@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "mantis/fs.h"
 
 int mts_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
 
@@ -20,14 +21,37 @@ int mts_cli_error(const char *cmd, const char *fmt, ...)
     return 2;
 }
 
-int mts_cli_exit(int rc) { return rc == MTS_OK ? 0 : rc == MTS_EMISMATCH ? 1 : 2; }
+int mts_cli_exit(int rc) { return mts_status_exit(rc); }
+
+int mts_cli_fail(const char *cmd, int code, const mts_err *err)
+{
+    mts_cli_error(cmd, "%s", err->msg);
+    return mts_cli_exit(code);
+}
+
+int mts_cli_output(const char *cmd, const char *out, void (*fn)(FILE *f, void *ctx), void *ctx)
+{
+    if (!out) return 0;
+    if (!strcmp(out, "-")) {
+        fn(stdout, ctx); /* a failed write shows in mts_cli_finish */
+        return 0;
+    }
+    mts_err err;
+    int rc = mts_fs_write_stream(out, fn, ctx, &err);
+    return rc ? mts_cli_fail(cmd, rc, &err) : 0;
+}
+
+FILE *mts_cli_text(const char *out1, const char *out2)
+{
+    return (out1 && !strcmp(out1, "-")) || (out2 && !strcmp(out2, "-")) ? stderr : stdout;
+}
 
 int mts_cli_finish(const char *cmd, int rc)
 {
     /* A report that did not reach stdout (a full disk, a closed pipe) is a failure, not a success. */
     if (fflush(stdout) != 0 || ferror(stdout)) {
         mts_cli_error(cmd, "cannot write to standard output: %s", strerror(errno ? errno : EIO));
-        return rc ? rc : 2;
+        return rc ? rc : MTS_EXIT_ENV;
     }
     return rc;
 }

@@ -81,7 +81,7 @@ static int run_front_end(const mts_rtl_opts *o, const char *tmpdir, const char *
     mts_proc_io io = {.log = log, .log_append = 1, .echo = o->verbose ? "mantis rtl" : NULL};
     int rc = mts_proc_run(argv, &io);
     if (rc == 127)
-        return mts_fail(err, MTS_ETOOL, "%s: could not run '%s' (install Verilator 5 or set MANTIS_VERILATOR)",
+        return mts_fail(err, MTS_ENOTOOL, "%s: could not run '%s' (install Verilator 5 or set MANTIS_VERILATOR)",
                         d->path, rtl_verilator());
     if (rc != 0) {
         char first[400], shown[600];
