@@ -3,6 +3,7 @@
 // reader written here, and the CRC-32 table under many threads (binio.c).
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "mantis/csv.h"
 #include "mantis/json.h"
 #include "mantis/parse.h"
+#include "mantis/status.h"
 #include "test_rng.h"
 
 namespace {
@@ -326,6 +328,35 @@ TEST(Csv, WriterRoundTripsThroughAnRfc4180Reader)
     // the cases by name: a design name with a comma or a quote stays one field
     Table named{{{"my,design", "say \"hi\"", " pad ", "plain"}}, {}};
     EXPECT_EQ(capture(write_table, &named), "\"my,design\",\"say \"\"hi\"\"\",\" pad \",plain\n\n");
+}
+
+// The exit status of every status code (docs/reliability.md's table), which
+// statuses the flow takes as the environment's, and the one table of tool
+// phrases.
+TEST(Status, ExitClassesAndToolPhrases)
+{
+    EXPECT_EQ(mts_status_exit(MTS_OK), MTS_EXIT_OK);
+    EXPECT_EQ(mts_status_exit(MTS_EMISMATCH), MTS_EXIT_MISMATCH);
+    for (int c : {MTS_EINVAL, MTS_EFORMAT, MTS_EUNSUPPORTED, MTS_ENOTLUT, MTS_ETOOL})
+        EXPECT_EQ(mts_status_exit(c), MTS_EXIT_INPUT) << mts_status_name(c);
+    for (int c : {MTS_EIO, MTS_ENOMEM, MTS_ENOSPC, MTS_ENOTOOL})
+        EXPECT_EQ(mts_status_exit(c), MTS_EXIT_ENV) << mts_status_name(c);
+    EXPECT_STREQ(mts_status_name(MTS_ENOSPC), "MTS_ENOSPC");
+    EXPECT_STREQ(mts_status_name(MTS_ENOTOOL), "MTS_ENOTOOL");
+    for (int st : {(int)MTS_EXIT_ENV, (int)MTS_EXIT_NOSTART, MTS_EXIT_SIGNAL + 9, -1}) EXPECT_TRUE(mts_exit_is_env(st)) << st;
+    for (int st : {MTS_EXIT_OK, MTS_EXIT_MISMATCH, MTS_EXIT_INPUT, MTS_EXIT_DIVERGED}) EXPECT_FALSE(mts_exit_is_env(st)) << st;
+    EXPECT_EQ(mts_status_of_errno(ENOSPC), MTS_ENOSPC);
+    EXPECT_EQ(mts_status_of_errno(EDQUOT), MTS_ENOSPC);
+    EXPECT_EQ(mts_status_of_errno(ENOMEM), MTS_ENOMEM);
+    EXPECT_EQ(mts_status_of_errno(EACCES), MTS_EIO);
+    EXPECT_EQ(mts_status_of_text("/usr/bin/ld: final link failed: No space left on device"), MTS_ENOSPC);
+    EXPECT_EQ(mts_status_of_text("cc1plus: out of memory allocating 65536 bytes"), MTS_ENOMEM);
+    EXPECT_EQ(mts_status_of_text("write error: Disk quota exceeded"), MTS_ENOSPC);
+    EXPECT_EQ(mts_status_of_text("%Error: x.v:3:1: syntax error, unexpected endmodule"), 0);
+    EXPECT_EQ(mts_status_of_text(nullptr), 0);
+    int n = 0;
+    for (int i = 0; mts_env_phrases[i]; i++, n++) EXPECT_NE(mts_status_of_text(mts_env_phrases[i]), 0) << i;
+    EXPECT_EQ(n, 9);
 }
 
 // The CRC-32 bit by bit (the readable reference of the table-driven one).

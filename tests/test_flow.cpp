@@ -490,6 +490,43 @@ TEST(FlowGraph, FailedAddsLeakNothing) {
 #endif
 }
 
+// Whether a failed step is cached is decided on its exit status, never on
+// its text: a step that says "No space left on device" but exits 2 (the
+// input's fault) is recorded as failed; one that exits 4 (MTS_EXIT_ENV) with
+// no such words, or is killed, is not. Steps are /bin/sh scripts here.
+TEST(FlowExec, CachingIsDecidedOnTheExitStatusNotTheText) {
+    std::string root = tmpdir() + "/exec-status";
+    sh("rm -rf " + root + " && mkdir -p " + root);
+    flow_graph g;
+    memset(&g, 0, sizeof g);
+    snprintf(g.root, sizeof g.root, "%s", root.c_str());
+    snprintf(g.exe, sizeof g.exe, "/bin/sh");
+    mts_err err;
+    const char *says_full[] = {"-c", "echo 'mantis x: out.lut: write failed: No space left on device' >&2; exit 2",
+                               NULL};
+    const char *env_quiet[] = {"-c", "echo 'mantis x: something went wrong' >&2; exit 4", NULL};
+    const char *killed[] = {"-c", "echo 'mantis x: working' >&2; kill -9 $$", NULL};
+    ASSERT_EQ(flow_add(&g, "d", "says-full", "json", says_full, nullptr, 0, "c", &err), 0) << err.msg;
+    ASSERT_EQ(flow_add(&g, "d", "env-quiet", "json", env_quiet, nullptr, 0, "c", &err), 1) << err.msg;
+    ASSERT_EQ(flow_add(&g, "d", "killed", "json", killed, nullptr, 0, "c", &err), 2) << err.msg;
+    flow_run(&g, 1, nullptr);
+    auto failed_record = [&](int i) {
+        char p[FLOW_PATH + 64];
+        flow_step_file(&g.s[i], ".failed", p, sizeof p);
+        return exists(p);
+    };
+    for (int i = 0; i < 3; i++) EXPECT_EQ(g.s[i].state, ST_FAILED) << g.s[i].name;
+    EXPECT_TRUE(failed_record(0)) << "exit 2 is the input's: recorded, whatever its log says";
+    EXPECT_EQ(g.s[0].env_fail, 0);
+    EXPECT_FALSE(failed_record(1)) << "exit 4 is the environment's: never recorded";
+    EXPECT_EQ(g.s[1].env_fail, 1);
+    EXPECT_NE(std::string(g.s[1].reason).find("environment: mantis x: something went wrong"), std::string::npos)
+        << g.s[1].reason;
+    EXPECT_FALSE(failed_record(2)) << "killed: never recorded";
+    EXPECT_NE(std::string(g.s[2].reason).find("killed by signal 9"), std::string::npos) << g.s[2].reason;
+    flow_free(&g);
+}
+
 TEST(FlowConfig, RefusesBadFilesAndResolvesDataDir) {
     std::string d = tmpdir() + "/flowcfg";
     sh("rm -rf " + d + " && mkdir -p " + d + "/sub");
