@@ -124,7 +124,8 @@ int mts_fs_write_atomic(const char *path, int n, const void *const *data, const 
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = mts_fail(err, MTS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        int e = errno;
+        rc = mts_fail(err, mts_status_of_errno(e), "%s: cannot create: %s", tmp, strerror(e));
         free(tmp);
         return rc;
     }
@@ -158,7 +159,7 @@ int mts_fs_write_atomic(const char *path, int n, const void *const *data, const 
     if (fault == FAULT_KILL) fault_kill();
     if (!failed && (fault || rename(tmp, path) != 0)) failed = "cannot rename into place", cerr = errno;
     if (failed) {
-        rc = mts_fail(err, MTS_EIO, "%s: %s: %s", path, failed, strerror(cerr));
+        rc = mts_fail(err, mts_status_of_errno(cerr), "%s: %s: %s", path, failed, strerror(cerr));
         unlink(tmp);
         free(tmp);
         return rc;
@@ -209,10 +210,11 @@ int mts_fs_mkdirs(const char *path, mts_err *err)
         if (*p != '/') continue;
         *p = 0;
         if (mkdir(buf, 0755) && errno != EEXIST)
-            return mts_fail(err, MTS_EIO, "%s: cannot create: %s", buf, strerror(errno));
+            return mts_fail(err, mts_status_of_errno(errno), "%s: cannot create: %s", buf, strerror(errno));
         *p = '/';
     }
-    if (mkdir(buf, 0755) && errno != EEXIST) return mts_fail(err, MTS_EIO, "%s: cannot create: %s", buf, strerror(errno));
+    if (mkdir(buf, 0755) && errno != EEXIST)
+        return mts_fail(err, mts_status_of_errno(errno), "%s: cannot create: %s", buf, strerror(errno));
     return MTS_OK;
 }
 

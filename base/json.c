@@ -1,6 +1,7 @@
-/* json.c - a minimal recursive-descent JSON reader and the string writer
+/* json.c - a minimal recursive-descent JSON reader and the JSON writer
  * (include/mantis/json.h). */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,8 +194,115 @@ void mts_json_write_str(FILE *f, const char *s)
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
         else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
         else if (c < 0x20) fprintf(f, "\\u%04x", c);
         else fputc(c, f);
     }
     fputc('"', f);
+}
+
+void mts_jw_init(mts_jw *w, FILE *f)
+{
+    memset(w, 0, sizeof *w);
+    w->f = f;
+}
+
+/* Before a value: the separator, the indent and the key, as the enclosing
+ * container wants them. 0 to go on, -1 on misuse (w->bad set). */
+static int jw_member(mts_jw *w, const char *key)
+{
+    if (w->bad) return -1;
+    int d = w->depth;
+    if (d == 0) {
+        if (key) return w->bad = 1, -1; /* the top level has no key */
+        return 0;
+    }
+    if (!key != !w->obj[d - 1]) return w->bad = 1, -1; /* a key in an array, none in an object */
+    if (w->n[d - 1]) fputc(',', w->f);
+    if (w->lines[d - 1]) fprintf(w->f, "\n%*s", 2 * d, "");
+    else if (w->n[d - 1]) fputc(' ', w->f);
+    w->n[d - 1] = 1;
+    if (key) {
+        mts_json_write_str(w->f, key);
+        fputs(": ", w->f);
+    }
+    return 0;
+}
+
+/* After a value: the newline that ends the document. */
+static void jw_done(mts_jw *w)
+{
+    if (w->depth == 0) fputc('\n', w->f);
+}
+
+static void jw_open(mts_jw *w, const char *key, int lines, int obj)
+{
+    if (w->depth == MTS_JW_DEPTH) w->bad = 1;
+    if (jw_member(w, key)) return;
+    fputc(obj ? '{' : '[', w->f);
+    w->n[w->depth] = 0;
+    w->lines[w->depth] = (unsigned char)!!lines;
+    w->obj[w->depth] = (unsigned char)obj;
+    w->depth++;
+}
+
+void mts_jw_obj(mts_jw *w, const char *key, int lines) { jw_open(w, key, lines, 1); }
+void mts_jw_arr(mts_jw *w, const char *key, int lines) { jw_open(w, key, lines, 0); }
+
+void mts_jw_end(mts_jw *w)
+{
+    if (w->bad) return;
+    if (w->depth == 0) {
+        w->bad = 1;
+        return;
+    }
+    int d = --w->depth;
+    if (w->lines[d] && w->n[d]) fprintf(w->f, "\n%*s", 2 * d, "");
+    fputc(w->obj[d] ? '}' : ']', w->f);
+    jw_done(w);
+}
+
+void mts_jw_str(mts_jw *w, const char *key, const char *s)
+{
+    if (jw_member(w, key)) return;
+    if (s) mts_json_write_str(w->f, s);
+    else fputs("null", w->f);
+    jw_done(w);
+}
+
+void mts_jw_num(mts_jw *w, const char *key, double v, const char *fmt)
+{
+    if (jw_member(w, key)) return;
+    if (isfinite(v)) fprintf(w->f, fmt ? fmt : "%.17g", v);
+    else fputs("null", w->f);
+    jw_done(w);
+}
+
+void mts_jw_int(mts_jw *w, const char *key, long long v)
+{
+    if (jw_member(w, key)) return;
+    fprintf(w->f, "%lld", v);
+    jw_done(w);
+}
+
+void mts_jw_uint(mts_jw *w, const char *key, unsigned long long v)
+{
+    if (jw_member(w, key)) return;
+    fprintf(w->f, "%llu", v);
+    jw_done(w);
+}
+
+void mts_jw_bool(mts_jw *w, const char *key, int v)
+{
+    if (jw_member(w, key)) return;
+    fputs(v ? "true" : "false", w->f);
+    jw_done(w);
+}
+
+void mts_jw_null(mts_jw *w, const char *key)
+{
+    if (jw_member(w, key)) return;
+    fputs("null", w->f);
+    jw_done(w);
 }

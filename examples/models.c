@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "mantis/nn_net.h"
+#include "mantis/nn_train.h"
 
 #define TRY(x)                      \
     do {                            \
@@ -166,6 +167,39 @@ static const struct {
     int (*build)(mts_net *, int, mts_err *);
 } models[] = {{"lenet300", lenet300}, {"lenet5", lenet5},     {"mlp1024", mlp1024},
               {"resnet20", resnet20}, {"resnet18", resnet18}, {"vit-tiny", vit_tiny}};
+
+/* The recipe each model trains well with (docs/training.md, "Default
+ * recipes"): what `mantis train` uses for the optimizer options a user does
+ * not give. */
+static const struct {
+    const char *name;
+    mts_train_recipe r;
+} recipes[] = {
+    /* opt, lr, momentum, wd, gamma, sched, step_size, batch */
+    {"lenet300", {MTS_OPT_SGD, 0.01, 0.9, 0, 0.95, MTS_SCHED_CONST, 1, 64,
+                  "measured: 97.7% MNIST in 5 epochs (docs/training.md)"}},
+    {"lenet5", {MTS_OPT_SGD, 0.01, 0.9, 0, 0.95, MTS_SCHED_CONST, 1, 64,
+                "measured: 98.4% MNIST in 3 epochs (docs/training.md)"}},
+    {"mlp1024", {MTS_OPT_ADAM, 1e-3, 0.9, 0, 0.95, MTS_SCHED_STEP, 1, 16,
+                 "the accumulator paper's: Adam 1e-3, StepLR 0.95, batch 16 (92.6% MNIST, 10,000 images, 1 epoch)"}},
+    {"resnet20", {MTS_OPT_SGD, 0.05, 0.9, 5e-4, 0.95, MTS_SCHED_COSINE, 1, 64,
+                  "He et al. 2016 (SGD 0.1 at batch 128, momentum 0.9) at batch 64, cosine, wd 5e-4; not measured here"}},
+    {"resnet18", {MTS_OPT_SGD, 0.05, 0.9, 5e-4, 0.95, MTS_SCHED_COSINE, 1, 64,
+                  "the common CIFAR ResNet-18 recipe (SGD 0.1 at batch 128, wd 5e-4, cosine) at batch 64; not measured here"}},
+    {"vit-tiny", {MTS_OPT_ADAM, 0.002, 0.9, 0, 0.95, MTS_SCHED_COSINE, 1, 32,
+                  "measured: 98.1% MNIST in 4 epochs (docs/training.md)"}},
+};
+_Static_assert(sizeof recipes / sizeof recipes[0] == sizeof models / sizeof models[0], "one recipe per model");
+
+int mts_nn_model_recipe(const char *model, mts_train_recipe *r, mts_err *err)
+{
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++)
+        if (!strcmp(model, recipes[i].name)) {
+            *r = recipes[i].r;
+            return MTS_OK;
+        }
+    return mts_fail(err, MTS_EINVAL, "unknown model '%s' (expected one of: %s)", model, mts_nn_model_list());
+}
 
 const char *mts_nn_model_list(void) { return "lenet300, lenet5, mlp1024, resnet20, resnet18, vit-tiny"; }
 

@@ -38,18 +38,19 @@ static int text_find(const char *text, const char *const *markers, char *line, s
 int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const mts_proc_tail *tail,
                          const char *const *markers, mts_err *err)
 {
-    static const char *const full[] = {"No space left on device", "Disk quota exceeded", NULL};
     char line[400] = "", cut[160] = "";
     int cut_short = tail && tail->log_errno; /* a full disk ate the end of the log: what passed through */
     if (cut_short) snprintf(cut, sizeof cut, ", cut short: %s", strerror(tail->log_errno));
-    int found = cut_short ? text_find(tail->text, full, line, sizeof line) ||
-                                text_find(tail->text, markers, line, sizeof line)
-                          : mts_proc_log_find(log, full, line, sizeof line) ||
-                                mts_proc_log_find(log, markers, line, sizeof line);
+    /* a line that says the environment failed (a full disk, no memory) first: the tool's status cannot say it */
+    int env = cut_short ? text_find(tail->text, mts_env_phrases, line, sizeof line)
+                        : mts_proc_log_find(log, mts_env_phrases, line, sizeof line);
+    int found = env || (cut_short ? text_find(tail->text, markers, line, sizeof line)
+                                  : mts_proc_log_find(log, markers, line, sizeof line));
     if (!found) snprintf(line, sizeof line, "failed (no error line found)");
     /* The log lives in the work directory, which mts_synth_keep_failed moves
      * to <entry>.failed (rewriting the path in this message). */
-    return mts_fail(err, MTS_ETOOL, "%s: %s: %s (full log: %s%s)", c->base, tool, line, log, cut);
+    return mts_fail(err, env ? mts_status_of_text(line) : MTS_ETOOL, "%s: %s: %s (full log: %s%s)", c->base, tool,
+                    line, log, cut);
 }
 
 /* Free space below which a synthesis that failed is taken to have failed
@@ -57,15 +58,21 @@ int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *l
  * logs the messages would be in lie on the same disk. */
 #define SYNTH_DISK_LOW (1 << 20)
 
-/* Adds to err "; the cache's disk is full (N KiB free): No space left on
- * device" when it is, so that the failure is known as the disk's. */
-static void note_full_disk(const mts_synth_ctx *c, mts_err *err)
+/* A failed synthesis (code rc) with less than SYNTH_DISK_LOW left on the
+ * cache's disk failed for want of room: adds "; the cache's disk is full (N
+ * KiB free): No space left on device" to err and returns MTS_ENOSPC. Else
+ * rc as it was. */
+static int note_full_disk(const mts_synth_ctx *c, int rc, mts_err *err)
 {
+    if (rc == MTS_ENOSPC) return rc; /* said so already */
     long long left = mts_fs_free_bytes(c->root);
-    if (!err || left < 0 || left >= SYNTH_DISK_LOW || strstr(err->msg, strerror(ENOSPC))) return;
-    size_t n = strlen(err->msg);
-    snprintf(err->msg + n, sizeof err->msg - n, "; the cache's disk is full (%lld KiB free): %s", left >> 10,
-             strerror(ENOSPC));
+    if (left < 0 || left >= SYNTH_DISK_LOW) return rc;
+    if (err) {
+        size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, "; the cache's disk is full (%lld KiB free): %s", left >> 10,
+                 strerror(ENOSPC));
+    }
+    return MTS_ENOSPC;
 }
 
 /* A parameter enters the Yosys script (-chparam NAME VALUE) and the
@@ -207,9 +214,9 @@ static int use_entry(const mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mt
 
 static int check_tools(const mts_synth_ctx *c, mts_err *err)
 {
-    if (!mts_proc_which("yosys")) return mts_fail(err, MTS_ETOOL, "%s: yosys not found on PATH", c->base);
+    if (!mts_proc_which("yosys")) return mts_fail(err, MTS_ENOTOOL, "%s: yosys not found on PATH", c->base);
     if (!c->o->no_equiv && !mts_proc_which("verilator"))
-        return mts_fail(err, MTS_ETOOL, "%s: verilator not found on PATH (needed for the equivalence check)", c->base);
+        return mts_fail(err, MTS_ENOTOOL, "%s: verilator not found on PATH (needed for the equivalence check)", c->base);
     return MTS_OK;
 }
 
@@ -284,8 +291,7 @@ static int synthesize(mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mts_err
     if (!rc) rc = mts_synth_meta_save(c->work, r, err);
     if (!rc) rc = mts_synth_publish(c, r, err);
     else mts_synth_keep_failed(c, err);
-    if (rc) note_full_disk(c, err);
-    return rc;
+    return rc ? note_full_disk(c, rc, err) : rc;
 }
 
 /* Cell counts by type, NAND2 equivalents, depth and widths. */

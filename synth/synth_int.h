@@ -125,9 +125,12 @@ typedef struct mts_synth_ctx {
  * never cut short). */
 int mts_synth_path(char path[PATH_MAX], const char *dir, const char *name, mts_err *err);
 
-/* MTS_ETOOL "<design>: <tool>: <first error line of log> (full log: <log>)".
- * tail (may be NULL): the tool's output as mts_proc_run kept it; when the
- * log could not take it all (a full disk), the line comes from there. */
+/* MTS_ETOOL "<design>: <tool>: <first error line of log> (full log: <log>)";
+ * when a line of the log says the environment failed (mts_status_of_text:
+ * a full disk, no memory, an I/O error), that line and its code
+ * (MTS_ENOSPC, MTS_ENOMEM, MTS_EIO). tail (may be NULL): the tool's output
+ * as mts_proc_run kept it; when the log could not take it all (a full
+ * disk), the line comes from there. */
 int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const mts_proc_tail *tail,
                          const char *const *markers, mts_err *err);
 

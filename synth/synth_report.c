@@ -1,75 +1,99 @@
-/* synth_report.c - the synth result as JSON and as a CSV row. */
+/* synth_report.c - the synth result as JSON and as CSV, through the one
+ * JSON and CSV writer (base/json.c, base/csv.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/csv.h"
 #include "mantis/fs.h"
 #include "mantis/json.h"
 #include "mantis/synth.h"
 
+void mts_synth_print_json(FILE *f, const mts_synth_result *r)
+{
+    mts_jw w;
+    mts_jw_init(&w, f);
+    mts_jw_obj(&w, NULL, 1);
+    mts_jw_str(&w, "design", r->design);
+    mts_jw_str(&w, "top", r->top);
+    mts_jw_str(&w, "params", r->params);
+    mts_jw_str(&w, "hash", r->hash);
+    mts_jw_str(&w, "cache_dir", r->dir);
+    mts_jw_bool(&w, "cache_hit", r->cache_hit);
+    mts_jw_num(&w, "area_um2", r->area_um2, "%.4f");
+    mts_jw_num(&w, "nand2_eq", r->nand2_eq, "%.2f");
+    mts_jw_int(&w, "cells", r->ncells);
+    mts_jw_obj(&w, "cell_counts", 0);
+    for (int i = 0; i < r->ntypes; i++) mts_jw_int(&w, r->cells[i].name, r->cells[i].count);
+    mts_jw_end(&w);
+    mts_jw_num(&w, "delay_ps", r->delay_ps, "%.2f");
+    mts_jw_str(&w, "delay_source", "abc stime (liberty NLDM)");
+    mts_jw_int(&w, "logic_depth", r->logic_depth);
+    mts_jw_int(&w, "in_bits", r->in_bits);
+    mts_jw_int(&w, "out_bits", r->out_bits);
+    mts_jw_obj(&w, "equivalence", 0);
+    mts_jw_bool(&w, "checked", r->eq_checked);
+    mts_jw_bool(&w, "exhaustive", r->eq_exhaustive);
+    mts_jw_uint(&w, "vectors", (unsigned long long)r->eq_vectors);
+    mts_jw_int(&w, "mismatches", 0); /* a mismatch is an error, never a result */
+    mts_jw_end(&w);
+    mts_jw_obj(&w, "power", 0);
+    mts_jw_str(&w, "stream", r->stream);
+    mts_jw_uint(&w, "seed", (unsigned long long)r->seed);
+    mts_jw_uint(&w, "ops", (unsigned long long)r->power_ops);
+    mts_jw_num(&w, "toggles_per_op", r->toggles_per_op, "%.4f");
+    mts_jw_num(&w, "energy_pj_per_op", r->energy_pj, "%.6f");
+    mts_jw_num(&w, "clock_ghz", r->clock_ghz, "%.4f");
+    mts_jw_num(&w, "dynamic_uw", r->dyn_uw, "%.4f");
+    mts_jw_num(&w, "leakage_uw", r->leak_uw, "%.6f");
+    mts_jw_num(&w, "total_uw", r->total_uw, "%.4f");
+    mts_jw_end(&w);
+    mts_jw_end(&w);
+}
+
+static void json_fn(FILE *f, void *r) { mts_synth_print_json(f, r); }
+
 int mts_synth_write_json(const mts_synth_result *r, const char *path, mts_err *err)
 {
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", path);
-    fputs("{\n  \"design\": ", f);
-    mts_json_write_str(f, r->design);
-    fputs(",\n  \"top\": ", f);
-    mts_json_write_str(f, r->top);
-    fputs(",\n  \"params\": ", f);
-    mts_json_write_str(f, r->params);
-    fprintf(f, ",\n  \"hash\": \"%s\",\n  \"cache_dir\": ", r->hash);
-    mts_json_write_str(f, r->dir);
-    fprintf(f, ",\n  \"cache_hit\": %s,\n", r->cache_hit ? "true" : "false");
-    fprintf(f, "  \"area_um2\": %.4f,\n  \"nand2_eq\": %.2f,\n  \"cells\": %d,\n  \"cell_counts\": {", r->area_um2,
-            r->nand2_eq, r->ncells);
-    for (int i = 0; i < r->ntypes; i++) {
-        fputs(i ? ", " : "", f);
-        mts_json_write_str(f, r->cells[i].name);
-        fprintf(f, ": %d", r->cells[i].count);
-    }
-    fprintf(f, "},\n  \"delay_ps\": %.2f,\n  \"delay_source\": \"abc stime (liberty NLDM)\",\n  \"logic_depth\": %d,\n",
-            r->delay_ps, r->logic_depth);
-    fprintf(f, "  \"in_bits\": %d,\n  \"out_bits\": %d,\n", r->in_bits, r->out_bits);
-    fprintf(f, "  \"equivalence\": {\"checked\": %s, \"exhaustive\": %s, \"vectors\": %llu, \"mismatches\": 0},\n",
-            r->eq_checked ? "true" : "false", r->eq_exhaustive ? "true" : "false", (unsigned long long)r->eq_vectors);
-    fprintf(f, "  \"power\": {\"stream\": \"%s\", \"seed\": %llu, \"ops\": %llu, \"toggles_per_op\": %.4f, "
-               "\"energy_pj_per_op\": %.6f, \"clock_ghz\": %.4f, \"dynamic_uw\": %.4f, \"leakage_uw\": %.6f, "
-               "\"total_uw\": %.4f}\n}\n",
-            r->stream, (unsigned long long)r->seed, (unsigned long long)r->power_ops, r->toggles_per_op, r->energy_pj,
-            r->clock_ghz, r->dyn_uw, r->leak_uw, r->total_uw);
-    int rc = ferror(f);
-    if (fclose(f) || rc) rc = mts_fail(err, MTS_ENOMEM, "%s: out of memory for the JSON report", path);
-    const void *d[1] = {buf};
-    if (!rc) rc = mts_fs_write_atomic(path, 1, d, &n, err);
-    free(buf);
-    return rc;
+    return mts_fs_write_stream(path, json_fn, (void *)r, err);
 }
 
-const char *mts_synth_csv_header(void)
+void mts_synth_print_csv(FILE *f, const mts_synth_result *r)
 {
-    return "design,params,top,area_um2,nand2_eq,cells,delay_ps,logic_depth,eq_vectors,eq_exhaustive,stream,seed,ops,"
-           "toggles_per_op,energy_pj,clock_ghz,dynamic_uw,leakage_uw,total_uw,hash";
+    static const char *const head[] = {"design", "params", "top", "area_um2", "nand2_eq", "cells", "delay_ps",
+                                       "logic_depth", "eq_vectors", "eq_exhaustive", "stream", "seed", "ops",
+                                       "toggles_per_op", "energy_pj", "clock_ghz", "dynamic_uw", "leakage_uw",
+                                       "total_uw", "hash"};
+    mts_csvw w;
+    mts_csv_init(&w, f);
+    mts_csv_row(&w, head, (int)(sizeof head / sizeof head[0]));
+    mts_csv_str(&w, r->design);
+    mts_csv_str(&w, r->params); /* "K=V,K=V": quoted by the writer, its commas stay inside */
+    mts_csv_str(&w, r->top);
+    mts_csv_num(&w, r->area_um2, "%.4f");
+    mts_csv_num(&w, r->nand2_eq, "%.2f");
+    mts_csv_int(&w, r->ncells);
+    mts_csv_num(&w, r->delay_ps, "%.2f");
+    mts_csv_int(&w, r->logic_depth);
+    mts_csv_uint(&w, (unsigned long long)r->eq_vectors);
+    mts_csv_int(&w, r->eq_exhaustive);
+    mts_csv_str(&w, r->stream);
+    mts_csv_uint(&w, (unsigned long long)r->seed);
+    mts_csv_uint(&w, (unsigned long long)r->power_ops);
+    mts_csv_num(&w, r->toggles_per_op, "%.4f");
+    mts_csv_num(&w, r->energy_pj, "%.6f");
+    mts_csv_num(&w, r->clock_ghz, "%.4f");
+    mts_csv_num(&w, r->dyn_uw, "%.4f");
+    mts_csv_num(&w, r->leak_uw, "%.6f");
+    mts_csv_num(&w, r->total_uw, "%.4f");
+    mts_csv_str(&w, r->hash);
+    mts_csv_end(&w);
 }
 
-void mts_synth_csv_row(const mts_synth_result *r, char *buf, size_t cap)
-{
-    /* params are "K=V,K=V": quote the field so its commas stay inside it. */
-    snprintf(buf, cap, "%s,\"%s\",%s,%.4f,%.2f,%d,%.2f,%d,%llu,%d,%s,%llu,%llu,%.4f,%.6f,%.4f,%.4f,%.6f,%.4f,%s",
-             r->design, r->params, r->top, r->area_um2, r->nand2_eq, r->ncells, r->delay_ps, r->logic_depth,
-             (unsigned long long)r->eq_vectors, r->eq_exhaustive, r->stream, (unsigned long long)r->seed,
-             (unsigned long long)r->power_ops, r->toggles_per_op, r->energy_pj, r->clock_ghz, r->dyn_uw, r->leak_uw,
-             r->total_uw, r->hash);
-}
+static void csv_fn(FILE *f, void *r) { mts_synth_print_csv(f, r); }
 
 int mts_synth_write_csv(const mts_synth_result *r, const char *path, mts_err *err)
 {
-    char row[2048];
-    mts_synth_csv_row(r, row, sizeof row);
-    const char *head = mts_synth_csv_header();
-    const void *d[4] = {head, "\n", row, "\n"};
-    size_t len[4] = {strlen(head), 1, strlen(row), 1};
-    return mts_fs_write_atomic(path, 4, d, len, err);
+    return mts_fs_write_stream(path, csv_fn, (void *)r, err);
 }

@@ -3,12 +3,17 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <regex>
 #include <string>
 
+#include "mantis/json.h"
+#include "mantis/status.h"
 #include "test_util.h"
 #include "ref_float.h"
 
@@ -87,18 +92,59 @@ TEST(Cli, ApproxTrainImportExportViaCli) {
 }
 
 TEST(Cli, MetricsOfExactAreZeroAgainstRne) {
-    CliResult m = run_cli("metrics --mul exact --man-bits 6 --ref rne --json");
+    CliResult m = run_cli("metrics --mul exact --man-bits 6 --ref rne --json -");
     ASSERT_EQ(m.status, 0) << m.err;
     EXPECT_NE(m.out.find("\"errors\": 0"), std::string::npos) << m.out;
-    CliResult t = run_cli("metrics --mul trunc --man-bits 6 --ref rne --json");
+    CliResult t = run_cli("metrics --mul trunc --man-bits 6 --ref rne --json -");
     ASSERT_EQ(t.status, 0) << t.err;
     EXPECT_EQ(t.out.find("\"errors\": 0"), std::string::npos) << t.out;
 }
 
-// Bad input never crashes: one line on stderr naming the problem, exit 2.
+// One convention for machine-readable outputs: every --json / --csv any
+// --help documents is `OUT|-`; OUT gets the JSON (atomically) and stdout the
+// text, `-` puts the JSON alone on stdout and the text on stderr.
+TEST(Cli, EveryJsonOutputIsOutOrStdout) {
+    std::regex opt("--(json|csv) ([A-Z][A-Z|-]*)");
+    int seen = 0;
+    for (const char *c : {"eval", "lutgen", "lut info", "metrics", "verify", "models", "rtl info", "flow", "synth",
+                          "train", "test", "data", "cosim", "bench core", "bench gemm", "bench train", "bench rtl",
+                          "bench cosim"}) {
+        CliResult h = run_cli(std::string(c) + " --help");
+        std::string text = h.out + h.err;
+        for (std::sregex_iterator it(text.begin(), text.end(), opt), end; it != end; ++it, ++seen)
+            EXPECT_EQ((*it)[2].str(), "OUT|-") << "mantis " << c << " documents " << (*it)[0].str();
+    }
+    EXPECT_GE(seen, 8);
+    std::string lut = tmpdir() + "/json-out.lut", js = tmpdir() + "/m.json";
+    ASSERT_EQ(run_cli("lutgen --mul mbm --man-bits 4 -o " + lut).status, 0);
+    for (const std::string &cmd : {std::string("metrics --mul mbm --man-bits 4"), "lut info " + lut}) {
+        SCOPED_TRACE(cmd);
+        CliResult to_stdout = run_cli(cmd + " --json -");
+        ASSERT_EQ(to_stdout.status, 0) << to_stdout.err;
+        mts_json *j = mts_json_parse(to_stdout.out.c_str(), nullptr);
+        EXPECT_NE(j, nullptr) << "stdout holds the JSON alone: " << to_stdout.out;
+        EXPECT_GT(mts_json_num(j, "pairs", 0), 0);
+        mts_json_free(j);
+        EXPECT_NE(to_stdout.err.find("MRED"), std::string::npos) << "the text goes to stderr: " << to_stdout.err;
+        unlink(js.c_str());
+        CliResult to_file = run_cli(cmd + " --json " + js);
+        ASSERT_EQ(to_file.status, 0) << to_file.err;
+        EXPECT_NE(to_file.out.find("MRED"), std::string::npos) << to_file.out;
+        j = mts_json_load(js.c_str());
+        EXPECT_NE(j, nullptr);
+        mts_json_free(j);
+        CliResult flag = run_cli(cmd + " --json");  // the old flag form: an error naming what it needs
+        EXPECT_EQ(flag.status, 2);
+        EXPECT_NE(flag.err.find("--json needs OUT or -"), std::string::npos) << flag.err;
+    }
+}
+
+// Bad input never crashes: one line on stderr naming the problem, exit 2
+// (the input's fault) or 4 (a file that cannot be opened: the environment's).
 TEST(Cli, BadInputGivesOneLineErrors) {
     struct Case {
         std::string args, input, needle;
+        int status = MTS_EXIT_INPUT;
     } cases[] = {
         {"eval --mul exact", "3f800000\n", "line 1"},
         {"eval --mul exact", "3f800000 zz\n", "expected two hex"},
@@ -107,18 +153,18 @@ TEST(Cli, BadInputGivesOneLineErrors) {
         {"eval --mul exact --man-bits 99", "", "--man-bits '99'"},
         {"eval --mul exact --man-bits", "", "needs a value"},
         {"eval --mul exact --format e9m2", "", "E=9"},
-        {"eval --lut /nonexistent/x.lut", "", "/nonexistent/x.lut"},
+        {"eval --lut /nonexistent/x.lut", "", "/nonexistent/x.lut", MTS_EXIT_ENV},
         {"eval", "", "exactly one of"},
         {"eval --bogus", "", "unknown option '--bogus'"},
         {"lutgen --mul exact --man-bits 12 -o /tmp/x.lut", "", "M <= 11"},
         {"lutgen --mul exact", "", "missing -o"},
-        {"lut info /nonexistent.lut", "", "/nonexistent.lut"},
-        {"lutgen --import-approxtrain /nonexistent.bin --man-bits 7 -o /tmp/y.lut", "", "/nonexistent.bin"},
+        {"lut info /nonexistent.lut", "", "/nonexistent.lut", MTS_EXIT_ENV},
+        {"lutgen --import-approxtrain /nonexistent.bin --man-bits 7 -o /tmp/y.lut", "", "/nonexistent.bin", MTS_EXIT_ENV},
         {"frobnicate", "", "unknown command"},
     };
     for (const Case &c : cases) {
         CliResult r = run_cli(c.args, c.input);
-        EXPECT_EQ(r.status, 2) << c.args << ": " << r.err;
+        EXPECT_EQ(r.status, c.status) << c.args << ": " << r.err;
         EXPECT_EQ(lines(r.err), 1) << c.args << ": " << r.err;
         EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << ": " << r.err;
     }

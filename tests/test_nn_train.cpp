@@ -562,6 +562,61 @@ TEST(NnData, Sha256KnownVectors)
 
 // ---------------------------------------------------------------- the CLI
 
+// Every built-in model has a recipe; what a caller gives wins setting by
+// setting; the recipe's learning rate goes with its own optimizer only.
+TEST(NnRecipe, DefaultsComeFromTheModelExplicitSettingsWin)
+{
+    std::string list = mts_nn_model_list();
+    int models = 0;
+    for (size_t a = 0; a < list.size();) {
+        size_t b = list.find(", ", a);
+        std::string m = list.substr(a, b == std::string::npos ? std::string::npos : b - a);
+        mts_train_recipe r;
+        mts_err err;
+        EXPECT_EQ(mts_nn_model_recipe(m.c_str(), &r, &err), MTS_OK) << m;
+        EXPECT_GT(r.lr, 0) << m;
+        EXPECT_GT(r.batch, 0) << m;
+        models++;
+        a = b == std::string::npos ? list.size() : b + 2;
+    }
+    EXPECT_EQ(models, 6);
+    mts_train_config c;
+    mts_err err;
+    mts_train_config_init(&c);
+    c.model = "vit-tiny";
+    ASSERT_EQ(mts_train_recipe_apply(&c, 0, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(c.opt, MTS_OPT_ADAM);
+    EXPECT_EQ(c.lr, 0.002);
+    EXPECT_EQ(c.sched, MTS_SCHED_COSINE);
+    EXPECT_EQ(c.batch, 32);
+    // an explicit lr and batch win; the rest is the recipe's
+    mts_train_config_init(&c);
+    c.model = "vit-tiny", c.lr = 5e-4, c.batch = 8;
+    ASSERT_EQ(mts_train_recipe_apply(&c, MTS_GIVEN_LR | MTS_GIVEN_BATCH, &err), MTS_OK);
+    EXPECT_EQ(c.opt, MTS_OPT_ADAM);
+    EXPECT_EQ(c.lr, 5e-4);
+    EXPECT_EQ(c.batch, 8);
+    EXPECT_EQ(c.sched, MTS_SCHED_COSINE);
+    // another optimizer without an lr: that optimizer's own default, not Adam's 0.002
+    mts_train_config_init(&c);
+    c.model = "vit-tiny", c.opt = MTS_OPT_SGD, c.sched = MTS_SCHED_CONST;
+    ASSERT_EQ(mts_train_recipe_apply(&c, MTS_GIVEN_OPT | MTS_GIVEN_SCHED, &err), MTS_OK);
+    EXPECT_EQ(c.opt, MTS_OPT_SGD);
+    EXPECT_LT(c.lr, 0) << "the driver's SGD default";
+    EXPECT_EQ(c.sched, MTS_SCHED_CONST);
+    // the CNNs keep what they were measured with
+    mts_train_config_init(&c);
+    c.model = "lenet5";
+    ASSERT_EQ(mts_train_recipe_apply(&c, 0, &err), MTS_OK);
+    EXPECT_EQ(c.opt, MTS_OPT_SGD);
+    EXPECT_EQ(c.lr, 0.01);
+    EXPECT_EQ(c.momentum, 0.9);
+    EXPECT_EQ(c.sched, MTS_SCHED_CONST);
+    EXPECT_EQ(c.batch, 64);
+    c.model = "nope";
+    EXPECT_EQ(mts_train_recipe_apply(&c, 0, &err), MTS_EINVAL);
+}
+
 TEST(NnCli, TrainResumeTestAndErrors)
 {
     std::string dir = tmpdir(), data = dir + "/mnist";
@@ -573,6 +628,11 @@ TEST(NnCli, TrainResumeTestAndErrors)
     CliRun full = run_cli("train " + common + " --epochs 3 --json " + dir + "/full.json --checkpoint " + dir + "/ck1");
     ASSERT_EQ(full.rc, 0) << full.err;
     EXPECT_NE(full.err.find("epoch 3/3"), std::string::npos) << full.err;
+    EXPECT_NE(full.err.find("mantis train: sgd lr 0.01 momentum 0.9, wd 0, constant schedule, batch 32\n"),
+              std::string::npos) << full.err; // lenet300's recipe but the batch given
+    CliRun help = run_cli("train --help");
+    EXPECT_NE(help.out.find("vit-tiny  --opt adam --lr 0.002 --wd 0 --sched cosine --batch 32"), std::string::npos)
+        << help.out;
     std::string js = read_all(dir + "/full.json");
     EXPECT_NE(js.find("\"samples_per_s\""), std::string::npos);
     EXPECT_NE(js.find("\"epoch\": 3"), std::string::npos);
@@ -620,9 +680,9 @@ TEST(NnCli, TrainResumeTestAndErrors)
     EXPECT_NE(t2.out.find("native fp32"), std::string::npos) << t2.out;
     EXPECT_NE(read_all(dir + "/t.json").find("\"test_acc\""), std::string::npos);
 
-    // errors: one line, exit 2
+    // errors: one line, exit 2 (the options) or 4 (a missing file: the environment's, docs/reliability.md)
     CliRun miss = run_cli("train --model lenet300 --data mnist --data-dir " + dir + "/nothing");
-    EXPECT_EQ(miss.rc, 2);
+    EXPECT_EQ(miss.rc, 4);
     EXPECT_NE(miss.err.find("mantis train: "), std::string::npos);
     EXPECT_NE(miss.err.find("mantis data fetch mnist"), std::string::npos) << miss.err;
     EXPECT_EQ(std::count(miss.err.begin(), miss.err.end(), '\n'), 1) << miss.err;
@@ -632,7 +692,7 @@ TEST(NnCli, TrainResumeTestAndErrors)
     CliRun bado = run_cli("train --model lenet300 --data mnist --ste sideways --data-dir " + data);
     EXPECT_EQ(bado.rc, 2);
     CliRun noc = run_cli("test --checkpoint " + dir + "/nothing");
-    EXPECT_EQ(noc.rc, 2);
+    EXPECT_EQ(noc.rc, 4);
     CliRun dbad = run_cli("data fetch svhn");
     EXPECT_EQ(dbad.rc, 2);
     CliRun dchk = run_cli("data check mnist --dir " + data); // our synthetic files are not the real ones

@@ -93,7 +93,7 @@ TEST(Reliability, ReadersRefuseWhatIsNotARegularFile)
         // a fifo without a writer must not block (a blocked open would hang here for ever)
         EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
         CliResult r = run_cli("lut info " + p);
-        EXPECT_EQ(r.status, 2);
+        EXPECT_EQ(r.status, MTS_EXIT_ENV); // what lies at the path: the environment, not the options
         EXPECT_EQ(lines(r.err), 1) << r.err;
         EXPECT_NE(r.err.find(p), std::string::npos) << r.err;
     }
@@ -116,7 +116,7 @@ TEST(Reliability, OutputsNeverReplaceSpecialFiles)
         struct stat before, after;
         ASSERT_EQ(lstat(t.c_str(), &before), 0);
         CliResult r = run_cli("lutgen --mul exact --man-bits 2 -o " + t);
-        EXPECT_EQ(r.status, 2);
+        EXPECT_EQ(r.status, MTS_EXIT_ENV);
         EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
         ASSERT_EQ(lstat(t.c_str(), &after), 0);
         EXPECT_EQ(before.st_mode & S_IFMT, after.st_mode & S_IFMT);
@@ -150,7 +150,7 @@ TEST(Reliability, InjectedWriteFailuresLeaveNothing)
                 Env e("MANTIS_FAULT_WRITE", std::to_string(n) + kind);
                 CliResult r = run_cli(c.args);
                 tried++;
-                EXPECT_EQ(r.status, 2);
+                EXPECT_EQ(r.status, MTS_EXIT_ENV); // a failed write is the environment's: exit 4, by its code
                 EXPECT_EQ(lines(r.err), 1) << r.err;
                 EXPECT_NE(r.err.find(c.out), std::string::npos) << r.err;
                 EXPECT_NE(r.err.find(*kind ? "Input/output error" : "No space left on device"), std::string::npos)
@@ -162,7 +162,7 @@ TEST(Reliability, InjectedWriteFailuresLeaveNothing)
     std::string keep = slurp(d + "/src.lut");
     {
         Env e("MANTIS_FAULT_WRITE", "1");
-        EXPECT_EQ(run_cli("lutgen --mul exact --man-bits 3 -o " + d + "/src.lut").status, 2);
+        EXPECT_EQ(run_cli("lutgen --mul exact --man-bits 3 -o " + d + "/src.lut").status, MTS_EXIT_ENV);
     }
     EXPECT_TRUE(slurp(d + "/src.lut") == keep);
 }
@@ -180,29 +180,29 @@ TEST(Reliability, FullTmpfsLeavesNothing)
     } um{mnt};
     // a 2^14-entry table (64 KiB + header) does not fit
     CliResult r = run_cli("lutgen --mul exact --man-bits 7 -o " + mnt + "/big.lut");
-    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(r.status, MTS_EXIT_ENV);
     EXPECT_NE(r.err.find(mnt + "/big.lut"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
     EXPECT_EQ(listing(mnt), "");
     // a small one does; replacing it by a big one fails and keeps it
     ASSERT_EQ(run_cli("lutgen --mul exact --man-bits 3 -o " + mnt + "/small.lut").status, 0);
     std::string small = slurp(mnt + "/small.lut");
-    EXPECT_EQ(run_cli("lutgen --mul exact --man-bits 7 -o " + mnt + "/small.lut").status, 2);
+    EXPECT_EQ(run_cli("lutgen --mul exact --man-bits 7 -o " + mnt + "/small.lut").status, MTS_EXIT_ENV);
     EXPECT_TRUE(slurp(mnt + "/small.lut") == small);
     EXPECT_EQ(listing(mnt), "small.lut");
     // stdout into the full file system: the command fails
     sh("dd if=/dev/zero of=" + mnt + "/fill bs=1k count=100 2>/dev/null");
-    EXPECT_EQ(sh(std::string(MANTIS_BIN) + " models >" + mnt + "/out 2>/dev/null"), 2);
+    EXPECT_EQ(sh(std::string(MANTIS_BIN) + " models >" + mnt + "/out 2>/dev/null"), MTS_EXIT_ENV);
 }
 
 TEST(Reliability, FailedStdoutIsAnError)
 {
     std::string d = fresh_dir("stdout");
     ASSERT_EQ(run_cli("lutgen --mul exact --man-bits 2 -o " + d + "/a.lut").status, 0);
-    for (const std::string &cmd : {std::string("models"), std::string("metrics --mul mbm --man-bits 3 --json"),
-                                   "lut info " + d + "/a.lut"}) {
+    for (const std::string &cmd : {std::string("models"), std::string("metrics --mul mbm --man-bits 3 --json -"),
+                                   "lut info " + d + "/a.lut", "lut info " + d + "/a.lut --json -"}) {
         SCOPED_TRACE(cmd);
-        EXPECT_EQ(sh(std::string(MANTIS_BIN) + " " + cmd + " >/dev/full 2>" + d + "/err"), 2);
+        EXPECT_EQ(sh(std::string(MANTIS_BIN) + " " + cmd + " >/dev/full 2>" + d + "/err"), MTS_EXIT_ENV);
         EXPECT_NE(slurp(d + "/err").find("cannot write to standard output"), std::string::npos) << slurp(d + "/err");
     }
 }
@@ -272,8 +272,8 @@ TEST(Reliability, EveryNumericOptionRefusesBadValues)
             EXPECT_TRUE(table[cmd].count("--clock-ghz")) << cmd;
         }
     }
-    // negative, non-numeric, absurd, 64-bit overflow, leading / trailing space, trailing text, empty
-    const char *bad[] = {"-1", "abc", "99999999999", "99999999999999999999999", " 5", "5 ", "5x", ""};
+    // negative, non-numeric, absurd, 64-bit overflow, leading / trailing space, a '+', trailing text, empty
+    const char *bad[] = {"-1", "abc", "99999999999", "99999999999999999999999", " 5", "5 ", "+5", "5x", ""};
     int tried = 0;
     for (const auto &c : table)
         for (const auto &o : c.second)
@@ -287,10 +287,47 @@ TEST(Reliability, EveryNumericOptionRefusesBadValues)
                 EXPECT_EQ(lines(r.err), 1) << r.err;
                 EXPECT_NE(r.err.find(o.first), std::string::npos) << r.err;
             }
-    EXPECT_GE(tried, 300);
+    EXPECT_GE(tried, 330);
     // memory-hungry requests name the size asked before allocating anything
     CliResult r = run_cli("synth --rtl x.v --ops 99999999999");
     EXPECT_NE(r.err.find("GiB"), std::string::npos) << r.err;
+}
+
+// Lists are parsed whole (base/parse.c): an item past what fits is an error
+// of its own, never dropped; the numbers inside specs and rules are as strict
+// as options.
+TEST(Reliability, ListsAreNeverCutShortAndSpecsAreStrict)
+{
+    std::string sizes;
+    for (int i = 1; i <= 65; i++) sizes += (i > 1 ? "," : "") + std::to_string(i);
+    for (const char *dev : {"", " --device cuda"}) {
+        CliResult r = run_cli(std::string("bench gemm") + dev + " --sizes " + sizes);
+        EXPECT_EQ(r.status, 2) << dev << r.err;
+        EXPECT_EQ(lines(r.err), 1) << r.err;
+        EXPECT_NE(r.err.find("at most 64 sizes"), std::string::npos) << r.err;
+    }
+    for (const char *v : {"8,,16", "8,", ",8", "8, 16", "+8"}) {
+        CliResult r = run_cli(std::string("bench gemm --sizes '") + v + "'");
+        EXPECT_EQ(r.status, 2) << v;
+        EXPECT_NE(r.err.find("--sizes"), std::string::npos) << r.err;
+    }
+    // a flow configuration's seeds: nine of them is refused by name, not cut to eight
+    std::string cfg = tmpdir() + "/nine.flow";
+    std::ofstream(cfg) << "seeds = 1, 2, 3, 4, 5, 6, 7, 8, 9\n";
+    CliResult f = run_cli("flow --config " + cfg + " --out " + tmpdir() + "/never --dry-run");
+    EXPECT_EQ(f.status, 2) << f.err;
+    EXPECT_NE(f.err.find("more than 8 seeds"), std::string::npos) << f.err;
+    // numbers inside a --mul-layer rule, an arithmetic spec and a parameter
+    for (const char *rule : {"fc1=fp32,chunk= 4", "fc1=fp32,chunk=+4", "fc1=fp32,chunk=4x"}) {
+        CliResult r = run_cli(std::string("train --model lenet300 --list-layers --mul-layer '") + rule + "'");
+        EXPECT_EQ(r.status, 2) << rule << ": " << r.out;
+        EXPECT_NE(r.err.find("chunk"), std::string::npos) << r.err;
+    }
+    CliResult a = run_cli("cosim --gemm x --mul mbm --array ' 2x2'");
+    EXPECT_EQ(a.status, 2);
+    EXPECT_NE(a.err.find("--array"), std::string::npos) << a.err;
+    a = run_cli("cosim --gemm x --mul mbm --array '2x+2'");
+    EXPECT_NE(a.err.find("--array"), std::string::npos) << a.err;
 }
 
 // ------------------------------------------------------------------ training
@@ -367,7 +404,7 @@ TEST(Reliability, TrainKilledWhileCheckpointingResumes)
         bool have = !slurp(ck + "/checkpoint.mtsckpt").empty();
         CliResult r = run_cli(common + ck + " --resume");
         if (n <= 3 && !have) { // killed before the first checkpoint existed: resume says so
-            EXPECT_EQ(r.status, 2);
+            EXPECT_EQ(r.status, MTS_EXIT_ENV); // a file that is not there: the environment's
             EXPECT_NE(r.err.find("checkpoint.mtsckpt"), std::string::npos) << r.err;
             r = run_cli(common + ck);
         }
@@ -456,6 +493,11 @@ TEST(Reliability, TrainFaultsStopWithTheirOwnStatus)
     EXPECT_NE(j.find("\"diverged_epoch\": 1,"), std::string::npos) << j;
     EXPECT_NE(j.find("\"diverged_step\": 1,"), std::string::npos) << j;
     EXPECT_NE(j.find("\"final_test_acc\": null"), std::string::npos) << j;
+    mts_json *pj = mts_json_parse(j.c_str(), nullptr); // the NaN loss is JSON's null, not a bare nan
+    ASSERT_NE(pj, nullptr) << j;
+    ASSERT_NE(mts_json_get(pj, "diverged_loss"), nullptr) << j;
+    EXPECT_EQ(mts_json_get(pj, "diverged_loss")->type, MTS_JNULL) << j;
+    mts_json_free(pj);
     EXPECT_TRUE(slurp(ck + "/checkpoint.mtsckpt").empty()) << "a checkpoint of the diverged epoch";
     // the same run without the fault trains
     NanInjector none;
@@ -470,9 +512,9 @@ TEST(Reliability, TrainFaultsStopWithTheirOwnStatus)
     std::string js = d + "/lr.json";
     CliResult r = run_cli("train --model lenet300 --data mnist --data-dir " + data +
                           " --batch 16 --seed 3 --epochs 2 --threads 1 --lr 100 --json " + js);
-    EXPECT_EQ(r.status, 3) << r.out << r.err;
+    EXPECT_EQ(r.status, MTS_EXIT_DIVERGED) << r.out << r.err;
     EXPECT_NE(r.err.find("diverged at epoch 1 step "), std::string::npos) << r.err;
-    EXPECT_EQ(lines(r.err), 2) << r.err; // the run's banner, the verdict
+    EXPECT_EQ(lines(r.err), 3) << r.err; // the run's banner, its optimizer, the verdict
     j = slurp(js);
     EXPECT_NE(j.find("\"diverged\": true"), std::string::npos) << j;
     EXPECT_NE(j.find("\"diverged_epoch\": 1,"), std::string::npos) << j;
@@ -561,6 +603,41 @@ TEST(Reliability, CifarReaderTakesFewRecords)
     std::ofstream(p, std::ios::binary) << rec;
     EXPECT_EQ(mts_cifar10_load_records(f, 1, 2, &d, &err), MTS_EFORMAT);
     EXPECT_NE(std::string(err.msg).find("label 10 of record 1"), std::string::npos) << err.msg;
+}
+
+// The peak virtual memory of this process in KiB (VmPeak), -1 if unknown.
+long vm_peak_kib()
+{
+    std::ifstream f("/proc/self/status");
+    for (std::string l; std::getline(f, l);)
+        if (l.rfind("VmPeak:", 0) == 0) return atol(l.c_str() + 7);
+    return -1;
+}
+
+// A short or hostile CIFAR file is refused before the reader asks for the
+// memory of the whole set (64 files x 10,000 records: 7.3 GiB of floats):
+// measured as the peak virtual memory of a child process that reads it.
+TEST(Reliability, CifarReaderChecksSizesBeforeAllocating)
+{
+    std::string p = tmpdir() + "/cifar-short.bin";
+    std::ofstream(p, std::ios::binary) << std::string(3073 * 2, '\x01');
+    std::vector<const char *> f(64, p.c_str());
+    pid_t pid = fork();
+    if (pid == 0) {
+        long before = vm_peak_kib();
+        mts_dataset d;
+        mts_err err;
+        int rc = mts_cifar10_load_records(f.data(), 64, 10000, &d, &err);
+        long grew = vm_peak_kib() - before;
+        bool named = std::string(err.msg).find("6146 bytes, expected 30730000") != std::string::npos;
+        _exit(before < 0 ? 3 : rc != MTS_EFORMAT || !named ? 2 : grew > (1L << 20) ? 1 : 0); // 1 GiB in KiB
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 3) GTEST_SKIP() << "no VmPeak in /proc/self/status";
+    EXPECT_NE(WEXITSTATUS(st), 2) << "not refused as EFORMAT naming the size";
+    EXPECT_EQ(WEXITSTATUS(st), 0) << "the peak virtual memory grew by more than 1 GiB before the size was checked";
 }
 
 TEST(Reliability, StaleTempFilesOfDeadWritersAreCleaned)

@@ -181,37 +181,23 @@ void mts_metrics_print_text(FILE *f, const mts_metrics *m)
     if (m->nonfinite) fprintf(f, "non-finite:      %llu results\n", (unsigned long long)m->nonfinite);
 }
 
-static void json_num(FILE *f, const char *key, double v, int last)
-{
-    if (isfinite(v)) fprintf(f, "\"%s\": %.17g%s", key, v, last ? "" : ", ");
-    else fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
-}
-
-/* "key": "s", (s escaped) */
-static void json_key_str(FILE *f, const char *key, const char *s)
-{
-    fprintf(f, "\"%s\": ", key);
-    mts_json_write_str(f, s);
-    fputs(", ", f);
-}
-
 void mts_metrics_print_json(FILE *f, const mts_metrics *m)
 {
-    fputc('{', f);
-    json_key_str(f, "name", m->name);
-    fprintf(f, "\"kind\": \"%s\", \"bits\": %d, \"signed\": %s, ", m->is_int ? "int" : "float", m->bits,
-            m->is_signed ? "true" : "false");
-    json_key_str(f, "reference", ref_name(m));
-    fprintf(f, "\"pairs\": %llu, \"errors\": %llu, \"rel_pairs\": %llu, \"nonfinite\": %llu, ",
-            (unsigned long long)m->pairs, (unsigned long long)m->errors, (unsigned long long)m->rel_pairs,
-            (unsigned long long)m->nonfinite);
-    json_num(f, "error_rate", m->error_rate, 0);
-    json_num(f, "med", m->med, 0);
-    json_num(f, "norm", m->norm, 0);
-    json_num(f, "nmed", m->nmed, 0);
-    json_num(f, "mred", m->mred, 0);
-    json_num(f, "wce", m->wce, 0);
-    json_num(f, "bias", m->bias, 0);
-    json_num(f, "max_re", m->max_re, 1);
-    fputs("}\n", f);
+    mts_jw w;
+    mts_jw_init(&w, f);
+    mts_jw_obj(&w, NULL, 0);
+    mts_jw_str(&w, "name", m->name);
+    mts_jw_str(&w, "kind", m->is_int ? "int" : "float");
+    mts_jw_int(&w, "bits", m->bits);
+    mts_jw_bool(&w, "signed", m->is_signed);
+    mts_jw_str(&w, "reference", ref_name(m));
+    mts_jw_uint(&w, "pairs", (unsigned long long)m->pairs);
+    mts_jw_uint(&w, "errors", (unsigned long long)m->errors);
+    mts_jw_uint(&w, "rel_pairs", (unsigned long long)m->rel_pairs);
+    mts_jw_uint(&w, "nonfinite", (unsigned long long)m->nonfinite);
+    const struct { const char *key; double v; } num[] = {
+        {"error_rate", m->error_rate}, {"med", m->med}, {"norm", m->norm}, {"nmed", m->nmed},
+        {"mred", m->mred},             {"wce", m->wce}, {"bias", m->bias}, {"max_re", m->max_re}};
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) mts_jw_num(&w, num[i].key, num[i].v, NULL); /* null when not finite */
+    mts_jw_end(&w);
 }

@@ -92,46 +92,49 @@ static void json_body(const vfy_ctx *v, FILE *f)
     }
     char fmt[40] = "";
     if (in->kind == MTS_RTL_SIG || in->kind == MTS_RTL_FLOAT) mts_format_name(&in->fmt, fmt, sizeof fmt);
-    fprintf(f, "{\n  \"design\": ");
-    mts_json_write_str(f, v->o->design ? v->o->design : in->top);
-    fprintf(f, ",\n  \"top\": ");
-    mts_json_write_str(f, in->top);
-    fprintf(f, ",\n  \"kind\": \"%s\",\n  \"format\": \"%s\",\n  \"lut_representable\": %s,\n",
-            mts_rtl_kind_name(in->kind), fmt, v->not_repr ? "false" : "true");
+    mts_jw w;
+    mts_jw_init(&w, f);
+    mts_jw_obj(&w, NULL, 1);
+    mts_jw_str(&w, "design", v->o->design ? v->o->design : in->top);
+    mts_jw_str(&w, "top", in->top);
+    mts_jw_str(&w, "kind", mts_rtl_kind_name(in->kind));
+    mts_jw_str(&w, "format", fmt);
+    mts_jw_bool(&w, "lut_representable", !v->not_repr);
     if (in->kind == MTS_RTL_INT) {
-        fprintf(f, "  \"int_signed\": %d,\n  \"sign_source\": \"%s\",\n", in->int_signed,
-                mts_rtl_signsrc_name(in->sign_src));
-        if (in->mred_unsigned >= 0)
-            fprintf(f, "  \"mred_unsigned\": %.6g,\n  \"mred_signed\": %.6g,\n", in->mred_unsigned, in->mred_signed);
+        mts_jw_int(&w, "int_signed", in->int_signed);
+        mts_jw_str(&w, "sign_source", mts_rtl_signsrc_name(in->sign_src));
+        if (in->mred_unsigned >= 0) {
+            mts_jw_num(&w, "mred_unsigned", in->mred_unsigned, "%.6g");
+            mts_jw_num(&w, "mred_signed", in->mred_signed, "%.6g");
+        }
     }
-    fprintf(f, "  \"note\": ");
-    mts_json_write_str(f, v->note);
-    fprintf(f, ",\n  \"comparisons\": [");
+    mts_jw_str(&w, "note", v->note);
+    mts_jw_arr(&w, "comparisons", 1);
     for (int i = 0; i < v->ncmp; i++) {
         const vfy_cmp *c = &v->cmp[i];
-        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        mts_json_write_str(f, c->name);
-        fprintf(f, ", \"cases\": %llu, \"mismatches\": %llu, \"listed\": [", (unsigned long long)c->cases,
-                (unsigned long long)c->mismatches);
+        mts_jw_obj(&w, NULL, 0);
+        mts_jw_str(&w, "name", c->name);
+        mts_jw_uint(&w, "cases", (unsigned long long)c->cases);
+        mts_jw_uint(&w, "mismatches", (unsigned long long)c->mismatches);
+        mts_jw_arr(&w, "listed", 1);
         for (int k = 0; k < c->all.n; k++) {
             const vfy_line *l = &c->all.line[k];
-            fprintf(f, "%s\n      {\"a\": ", k ? "," : "");
-            mts_json_write_str(f, l->a);
-            fprintf(f, ", \"b\": ");
-            mts_json_write_str(f, l->b);
-            fprintf(f, ", \"rtl\": ");
-            mts_json_write_str(f, l->dut);
-            fprintf(f, ", \"ref\": ");
-            mts_json_write_str(f, l->ref);
-            fprintf(f, ", \"class\": ");
-            mts_json_write_str(f, l->cls);
-            fprintf(f, "}");
+            mts_jw_obj(&w, NULL, 0);
+            mts_jw_str(&w, "a", l->a);
+            mts_jw_str(&w, "b", l->b);
+            mts_jw_str(&w, "rtl", l->dut);
+            mts_jw_str(&w, "ref", l->ref);
+            mts_jw_str(&w, "class", l->cls);
+            mts_jw_end(&w);
         }
-        fprintf(f, "%s]}", c->all.n ? "\n    " : "");
+        mts_jw_end(&w);
+        mts_jw_end(&w);
     }
-    fprintf(f, "\n  ],\n  \"cases\": %llu,\n  \"mismatches\": %llu,\n  \"result\": \"%s\"\n}\n",
-            (unsigned long long)cases, (unsigned long long)mism,
-            (mism || v->not_repr) ? "mismatch" : "bit-exact");
+    mts_jw_end(&w);
+    mts_jw_uint(&w, "cases", (unsigned long long)cases);
+    mts_jw_uint(&w, "mismatches", (unsigned long long)mism);
+    mts_jw_str(&w, "result", (mism || v->not_repr) ? "mismatch" : "bit-exact");
+    mts_jw_end(&w);
 }
 
 static void json_body_fn(FILE *f, void *v) { json_body(v, f); }

@@ -39,7 +39,7 @@ static int measure(const char *what, const mts_provider *p, const mts_gemmdump *
     double t0 = mts_clock_now();
     int rc = mts_cosim_run(&c, g, NULL, &r, &err);
     double wall = mts_clock_now() - t0;
-    if (rc) return mts_cli_error(CMD, "%s", err.msg);
+    if (rc) return mts_cli_fail(CMD, rc, &err);
     float *out = malloc(sizeof(float) * (size_t)g->m * g->n);
     if (!out) return mts_cli_error(CMD, "out of memory");
     mts_provider q = *p;
@@ -48,7 +48,7 @@ static int measure(const char *what, const mts_provider *p, const mts_gemmdump *
     rc = mts_gemm(&q, 0, 0, g->m, g->n, g->k, g->A, g->k, g->B, g->n, 0.0f, out, g->n, &err);
     double tg = mts_clock_now() - t0;
     free(out);
-    if (rc) return mts_cli_error(CMD, "%s", err.msg);
+    if (rc) return mts_cli_fail(CMD, rc, &err);
     double mpes = (double)r.pe_cycles / r.seconds / 1e6;
     printf("%-28s %dx%dx%d on %dx%d: %llu cycles, %.3g M PE-cycles in %.3f s = %.2f M PE-cycles/s; "
            "whole run %.3f s; mts_gemm %.4f s (array / gemm %.0fx); %s",
@@ -161,7 +161,8 @@ int mts_bench_cosim(int argc, char **argv)
     }
     if (r) mts_rtl_close(r);
 
-    if (lenet_conv2(&p, &g, &err)) return mts_cli_error(CMD, "%s", err.msg);
+    int rc = lenet_conv2(&p, &g, &err);
+    if (rc) return mts_cli_fail(CMD, rc, &err);
     bad |= measure("LeNet-5 conv2, batch 64, lut", &p, &g, 16, 16, 0, 10.0);
     mts_gemmdump_free(&g);
     mts_lut_free(&lut);

@@ -27,7 +27,7 @@
 static const char *const prov_names[N_PROV] = {"openblas", "native", "lut", "fmaq"};
 
 typedef struct gemm_opts {
-    int sizes[8], nsizes, threads, reps;
+    int sizes[BENCH_MAX_SIZES], nsizes, threads, reps;
     const char *model;
     uint64_t seed;
 } gemm_opts;
@@ -41,19 +41,16 @@ static void usage(FILE *f)
                "  --device cuda: the GPU providers against cuBLAS (see --device cuda --help)\n");
 }
 
-/* "N[,N...]" into o->sizes (at most 8); -1 if malformed. */
+/* "N[,N...]" into o->sizes: 0, or the exit status of the error printed
+ * (a malformed item, or more sizes than fit: never dropped silently). */
 static int parse_sizes(const char *v, gemm_opts *o)
 {
-    o->nsizes = 0;
-    if (!*v) return -1;
-    for (const char *s = v; *s && o->nsizes < 8;) {
-        char *end;
-        if (*s < '0' || *s > '9') return -1; /* strtol would skip spaces and take signs */
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 1 || x > 8192 || (*end && *end != ',')) return -1;
-        o->sizes[o->nsizes++] = (int)x;
-        s = *end ? end + 1 : end;
-    }
+    long x[BENCH_MAX_SIZES];
+    int n = mts_parse_int_list(v, 0, 1, 8192, x, BENCH_MAX_SIZES, NULL);
+    if (n == -2) return mts_cli_error(CMD, "--sizes '%s': at most %d sizes", v, BENCH_MAX_SIZES);
+    if (n < 0) return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..8192 separated by commas", v);
+    for (int i = 0; i < n; i++) o->sizes[i] = (int)x[i];
+    o->nsizes = n;
     return 0;
 }
 
@@ -70,8 +67,7 @@ static int parse_opts(int argc, char **argv, gemm_opts *o)
         }
         if (!v) return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         if (!strcmp(a, "--sizes")) {
-            if (parse_sizes(v, o))
-                return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..8192 separated by commas", v);
+            if (parse_sizes(v, o)) return 2;
         } else if (!strcmp(a, "--threads")) {
             if (mts_parse_int(v, 0, 1024, &x))
                 return mts_cli_error(CMD, "--threads '%s': expected 0 (all cores) .. 1024", v);
@@ -82,10 +78,7 @@ static int parse_opts(int argc, char **argv, gemm_opts *o)
         } else if (!strcmp(a, "--model")) {
             o->model = v;
         } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            o->seed = strtoull(v, &end, 10);
-            if (*v < '0' || *v > '9' || *end || errno) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
+            if (mts_parse_u64(v, &o->seed)) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
         } else {
             return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         }

@@ -45,7 +45,7 @@ static int time_one(int idx, const mts_gpu_gemm_plan *pl, const mts_provider *pi
 
 int mts_bench_gemm_cuda(int argc, char **argv)
 {
-    int sizes[8] = {1024, 4096, 8192}, nsizes = 3, reps = 1;
+    int sizes[BENCH_MAX_SIZES] = {1024, 4096, 8192}, nsizes = 3, reps = 1;
     const char *model = "mbm";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -64,15 +64,11 @@ int mts_bench_gemm_cuda(int argc, char **argv)
             if (mts_parse_int(v, 1, 100, &x)) return mts_cli_error(CMD, "--reps '%s': expected 1..100", v);
             reps = (int)x;
         } else if (!strcmp(a, "--sizes")) {
-            nsizes = 0;
-            for (const char *s = v; *s && nsizes < 8;) {
-                char *end;
-                long y = strtol(s, &end, 10);
-                if (end == s || y < 1 || y > 16384 || (*end && *end != ','))
-                    return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..16384 separated by commas", v);
-                sizes[nsizes++] = (int)y;
-                s = *end ? end + 1 : end;
-            }
+            long y[BENCH_MAX_SIZES];
+            nsizes = mts_parse_int_list(v, 0, 1, 16384, y, BENCH_MAX_SIZES, NULL);
+            if (nsizes == -2) return mts_cli_error(CMD, "--sizes '%s': at most %d sizes", v, BENCH_MAX_SIZES);
+            if (nsizes < 0) return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..16384 separated by commas", v);
+            for (int k = 0; k < nsizes; k++) sizes[k] = (int)y[k];
         } else
             return mts_cli_error(CMD, "unknown option '%s' (see --help)", a);
     }

@@ -25,7 +25,8 @@ static int open_design(const char *dir, const char *file, const char *param, mts
     if (param) o.param[o.nparams++] = param;
     mts_err err;
     double t0 = mts_clock_now();
-    if (mts_rtl_open(&o, r, &err)) return mts_cli_error("bench", "%s", err.msg);
+    int rc = mts_rtl_open(&o, r, &err);
+    if (rc) return mts_cli_fail("bench", rc, &err);
     *secs = mts_clock_now() - t0;
     return 0;
 }
@@ -138,7 +139,8 @@ static int bench_verify(const designs *d)
         mts_verify_result res;
         mts_err err;
         double v0 = mts_clock_now();
-        if (mts_verify_rtl(runs[k].r, &vo, &res, &err)) return mts_cli_error("bench", "%s", err.msg);
+        int rc = mts_verify_rtl(runs[k].r, &vo, &res, &err);
+        if (rc) return mts_cli_fail("bench", rc, &err);
         double vt = mts_clock_now() - v0;
         line(runs[k].what, (double)res.cases, vt, res.mismatches ? "MISMATCHES" : "bit-exact");
     }

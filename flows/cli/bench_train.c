@@ -15,6 +15,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/fs.h"
+#include "mantis/json.h"
 #include "mantis/proc.h"
 
 #define CMD "bench train"
@@ -91,25 +92,13 @@ static int parse_opts(int argc, char **argv, train_bench_opts *o)
     return 1;
 }
 
-/* The number after "key": in file path, or -1. */
-static double json_number(const char *path, const char *key)
+/* The seconds of the first epoch in mantis train's JSON at path, or -1. */
+static double epoch_seconds(const char *path)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    mts_err err;
-    double v = -1.0;
-    if (mts_fs_read(path, &buf, &len, &err) != MTS_OK) return -1.0;
-    char *text = realloc(buf, len + 1);
-    if (!text) {
-        free(buf);
-        return -1.0;
-    }
-    text[len] = 0;
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(text, pat);
-    if (p) v = strtod(p + strlen(pat), NULL);
-    free(text);
+    mts_json *j = mts_json_load(path);
+    const mts_json *e = mts_json_get(j, "epochs");
+    double v = e && e->type == MTS_JARR && e->child ? mts_json_num(e->child, "seconds", -1.0) : -1.0;
+    mts_json_free(j);
     return v;
 }
 
@@ -162,7 +151,7 @@ static double run_conf(const train_bench_opts *o, const char *tmp, const char *m
     }
     argv[n] = NULL;
     int rc = mts_proc_run((char *const *)argv, &io);
-    double s = rc == 0 ? json_number(json, "seconds") : -1.0;
+    double s = rc == 0 ? epoch_seconds(json) : -1.0;
     if (s < 0) snprintf(why, nw, "exit %d, see %s", rc, q == 0 ? json : log);
     return s;
 }

@@ -3,42 +3,44 @@
 #define MANTIS_CLI_UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
+#include "mantis/parse.h" /* mts_parse_int, _u64, _double, _hex32, _int_list */
 #include "mantis/status.h"
 
 /* 1 if s is "--help" or "-h". */
 int mts_is_help(const char *s);
 
-/* Prints "mantis CMD: message" on one line to stderr; returns 2. */
+/* Prints "mantis CMD: message" on one line to stderr; returns 2
+ * (MTS_EXIT_INPUT: for errors in the options and arguments). */
 int mts_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The exit status for a library status code: 0 for MTS_OK, 1 for
- * MTS_EMISMATCH (a check ran and found a difference), 2 for anything that
- * kept the command from running. Decided on the code, never the message. */
+/* The exit status for a library status code (mts_status_exit, status.h):
+ * 0 MTS_OK, 1 MTS_EMISMATCH, 2 the input's fault, 4 the environment's.
+ * Decided on the code, never the message. */
 int mts_cli_exit(int rc);
 
-/* Parses a hex FP32 bit pattern ("3f800000" or "0x3F800000"); 0 on success. */
-int mts_parse_hex32(const char *s, uint32_t *out);
+/* A library call failed with code: prints "mantis CMD: err->msg" and
+ * returns the exit status of code. */
+int mts_cli_fail(const char *cmd, int code, const mts_err *err);
 
-/* Parses a decimal integer in [lo, hi]: the whole string, an optional '-',
- * digits, nothing else (no spaces, no '+', no trailing text); 0 on success. */
-int mts_parse_int(const char *s, long lo, long hi, long *out);
+/* The one convention for a command's machine-readable outputs (--json
+ * OUT|-, --csv OUT|-): fn(f, ctx) goes to OUT atomically
+ * (mts_fs_write_stream), or to stdout when OUT is "-". 0, or the exit
+ * status of the one-line error it printed. */
+int mts_cli_output(const char *cmd, const char *out, void (*fn)(FILE *f, void *ctx), void *ctx);
+
+/* Where a command prints its text for people: stderr when one of its
+ * outputs is "-" (stdout then holds that output alone), else stdout. */
+FILE *mts_cli_text(const char *out1, const char *out2);
 
 /* The 1-minute load average (-1 if unknown), so a reader can tell a busy
  * machine's benchmark figures. */
 double mts_cli_loadavg(void);
 
-/* Parses an unsigned 64-bit integer (decimal, 0x hex or 0 octal, as strtoull
- * with base 0) that starts with a digit, has nothing after it and fits; 0 on
- * success. */
-int mts_parse_u64(const char *s, uint64_t *out);
-
-/* Parses a decimal floating-point number in [lo, hi] (the whole string; no
- * leading spaces, no trailing text, not NaN); 0 on success. */
-int mts_parse_double(const char *s, double lo, double hi, double *out);
-
 /* Called with a command's exit status when it returns: flushes stdout and
- * turns a failed write (ENOSPC, EIO, EPIPE) into one line and exit 2. */
+ * turns a failed write (ENOSPC, EIO, EPIPE) into one line and exit 4
+ * (MTS_EXIT_ENV) when the command had succeeded. */
 int mts_cli_finish(const char *cmd, int rc);
 
 #endif

@@ -36,4 +36,7 @@ int mts_bench_rtl(int argc, char **argv);  /* bench_rtl.c */
 int mts_bench_cosim(int argc, char **argv); /* bench_cosim.c */
 int mts_bench_train(int argc, char **argv); /* bench_train.c */
 
+/* The most sizes `bench gemm --sizes` takes (more is refused, never dropped). */
+#define BENCH_MAX_SIZES 64
+
 #endif

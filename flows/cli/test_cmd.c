@@ -26,7 +26,8 @@ static const char usage_text[] =
     "  --test-subset N    evaluate the first N test samples\n"
     "  --threads N        GEMM threads (results do not depend on it)\n"
     "  --device D         cpu | cuda | auto (default cpu): where the GEMMs run (same results)\n"
-    "  --json FILE        write {\"test_acc\": ...}\n"
+    "  --json OUT|-       write {\"test_acc\": ...} to OUT (atomically), or to stdout with '-'\n"
+    "                     (the text then goes to stderr)\n"
     "  --dump-gemm LAYER:FILE  write the first test batch's forward GEMM of LAYER\n"
     "                     for `mantis cosim` (format: docs/cosim.md)\n";
 
@@ -58,9 +59,10 @@ int mts_cmd_test(int argc, char **argv)
         const char *v = argv[++i];
         if (!strcmp(a, "--checkpoint")) c.ckdir = v;
         else if (!strcmp(a, "--data-dir")) c.data_dir = v;
-        else if (!strcmp(a, "--json")) c.json = v;
+        else if (!strcmp(a, "--json")) c.json = v; /* "-": stdout, below */
         else if (!strcmp(a, "--dump-gemm")) {
-            if (mts_gemm_tap_init(&tap, v, &err)) return mts_cli_error(CMD, "%s", err.msg);
+            int st = mts_gemm_tap_init(&tap, v, &err);
+            if (st) return mts_cli_fail(CMD, st, &err);
             c.tap = &tap;
         }
         else if (!strcmp(a, "--device")) {
@@ -85,6 +87,8 @@ int mts_cmd_test(int argc, char **argv)
             return mts_cli_error(CMD, "unknown option %s (see mantis test --help)", a);
     }
     if (!c.ckdir) return mts_cli_error(CMD, "--checkpoint DIR is required (see mantis test --help)");
+    FILE *t = mts_cli_text(c.json, NULL); /* stdout holds the JSON alone with --json - */
+    if (c.json && !strcmp(c.json, "-")) c.json = NULL, c.json_out = stdout;
     /* --mul / --lut: that multiplier with the given FMAq settings; --rtl: the
      * design; neither: the run's own, with the FMAq settings if any given */
     if (sel.mul || sel.lut || sel.rtl) {
@@ -108,11 +112,8 @@ int mts_cmd_test(int argc, char **argv)
     int rc = mts_test_run(&c, &r, &err);
     mts_mulsel_arith_close(&rtl);
     if (rc == MTS_OK && c.tap) rc = mts_gemm_tap_result(c.tap, &err);
-    if (rc != MTS_OK) {
-        mts_cli_error(CMD, "%s", err.msg);
-        return mts_cli_exit(rc);
-    }
-    printf("test accuracy %.4f (%s, %d samples, %s)\n", r.acc, r.model, r.samples, r.desc);
-    if (r.layers[0]) printf("per layer: %s\n", r.layers);
+    if (rc != MTS_OK) return mts_cli_fail(CMD, rc, &err);
+    fprintf(t, "test accuracy %.4f (%s, %d samples, %s)\n", r.acc, r.model, r.samples, r.desc);
+    if (r.layers[0]) fprintf(t, "per layer: %s\n", r.layers);
     return 0;
 }

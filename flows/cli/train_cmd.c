@@ -19,7 +19,6 @@
 #include "mul_opts.h"
 
 #define CMD "train"
-#define MTS_TRAIN_DIVERGED_EXIT 3 /* docs/training.md: the loss diverged (the flow reads it as "diverged") */
 
 static const char usage_text[] =
     "usage: mantis train --model M --data D [options]\n"
@@ -40,21 +39,45 @@ static const char usage_text[] =
     "                     [,chunk=N][,man-bits=M][,format=F][,no-underflow], e.g. 'block*.attn.qk=fp32'\n"
     "  --list-layers      print the model's layer names (with --data for its input shape) and exit\n"
     "training:\n"
-    "  --epochs N (10) --batch N (64) --seed N (1) --opt sgd|adam (sgd) --lr X (sgd 0.01, adam 0.001)\n"
-    "  --momentum X (0.9) --wd X (0) --sched const|step|cosine (const) --step-size N (1) --gamma X (0.95)\n"
+    "  --epochs N (10) --seed N (1) --batch N --opt sgd|adam --lr X --momentum X --wd X\n"
+    "  --sched const|step|cosine --step-size N --gamma X: each one not given comes from the\n"
+    "                     model's recipe (below); the recipe's lr only with its own optimizer\n"
+    "                     (another --opt without --lr: sgd 0.01, adam 0.001)\n"
     "  --subset N         train on the first N samples; --test-subset N evaluates on N\n"
     "  --threads N        GEMM threads (0 = all cores); results do not depend on it\n"
     "  --device D         cpu | cuda | auto (default cpu until the GPU kernels have run on a device;\n"
     "                     auto: the GPU when present): where the GEMMs run;\n"
     "                     results are the same (docs/training.md); layer ops stay on the CPU\n"
-    "  --json FILE        per-epoch results; --checkpoint DIR [--resume]\n"
-    "exit status: 0 trained, 2 could not run, 3 diverged (a batch loss non-finite or > 1000, or a non-finite weight)\n"
+    "  --json OUT|-       per-epoch results, rewritten atomically after each epoch; '-': to stdout\n"
+    "                     once, at the end (the text then goes to stderr)\n"
+    "  --checkpoint DIR [--resume]\n"
+    "exit status: 0 trained, 2 could not run (options, data or design), 3 diverged (a batch loss\n"
+    "  non-finite or > 1000, or a non-finite weight), 4 could not run (environment: a file that\n"
+    "  cannot be read or written, a full disk, out of memory, a missing tool; docs/reliability.md)\n"
     "  --trace-operands FILE [--trace-samples N (100000)] [--trace-kind sig|float (sig)]\n"
     "                     a uniform sample of the forward multiplier's operand pairs during\n"
     "                     training (trace format: docs/trace-format.md)\n"
     "  --dump-gemm LAYER:FILE  write the first training batch's forward GEMM of LAYER\n"
     "                     for `mantis cosim` (format: docs/cosim.md); or --dump-layer LAYER\n"
     "                     --dump-gemm FILE\n";
+
+/* The default recipe of every built-in model, from the library's table. */
+static void print_recipes(FILE *f)
+{
+    static const char *const sched[] = {"const", "step", "cosine"};
+    char list[256];
+    snprintf(list, sizeof list, "%s", mts_nn_model_list());
+    fprintf(f, "default recipes (docs/training.md, \"Default recipes\"):\n");
+    for (char *save, *m = strtok_r(list, ", ", &save); m; m = strtok_r(NULL, ", ", &save)) {
+        mts_train_recipe r;
+        if (mts_nn_model_recipe(m, &r, NULL) != MTS_OK) continue;
+        fprintf(f, "  %-9s --opt %s --lr %g", m, r.opt == MTS_OPT_ADAM ? "adam" : "sgd", r.lr);
+        if (r.opt == MTS_OPT_SGD) fprintf(f, " --momentum %g", r.momentum);
+        fprintf(f, " --wd %g --sched %s", r.wd, sched[r.sched]);
+        if (r.sched == MTS_SCHED_STEP) fprintf(f, " --step-size %d --gamma %g", r.step_size, r.gamma);
+        fprintf(f, " --batch %d\n", r.batch);
+    }
+}
 
 /* Options beyond the driver's config: the multiplier texts still to be
  * resolved into the three specs. */
@@ -65,6 +88,7 @@ typedef struct train_opts {
     const char *device;                   /* --device: cpu | cuda | auto (NULL: auto) */
     const char *opt, *sched, *trace_kind; /* checked after the loop, as --help documents them */
     const char *dump_gemm, *dump_layer;   /* --dump-gemm LAYER:FILE, or --dump-layer L --dump-gemm FILE */
+    unsigned given;                       /* MTS_GIVEN_*: optimizer settings given (the rest: the model's recipe) */
     int help;
     int list_layers;
     mts_mul_layers layers;
@@ -126,21 +150,17 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--trace-kind")) o->trace_kind = v;
     else if (!strcmp(a, "--dump-gemm")) o->dump_gemm = v;
     else if (!strcmp(a, "--dump-layer")) o->dump_layer = v;
-    else if (!strcmp(a, "--opt")) o->opt = v;
+    else if (!strcmp(a, "--opt")) o->opt = v, o->given |= MTS_GIVEN_OPT;
     else if (!strcmp(a, "--device")) o->device = v;
-    else if (!strcmp(a, "--sched")) o->sched = v;
+    else if (!strcmp(a, "--sched")) o->sched = v, o->given |= MTS_GIVEN_SCHED;
     else if (!strcmp(a, "--acc")) snprintf(o->spec.acc, sizeof o->spec.acc, "%s", v);
     else if (!strcmp(a, "--prod")) snprintf(o->spec.prod, sizeof o->spec.prod, "%s", v);
-    else if (!strcmp(a, "--lr")) return num(a, v, 0, 100, &c->lr) ? 2 : 0;
-    else if (!strcmp(a, "--momentum")) return num(a, v, 0, 1, &c->momentum) ? 2 : 0;
-    else if (!strcmp(a, "--wd")) return num(a, v, 0, 1, &c->wd) ? 2 : 0;
-    else if (!strcmp(a, "--gamma")) return num(a, v, 0, 1, &c->gamma) ? 2 : 0;
+    else if (!strcmp(a, "--lr")) return o->given |= MTS_GIVEN_LR, num(a, v, 0, 100, &c->lr) ? 2 : 0;
+    else if (!strcmp(a, "--momentum")) return o->given |= MTS_GIVEN_MOMENTUM, num(a, v, 0, 1, &c->momentum) ? 2 : 0;
+    else if (!strcmp(a, "--wd")) return o->given |= MTS_GIVEN_WD, num(a, v, 0, 1, &c->wd) ? 2 : 0;
+    else if (!strcmp(a, "--gamma")) return o->given |= MTS_GIVEN_GAMMA, num(a, v, 0, 1, &c->gamma) ? 2 : 0;
     else if (!strcmp(a, "--seed")) {
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(v, &end, 10);
-        if (*v < '0' || *v > '9' || *end || errno) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
-        c->seed = s;
+        if (mts_parse_u64(v, &c->seed)) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
     } else {
         static const struct { const char *name; long lo, hi; size_t off; } ints[] = {
             {"--epochs", 1, 1024, offsetof(train_opts, c) + offsetof(mts_train_config, epochs)},
@@ -163,6 +183,8 @@ static int option(train_opts *o, const char *a, const char *v)
             return mts_cli_error(CMD, "%s '%s': expected an integer in [%ld, %ld]%s", a, v, ints[k].lo, ints[k].hi,
                                  !strcmp(a, "--trace-samples") ? " (each sample holds 8 bytes: at most 512 MiB)" : "");
         *(int *)((char *)o + ints[k].off) = (int)l;
+        if (!strcmp(a, "--batch")) o->given |= MTS_GIVEN_BATCH;
+        if (!strcmp(a, "--step-size")) o->given |= MTS_GIVEN_STEP_SIZE;
     }
     return 0;
 }
@@ -176,13 +198,13 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
     mts_train_config_init(&o->c);
     mts_arith_spec_init(&o->spec);
     mts_mulsel_init(sel);
-    o->opt = "sgd";
-    o->sched = "const";
+    o->opt = o->sched = NULL; /* not given: the model's recipe */
     o->trace_kind = "sig";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (mts_is_help(a)) {
             fputs(usage_text, stdout);
+            print_recipes(stdout);
             o->help = 1;
             return 0;
         }
@@ -204,14 +226,18 @@ static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
         return 0;
     }
     if (!o->c.model || !o->c.data) return mts_cli_error(CMD, "--model and --data are required (see mantis train --help)");
-    if (mts_opt_parse(o->opt, &o->c.opt)) return mts_cli_error(CMD, "--opt '%s': expected sgd or adam", o->opt);
-    if (mts_sched_parse(o->sched, &o->c.sched))
+    if (o->opt && mts_opt_parse(o->opt, &o->c.opt))
+        return mts_cli_error(CMD, "--opt '%s': expected sgd or adam", o->opt);
+    if (o->sched && mts_sched_parse(o->sched, &o->c.sched))
         return mts_cli_error(CMD, "--sched '%s': expected const, step or cosine", o->sched);
+    int rc = mts_train_recipe_apply(&o->c, o->given, &err); /* what was not given: the model's recipe */
+    if (rc != MTS_OK) return mts_cli_fail(CMD, rc, &err);
     if (o->c.resume && !o->c.ckdir) return mts_cli_error(CMD, "--resume needs --checkpoint DIR");
     if (strcmp(o->trace_kind, "sig") && strcmp(o->trace_kind, "float"))
         return mts_cli_error(CMD, "--trace-kind '%s': expected sig or float", o->trace_kind);
     o->c.trace_kind = !strcmp(o->trace_kind, "sig") ? MTS_TRACE_SIG : MTS_TRACE_FLOAT;
-    if (mts_gpu_resolve_device(o->device ? o->device : "cpu", &o->c.device, &err) != MTS_OK) return mts_cli_error(CMD, "%s", err.msg);
+    rc = mts_gpu_resolve_device(o->device ? o->device : "cpu", &o->c.device, &err);
+    if (rc != MTS_OK) return mts_cli_fail(CMD, rc, &err);
     /* the main multiplier selection, through the shared options (mul_opts.h) */
     if (sel->lut) snprintf(o->spec.lut, sizeof o->spec.lut, "%s", sel->lut), o->spec.mul[0] = 0;
     else if (sel->mul) snprintf(o->spec.mul, sizeof o->spec.mul, "%s", sel->mul);
@@ -234,6 +260,12 @@ static void progress(void *ud, mts_train_event ev, const mts_train_info *in, int
         fprintf(stderr, "mantis train: %s on %s (%d train, %d test), %zu parameters; fwd %s; bwd %s; test %s; ste %s\n",
                 c->model, c->data, in->ntrain, in->ntest, in->nparam, in->fwd, in->bwd, in->test, c->ste);
         if (in->layers[0]) fprintf(stderr, "mantis train: per layer: %s\n", in->layers);
+        fprintf(stderr, "mantis train: %s lr %g", c->opt == MTS_OPT_ADAM ? "adam" : "sgd",
+                c->lr >= 0 ? c->lr : c->opt == MTS_OPT_ADAM ? 1e-3 : 0.01);
+        if (c->opt == MTS_OPT_SGD) fprintf(stderr, " momentum %g", c->momentum);
+        fprintf(stderr, ", wd %g, %s schedule, batch %d%s\n", c->wd,
+                c->sched == MTS_SCHED_COSINE ? "cosine" : c->sched == MTS_SCHED_STEP ? "step" : "constant", c->batch,
+                o->given ? "" : " (the model's recipe)");
         break;
     case MTS_TRAIN_BATCH: {
         if (!isatty(2)) break;
@@ -328,23 +360,22 @@ int mts_cmd_train(int argc, char **argv)
         /* the flow passes the file as its own argument ({OUT}) */
         if (o.dump_layer) snprintf(spec, sizeof spec, "%s:%s", o.dump_layer, o.dump_gemm);
         else snprintf(spec, sizeof spec, "%s", o.dump_gemm);
-        if (mts_gemm_tap_init(&tap, spec, &err)) return mts_cli_error(CMD, "%s", err.msg);
+        if ((rc = mts_gemm_tap_init(&tap, spec, &err))) return mts_cli_fail(CMD, rc, &err);
         o.c.tap = &tap;
     }
+    FILE *t = mts_cli_text(o.c.json, NULL); /* stdout holds the JSON alone with --json - */
+    if (o.c.json && !strcmp(o.c.json, "-")) o.c.json = NULL, o.c.json_out = stdout;
     mts_train_info info;
     rc = mts_train_run(&o.c, &info, &err);
     mts_mulsel_arith_close(&rtl);
     if (rc == MTS_OK && o.dump_gemm) rc = mts_gemm_tap_result(&tap, &err);
-    if (rc != MTS_OK) {
-        mts_cli_error(CMD, "%s", err.msg);
-        return mts_cli_exit(rc);
-    }
+    if (rc != MTS_OK) return mts_cli_fail(CMD, rc, &err);
     if (info.diverged) { /* its own status: neither a result nor a failure to run (docs/training.md) */
         fprintf(stderr, "mantis train: diverged at epoch %d step %d: batch loss %g (limit %g); stopped\n",
                 info.diverged_epoch, info.diverged_step, info.diverged_loss, MTS_DIVERGE_LOSS);
-        printf("diverged at epoch %d step %d\n", info.diverged_epoch, info.diverged_step);
-        return MTS_TRAIN_DIVERGED_EXIT;
+        fprintf(t, "diverged at epoch %d step %d\n", info.diverged_epoch, info.diverged_step);
+        return MTS_EXIT_DIVERGED;
     }
-    printf("test accuracy %.4f\n", info.final_test_acc);
+    fprintf(t, "test accuracy %.4f\n", info.final_test_acc);
     return 0;
 }

@@ -96,7 +96,8 @@ int mts_cmd_verify(int argc, char **argv)
     }
     mts_err err;
     mts_rtl_opts given = a.ro; /* --cache and --verbose, set while parsing */
-    if (mts_mulsel_rtl_opts(&a.sel, &a.ro, &err)) return mts_cli_error("verify", "%s", err.msg);
+    int rc = mts_mulsel_rtl_opts(&a.sel, &a.ro, &err);
+    if (rc) return mts_cli_fail("verify", rc, &err);
     a.ro.cache_dir = given.cache_dir;
     a.ro.verbose = given.verbose;
     if (!a.sel.rtl) return mts_cli_error("verify", "no design given: --rtl FILE.v (see mantis verify --help)");
@@ -109,11 +110,11 @@ int mts_cmd_verify(int argc, char **argv)
         a.vo.out = stderr;
     }
     mts_rtl *r;
-    int rc = mts_rtl_open(&a.ro, &r, &err);
-    if (rc) return mts_cli_error("verify", "%s", err.msg);
+    rc = mts_rtl_open(&a.ro, &r, &err);
+    if (rc) return mts_cli_fail("verify", rc, &err);
     mts_verify_result res;
     rc = mts_verify_rtl(r, &a.vo, &res, &err);
     mts_rtl_close(r);
-    if (rc) return mts_cli_error("verify", "%s", err.msg);
+    if (rc) return mts_cli_fail("verify", rc, &err);
     return mts_cli_exit(res.mismatches || res.not_representable ? MTS_EMISMATCH : MTS_OK);
 }

@@ -12,6 +12,7 @@
 #include "mantis/mul.h"
 #include "mantis/nn_net.h"
 #include "mantis/nn_train.h"
+#include "mantis/parse.h"
 
 static int list(char dst[][32], int *n, const char *v)
 {
@@ -121,31 +122,30 @@ static int layer_rules(flow_cfg *c, const char *v, mts_err *why)
 
 static int number(int *dst, const char *v, int lo, int hi)
 {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*v == '\0' || *end || x < lo || x > hi) return -1;
+    long x;
+    if (mts_parse_int(v, lo, hi, &x)) return -1;
     *dst = (int)x;
     return 0;
 }
 
-/* seeds = 1, 2, 3: every token a whole number. */
-static int seeds(flow_cfg *c, const char *v)
+/* seeds = 1, 2, 3: comma-separated whole numbers; more than fit is an
+ * error of its own, never a list cut short. */
+static int seeds(flow_cfg *c, const char *v, mts_err *why)
 {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", v);
-    c->nseeds = 0;
-    for (char *save, *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save))
-        if (c->nseeds == FLOW_MAX_LIST || number(&c->seeds[c->nseeds++], t, 0, 1 << 30)) return -1;
-    return c->nseeds ? 0 : -1;
+    long x[FLOW_MAX_LIST];
+    int n = mts_parse_int_list(v, MTS_LIST_SPACES, 0, 1 << 30, x, FLOW_MAX_LIST, NULL);
+    if (n == -2) return mts_fail(why, MTS_EINVAL, "more than %d seeds", FLOW_MAX_LIST), -3;
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) c->seeds[i] = (int)x[i];
+    c->nseeds = n;
+    return 0;
 }
 
-/* A positive number, the whole value ("0.05abc" is refused). */
+/* A positive number, the whole value ("0.05abc" is refused), kept as text. */
 static int positive(char *dst, size_t n, const char *v)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (*v == '\0' || *end || errno || !(x > 0) || !isfinite(x) || strlen(v) >= n) return -1;
+    double x;
+    if (mts_parse_double(v, 0, HUGE_VAL, &x) || !(x > 0) || strlen(v) >= n) return -1;
     snprintf(dst, n, "%s", v);
     return 0;
 }
@@ -178,7 +178,7 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v, mts_e
     if (!strcmp(k, "batch")) return number(&c->batch, v, 1, 65536);
     if (!strcmp(k, "subset")) return number(&c->subset, v, 0, 1 << 30);
     if (!strcmp(k, "seed")) return c->nseeds = 1, number(&c->seeds[0], v, 0, 1 << 30); /* one-seed alias */
-    if (!strcmp(k, "seeds")) return seeds(c, v);
+    if (!strcmp(k, "seeds")) return seeds(c, v, why);
     if (!strcmp(k, "trace_samples")) return number(&c->trace_samples, v, 1, 1 << 26);
     if (!strcmp(k, "trace_subset")) return number(&c->trace_subset, v, 1, 1 << 30);
     if (!strcmp(k, "jobs")) return number(&c->jobs, v, 0, 256);

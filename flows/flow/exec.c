@@ -182,6 +182,15 @@ static flow_step *new_step(flow_graph *g, mts_err *err)
     return s;
 }
 
+/* A step flow_add could not finish: its copied arguments go, it is not
+ * counted; -1 (err says why). */
+static int drop_step(flow_step *s)
+{
+    for (int k = 0; k < s->argc; k++) free(s->argv[k]);
+    s->argc = 0;
+    return -1;
+}
+
 int flow_add(flow_graph *g, const char *design, const char *name, const char *ext, const char *const *argv,
              const int *deps, int ndeps, const char *content, mts_err *err)
 {
@@ -193,14 +202,15 @@ int flow_add(flow_graph *g, const char *design, const char *name, const char *ex
     const char *outs[STEP_MAX_DEPS];
     for (int k = 0; k < ndeps; k++) outs[k] = g->s[deps[k]].out;
     for (int i = 0; argv[i]; i++) {
-        if (s->argc == STEP_MAX_ARGS - 1) return mts_fail(err, MTS_EINVAL, "flow: too many arguments"), -1;
+        if (s->argc == STEP_MAX_ARGS - 1) return mts_fail(err, MTS_EINVAL, "flow: too many arguments"), drop_step(s);
         if (subst_deps(argv[i], outs, ndeps, NULL, 0) >= FLOW_ARG) /* flow_step_argv's storage */
-            return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), -1;
-        s->argv[s->argc++] = strdup(argv[i]);
+            return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), drop_step(s);
+        if (!(s->argv[s->argc] = strdup(argv[i]))) return mts_fail(err, MTS_ENOMEM, "flow: out of memory"), drop_step(s);
+        s->argc++;
     }
     size_t len;
     char *text = key_text(g, argv, deps, ndeps, content, &len);
-    if (!text) return mts_fail(err, MTS_ENOMEM, "flow: out of memory"), -1;
+    if (!text) return mts_fail(err, MTS_ENOMEM, "flow: out of memory"), drop_step(s);
     mts_sha256_hex(text, len, s->key);
     free(text);
     for (int i = 0; i < ndeps && i < STEP_MAX_DEPS; i++) s->dep[s->ndeps++] = deps[i];
@@ -208,8 +218,8 @@ int flow_add(flow_graph *g, const char *design, const char *name, const char *ex
     char dir[FLOW_PATH];
     if (mts_fs_pathf(dir, sizeof dir, "%s/steps/%s", g->root, design) ||
         mts_fs_pathf(s->out, sizeof s->out, "%s/%s-%.16s.%s", dir, name, s->key, ext))
-        return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), -1;
-    if (mts_fs_mkdirs(dir, err)) return -1;
+        return mts_fail(err, MTS_EINVAL, "%s: results path too long", g->root), drop_step(s);
+    if (mts_fs_mkdirs(dir, err)) return drop_step(s);
     s->state = ST_PENDING;
     return g->n++;
 }
@@ -314,27 +324,34 @@ static int launch(flow_graph *g, flow_step *s)
     return mts_proc_start(argv, &io);
 }
 
-/* Why a failure is the environment's and not the inputs' (NULL: the step's
- * own, deterministic): a signal (killed, out of memory), a tool that could
- * not start, a log line naming a missing file or tool, a full disk or an
- * I/O error, or a log without the command's one-line message (it could not
- * be written, so the cause is unknown). Such failures are not cached: the
- * next run tries again. */
-static const char *const env_markers[] = {"No space left on device", "Disk quota exceeded", "Input/output error",
-                                          "Read-only file system", "No such file or directory", "Permission denied",
-                                          "not found on PATH", "Cannot allocate memory", "out of memory",
-                                          "Too many open files", "Stale file handle", "command not found", NULL};
+/* The step's own one-line message: the last line of its log that starts
+ * with "mantis " (the ones before are progress). 1 when there is one. */
+static int step_message(const flow_graph *g, const flow_step *s, char *line, size_t n)
+{
+    char log[FLOW_PATH + 64], got[1024];
+    line[0] = '\0';
+    FILE *f = flow_step_log(g, s, log, sizeof log) ? NULL : fopen(log, "r");
+    if (!f) return 0;
+    while (fgets(got, sizeof got, f))
+        if (!strncmp(got, "mantis ", 7)) snprintf(line, n, "%.*s", (int)strcspn(got, "\n"), got);
+    fclose(f);
+    return line[0] != '\0';
+}
 
+/* Why a failure is the environment's and not the inputs' (NULL: the step's
+ * own, deterministic), decided on the step's exit status
+ * (mts_exit_is_env: MTS_EXIT_ENV, could not start, killed by a signal),
+ * never on its text: those failures are not cached, the next run tries
+ * again. One guard is not a status: a failure whose log holds no "mantis
+ * CMD:" message at all (every command prints one) lost it on its way to
+ * the log, so its cause is unknown and it is not cached either. */
 static const char *env_failure(const flow_graph *g, const flow_step *s, char *line, size_t n)
 {
-    if (s->exit_code >= 128) return snprintf(line, n, "killed by signal %d", s->exit_code - 128), line;
-    if (s->exit_code == 127 || s->exit_code < 0) return "could not start the step's command";
-    static const char *const said[] = {"mantis ", NULL}; /* every step is a mantis command: it says why */
-    char log[FLOW_PATH + 64], first[8];
-    if (flow_step_log(g, s, log, sizeof log)) return NULL;
-    if (mts_proc_log_find(log, env_markers, line, n)) return line;
-    if (!mts_proc_log_find(log, said, first, sizeof first)) /* its message was lost: the log's disk is full? */
-        return "it failed without a message in its log (was the log's disk full?)";
+    if (s->exit_code >= MTS_EXIT_SIGNAL) return snprintf(line, n, "killed by signal %d", s->exit_code - 128), line;
+    if (s->exit_code == MTS_EXIT_NOSTART || s->exit_code < 0) return "could not start the step's command";
+    int said = step_message(g, s, line, n);
+    if (mts_exit_is_env(s->exit_code)) return said ? line : "exit 4 (environment) without a message";
+    if (!said) return "it failed without a message in its log (was the log's disk full?)";
     return NULL;
 }
 
@@ -404,7 +421,7 @@ static void finish(run_ctx *r, int i, int exit_code, const char *slurm_reason)
             set_failed_reason(s);
         } else {
             char shown[101]; /* with the rest, within s->reason */
-            elide(env, env_markers, sizeof shown - 1, shown, sizeof shown);
+            elide(env, mts_env_phrases, sizeof shown - 1, shown, sizeof shown);
             snprintf(s->reason, sizeof s->reason, "%s%s, not cached (log: logs/%.40s/%.40s.log)",
                      slurm_reason ? "" : "environment: ", shown, s->design, s->name);
         }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "flow.h"
+#include "mantis/csv.h"
 #include "mantis/json.h"
 #include "mantis/fs.h"
 #include "mantis/proc.h"
@@ -170,7 +171,7 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
         }
         if (s->state != ST_DONE) continue; /* skipped: the design's verdict says why */
         mts_json *j = mts_json_load(s->out);
-        if (s->exit_code == 3) { /* mantis train: diverged (docs/training.md) */
+        if (s->exit_code == MTS_EXIT_DIVERGED) { /* mantis train: diverged (docs/training.md) */
             size_t u = strlen(div);
             snprintf(div + u, sizeof div - u, "%sseed %d at epoch %.0f step %.0f", u ? ", " : "", c->seeds[k],
                      mts_json_num(j, "diverged_epoch", 0), mts_json_num(j, "diverged_step", 0));
@@ -259,16 +260,6 @@ static void row_values(const row *r, double v[NCOLS])
                              r->area, r->gates, r->delay, r->pw_uniform, r->energy, r->pw_work,
                              r->cosim_cycles, r->cosim_energy};
     memcpy(v, x, sizeof x);
-}
-
-static void num(FILE *f, double v, const char *fmt)
-{
-    if (!isnan(v)) fprintf(f, fmt, v);
-}
-
-static void jnum(FILE *f, const char *k, double v)
-{
-    if (isnan(v)) fprintf(f, "\"%s\": null", k); else fprintf(f, "\"%s\": %.9g", k, v);
 }
 
 /* x: 0 area, 1 workload power (uniform when absent), 2 MRED */
@@ -691,109 +682,105 @@ static int collect_rows(report *rp, mts_err *err)
     return MTS_OK;
 }
 
-/* A CSV field, quoted. */
-static void csv_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
+/* results.csv through the one CSV writer (base/csv.c: RFC 4180 quoting, a
+ * value that is not a number an empty field). */
 static void write_csv(FILE *f, const report *rp)
 {
-    fprintf(f, "design,kind,format,verify,model,dataset,run,state,status,seeds");
-    for (int k = 0; k < NCOLS; k++) fprintf(f, ",%s", col_names[k]);
-    fprintf(f, ",within_noise_of_best,test_acc_per_seed,test_acc_per_epoch\n");
+    mts_csvw w;
+    mts_csv_init(&w, f);
+    static const char *const head[] = {"design", "kind", "format", "verify", "model", "dataset", "run", "state",
+                                       "status", "seeds"};
+    for (int k = 0; k < 10; k++) mts_csv_str(&w, head[k]);
+    for (int k = 0; k < NCOLS; k++) mts_csv_str(&w, col_names[k]);
+    mts_csv_str(&w, "within_noise_of_best");
+    mts_csv_str(&w, "test_acc_per_seed");
+    mts_csv_str(&w, "test_acc_per_epoch");
+    mts_csv_end(&w);
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
-        fprintf(f, "%s,%s,%s,%s,%s,%s,%s,%s,", r->design, r->kind, r->format, r->verify, r->model, r->data,
-                how_name[r->how], state_name[r->state]);
-        csv_str(f, r->status);
-        fprintf(f, ",%d", r->ndone);
+        const char *text[] = {r->design, r->kind, r->format, r->verify, r->model, r->data, how_name[r->how],
+                              state_name[r->state], r->status};
+        for (size_t k = 0; k < sizeof text / sizeof text[0]; k++) mts_csv_str(&w, text[k]);
+        mts_csv_int(&w, r->ndone);
         double v[NCOLS];
         row_values(r, v);
-        for (int k = 0; k < NCOLS; k++) {
-            fputc(',', f);
-            num(f, v[k], "%.9g");
-        }
-        fprintf(f, ",%s,", r->within_noise ? "yes" : "");
-        for (int k = 0; k < r->nseeds; k++) {
-            if (k) fputc(' ', f);
-            if (isnan(r->seed_acc[k])) fputs("-", f); else fprintf(f, "%.2f", r->seed_acc[k]);
-        }
-        fputc(',', f);
-        for (int e = 0; e < r->ncurve; e++) fprintf(f, "%s%.2f", e ? " " : "", r->curve[e]);
-        fputc('\n', f);
+        for (int k = 0; k < NCOLS; k++) mts_csv_num(&w, v[k], "%.9g");
+        mts_csv_str(&w, r->within_noise ? "yes" : "");
+        char list[2048];
+        size_t len = 0;
+        list[0] = '\0';
+        for (int k = 0; k < r->nseeds && len < sizeof list; k++)
+            len += (size_t)(isnan(r->seed_acc[k]) ? snprintf(list + len, sizeof list - len, "%s-", k ? " " : "")
+                                                  : snprintf(list + len, sizeof list - len, "%s%.2f", k ? " " : "",
+                                                             r->seed_acc[k]));
+        mts_csv_str(&w, list);
+        len = 0;
+        list[0] = '\0';
+        for (int e = 0; e < r->ncurve && len < sizeof list; e++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%.2f", e ? " " : "", r->curve[e]);
+        mts_csv_str(&w, list);
+        mts_csv_end(&w);
     }
 }
 
-/* `"key": "value", ` with the value a JSON string. */
-static void jstr(FILE *f, const char *k, const char *v)
+static void jarr(mts_jw *w, const char *k, const double *v, int n)
 {
-    fprintf(f, "\"%s\": ", k);
-    mts_json_write_str(f, v);
-    fputs(", ", f);
+    mts_jw_arr(w, k, 0);
+    for (int i = 0; i < n; i++) mts_jw_num(w, NULL, v[i], "%.6g"); /* NaN: null */
+    mts_jw_end(w);
 }
 
-static void jarr(FILE *f, const char *k, const double *v, int n)
-{
-    fprintf(f, "\"%s\": [", k);
-    for (int i = 0; i < n; i++) {
-        if (i) fputs(", ", f);
-        if (isnan(v[i])) fputs("null", f); else fprintf(f, "%.6g", v[i]);
-    }
-    fputs("], ", f);
-}
-
+/* results.json through the one JSON writer (base/json.c). */
 static void write_json(FILE *f, const report *rp)
 {
     const flow_cfg *c = rp->c;
-    fputc('{', f);
-    jstr(f, "mantis", MANTIS_VERSION);
-    fprintf(f, "\"summary\": {\"ok\": %d, \"failed\": %d, \"diverged\": %d, \"skipped\": %d}, \"seeds\": [",
-            rp->count[R_OK], rp->count[R_FAILED], rp->count[R_DIVERGED], rp->count[R_SKIPPED]);
-    for (int k = 0; k < c->nseeds; k++) fprintf(f, "%s%d", k ? ", " : "", c->seeds[k]);
-    fprintf(f, "], \"layers\": [");
-    for (int r = 0; r < c->nlayers; r++) {
-        if (r) fputs(", ", f);
-        mts_json_write_str(f, c->layers[r]);
-    }
-    fprintf(f, "], \"rows\": [");
+    mts_jw w;
+    mts_jw_init(&w, f);
+    mts_jw_obj(&w, NULL, 0);
+    mts_jw_str(&w, "mantis", MANTIS_VERSION);
+    mts_jw_obj(&w, "summary", 0);
+    mts_jw_int(&w, "ok", rp->count[R_OK]);
+    mts_jw_int(&w, "failed", rp->count[R_FAILED]);
+    mts_jw_int(&w, "diverged", rp->count[R_DIVERGED]);
+    mts_jw_int(&w, "skipped", rp->count[R_SKIPPED]);
+    mts_jw_end(&w);
+    mts_jw_arr(&w, "seeds", 0);
+    for (int k = 0; k < c->nseeds; k++) mts_jw_int(&w, NULL, c->seeds[k]);
+    mts_jw_end(&w);
+    mts_jw_arr(&w, "layers", 0);
+    for (int r = 0; r < c->nlayers; r++) mts_jw_str(&w, NULL, c->layers[r]);
+    mts_jw_end(&w);
+    mts_jw_arr(&w, "rows", 1);
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
-        fprintf(f, "%s\n  {", i ? "," : "");
-        jstr(f, "design", r->design);
-        jstr(f, "kind", r->kind);
-        jstr(f, "format", r->format);
-        jstr(f, "verify", r->verify);
-        jstr(f, "model", r->model);
-        jstr(f, "dataset", r->data);
-        jstr(f, "run", how_name[r->how]);
-        jstr(f, "state", state_name[r->state]);
-        jstr(f, "status", r->status);
+        mts_jw_obj(&w, NULL, 0);
+        mts_jw_str(&w, "design", r->design);
+        mts_jw_str(&w, "kind", r->kind);
+        mts_jw_str(&w, "format", r->format);
+        mts_jw_str(&w, "verify", r->verify);
+        mts_jw_str(&w, "model", r->model);
+        mts_jw_str(&w, "dataset", r->data);
+        mts_jw_str(&w, "run", how_name[r->how]);
+        mts_jw_str(&w, "state", state_name[r->state]);
+        mts_jw_str(&w, "status", r->status);
         double v[NCOLS];
         row_values(r, v);
-        for (int k = 0; k < NCOLS; k++) {
-            jnum(f, col_names[k], v[k]);
-            fputs(", ", f);
-        }
-        jarr(f, "test_acc_per_seed", r->seed_acc, r->nseeds);
-        jarr(f, "test_acc_per_epoch", r->curve, r->ncurve);
+        for (int k = 0; k < NCOLS; k++) mts_jw_num(&w, col_names[k], v[k], "%.9g");
+        jarr(&w, "test_acc_per_seed", r->seed_acc, r->nseeds);
+        jarr(&w, "test_acc_per_epoch", r->curve, r->ncurve);
         if (c->ncross && !r->how) {
-            fprintf(f, "\"cross\": {");
-            for (int y = 0; y < c->ncross; y++) {
-                fprintf(f, "%s\"%s\": ", y ? ", " : "", c->cross[y]);
-                if (isnan(r->cross[y])) fputs("null", f); else fprintf(f, "%.6g", r->cross[y]);
-            }
-            fputs("}, ", f);
+            mts_jw_obj(&w, "cross", 0);
+            for (int y = 0; y < c->ncross; y++) mts_jw_num(&w, c->cross[y], r->cross[y], "%.6g");
+            mts_jw_end(&w);
         }
-        fprintf(f, "\"seeds_trained\": %d, \"seeds_diverged\": %d, \"within_noise_of_best\": %s, \"baseline\": %s}",
-                r->ndone, r->ndiverged, r->within_noise ? "true" : "false", r->baseline ? "true" : "false");
+        mts_jw_int(&w, "seeds_trained", r->ndone);
+        mts_jw_int(&w, "seeds_diverged", r->ndiverged);
+        mts_jw_bool(&w, "within_noise_of_best", r->within_noise);
+        mts_jw_bool(&w, "baseline", r->baseline);
+        mts_jw_end(&w);
     }
-    fprintf(f, "\n]}\n");
+    mts_jw_end(&w);
+    mts_jw_end(&w);
 }
 
 /* Step: the charts of every model x dataset into charts/ (their results go

@@ -18,6 +18,7 @@
 #include "flow.h"
 #include "mantis/clock.h"
 #include "mantis/fs.h"
+#include "mantis/parse.h"
 #include "mantis/proc.h"
 
 const char *const flow_kinds[FLOW_KINDS] = {"detect", "verify", "synth", "lutgen",
@@ -91,9 +92,8 @@ int flow_cfg_exec_set(flow_cfg *c, const char *k, const char *v)
     if (!strcmp(k, "slurm_options"))
         return options_ok(v) && strlen(v) < sizeof c->slurm_options ? snprintf(c->slurm_options, 512, "%s", v), 0 : -1;
     if (!strcmp(k, "slurm_poll")) {
-        char *end;
-        long x = strtol(v, &end, 10);
-        if (!*v || *end || x < 1 || x > 600) return -1;
+        long x;
+        if (mts_parse_int(v, 1, 600, &x)) return -1;
         return c->slurm_poll = (int)x, 0;
     }
     if (!strncmp(k, "slurm_", 6)) {

@@ -29,7 +29,8 @@ int mts_fs_check_output(const char *path, mts_err *err);
 /* Writes n parts (data[i], len[i]) to path atomically (see above). Every
  * write, the fsync and the rename are checked: on failure (ENOSPC, EIO) one
  * line names path and the error, the temp file is removed and path is left
- * as it was; MTS_EIO. Refuses outputs mts_fs_check_output refuses. Test hook:
+ * as it was; MTS_ENOSPC when the disk is full (ENOSPC, EDQUOT), else
+ * MTS_EIO. Refuses outputs mts_fs_check_output refuses. Test hook:
  * MANTIS_FAULT_WRITE=N fails the process's Nth write/fsync/rename here with
  * ENOSPC ("N:eio" for EIO; "N:kill" writes half, then the process SIGKILLs
  * itself). */
@@ -55,7 +56,7 @@ int mts_fs_copy(const char *src, const char *dst, mts_err *err);
  * report appears complete or not at all. MTS_ENOMEM, or fs_write_atomic's codes. */
 int mts_fs_write_stream(const char *path, void (*fn)(FILE *f, void *ctx), void *ctx, mts_err *err);
 
-/* mkdir -p with mode 0755. MTS_EIO names the component that failed;
+/* mkdir -p with mode 0755. MTS_EIO (MTS_ENOSPC: a full disk) names the component that failed;
  * MTS_EINVAL when the path is too long. */
 int mts_fs_mkdirs(const char *path, mts_err *err);
 /* rm -r (does not follow links). Returns 0, or -1 when something remained. */

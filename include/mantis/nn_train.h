@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "mantis/nn_arith.h"
 #include "mantis/nn_ckpt.h"
 #include "mantis/nn_data.h"
@@ -113,6 +114,7 @@ typedef struct mts_train_config {
     const char *ckdir;           /* NULL: no checkpoints */
     int resume;                  /* continue from ckdir's checkpoint */
     const char *json;            /* NULL: no JSON; else rewritten atomically after each epoch */
+    FILE *json_out;              /* non-NULL: the same JSON written here once, when the run ends (--json -) */
     const char *trace;           /* NULL: no operand trace */
     int trace_kind;              /* MTS_TRACE_SIG or MTS_TRACE_FLOAT */
     int trace_samples;
@@ -124,6 +126,42 @@ typedef struct mts_train_config {
 } mts_train_config;
 
 void mts_train_config_init(mts_train_config *c);
+
+/* ------------------------------------------------------ default recipes */
+
+/* The optimizer settings a built-in model trains well with
+ * (docs/training.md, "Default recipes"). */
+typedef struct mts_train_recipe {
+    mts_opt_kind opt;
+    double lr, momentum, wd, gamma;
+    mts_sched_kind sched;
+    int step_size, batch;
+    const char *source;          /* where the recipe comes from (a measurement, a paper) */
+} mts_train_recipe;
+
+/* The recipe of a built-in model (examples/models.c, beside the models);
+ * MTS_EINVAL for a name that is none. */
+int mts_nn_model_recipe(const char *model, mts_train_recipe *r, mts_err *err);
+
+/* Which settings of an mts_train_config its caller gave (the rest may come
+ * from the model's recipe). */
+enum {
+    MTS_GIVEN_OPT = 1 << 0,
+    MTS_GIVEN_LR = 1 << 1,
+    MTS_GIVEN_MOMENTUM = 1 << 2,
+    MTS_GIVEN_WD = 1 << 3,
+    MTS_GIVEN_SCHED = 1 << 4,
+    MTS_GIVEN_GAMMA = 1 << 5,
+    MTS_GIVEN_STEP_SIZE = 1 << 6,
+    MTS_GIVEN_BATCH = 1 << 7
+};
+
+/* Fills every optimizer setting of c that given does not name (opt, lr,
+ * momentum, wd, sched, gamma, step_size, batch) from c->model's recipe: an
+ * explicit setting always wins. The recipe's lr belongs to its optimizer:
+ * with another optimizer given and no lr, lr stays that optimizer's
+ * default (SGD 0.01, Adam 1e-3). MTS_EINVAL for an unknown model. */
+int mts_train_recipe_apply(mts_train_config *c, unsigned given, mts_err *err);
 
 /* Runs the whole training: loads both splits, opens the providers, builds
  * the model and optimizer, resumes if asked, then per epoch trains (traced
@@ -140,6 +178,7 @@ typedef struct mts_test_config {
     const char *ckdir;           /* the run's --checkpoint DIR */
     const char *data_dir;        /* NULL: data/<data set of the run> */
     const char *json;            /* NULL: none; else {"model", "data", "mul_test", "samples", "test_acc"} */
+    FILE *json_out;              /* non-NULL: the same JSON written here (--json -) */
     const mts_arith_spec *spec;  /* NULL: the run's own test provider, from the checkpoint */
     const mts_arith_spec *acc;   /* with spec NULL: FMAq settings replacing the run's (NULL: keep) */
     int test_subset;             /* 0: all test samples */

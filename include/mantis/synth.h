@@ -83,13 +83,15 @@ typedef struct mts_synth_result {
  * input ports. MTS_EIO: the design or liberty cannot be read. */
 int mts_synth_run(const mts_synth_opts *opts, mts_synth_result *res, mts_err *err);
 
-/* Writes the result as JSON, atomically. */
+/* The result as JSON (docs/synth.md; a number that is not finite is null)
+ * into f, or into path atomically. */
+void mts_synth_print_json(FILE *f, const mts_synth_result *res);
 int mts_synth_write_json(const mts_synth_result *res, const char *path, mts_err *err);
 
-/* CSV: the header line and one row for res (no newline), into buf. */
-const char *mts_synth_csv_header(void);
-void mts_synth_csv_row(const mts_synth_result *res, char *buf, size_t cap);
-/* Writes the header and res's row (each with a newline), atomically. */
+/* The result as CSV (RFC 4180, base/csv.c: the header line and res's row;
+ * a number that is not finite is an empty field) into f, or into path
+ * atomically. */
+void mts_synth_print_csv(FILE *f, const mts_synth_result *res);
 int mts_synth_write_csv(const mts_synth_result *res, const char *path, mts_err *err);
 
 #ifdef __cplusplus

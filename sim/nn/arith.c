@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mantis/nn_arith.h"
+#include "mantis/parse.h"
 
 void mts_arith_spec_init(mts_arith_spec *s)
 {
@@ -116,11 +117,8 @@ void mts_arith_spec_str(const mts_arith_spec *s, char *buf, size_t n)
 /* A whole decimal int (optional '-', digits, nothing else, no overflow); -1 if not. */
 static int spec_int(const char *v, int *out)
 {
-    char *end;
-    if (!((v[0] >= '0' && v[0] <= '9') || (v[0] == '-' && v[1] >= '0' && v[1] <= '9'))) return -1;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (*end || errno || x < INT_MIN || x > INT_MAX) return -1;
+    long x;
+    if (mts_parse_int(v, INT_MIN, INT_MAX, &x)) return -1;
     *out = (int)x;
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "mantis/fs.h"
 #include "mantis/gpu.h"
+#include "mantis/json.h"
 #include "mantis/nn_trace.h"
 #include "mantis/nn_train.h"
 #include "mantis/trace.h"
@@ -35,6 +36,22 @@ void mts_train_config_init(mts_train_config *c)
     c->step_size = 1;
     c->trace_kind = MTS_TRACE_SIG;
     c->trace_samples = 100000;
+}
+
+int mts_train_recipe_apply(mts_train_config *c, unsigned given, mts_err *err)
+{
+    mts_train_recipe r;
+    int rc = mts_nn_model_recipe(c->model ? c->model : "", &r, err);
+    if (rc != MTS_OK) return rc;
+    if (!(given & MTS_GIVEN_OPT)) c->opt = r.opt;
+    if (!(given & MTS_GIVEN_LR)) c->lr = c->opt == r.opt ? r.lr : -1; /* -1: the optimizer's own default */
+    if (!(given & MTS_GIVEN_MOMENTUM)) c->momentum = r.momentum;
+    if (!(given & MTS_GIVEN_WD)) c->wd = r.wd;
+    if (!(given & MTS_GIVEN_SCHED)) c->sched = r.sched;
+    if (!(given & MTS_GIVEN_GAMMA)) c->gamma = r.gamma;
+    if (!(given & MTS_GIVEN_STEP_SIZE)) c->step_size = r.step_size;
+    if (!(given & MTS_GIVEN_BATCH)) c->batch = r.batch;
+    return MTS_OK;
 }
 
 /* What a run holds; run_free releases it. */
@@ -202,69 +219,74 @@ static int prepare_trace(run *r, mts_err *err)
     return mts_nn_tracer_init(&r->tracer, (size_t)c->trace_samples, &tf, c->trace_kind, c->seed, err);
 }
 
-/* "layers": the per-layer rules, each with its providers and the layers
- * it took (rule texts hold no quotes or backslashes: mts_layer_rule_parse). */
-static size_t layers_json(const run *r, char *buf, size_t cap)
+/* The run's JSON (docs/training.md): settings, per-layer rules with the
+ * layers each took, per-epoch results and the verdict. */
+static void print_json(FILE *f, void *ud)
 {
+    const run *r = ud;
+    const mts_train_config *c = r->c;
+    const mts_ckpt_meta *m = r->meta;
     const mts__layers *L = &r->layers;
-    size_t len = (size_t)snprintf(buf, cap, "  \"layers\": [");
-    for (int k = 0; k < L->n && len < cap; k++) {
-        len += (size_t)snprintf(buf + len, cap - len,
-                                "%s\n    {\"rule\": \"%s\", \"mul_fwd\": \"%s\", \"mul_bwd\": \"%s\", \"mul_test\": \"%s\", "
-                                "\"names\": [",
-                                k ? "," : "", L->rule[k].text, L->arith[k][0].desc, L->arith[k][1].desc,
-                                L->arith[k][2].desc);
-        int first = 1;
-        for (int i = 0; i < r->net.n && len < cap; i++)
+    mts_jw w;
+    mts_jw_init(&w, f);
+    mts_jw_obj(&w, NULL, 1);
+    mts_jw_str(&w, "model", c->model);
+    mts_jw_str(&w, "data", c->data);
+    mts_jw_uint(&w, "seed", (unsigned long long)c->seed);
+    mts_jw_int(&w, "batch", c->batch);
+    mts_jw_str(&w, "mul_fwd", r->af.desc);
+    mts_jw_str(&w, "mul_bwd", r->ab.desc);
+    mts_jw_str(&w, "mul_test", r->at.desc);
+    mts_jw_str(&w, "ste", c->ste);
+    mts_jw_arr(&w, "layers", 1);
+    for (int k = 0; k < L->n; k++) {
+        mts_jw_obj(&w, NULL, 0);
+        mts_jw_str(&w, "rule", L->rule[k].text);
+        mts_jw_str(&w, "mul_fwd", L->arith[k][0].desc);
+        mts_jw_str(&w, "mul_bwd", L->arith[k][1].desc);
+        mts_jw_str(&w, "mul_test", L->arith[k][2].desc);
+        mts_jw_arr(&w, "names", 0);
+        for (int i = 0; i < r->net.n; i++)
             if (L->assign[i] == k) {
                 char nm[64];
                 mts_net_layer_name(&r->net, i, nm, sizeof nm);
-                len += (size_t)snprintf(buf + len, cap - len, "%s\"%s\"", first ? "" : ", ", nm);
-                first = 0;
+                mts_jw_str(&w, NULL, nm);
             }
-        if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "]}");
+        mts_jw_end(&w);
+        mts_jw_end(&w);
     }
-    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "%s],\n", L->n ? "\n  " : "");
-    return len < cap ? len : cap - 1;
+    mts_jw_end(&w);
+    mts_jw_arr(&w, "epochs", 1);
+    for (int i = 0; i < m->nhist; i++) {
+        const mts_epoch_stats *s = &m->hist[i];
+        mts_jw_obj(&w, NULL, 0);
+        mts_jw_int(&w, "epoch", i + 1);
+        mts_jw_num(&w, "lr", s->lr, "%.6g");
+        mts_jw_num(&w, "train_loss", s->train_loss, "%.6f");
+        mts_jw_num(&w, "train_acc", s->train_acc, "%.6f");
+        mts_jw_num(&w, "test_acc", s->test_acc, "%.6f");
+        mts_jw_num(&w, "seconds", s->seconds, "%.3f");
+        mts_jw_num(&w, "samples_per_s", s->samples_per_s, "%.1f");
+        mts_jw_end(&w);
+    }
+    mts_jw_end(&w);
+    const mts_train_info *in = r->info;
+    mts_jw_bool(&w, "diverged", in->diverged);
+    if (in->diverged) { /* no accuracy: a diverged run has none worth reporting */
+        mts_jw_int(&w, "diverged_epoch", in->diverged_epoch);
+        mts_jw_int(&w, "diverged_step", in->diverged_step);
+        mts_jw_num(&w, "diverged_loss", in->diverged_loss, "%.6g"); /* null when not finite */
+        mts_jw_num(&w, "diverge_threshold", MTS_DIVERGE_LOSS, "%g");
+        mts_jw_null(&w, "final_test_acc");
+    } else {
+        mts_jw_num(&w, "final_test_acc", m->nhist ? m->hist[m->nhist - 1].test_acc : 0.0, "%.6f");
+    }
+    mts_jw_end(&w);
 }
 
 static int write_json(const run *r, mts_err *err)
 {
-    const mts_train_config *c = r->c;
-    const mts_ckpt_meta *m = r->meta;
-    size_t cap = 4096 + (size_t)m->nhist * 256 + (size_t)r->layers.n * 2048, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) return mts_fail(err, MTS_ENOMEM, "%s: out of memory", c->json);
-    len += (size_t)snprintf(buf + len, cap - len,
-                            "{\n  \"model\": \"%s\",\n  \"data\": \"%s\",\n  \"seed\": %llu,\n  \"batch\": %d,\n"
-                            "  \"mul_fwd\": \"%s\",\n  \"mul_bwd\": \"%s\",\n  \"mul_test\": \"%s\",\n  \"ste\": \"%s\",\n",
-                            c->model, c->data, (unsigned long long)c->seed, c->batch, r->af.desc, r->ab.desc,
-                            r->at.desc, c->ste);
-    len += layers_json(r, buf + len, cap - len);
-    len += (size_t)snprintf(buf + len, cap - len, "  \"epochs\": [");
-    for (int i = 0; i < m->nhist; i++) {
-        const mts_epoch_stats *s = &m->hist[i];
-        len += (size_t)snprintf(buf + len, cap - len,
-                                "%s\n    {\"epoch\": %d, \"lr\": %.6g, \"train_loss\": %.6f, \"train_acc\": %.6f, "
-                                "\"test_acc\": %.6f, \"seconds\": %.3f, \"samples_per_s\": %.1f}",
-                                i ? "," : "", i + 1, s->lr, s->train_loss, s->train_acc, s->test_acc, s->seconds,
-                                s->samples_per_s);
-    }
-    const mts_train_info *in = r->info;
-    if (in->diverged) /* no accuracy: a diverged run has none worth reporting */
-        len += (size_t)snprintf(buf + len, cap - len,
-                                "\n  ],\n  \"diverged\": true,\n  \"diverged_epoch\": %d,\n  \"diverged_step\": %d,\n"
-                                "  \"diverged_loss\": %s%.6g%s,\n  \"diverge_threshold\": %g,\n  \"final_test_acc\": null\n}\n",
-                                in->diverged_epoch, in->diverged_step, isfinite(in->diverged_loss) ? "" : "\"",
-                                in->diverged_loss, isfinite(in->diverged_loss) ? "" : "\"", MTS_DIVERGE_LOSS);
-    else
-        len += (size_t)snprintf(buf + len, cap - len,
-                                "\n  ],\n  \"diverged\": false,\n  \"final_test_acc\": %.6f\n}\n",
-                                m->nhist ? m->hist[m->nhist - 1].test_acc : 0.0);
-    const void *parts[1] = {buf};
-    int rc = mts_fs_write_atomic(c->json, 1, parts, &len, err);
-    free(buf);
-    return rc;
+    return mts_fs_write_stream(r->c->json, print_json, (void *)r, err);
 }
 
 /* After every batch: its loss, recomputed from the logits the network still
@@ -372,6 +394,7 @@ int mts_train_run(const mts_train_config *c, mts_train_info *info, mts_err *err)
     r.meta = calloc(1, sizeof *r.meta);
     if (!r.meta) return mts_fail(err, MTS_ENOMEM, "train: out of memory");
     int rc = run_all(&r, err);
+    if (rc == MTS_OK && c->json_out) print_json(c->json_out, &r); /* the CLI's --json -: once, at the end */
     run_free(&r);
     return rc;
 }

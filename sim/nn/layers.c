@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "mantis/nn_train.h"
+#include "mantis/parse.h"
 #include "nn_internal.h"
 
 static int int_value(const char *rule, const char *k, const char *v, int lo, int hi, int *out, mts_err *err)
 {
-    char *end;
-    long l = strtol(v, &end, 10);
-    if (!*v || *end || l < lo || l > hi)
+    long l;
+    if (mts_parse_int(v, lo, hi, &l))
         return mts_fail(err, MTS_EINVAL, "--mul-layer '%s': %s '%s': expected an integer in [%d, %d]", rule, k, v, lo,
                         hi);
     *out = (int)l;

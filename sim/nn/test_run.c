@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mantis/fs.h"
+#include "mantis/json.h"
 #include "mantis/nn_train.h"
 #include "nn_internal.h"
 
@@ -73,15 +74,19 @@ static int collect_rules(const mts_test_config *c, const char *cfg, char (*store
     return MTS_OK;
 }
 
-static int write_json(const char *path, const mts_test_result *r, mts_err *err)
+static void print_json(FILE *f, void *ud)
 {
-    char buf[2048];
-    size_t len = (size_t)snprintf(buf, sizeof buf,
-                                  "{\"model\": \"%s\", \"data\": \"%s\", \"mul_test\": \"%s\", \"layers\": \"%s\", "
-                                  "\"samples\": %d, \"test_acc\": %.6f}\n",
-                                  r->model, r->data, r->desc, r->layers, r->samples, r->acc);
-    const void *parts[1] = {buf};
-    return mts_fs_write_atomic(path, 1, parts, &len, err);
+    const mts_test_result *r = ud;
+    mts_jw w;
+    mts_jw_init(&w, f);
+    mts_jw_obj(&w, NULL, 0);
+    mts_jw_str(&w, "model", r->model);
+    mts_jw_str(&w, "data", r->data);
+    mts_jw_str(&w, "mul_test", r->desc);
+    mts_jw_str(&w, "layers", r->layers);
+    mts_jw_int(&w, "samples", r->samples);
+    mts_jw_num(&w, "test_acc", r->acc, "%.6f");
+    mts_jw_end(&w);
 }
 
 /* Opens the provider, loads the model and evaluates the test split. */
@@ -105,7 +110,8 @@ static int evaluate(const mts_test_config *c, const char *path, const mts_arith_
     mts__layers_bind(L, net->n, NULL, &ctx);
     ctx.node_ctx = L->eval_nodes;
     if ((rc = mts_evaluate(net, &ctx, test, r->samples, &r->acc, err)) != MTS_OK) return rc;
-    return c->json ? write_json(c->json, r, err) : MTS_OK;
+    if (c->json_out) print_json(c->json_out, r);
+    return c->json ? mts_fs_write_stream(c->json, print_json, r, err) : MTS_OK;
 }
 
 int mts_test_run(const mts_test_config *c, mts_test_result *r, mts_err *err)

@@ -73,7 +73,7 @@ static int verilator_root(char *buf, size_t n, mts_err *err)
     char *argv[] = {(char *)rtl_verilator(), "--getenv", "VERILATOR_ROOT", NULL};
     char root[1024];
     if (mts_proc_first_line(argv, root, sizeof root) != 0)
-        return mts_fail(err, MTS_ETOOL, "could not run '%s --getenv'", rtl_verilator());
+        return mts_fail(err, MTS_ENOTOOL, "could not run '%s --getenv'", rtl_verilator());
     if (!root[0]) return mts_fail(err, MTS_ETOOL, "verilator --getenv VERILATOR_ROOT printed nothing");
     if (mts_fs_pathf(buf, n, "%s/include", root)) return mts_fail(err, MTS_ETOOL, "VERILATOR_ROOT path too long");
     return MTS_OK;
@@ -94,16 +94,19 @@ static void disk_note(const char *dir, char *buf, size_t n)
         snprintf(buf, n, "; its disk is full (%lld KiB free): %s", left >> 10, strerror(ENOSPC));
 }
 
-/* Runs cmd; on failure returns MTS_ETOOL quoting its first error. Its
- * output is kept in memory too: the log lies in the cache, and on a full
- * disk it loses the very line that says so. */
+/* Runs cmd; on failure returns MTS_ETOOL quoting its first error, or the
+ * environment's code when that line says the environment failed
+ * (mts_status_of_text: "ld: final link failed: No space left on device"
+ * is MTS_ENOSPC) or the disk is nearly full; MTS_ENOTOOL when cmd could not
+ * be started or was killed. Its output is kept in memory too: the log lies
+ * in the cache, and on a full disk it loses the very line that says so. */
 static int run_step(char *const argv[], const char *log, const char *what, int verbose, mts_err *err)
 {
     mts_proc_tail tail;
     mts_proc_io io = {.log = log, .log_append = 1, .echo = verbose ? "mantis rtl" : NULL, .tail = &tail};
     int rc = mts_proc_run(argv, &io);
     if (rc == 0) return MTS_OK;
-    if (rc == 127) return mts_fail(err, MTS_ETOOL, "%s: could not run '%s'", what, argv[0]);
+    if (rc == 127) return mts_fail(err, MTS_ENOTOOL, "%s: could not run '%s'", what, argv[0]);
     char first[400], cut[160] = "", disk[160] = "";
     if (tail.log_errno) { /* the log is cut short: what passed through here */
         rtl_text_first_error(tail.text, first, sizeof first);
@@ -117,8 +120,12 @@ static int run_step(char *const argv[], const char *log, const char *what, int v
     char dir[1200];
     snprintf(dir, sizeof dir, "%s", log);
     *strrchr(dir, '/') = '\0';
-    if (!strstr(first, strerror(ENOSPC)) && !cut[0]) disk_note(dir, disk, sizeof disk);
-    return mts_fail(err, MTS_ETOOL, "%s failed: %s (log: %s%s)%s", what, first[0] ? first : "no message", log, cut,
+    int code = mts_status_of_text(first); /* the tool has no status that says why: its words do */
+    if (!code && !cut[0]) disk_note(dir, disk, sizeof disk);
+    if (!code) /* a nearly full disk, a log that could not take it all, a kill: not the design's */
+        code = disk[0] ? MTS_ENOSPC : cut[0] ? mts_status_of_errno(tail.log_errno) : rc >= 128 ? MTS_ENOTOOL : MTS_ETOOL;
+    if (rc >= 128 && code == MTS_ENOTOOL) snprintf(first, sizeof first, "killed by signal %d", rc - 128);
+    return mts_fail(err, code, "%s failed: %s (log: %s%s)%s", what, first[0] ? first : "no message", log, cut,
                     disk);
 }
 
@@ -281,7 +288,7 @@ static int build_model(const mts_rtl_opts *o, const rtl_design *d, const char *t
      * the disk full (less than a write's worth), so look */
     long long left = mts_fs_free_bytes(tmp);
     if (left >= 0 && left < (64 << 10))
-        return mts_fail(err, MTS_EIO, "verilator: %s: its files may be cut short (%lld KiB free, and Verilator does "
+        return mts_fail(err, MTS_ENOSPC, "verilator: %s: its files may be cut short (%lld KiB free, and Verilator does "
                         "not check its writes): %s", objdir, left >> 10, strerror(ENOSPC));
     if (write_shim(d, shim) || write_unity(tmp, objdir, unity)) /* the cause: a full disk is not the design's */
         return mts_fail(err, MTS_EIO, "%s: cannot write the generated shim: %s", tmp, strerror(errno));
@@ -313,11 +320,11 @@ int rtl_build(const mts_rtl_opts *o, rtl_design *d, mts_err *err)
     char vver[256], cver[256];
     tool_version(rtl_verilator(), vver, sizeof vver);
     if (!vver[0])
-        return mts_fail(err, MTS_ETOOL, "could not run '%s --version' (install Verilator 5 or set MANTIS_VERILATOR)",
+        return mts_fail(err, MTS_ENOTOOL, "could not run '%s --version' (install Verilator 5 or set MANTIS_VERILATOR)",
                         rtl_verilator());
     tool_version(rtl_cxx(), cver, sizeof cver);
     if (!cver[0])
-        return mts_fail(err, MTS_ETOOL, "could not run the C++ compiler '%s' (set MANTIS_CXX)", rtl_cxx());
+        return mts_fail(err, MTS_ENOTOOL, "could not run the C++ compiler '%s' (set MANTIS_CXX)", rtl_cxx());
 
     mts_hash128 h;
     mts_hash128_init(&h);

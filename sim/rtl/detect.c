@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mantis/fs.h"
+#include "mantis/parse.h"
 #include "mantis/proc.h"
 #include "rtl_internal.h"
 
@@ -80,7 +81,7 @@ static int run_front_end(const mts_rtl_opts *o, const char *tmpdir, const char *
     mts_proc_io io = {.log = log, .log_append = 1, .echo = o->verbose ? "mantis rtl" : NULL};
     int rc = mts_proc_run(argv, &io);
     if (rc == 127)
-        return mts_fail(err, MTS_ETOOL, "%s: could not run '%s' (install Verilator 5 or set MANTIS_VERILATOR)",
+        return mts_fail(err, MTS_ENOTOOL, "%s: could not run '%s' (install Verilator 5 or set MANTIS_VERILATOR)",
                         d->path, rtl_verilator());
     if (rc != 0) {
         char first[400], shown[600];
@@ -581,9 +582,8 @@ static int verilator_params(const mts_rtl_opts *o, const rtl_xml *doc, const cha
     for (int i = 0; i < o->nparams; i++) {
         const char *p = o->param[i], *eq = strchr(p, '=');
         if ((size_t)(eq - p) == strlen("MANTIS_SIGNED") && !strncmp(p, "MANTIS_SIGNED", (size_t)(eq - p))) {
-            char *end;
-            long v = strtol(eq + 1, &end, 0);
-            if (!eq[1] || *end || v < 0 || v > 1)
+            long v;
+            if (mts_parse_int(eq + 1, 0, 1, &v))
                 return mts_fail(err, MTS_EINVAL, "--param '%s': MANTIS_SIGNED takes 0 or 1", p);
             d->sign_param = (int)v;
             if (top_declares(doc, top, "MANTIS_SIGNED") != 2) continue;

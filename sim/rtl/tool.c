@@ -26,8 +26,8 @@ void rtl_text_first_error(char *text, char *buf, size_t n)
     buf[0] = '\0';
     const char *pick = NULL, *full = NULL;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        /* the cause, when the disk is: "ld: final link failed: No space left on device" */
-        if (!full && (strstr(line, "No space left on device") || strstr(line, "Disk quota exceeded"))) full = line;
+        /* the cause, when the environment is: "ld: final link failed: No space left on device" */
+        if (!full && mts_status_of_text(line)) full = line;
         if (pick && !strncmp(pick, "%Error", 6)) continue;
         if (!strncmp(line, "%Error", 6)) {
             pick = line;

@@ -1,7 +1,7 @@
 /* fuzz_parsers.c - the string parsers: formats (--format, eXmY), FMAq
  * formats (--acc M7E4), arithmetic specs (the text checkpoints and the flow
- * carry) and the CLI's numeric option parsers. The first byte picks one; the
- * rest is the string. Round trips are checked where they exist. */
+ * carry) and the strict number and list parsers (base/parse.c). The first
+ * byte picks one; the rest is the string. Round trips are checked where they exist. */
 #include "fuzz_util.h"
 #include "cli_util.h"
 #include "mantis/fmaq.h"
@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(s, data + 1, size - 1);
     s[size - 1] = 0;
     mts_err err;
-    switch (data[0] % 8) {
+    switch (data[0] % 9) {
     case 0: {
         mts_format f, g;
         if (mts_format_parse(s, &f, &err) == MTS_OK) {
@@ -62,6 +62,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 6: {
         double v;
         if (mts_parse_double(s, 0, 1, &v) == 0 && !(v >= 0 && v <= 1)) abort();
+        break;
+    }
+    case 8: {
+        long v[4]; /* a list never holds more than asked, nor an item out of range */
+        int n = mts_parse_int_list(s, size > 1 ? data[1] & 1 : 0, -50, 50, v, 4, NULL);
+        if (n > 4 || n == 0 || n < -2) abort();
+        for (int i = 0; i < n; i++)
+            if (v[i] < -50 || v[i] > 50) abort();
         break;
     }
     default: {
