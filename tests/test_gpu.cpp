@@ -1,12 +1,21 @@
-// test_gpu.cpp - the CUDA GEMM providers (gpu.h). Host-side logic runs
-// everywhere: which providers the GPU takes, the "built without CUDA" / "no
-// CUDA device" answers of gpu.h and of mts_gemm with device = CUDA. The
-// kernel tests compare every GPU provider with mts_gemm_ref bit for bit and
-// skip, with the reason, when no CUDA device is present.
+// test_gpu.cpp - the CUDA GEMM providers and layer-op twins (gpu.h).
+// Host-side logic runs everywhere: which providers the GPU takes, the
+// "built without CUDA" / "no CUDA device" answers of gpu.h and of mts_gemm
+// with device = CUDA. The device tests compare every GPU provider with
+// mts_gemm_ref and every layer-op twin with its CPU op, bit for bit.
+//
+// Built twice: test_gpu links libmantis's nvcc-built kernels (a device
+// test skips, naming the reason, without a usable device; with
+// MANTIS_REQUIRE_GPU=1 that is a failure), and test_gpu_emu links the same
+// kernels built under the CUDA emulation (MTS_GPU_EMU, gpu/emu/), where
+// every test runs on every commit.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,6 +27,9 @@
 #include "mantis/mul.h"
 #include "test_rng.h"
 #include "test_util.h"
+#if defined(MTS_GPU_EMU)
+#include "emu.h"
+#endif
 
 namespace {
 
@@ -31,18 +43,36 @@ mts_provider prov(mts_prov_kind kind, const mts_lut *lut = nullptr)
     return p;
 }
 
-// Why the GPU tests cannot run here ("" when they can).
+// Why the GPU tests cannot run here ("" when they can): the probe's own
+// answer (built without CUDA, no device, a sanitizer build that CUDA does
+// not start in).
 std::string no_gpu_reason()
 {
     mts_err err;
     if (mts_gpu_probe(nullptr, &err) != MTS_OK) return err.msg;
     return "";
 }
-#define NEED_GPU()                                                                 \
-    do {                                                                           \
-        std::string why = no_gpu_reason();                                         \
-        if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;        \
+// MANTIS_REQUIRE_GPU=1 (the device check, tests/gpu-check.sh): a GPU test
+// that cannot run fails instead of skipping.
+bool require_gpu()
+{
+    const char *v = std::getenv("MANTIS_REQUIRE_GPU");
+    return v && *v && std::strcmp(v, "0") != 0;
+}
+#define NEED_GPU()                                                                                        \
+    do {                                                                                                  \
+        std::string why = no_gpu_reason();                                                                \
+        if (!why.empty() && require_gpu()) FAIL() << "MANTIS_REQUIRE_GPU is set, but " << why;            \
+        if (!why.empty()) GTEST_SKIP() << why;                                                            \
     } while (0)
+
+#if defined(MTS_GPU_EMU)
+// The emulated device switched off for one scope (the "no device" paths).
+struct NoEmulatedDevice {
+    NoEmulatedDevice() { mts_emu::set_device_present(false); }
+    ~NoEmulatedDevice() { mts_emu::set_device_present(true); }
+};
+#endif
 
 // ----------------------------------------------------------- host side
 
@@ -78,11 +108,65 @@ TEST(GpuHost, ProvidersTheGpuRefusesAreNamed)
     mts_lut_free(&i8);
 }
 
+// The device the tests run on says what it is: the emulation calls itself
+// one (its results are never a GPU's), a real device does not.
+TEST(GpuHost, DeviceSaysWhatItIs)
+{
+    NEED_GPU();
+    mts_gpu_info info;
+    mts_err err;
+    ASSERT_EQ(mts_gpu_probe(&info, &err), MTS_OK) << err.msg;
+    std::string name = info.name;
+#if defined(MTS_GPU_EMU)
+    EXPECT_NE(name.find("emulation"), std::string::npos) << name;
+    EXPECT_NE(name.find("not a GPU"), std::string::npos) << name;
+#else
+    EXPECT_EQ(name.find("emulation"), std::string::npos) << "test_gpu runs on " << name;
+#endif
+    EXPECT_GE(info.cc_major, 8) << name; // the kernels are built for sm_80 and sm_90
+    EXPECT_GT(info.mem_total, (size_t)0);
+}
+
+// No silent fallback: where nvcc is installed, the configured build has the
+// CUDA half (unless MANTIS_CUDA=OFF asked otherwise).
+bool nvcc_installed(std::string *where)
+{
+    const char *cx = std::getenv("CUDACXX");
+    if (cx && *cx && access(cx, X_OK) == 0) return *where = cx, true;
+    if (access("/usr/local/cuda/bin/nvcc", X_OK) == 0) return *where = "/usr/local/cuda/bin/nvcc", true;
+    const char *path = std::getenv("PATH");
+    for (std::string p = path ? path : "", dir; !p.empty();) {
+        size_t c = p.find(':');
+        dir = p.substr(0, c);
+        p = c == std::string::npos ? "" : p.substr(c + 1);
+        if (!dir.empty() && access((dir + "/nvcc").c_str(), X_OK) == 0) return *where = dir + "/nvcc", true;
+    }
+    return false;
+}
+
+TEST(GpuHost, CudaHalfBuiltWhereNvccIs)
+{
+    std::string nvcc;
+    bool have = nvcc_installed(&nvcc);
+    if (!MTS_TEST_CUDA_OPTION) GTEST_SKIP() << "configured with -DMANTIS_CUDA=OFF: the CUDA half is not wanted";
+    if (have) {
+        EXPECT_TRUE(MTS_TEST_CUDA_BUILT) << nvcc << " is installed, but this build did not compile gpu/*.cu: "
+                                         << "CMake did not enable CUDA (see its 'CUDA:' message)";
+    }
+#if !defined(MTS_GPU_EMU)
+    EXPECT_EQ(mts_gpu_built(), MTS_TEST_CUDA_BUILT ? 1 : 0) << "libmantis disagrees with the build configuration";
+#endif
+    if (!have) GTEST_SKIP() << "nvcc is not installed here (the build says 'built without CUDA')";
+}
+
 // Without CUDA in the build or without a device, every entry point says
 // which, and mts_gemm with device = CUDA returns the same answer (never a
 // silent CPU fallback).
 TEST(GpuHost, UnavailableGpuIsReported)
 {
+#if defined(MTS_GPU_EMU)
+    NoEmulatedDevice off; // the .cu host code's "no device" paths, under the emulation
+#endif
     mts_err err;
     int rc = mts_gpu_probe(nullptr, &err);
     if (rc == MTS_OK) GTEST_SKIP() << "a CUDA device is present: the unavailable paths cannot be reached";
@@ -122,6 +206,14 @@ TEST(GpuHost, UnavailableGpuIsReported)
 
 TEST(GpuHost, CliDeviceCudaSaysWhyNot)
 {
+#if defined(MTS_GPU_EMU)
+    // MANTIS_BIN is mantis-gpuemu: its emulated device switched off too
+    NoEmulatedDevice off;
+    setenv("MTS_GPUEMU_DEVICES", "0", 1);
+    struct Unset {
+        ~Unset() { unsetenv("MTS_GPUEMU_DEVICES"); }
+    } unset;
+#endif
     mts_err err;
     if (mts_gpu_probe(nullptr, &err) == MTS_OK) GTEST_SKIP() << "a CUDA device is present";
     CliResult r = run_cli("train --model lenet300 --data mnist --device cuda --epochs 1 --subset 64");
