@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,19 @@
 #include "mantis/intmul.h"
 #include "mantis/lut.h"
 #include "mantis/mul.h"
+#include "mantis/nn_ckpt.h"
+#include "mantis/nn_net.h"
 #include "test_rng.h"
+
+// The device check (tests/gpu-check.sh) runs this program away from its
+// build tree: MANTIS_TEST_BIN then names the `mantis` its CLI tests run.
+static const char *test_mantis_bin()
+{
+    const char *e = std::getenv("MANTIS_TEST_BIN");
+    return e && *e ? e : MANTIS_BIN;
+}
+#undef MANTIS_BIN
+#define MANTIS_BIN test_mantis_bin()
 #include "test_util.h"
 #if defined(MTS_GPU_EMU)
 #include "emu.h"
@@ -95,8 +108,12 @@ TEST(GpuHost, ProvidersTheGpuRefusesAreNamed)
     ASSERT_EQ(mts_mulop_model(&op, "exact", &f, &err), MTS_OK) << err.msg;
     ASSERT_EQ(mts_lut_generate(&op, &e5, &err), MTS_OK) << err.msg;
     p = prov(MTS_PROV_LUT, &e5);
+    EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_OK) << err.msg; // any (1,E,M) format
+    mts_lut big = e5; // a table above M = 11 (only its format is looked at)
+    big.fmt = mts_format_e8(12);
+    p = prov(MTS_PROV_LUT, &big);
     EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_EUNSUPPORTED);
-    EXPECT_NE(std::string(err.msg).find("E5M4"), std::string::npos) << err.msg;
+    EXPECT_NE(std::string(err.msg).find("E8M12"), std::string::npos) << err.msg;
     mts_lut_free(&e5);
 
     mts_lut i8{};
@@ -319,6 +336,32 @@ TEST(GpuGemm, LutEveryMantissaWidth)
         mts_provider wide = prov(MTS_PROV_LUT, &lut); // operands quantized wider, then truncated
         wide.in_fmt = mts_format_e8(M + 3);
         check(wide, 19, 23, 29, 0, 1, 0.0f, 99, (what + " in_fmt M+3").c_str());
+        mts_lut_free(&lut);
+    }
+}
+
+// Tables of other formats than E8: smaller exponent ranges (products and
+// operands overflow and flush), and operands quantized to a wider format
+// than the table's. (Saturating formats such as fp8e4m3 cannot be
+// tabulated: their overflow depends on the exponents.)
+TEST(GpuGemm, LutOtherFormats)
+{
+    NEED_GPU();
+    mts_err err;
+    const char *formats[] = {"e4m3", "fp8e5m2", "e6m4", "fp16"};
+    for (const char *name : formats) {
+        mts_format f;
+        mts_mulop op;
+        mts_lut lut{};
+        ASSERT_EQ(mts_format_parse(name, &f, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_mulop_model(&op, "exact", &f, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+        std::string what = std::string("lut ") + name;
+        check(prov(MTS_PROV_LUT, &lut), 31, 37, 41, 0, 0, 0.0f, 5, what.c_str());
+        check(prov(MTS_PROV_LUT, &lut), 17, 1, 33, 1, 1, -0.75f, 6, what.c_str());
+        mts_provider wide = prov(MTS_PROV_LUT, &lut);
+        wide.in_fmt = mts_format_e8(f.M + 2); // E8 operands, then the table's own format
+        check(wide, 19, 23, 29, 0, 1, 1.0f, 7, (what + " in_fmt e8").c_str());
         mts_lut_free(&lut);
     }
 }
@@ -548,6 +591,68 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
     }
     expect_same(gp.get(), prm, "adam params");
     expect_same(gv.get(), v, "adam v");
+}
+
+// ------------------------------------------------ training, end to end
+
+// `mantis train --device cuda` against `--device cpu` on a short run: the
+// same final line, the same JSON less its timings, the same parameters and
+// optimizer state. Native FP32 and FMAq over the bf16 MBM LUT. Under the
+// emulation MANTIS_BIN is mantis-gpuemu; the device check runs it on the
+// GPU. Real MNIST: ./data/mnist as tests/run.sh fetches it, or
+// MANTIS_TEST_MNIST (the device check's subset).
+std::string without_timings(const std::string &json)
+{
+    std::string out;
+    std::istringstream in(json);
+    for (std::string line; std::getline(in, line);) {
+        size_t t = line.find(", \"seconds\"");
+        if (t != std::string::npos) line = line.substr(0, t);
+        out += line + "\n";
+    }
+    return out;
+}
+
+TEST(GpuTrain, CliCudaEqualsCpu)
+{
+    NEED_GPU();
+    const char *env = std::getenv("MANTIS_TEST_MNIST");
+    std::string data = env && *env ? env : std::string(MANTIS_SOURCE_DIR) + "/data/mnist";
+    if (access((data + "/train-images-idx3-ubyte").c_str(), R_OK) != 0) {
+        if (require_gpu()) FAIL() << "MANTIS_REQUIRE_GPU is set, but " << data << " has no MNIST";
+        GTEST_SKIP() << data << " has no MNIST (mantis data fetch mnist)";
+    }
+    const char *muls[] = {"--mul fp32",
+                          "--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12"};
+    for (const char *mul : muls) {
+        std::string dir = tmpdir(), common = "train --model lenet300 --data mnist --data-dir " + data +
+                                             " --epochs 1 --subset 32 --test-subset 32 --batch 16 --seed 3 " + mul;
+        CliResult cpu = run_cli(common + " --device cpu --json " + dir + "/cpu.json --checkpoint " + dir + "/ck-cpu");
+        CliResult gpu = run_cli(common + " --device cuda --json " + dir + "/gpu.json --checkpoint " + dir + "/ck-gpu");
+        ASSERT_EQ(cpu.status, 0) << mul << ": " << cpu.err;
+        ASSERT_EQ(gpu.status, 0) << mul << ": " << gpu.err;
+        EXPECT_EQ(gpu.out, cpu.out) << mul;
+        EXPECT_EQ(without_timings(slurp(dir + "/gpu.json")), without_timings(slurp(dir + "/cpu.json"))) << mul;
+        mts_net a, b;
+        mts_err err;
+        for (mts_net *n : {&a, &b}) {
+            ASSERT_EQ(mts_nn_model_build(n, "lenet300", 1, 28, 28, 10, &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_net_build(n, 16, 1, &err), MTS_OK) << err.msg;
+        }
+        ASSERT_EQ(mts_ckpt_load((dir + "/ck-cpu/checkpoint.mtsckpt").c_str(), &a, nullptr, nullptr, &err), MTS_OK)
+            << err.msg;
+        ASSERT_EQ(mts_ckpt_load((dir + "/ck-gpu/checkpoint.mtsckpt").c_str(), &b, nullptr, nullptr, &err), MTS_OK)
+            << err.msg;
+        ASSERT_EQ(a.nparam, b.nparam);
+        int bad = 0;
+        for (size_t i = 0; i < a.nparam; i++)
+            if (fbits(a.param[i]) != fbits(b.param[i]) && bad++ < 5)
+                ADD_FAILURE() << mul << ": param[" << i << "] gpu 0x" << std::hex << fbits(b.param[i]) << " cpu 0x"
+                              << fbits(a.param[i]) << std::dec;
+        EXPECT_EQ(bad, 0) << mul << ": parameters differ after one epoch";
+        mts_net_free(&a);
+        mts_net_free(&b);
+    }
 }
 
 } // namespace
