@@ -593,6 +593,57 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
     expect_same(gv.get(), v, "adam v");
 }
 
+// The twins the tests above leave out: global average pooling, BatchNorm
+// in evaluation mode (running statistics), SGD with momentum and masked
+// weight decay.
+TEST(GpuOps, GapBatchNormEvalSgd)
+{
+    NEED_GPU();
+    mts_err err;
+    const int N = 3, C = 5, HW = 37;
+    auto x = randv((size_t)N * C * HW, 11), dy = randv((size_t)N * C, 12);
+    std::vector<float> y((size_t)N * C), dx(x.size());
+    mts_gap_forward(N, C, HW, x.data(), y.data());
+    mts_gap_backward(N, C, HW, dy.data(), dx.data());
+    Dev<float> gx(x), gy(y), gdy(dy), gdx(dx);
+    ASSERT_EQ(mts_gpu_gap_forward(N, C, HW, gx.d(), gy.d(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_gpu_gap_backward(N, C, HW, gdy.d(), gdx.d(), &err), MTS_OK) << err.msg;
+    expect_same(gy.get(), y, "gap y");
+    expect_same(gdx.get(), dx, "gap dx");
+
+    auto gam = randv(C, 13), bet = randv(C, 14), rm = randv(C, 15), rv = randv(C, 16);
+    for (float &v : rv) v = std::fabs(v) + 0.5f;
+    std::vector<float> by(x.size()), is(C);
+    mts_bn_forward(0, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f, by.data(),
+                   nullptr, is.data());
+    Dev<float> ggam(gam), gbet(bet), grm(rm), grv(rv), gby(by), gis(is);
+    ASSERT_EQ(mts_gpu_bn_forward(0, N, C, HW, gx.d(), ggam.d(), gbet.d(), grm.d(), grv.d(), 0.1f, 1e-5f, gby.d(),
+                                 nullptr, gis.d(), &err),
+              MTS_OK)
+        << err.msg;
+    expect_same(gby.get(), by, "bn eval y");
+    expect_same(gis.get(), is, "bn eval invstd");
+    expect_same(grm.get(), rm, "bn eval leaves the running mean");
+
+    const size_t n = 777;
+    auto prm = randv(n, 17), grd = randv(n, 18);
+    std::vector<float> m(n, 0.0f);
+    std::vector<uint8_t> mask(n);
+    for (size_t j = 0; j < n; j++) mask[j] = j % 4 != 1;
+    Dev<float> gp(prm), gg(grd), gm(m);
+    Dev<uint8_t> gmask(mask);
+    const float lr = 0.05f, mom = 0.9f, wd = 5e-4f;
+    for (int t = 0; t < 3; t++) {
+        for (size_t j = 0; j < n; j++) { // mts_opt_step's SGD (sim/nn/optim.c)
+            m[j] = mask[j] ? mom * m[j] + (grd[j] + wd * prm[j]) : mom * m[j] + grd[j];
+            prm[j] -= lr * m[j];
+        }
+        ASSERT_EQ(mts_gpu_sgd_step(n, gp.d(), gg.d(), gm.d(), gmask.d(), lr, mom, wd, &err), MTS_OK) << err.msg;
+    }
+    expect_same(gp.get(), prm, "sgd params");
+    expect_same(gm.get(), m, "sgd momentum");
+}
+
 // ------------------------------------------------ training, end to end
 
 // `mantis train --device cuda` against `--device cpu` on a short run: the
