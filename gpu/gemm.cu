@@ -18,8 +18,8 @@
 #include <cuda_runtime.h>
 #if defined(MTS_HAVE_CUBLAS)
 #include <cublas_v2.h>
-#include <dlfcn.h>
 #endif
+#include <dlfcn.h>
 
 #include <unistd.h>
 
@@ -50,15 +50,15 @@ int cuda_fail(mts_err *err, cudaError_t e, const char *what)
 }
 
 // 1 when AddressSanitizer runs in this process (its runtime defines
-// __asan_init; this file itself is not instrumented). Under the emulation
-// the "device" starts under ASan like any host code.
-extern "C" void __asan_init(void) __attribute__((weak));
+// __asan_init; this file itself is not instrumented, and a link-time
+// reference would meet the instrumented objects' hidden one). Under the
+// emulation the "device" starts under ASan like any host code.
 bool under_asan()
 {
 #if defined(MTS_GPU_EMU)
     return false;
 #else
-    return &__asan_init != nullptr;
+    return dlsym(RTLD_DEFAULT, "__asan_init") != nullptr;
 #endif
 }
 

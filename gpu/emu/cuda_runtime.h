@@ -70,14 +70,17 @@ struct BlockInfo {
     uint3 idx;
     dim3 dim, grid;
 };
-extern thread_local const uint3 *t_tid; // the running fiber's threadIdx
-extern thread_local BlockInfo t_block;  // the running block
+// The running fiber's threadIdx and the running block. Plain globals, not
+// thread_local: one kernel runs at a time (the runtime's lock), and GCC's
+// UBSan miscompiles the null check of an extern thread_local's address.
+extern const uint3 *g_tid;
+extern BlockInfo g_block;
 } // namespace mts_emu
 
-#define threadIdx (*::mts_emu::t_tid)
-#define blockIdx (::mts_emu::t_block.idx)
-#define blockDim (::mts_emu::t_block.dim)
-#define gridDim (::mts_emu::t_block.grid)
+#define threadIdx (*::mts_emu::g_tid)
+#define blockIdx (::mts_emu::g_block.idx)
+#define blockDim (::mts_emu::g_block.dim)
+#define gridDim (::mts_emu::g_block.grid)
 static constexpr int warpSize = 32;
 
 // ------------------------------------------------- execution-model calls

@@ -60,8 +60,8 @@ struct CUevent_st;
 
 namespace mts_emu {
 
-thread_local const uint3 *t_tid = nullptr;
-thread_local BlockInfo t_block;
+const uint3 *g_tid = nullptr;
+BlockInfo g_block;
 
 namespace {
 
@@ -300,7 +300,7 @@ __attribute__((noinline)) void to_sched(Exec *e, Fiber *f, bool dying)
 __attribute__((noinline)) void to_fiber(Exec *e, Fiber *f)
 {
     e->cur = f;
-    t_tid = &f->tid;
+    g_tid = &f->tid;
 #ifdef EMU_ASAN
     __sanitizer_start_switch_fiber(&e->sched_fake, f->stack, kStackBytes);
 #endif
@@ -338,7 +338,7 @@ std::string where(const Exec *e, const Fiber &f)
 {
     char buf[160];
     std::snprintf(buf, sizeof buf, "kernel %s (%s:%d), block (%u,%u,%u), thread (%u,%u,%u)", e->l->name,
-                  base_name(e->l->file), e->l->line, t_block.idx.x, t_block.idx.y, t_block.idx.z, f.tid.x, f.tid.y,
+                  base_name(e->l->file), e->l->line, g_block.idx.x, g_block.idx.y, g_block.idx.z, f.tid.x, f.tid.y,
                   f.tid.z);
     return buf;
 }
@@ -511,7 +511,7 @@ bool run_block(Device &d, Exec *e, uint64_t *rng, bool shuffle)
             if (++idle > kSpinRounds) {
                 fault(d, "kernel %s (%s:%d): threads of block (%u,%u,%u) spin without reaching a barrier or "
                          "exiting (a spin-wait on a thread that never runs?)",
-                      e->l->name, base_name(e->l->file), e->l->line, t_block.idx.x, t_block.idx.y, t_block.idx.z);
+                      e->l->name, base_name(e->l->file), e->l->line, g_block.idx.x, g_block.idx.y, g_block.idx.z);
                 return false;
             }
             continue;
@@ -613,10 +613,10 @@ void execute_kernel(Device &d, Launch &l)
     }
     for (uint64_t i = 0; i < nb; i++) {
         uint64_t b = (uint64_t)(((unsigned __int128)a * i + c) % nb);
-        t_block.idx = uint3{(unsigned)(b % l.grid.x), (unsigned)(b / l.grid.x % l.grid.y),
+        g_block.idx = uint3{(unsigned)(b % l.grid.x), (unsigned)(b / l.grid.x % l.grid.y),
                             (unsigned)(b / ((uint64_t)l.grid.x * l.grid.y))};
-        t_block.dim = l.block;
-        t_block.grid = l.grid;
+        g_block.dim = l.block;
+        g_block.grid = l.grid;
         poison_static_shared();
         std::memset(dyn, 0xFF, l.smem);
         d.stats.blocks++;
@@ -629,7 +629,7 @@ void execute_kernel(Device &d, Launch &l)
     }
     device_access(d, false);
     t_exec = saved;
-    t_tid = nullptr;
+    g_tid = nullptr;
     std::free(dyn);
 }
 
