@@ -214,20 +214,25 @@ cudaError_t set_last(Device &d, cudaError_t e)
     return e;
 }
 
+std::string vformat(const char *fmt, va_list ap)
+{
+    char buf[1024];
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    return buf;
+}
+
 // Records a fault of the execution model: the launch (or operation) fails
 // and the device stays failed until cudaDeviceReset, as after a device fault.
 void fault(Device &d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fault(Device &d, const char *fmt, ...)
 {
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    d.fault = vformat(fmt, ap);
     va_end(ap);
-    d.fault = buf;
     d.sticky = cudaErrorLaunchFailure;
     set_last(d, cudaErrorLaunchFailure);
-    std::fprintf(stderr, "CUDA emulation: %s\n", buf);
+    std::fprintf(stderr, "CUDA emulation: %s\n", d.fault.c_str());
 }
 
 // A usage error the device would answer with an error code (not a fault):
@@ -235,12 +240,10 @@ void fault(Device &d, const char *fmt, ...)
 cudaError_t refuse(Device &d, cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 cudaError_t refuse(Device &d, cudaError_t e, const char *fmt, ...)
 {
-    char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    d.fault = vformat(fmt, ap);
     va_end(ap);
-    d.fault = buf;
     return set_last(d, e);
 }
 
