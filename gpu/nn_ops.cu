@@ -79,7 +79,8 @@ template <class T, class Term> int reduce_rows(int rows, size_t n, Term term, T 
     void *part = NULL;
     int rc = mts_gpu_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
     if (rc != MTS_OK) return rc;
-    if (m) MTS_LAUNCH((chunk_sums<T, Term>), blocks_for((size_t)rows * m), THREADS, 0, 0)(rows, n, m, term, (T *)part);
+    if (m)
+        MTS_LAUNCH((chunk_sums<T, Term>), blocks_for((size_t)rows * m), THREADS, 0, 0)(rows, n, m, term, (T *)part);
     MTS_LAUNCH(tree<T>, blocks_for((size_t)rows), THREADS, 0, 0)(rows, m, (const T *)part, out);
     rc = launch_check(err, "reduction");
     mts_gpu_free(part);
@@ -400,8 +401,8 @@ int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *l
     if ((rc = mts_gpu_alloc(&terms, (size_t)N * sizeof(double), err)) ||
         (rc = mts_gpu_alloc(&ok, (size_t)N * sizeof(int), err)) || (rc = mts_gpu_alloc(&sum, sizeof(double), err)))
         goto done;
-    MTS_LAUNCH(softmax_ce_rows, blocks_for((size_t)N), THREADS, 0, 0)(N, classes, logits, labels, dlogits, (double *)terms,
-                                                        (int *)ok);
+    MTS_LAUNCH(softmax_ce_rows, blocks_for((size_t)N), THREADS, 0, 0)(N, classes, logits, labels, dlogits,
+                                                                     (double *)terms, (int *)ok);
     if ((rc = launch_check(err, "softmax cross-entropy")) ||
         (rc = reduce_rows<double>(1, (size_t)N, Flat{(const double *)terms}, (double *)sum, err)))
         goto done;
@@ -461,15 +462,15 @@ int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const fl
         mts_gpu_free(m);
         if (rc) goto done;
     }
-    MTS_LAUNCH(bn_stats, blocks_for((size_t)C), THREADS, 0, 0)(C, cnt, (const double *)s1, (const double *)s2, rmean, rvar, mom,
-                                                 eps, (float *)mean, (float *)is, train);
+    MTS_LAUNCH(bn_stats, blocks_for((size_t)C), THREADS, 0, 0)(C, cnt, (const double *)s1, (const double *)s2, rmean,
+                                                              rvar, mom, eps, (float *)mean, (float *)is, train);
     if ((rc = launch_check(err, "batchnorm statistics"))) goto done;
     if (invstd && (rc = cudaMemcpy(invstd, is, (size_t)C * 4, cudaMemcpyDeviceToDevice) == cudaSuccess
                             ? MTS_OK
                             : mts_fail(err, MTS_EIO, "gpu bn: copy failed")))
         goto done;
     MTS_LAUNCH(bn_apply, blocks_for((size_t)N * C * HW), THREADS, 0, 0)(N, C, HW, x, gamma, beta, (const float *)mean,
-                                                          (const float *)is, y, xhat);
+                                                                       (const float *)is, y, xhat);
     rc = launch_check(err, "batchnorm forward");
 done:
     mts_gpu_free(s1);
@@ -493,7 +494,7 @@ int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamm
     if (dbeta) MTS_LAUNCH(d2f, blocks_for((size_t)C), THREADS, 0, 0)(C, (const double *)sg, dbeta);
     if (dx)
         MTS_LAUNCH(bn_dx, blocks_for(cnt * C), THREADS, 0, 0)(N, C, HW, dy, gamma, xhat, invstd, (const double *)sg,
-                                                (const double *)sgx, dx);
+                                                             (const double *)sgx, dx);
     rc = launch_check(err, "batchnorm backward");
 done:
     mts_gpu_free(sg);
@@ -584,8 +585,8 @@ int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float
 {
     if (!n) return MTS_OK;
     // the CPU divides by (float)bc1 and (float)bc2
-    MTS_LAUNCH(adam_k, blocks_for(n), THREADS, 0, 0)(n, param, grad, m, v, wmask, lr, beta1, beta2, eps, wd, (float)bc1,
-                                       (float)bc2);
+    MTS_LAUNCH(adam_k, blocks_for(n), THREADS, 0, 0)(n, param, grad, m, v, wmask, lr, beta1, beta2, eps, wd,
+                                                    (float)bc1, (float)bc2);
     return launch_check(err, "adam step");
 }
 
