@@ -1,10 +1,12 @@
 /* format.c - the format table and FP32 <-> (1,E,M) conversions.
- * Every limit is derived from (E, M, bias, ieee); nothing is format-specific. */
+ * Every limit is derived from (E, M, bias, ieee); nothing is format-specific.
+ * The limits and the quantizer are arith_hd.h's (one copy with the GPU). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/arith_hd.h"
 #include "mantis/format.h"
 #include "mantis/fpbits.h"
 
@@ -28,21 +30,9 @@ mts_format mts_format_e8(int M)
     return f;
 }
 
-int mts_fmt_emax(const mts_format *f) { return (1 << f->E) - (f->ieee ? 2 : 1) - f->bias; }
-int mts_fmt_emin(const mts_format *f) { return 1 - f->bias; }
-
-/* Mantissa field (23-bit FP32 position) of the largest finite value. */
-static uint32_t max_man(const mts_format *f)
-{
-    uint32_t ones = ((1u << f->M) - 1u) << (23 - f->M);
-    /* saturating formats: all-ones mantissa at the top exponent is the NaN */
-    return f->ieee ? ones : ones - (1u << (23 - f->M));
-}
-
-uint32_t mts_fmt_max_finite(const mts_format *f)
-{
-    return ((uint32_t)(mts_fmt_emax(f) + 127) << 23) | max_man(f);
-}
+int mts_fmt_emax(const mts_format *f) { return mts_fmt_emax_hd(f); }
+int mts_fmt_emin(const mts_format *f) { return mts_fmt_emin_hd(f); }
+uint32_t mts_fmt_max_finite(const mts_format *f) { return mts_fmt_max_finite_hd(f); }
 
 int mts_format_check(const mts_format *f, mts_err *err)
 {
@@ -111,38 +101,8 @@ void mts_format_name(const mts_format *f, char *buf, int n)
         snprintf(buf, (size_t)n, "e%dm%db%d%s", f->E, f->M, f->bias, f->ieee ? "" : "sat");
 }
 
-uint32_t mts_fmt_quantize(const mts_format *f, uint32_t x, mts_round r)
-{
-    uint32_t sign = x & MTS_F32_SIGN;
-    uint32_t e = mts_f32_exp(x);
-    if (mts_f32_isnan(x)) return MTS_F32_QNAN;
-    if (e == 0) return sign; /* zero and FP32 subnormals */
-    if (e == 0xFF) return f->ieee ? (sign | MTS_F32_INF) : (sign | mts_fmt_max_finite(f));
-    int ue = (int)e - 127;
-    uint32_t sig = (1u << 23) | mts_f32_man(x); /* 24-bit significand */
-    int drop = 23 - f->M;
-    if (drop > 0) {
-        uint32_t rem = sig & ((1u << drop) - 1u);
-        sig >>= drop;
-        if (r == MTS_RNE) {
-            uint32_t half = 1u << (drop - 1);
-            if (rem > half || (rem == half && (sig & 1u))) sig++;
-        }
-        if (sig >> (f->M + 1)) { /* rounding carried into a new leading bit */
-            sig >>= 1;
-            ue++;
-        }
-        sig <<= drop;
-    }
-    uint32_t man = sig & MTS_F32_MAN;
-    if (ue < mts_fmt_emin(f)) return sign; /* flush after rounding */
-    int emax = mts_fmt_emax(f);
-    if (ue > emax || (ue == emax && man > max_man(f))) {
-        if (!f->ieee || r == MTS_RTZ) return sign | mts_fmt_max_finite(f);
-        return sign | MTS_F32_INF;
-    }
-    return sign | ((uint32_t)(ue + 127) << 23) | man;
-}
+/* the rule lives in arith_hd.h, shared with the GPU */
+uint32_t mts_fmt_quantize(const mts_format *f, uint32_t x, mts_round r) { return mts_fmt_quantize_hd(f, x, r); }
 
 uint32_t mts_fmt_encode(const mts_format *f, uint32_t x)
 {

@@ -5,14 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mantis/arith_hd.h"
 #include "mantis/mul.h"
 
-/* (1.ma)(1.mb) exactly: 2M fraction bits. */
-static uint64_t sig_exact(uint32_t ma, uint32_t mb, int M, int *F)
-{
-    *F = 2 * M;
-    return ((1ull << M) | ma) * ((1ull << M) | mb);
-}
+/* (1.ma)(1.mb) exactly: 2M fraction bits (arith_hd.h: the GPU's "fp32" too). */
+static uint64_t sig_exact(uint32_t ma, uint32_t mb, int M, int *F) { return mts_sig_exact_hd(ma, mb, M, F); }
 
 /* Mitchell (1962): log2(1+x) ~ x, so (1+x)(1+y) ~ 1+x+y when x+y < 1, else
  * 2(x+y). M fraction bits; exact in M bits, no rounding needed. */

@@ -39,13 +39,15 @@ int mts_gpu_supports(const mts_provider *p, mts_err *err)
         return MTS_OK;
     case MTS_PROV_LUT: {
         if (!p->lut) return mts_fail(err, MTS_EINVAL, "gpu: LUT provider without a table");
+        if (p->lut->kind != MTS_LUT_FLOAT) return mts_fail(err, MTS_EINVAL, "gpu: LUT provider with an integer table");
+        /* any (1,E,M) format: the device quantizes and decodes with the CPU's
+         * own code (arith_hd.h); the limit is the table's size */
         const mts_format *lf = &p->lut->fmt;
-        mts_format in = p->in_fmt.M == 0 && p->in_fmt.E == 0 ? *lf : p->in_fmt;
-        if (lf->E != 8 || lf->bias != 127 || !lf->ieee || lf->M > 11 || in.E != 8 || in.bias != 127 || !in.ieee)
+        if (lf->M > 11)
             return mts_fail(err, MTS_EUNSUPPORTED,
-                            "gpu: LUT provider with table format E%dM%d and operand format E%dM%d is not available "
-                            "on the GPU (E8 IEEE formats with M <= 11 only)",
-                            lf->E, lf->M, in.E, in.M);
+                            "gpu: LUT provider with table format E%dM%d is not available on the GPU (tables of "
+                            "M <= 11 mantissa bits only, 2^22 entries)",
+                            lf->E, lf->M);
         return MTS_OK;
     }
     default: return mts_fail(err, MTS_EINVAL, "gpu: unknown provider kind %d", (int)p->kind);

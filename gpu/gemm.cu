@@ -1,23 +1,27 @@
-// gemm.cu - the CUDA GEMM providers (gpu.h): NATIVE, LUT (E8, M <= 11),
-// FMAq over NATIVE or LUT products, INT; device buffers and the host API.
+// gemm.cu - the CUDA GEMM providers (gpu.h): NATIVE, LUT (any float
+// table format, M <= 11), FMAq over NATIVE or LUT products, INT; device
+// buffers and the host API.
 //
 // Exactness first (docs/gemm.md, "GPU"): one thread per output sums its
 // products sequentially in k from +0 (or in mts_fmaq_dot's chunk order),
-// every operation explicitly rounded (__fmul_rn/__fadd_rn; the file is built
-// with -fmad=false as well), operands quantized with the rule of
-// mts_fmt_quantize, products formed by device ports of mts_mul_classify /
-// mts_mul_finish (AMSim, the "fp32" model) and of sim/arith/fmaq.c. Each
-// device helper below names the CPU function it mirrors; a change there
-// must be made here too (tests/test_gpu.cpp compares with mts_gemm_ref).
+// every operation explicitly rounded (the file is built with -fmad=false as
+// well). The arithmetic is the CPU's own: operand quantization, the
+// special-case rules, AMSim's entry decoding, the "fp32" model, FMAq's
+// quantize/add, the INT correction and the store rule are the host/device
+// functions of include/mantis/arith_hd.h, which cmodel/ and sim/ call too;
+// nothing here restates a rule (tests/test_gpu.cpp compares with
+// mts_gemm_ref, on a GPU and under the CUDA emulation, gpu/emu/).
 //
 // Speed is not addressed yet: this is the plain 16x16 shared-memory tiled
 // kernel with the per-product scalar path; the T[ia][ib] + Pa + Pb fast path
-// of the issue and the bank-conflict work are not written.
+// and the bank-conflict work are not written.
 #include <cuda_runtime.h>
 #if defined(MTS_HAVE_CUBLAS)
 #include <cublas_v2.h>
-#include <dlfcn.h>
 #endif
+#include <dlfcn.h>
+
+#include <unistd.h>
 
 #include <mutex>
 #include <unordered_map>
@@ -27,14 +31,14 @@
 #include <cstring>
 #include <vector>
 
+#include "launch.h"
+#include "mantis/arith_hd.h"
 #include "mantis/gemm.h"
 #include "mantis/gpu.h"
 #include "mantis/intmul.h"
 
 namespace {
 
-const uint32_t F32_SIGN = 0x80000000u, F32_INF = 0x7F800000u, F32_QNAN = 0x7FC00000u, F32_MAN = 0x007FFFFFu;
-const uint32_t LUT_ZERO = 0x00800000u, LUT_MAN = 0x007FFFFFu;
 const int TILE = 16;
 
 // ------------------------------------------------------------ errors
@@ -45,177 +49,23 @@ int cuda_fail(mts_err *err, cudaError_t e, const char *what)
     return mts_fail(err, MTS_EIO, "gpu: %s: %s", what, cudaGetErrorString(e));
 }
 
+// 1 when AddressSanitizer runs in this process (its runtime defines
+// __asan_init; this file itself is not instrumented, and a link-time
+// reference would meet the instrumented objects' hidden one). Under the
+// emulation the "device" starts under ASan like any host code.
+bool under_asan()
+{
+#if defined(MTS_GPU_EMU)
+    return false;
+#else
+    return dlsym(RTLD_DEFAULT, "__asan_init") != nullptr;
+#endif
+}
+
 // live and peak device bytes allocated through mts_gpu_alloc
 std::mutex g_mu;
 std::unordered_map<void *, size_t> g_sizes;
 size_t g_live = 0, g_peak = 0;
-
-// ------------------------------------------------- device arithmetic
-
-__device__ __forceinline__ float u2f(uint32_t u) { return __uint_as_float(u); }
-__device__ __forceinline__ uint32_t f2u(float f) { return __float_as_uint(f); }
-
-// mts_fmt_quantize for an E8 IEEE format (bias 127) with M mantissa bits:
-// NaN -> QNAN, zero and subnormal -> signed zero, inf kept, RNE or RTZ with
-// the carry into the exponent (a carry out of the top binade gives inf).
-__device__ uint32_t quantize_e8(uint32_t x, int M, int rne)
-{
-    uint32_t sign = x & F32_SIGN, e = (x >> 23) & 0xFFu;
-    if (e == 0xFFu) return (x & F32_MAN) ? F32_QNAN : x;
-    if (e == 0) return sign;
-    if (M >= 23) return x;
-    int drop = 23 - M;
-    uint32_t keep = ~((1u << drop) - 1u);
-    if (!rne) return x & keep;
-    uint32_t half = (1u << (drop - 1)) - 1u;
-    return (x + half + ((x >> drop) & 1u)) & keep;
-}
-
-// mts_mul_classify + mts_mul_finish for an E8 IEEE format at M bits, with
-// the significand product given by the LUT entry (mts_amsim) ...
-// Rules 1 and 2 (mts_mul_classify) at M bits: returns 1 with *special the
-// result, or 0 with the sign, exponent sum and the truncated operands.
-__device__ int classify_e8(int M, uint32_t a, uint32_t b, uint32_t *special, uint32_t *sign, int *e, uint32_t *qa,
-                           uint32_t *qb)
-{
-    *sign = (a ^ b) & F32_SIGN;
-    *qa = quantize_e8(a, M, 0), *qb = quantize_e8(b, M, 0);
-    if ((*qa & 0x7FFFFFFFu) > F32_INF || (*qb & 0x7FFFFFFFu) > F32_INF) return *special = F32_QNAN, 1;
-    uint32_t ea = (*qa >> 23) & 0xFFu, eb = (*qb >> 23) & 0xFFu;
-    int za = ea == 0, zb = eb == 0, ia = ea == 0xFFu, ib = eb == 0xFFu;
-    if (ia || ib) return *special = (za || zb) ? F32_QNAN : (*sign | F32_INF), 1;
-    if (za || zb) return *special = *sign, 1;
-    *e = (int)ea + (int)eb - 254;
-    return 0;
-}
-
-__device__ uint32_t amsim_e8(const uint32_t *T, int M, uint32_t a, uint32_t b)
-{
-    uint32_t special, sign, qa, qb;
-    int e;
-    if (classify_e8(M, a, b, &special, &sign, &e, &qa, &qb)) return special;
-    uint32_t ma = (qa & F32_MAN) >> (23 - M), mb = (qb & F32_MAN) >> (23 - M);
-    uint32_t entry = T[(ma << M) | mb];
-    if (entry & LUT_ZERO) return sign;
-    int ex = e + (int)(int8_t)(entry >> 24);
-    if (ex < -126) return sign;
-    if (ex > 127) return sign | F32_INF;
-    return sign | ((uint32_t)(ex + 127) << 23) | (entry & LUT_MAN);
-}
-
-// ... or by the exact product rounded to nearest even at 23 bits: the "fp32"
-// model (IEEE FP32 multiply with flush-to-zero), FMAq's native products.
-__device__ uint32_t fp32_model(uint32_t a, uint32_t b)
-{
-    uint32_t special, sign, qa, qb;
-    int e;
-    if (classify_e8(23, a, b, &special, &sign, &e, &qa, &qb)) return special;
-    uint64_t sig = (uint64_t)((qa & F32_MAN) | 0x800000u) * (uint64_t)((qb & F32_MAN) | 0x800000u); // F = 46
-    int p = 63 - __clzll((long long)sig), shift = p - 46, d = p - 23;
-    uint64_t frac = sig >> d, rem = sig & ((1ull << d) - 1ull), half = 1ull << (d - 1);
-    if (rem > half || (rem == half && (frac & 1ull))) {
-        frac++;
-        if (frac >> 24) {
-            frac >>= 1;
-            shift++;
-        }
-    }
-    int ex = e + shift;
-    if (ex < -126) return sign;
-    if (ex > 127) return sign | F32_INF;
-    return sign | ((uint32_t)(ex + 127) << 23) | ((uint32_t)frac & F32_MAN);
-}
-
-// ------------------------------------ FMAq: sim/arith/fmaq.c on the device
-
-struct qf {
-    int M, E, bias, underflow, rne;
-};
-
-__device__ int qemax(const qf &q) { return (1 << q.E) - 1 - q.bias; }
-__device__ int qemin(const qf &q) { return q.underflow ? -q.bias : -126; }
-__device__ uint32_t qpack(uint32_t sign, int e, uint32_t frac, int M)
-{
-    return sign | ((uint32_t)(e + 127) << 23) | (frac << (23 - M));
-}
-__device__ uint32_t rof_bits(const qf &q) { return qpack(0, qemax(q), (1u << q.M) - 1u, q.M); }
-
-// fmaq.c quantize()
-__device__ uint32_t q_quantize(const qf &q, uint32_t sign, uint64_t mag, int ue)
-{
-    int nb = 64 - __clzll((long long)mag);
-    int e = ue + nb - 1, keep = q.M + 1;
-    uint64_t sig;
-    if (e < qemin(q)) return sign;
-    if (nb > keep) {
-        int sh = nb - keep;
-        uint64_t rem = mag & ((1ull << sh) - 1u);
-        sig = mag >> sh;
-        if (q.rne) {
-            uint64_t half = 1ull << (sh - 1);
-            if (rem > half || (rem == half && (sig & 1u))) sig++;
-            if (sig >> keep) {
-                sig >>= 1;
-                e++;
-            }
-        }
-    } else {
-        sig = mag << (keep - nb);
-    }
-    if (e > qemax(q)) return sign | rof_bits(q);
-    return qpack(sign, e, (uint32_t)sig & ((1u << q.M) - 1u), q.M);
-}
-
-__device__ bool f_isnan(uint32_t x) { return (x & 0x7FFFFFFFu) > F32_INF; }
-__device__ bool f_isinf(uint32_t x) { return (x & 0x7FFFFFFFu) == F32_INF; }
-__device__ bool zero_or_sub(uint32_t x) { return ((x >> 23) & 0xFFu) == 0; }
-
-// mts_q
-__device__ uint32_t q_of(const qf &q, uint32_t x)
-{
-    if (f_isnan(x)) return F32_QNAN;
-    if (f_isinf(x)) return (x & F32_SIGN) | rof_bits(q);
-    if (zero_or_sub(x)) return x & F32_SIGN;
-    return q_quantize(q, x & F32_SIGN, (uint64_t)((x & F32_MAN) | 0x800000u), (int)((x >> 23) & 0xFFu) - 150);
-}
-
-// fmaq.c exact_sum() (CLAMP 33)
-__device__ uint32_t q_exact_sum(const qf &q, uint32_t a, uint32_t b)
-{
-    uint32_t xs = a & F32_SIGN, ys = b & F32_SIGN;
-    uint64_t xm = (a & F32_MAN) | 0x800000u, ym = (b & F32_MAN) | 0x800000u;
-    int xe = (int)((a >> 23) & 0xFFu) - 150, ye = (int)((b >> 23) & 0xFFu) - 150;
-    int sw = xe < ye;
-    uint32_t sa_sign = sw ? ys : xs, sb_sign = sw ? xs : ys;
-    uint64_t sa = sw ? ym : xm, sb = sw ? xm : ym;
-    int ea = sw ? ye : xe, eb = sw ? xe : ye;
-    int d = ea - eb;
-    if (d > 33) {
-        sb = 1;
-        eb = ea - 33;
-        d = 33;
-    }
-    int64_t ma = -(int64_t)(sa_sign >> 31), mb = -(int64_t)(sb_sign >> 31);
-    int64_t sum = (((int64_t)(sa << d)) ^ ma) - ma + ((((int64_t)sb) ^ mb) - mb);
-    if (sum == 0) return 0;
-    int64_t ms = -(int64_t)((uint64_t)sum >> 63);
-    return q_quantize(q, (uint32_t)ms & F32_SIGN, (uint64_t)((sum ^ ms) - ms), eb);
-}
-
-// mts_qadd
-__device__ uint32_t q_add(const qf &q, uint32_t a, uint32_t b)
-{
-    if (f_isnan(a) || f_isnan(b)) return F32_QNAN;
-    if (f_isinf(a) || f_isinf(b)) {
-        if (f_isinf(a) && f_isinf(b) && ((a ^ b) & F32_SIGN)) return F32_QNAN;
-        return q_of(q, f_isinf(a) ? a : b);
-    }
-    bool za = zero_or_sub(a), zb = zero_or_sub(b);
-    if (za && zb) return a & b & F32_SIGN;
-    if (za) return q_of(q, b);
-    if (zb) return q_of(q, a);
-    return q_exact_sum(q, a, b);
-}
 
 // ------------------------------------------------------------ kernels
 
@@ -227,32 +77,28 @@ struct Job {
     float *C;
     float beta;
     int prod, fmaq, chunk;
-    int qin_M;        // LUT: operand format's M (RNE); 23 or more: no quantization
-    int lut_M;        // LUT: table format's M (AMSim truncates to it)
+    int quant;         // LUT: operands rounded (RNE) to qin as they are read
+    mts_format qin;    // LUT: the operand format (in_fmt, or the table's)
+    mts_format lutf;   // LUT: the table's format (AMSim truncates to it)
     const uint32_t *T; // LUT entries on the device
-    qf qprod, qacc;
+    mts_qfmt qprod, qacc;
 };
 
-__device__ uint32_t load_op(const float *X, int ld, int trans, int r, int c, int rows, int cols, int qM)
+__device__ uint32_t load_op(const Job &g, const float *X, int ld, int trans, int r, int c, int rows, int cols)
 {
     if (r >= rows || c >= cols) return 0;
-    uint32_t x = f2u(trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]);
-    return qM < 23 ? quantize_e8(x, qM, 1) : x;
-}
-
-// gemm_store: beta 0 -> y; beta 1 -> C + y; else beta*C + y; NaN canonical.
-__device__ void store(float *c, float beta, float y)
-{
-    float v = beta == 0.0f ? y : __fadd_rn(beta == 1.0f ? *c : __fmul_rn(beta, *c), y);
-    if (v != v) v = u2f(F32_QNAN);
-    *c = v;
+    uint32_t x = mts_f2u(trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]);
+    return g.quant ? mts_fmt_quantize_hd(&g.qin, x, MTS_RNE) : x;
 }
 
 __device__ uint32_t product(const Job &g, uint32_t a, uint32_t b)
 {
-    if (g.prod == PROD_LUT) return amsim_e8(g.T, g.lut_M, a, b);
-    if (g.prod == PROD_FP32M) return fp32_model(a, b);
-    return f2u(__fmul_rn(u2f(a), u2f(b)));
+    if (g.prod == PROD_LUT) return mts_amsim_hd(&g.lutf, g.T, a, b);
+    if (g.prod == PROD_FP32M) {
+        const mts_format f32 = {8, 23, 127, 1}; // model "fp32": e8m23, RNE
+        return mts_mul_exact_hd(&f32, MTS_OUT_RNE, a, b);
+    }
+    return mts_f2u(mts_fm_mul(mts_u2f(a), mts_u2f(b)));
 }
 
 // One thread per output C[i][j], a 16x16 block of outputs per thread block;
@@ -263,23 +109,22 @@ __global__ void gemm_kernel(Job g)
 {
     __shared__ uint32_t As[TILE][TILE + 1], Bs[TILE][TILE + 1];
     int i = blockIdx.y * TILE + threadIdx.y, j = blockIdx.x * TILE + threadIdx.x;
-    int qM = g.prod == PROD_LUT ? g.qin_M : 23;
     float acc = 0.0f;
     uint32_t y = 0, s = 0;
     int inchunk = 0, first = 1;
     for (int k0 = 0; k0 < g.k; k0 += TILE) {
-        As[threadIdx.y][threadIdx.x] = load_op(g.A, g.lda, g.transA, i, k0 + threadIdx.x, g.m, g.k, qM);
-        Bs[threadIdx.y][threadIdx.x] = load_op(g.B, g.ldb, g.transB, k0 + threadIdx.y, j, g.k, g.n, qM);
+        As[threadIdx.y][threadIdx.x] = load_op(g, g.A, g.lda, g.transA, i, k0 + threadIdx.x, g.m, g.k);
+        Bs[threadIdx.y][threadIdx.x] = load_op(g, g.B, g.ldb, g.transB, k0 + threadIdx.y, j, g.k, g.n);
         __syncthreads();
         int kend = g.k - k0 < TILE ? g.k - k0 : TILE;
         for (int kk = 0; kk < kend; kk++) {
             uint32_t p = product(g, As[threadIdx.y][kk], Bs[kk][threadIdx.x]);
             if (!g.fmaq) {
-                acc = __fadd_rn(acc, u2f(p));
+                acc = mts_fm_add(acc, mts_u2f(p));
             } else {
-                s = q_add(g.qacc, q_of(g.qprod, p), s);
+                s = mts_fmaq_hd(&g.qprod, &g.qacc, p, s);
                 if (++inchunk == g.chunk) {
-                    y = first ? s : q_add(g.qacc, y, s);
+                    y = first ? s : mts_qadd_hd(&g.qacc, y, s);
                     first = 0;
                     s = 0;
                     inchunk = 0;
@@ -290,15 +135,15 @@ __global__ void gemm_kernel(Job g)
     }
     if (i >= g.m || j >= g.n) return;
     if (g.fmaq) {
-        if (inchunk) y = first ? s : q_add(g.qacc, y, s);
-        acc = u2f(y);
+        if (inchunk) y = first ? s : mts_qadd_hd(&g.qacc, y, s);
+        acc = mts_u2f(y);
     }
-    store(&g.C[(size_t)i * g.ldc + j], g.beta, acc);
+    mts_gemm_store_hd(&g.C[(size_t)i * g.ldc + j], g.beta, acc);
 }
 
 // INT: codes quantized on the host (row operand pre-shifted by the table
-// width), exact int64 sums of table entries, zero-point correction
-// (mts_qdot_correct) and one double scale, as sim/gemm/int.c.
+// width), exact int64 sums of table entries, the zero-point correction and
+// one FP64 scale, as sim/gemm/int.c.
 __global__ void gemm_int_kernel(int m, int n, int k, const uint32_t *ia, const uint32_t *ib, const int64_t *suma,
                                 const int64_t *sumb, const int32_t *T, int32_t za, int32_t zb, double scale,
                                 float beta, float *C, int ldc)
@@ -308,8 +153,8 @@ __global__ void gemm_int_kernel(int m, int n, int k, const uint32_t *ia, const u
     const uint32_t *ra = ia + (size_t)i * k, *cb = ib + (size_t)j * k;
     int64_t sab = 0;
     for (int kk = 0; kk < k; kk++) sab += T[ra[kk] | cb[kk]];
-    int64_t acc = sab - (int64_t)zb * suma[i] - (int64_t)za * sumb[j] + (int64_t)k * za * zb;
-    store(&C[(size_t)i * ldc + j], beta, (float)__dmul_rn(scale, (double)acc));
+    int64_t acc = mts_qdot_correct_hd(sab, suma[i], sumb[j], (int64_t)k, za, zb);
+    mts_gemm_store_hd(&C[(size_t)i * ldc + j], beta, mts_qdot_scale_hd(scale, acc));
 }
 
 } // namespace
@@ -318,9 +163,8 @@ __global__ void gemm_int_kernel(int m, int n, int k, const uint32_t *ia, const u
 
 struct mts_gpu_gemm_plan {
     mts_provider p;
-    uint32_t *T;    // device copy of the float LUT entries, or NULL
-    int32_t *Ti;    // device copy of the integer table, or NULL
-    int qin_M, lut_M;
+    uint32_t *T; // device copy of the float LUT entries, or NULL
+    int32_t *Ti; // device copy of the integer table, or NULL
 };
 
 extern "C" {
@@ -331,9 +175,16 @@ int mts_gpu_probe(mts_gpu_info *info, mts_err *err)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0)
-        return mts_fail(err, MTS_EUNSUPPORTED, "gpu: no CUDA device (%s)",
-                        e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+    if (e != cudaSuccess || n == 0) {
+        const char *why = e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none";
+        if (under_asan() && access("/dev/nvidiactl", F_OK) == 0) // a driver, but the runtime did not start
+            return mts_fail(err, MTS_EUNSUPPORTED,
+                            "gpu: no CUDA device usable under AddressSanitizer (%s): a CUDA driver is present, but "
+                            "CUDA's runtime does not start in a sanitizer build; test the GPU with a build without "
+                            "sanitizers (tests/gpu-check.sh)",
+                            why);
+        return mts_fail(err, MTS_EUNSUPPORTED, "gpu: no CUDA device (%s)", why);
+    }
     if (!info) return MTS_OK;
     int dev = 0;
     cudaDeviceProp pr;
@@ -425,12 +276,6 @@ int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *
     mts_gpu_gemm_plan *pl = (mts_gpu_gemm_plan *)std::calloc(1, sizeof *pl);
     if (!pl) return mts_fail(err, MTS_ENOMEM, "gpu: out of host memory for a GEMM plan");
     pl->p = *p;
-    pl->qin_M = 23;
-    pl->lut_M = 23;
-    if (p->kind == MTS_PROV_LUT) {
-        pl->lut_M = p->lut->fmt.M;
-        pl->qin_M = p->in_fmt.M == 0 && p->in_fmt.E == 0 ? p->lut->fmt.M : p->in_fmt.M;
-    }
     if (p->kind == MTS_PROV_LUT || p->kind == MTS_PROV_INT) {
         size_t bytes = p->lut->n * sizeof(uint32_t);
         void *d = NULL;
@@ -454,17 +299,6 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
     std::free(plan);
 }
 
-static qf to_qf(const mts_qfmt &q)
-{
-    qf r;
-    r.M = q.M;
-    r.E = q.E;
-    r.bias = q.bias;
-    r.underflow = q.underflow;
-    r.rne = q.rnd == MTS_RNE;
-    return r;
-}
-
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
@@ -482,15 +316,18 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m,
     g.fmaq = pl->p.fmaq ? 1 : 0;
     g.chunk = pl->p.chunk > 0 ? pl->p.chunk : 16;
     g.prod = pl->p.kind == MTS_PROV_LUT ? PROD_LUT : (g.fmaq ? PROD_FP32M : PROD_F32);
-    g.qin_M = pl->qin_M;
-    g.lut_M = pl->lut_M;
-    g.T = pl->T;
+    if (pl->p.kind == MTS_PROV_LUT) { // operands as mts_gemm_ref quantizes them
+        g.quant = 1;
+        g.lutf = pl->p.lut->fmt;
+        g.qin = pl->p.in_fmt.M == 0 && pl->p.in_fmt.E == 0 ? g.lutf : pl->p.in_fmt;
+        g.T = pl->T;
+    }
     if (g.fmaq) {
-        g.qprod = to_qf(pl->p.qprod);
-        g.qacc = to_qf(pl->p.qacc);
+        g.qprod = pl->p.qprod;
+        g.qacc = pl->p.qacc;
     }
     dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
-    gemm_kernel<<<grid, block>>>(g);
+    MTS_LAUNCH(gemm_kernel, grid, block, 0, 0)(g);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "GEMM kernel");
@@ -521,9 +358,10 @@ static int gemm_int_host(const mts_gpu_gemm_plan *pl, int transA, int transB, in
         goto done;
     {
         dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
-        gemm_int_kernel<<<grid, block>>>(m, n, k, (const uint32_t *)dia, (const uint32_t *)dib,
-                                         (const int64_t *)dsa, (const int64_t *)dsb, pl->Ti, pa.zero_point,
-                                         pb.zero_point, pa.scale * pb.scale, beta, (float *)dC, ldc);
+        MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, (const uint32_t *)dia, (const uint32_t *)dib,
+                                                       (const int64_t *)dsa, (const int64_t *)dsb, pl->Ti,
+                                                       pa.zero_point, pb.zero_point, pa.scale * pb.scale, beta,
+                                                       (float *)dC, ldc);
         cudaError_t e = cudaGetLastError();
         if (e == cudaSuccess) e = cudaDeviceSynchronize();
         if (e != cudaSuccess) rc = cuda_fail(err, e, "INT GEMM kernel");

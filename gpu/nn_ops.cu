@@ -7,12 +7,14 @@
 // thread. Scatter-adds of the CPU (col2im, max/avg pool backward) become
 // gathers that add the same terms in the same order from +0.
 //
-// Written and compiled; NOT yet run on a GPU.
+// Launched through MTS_LAUNCH (launch.h): they run under the CUDA emulation
+// (gpu/emu/) in tests/test_gpu_emu; NOT yet run on a GPU.
 #include <cuda_runtime.h>
 
 #include <cstdlib>
 #include <cstring>
 
+#include "launch.h"
 #include "mantis/fmath.h"
 #include "mantis/gpu.h"
 
@@ -77,8 +79,9 @@ template <class T, class Term> int reduce_rows(int rows, size_t n, Term term, T 
     void *part = NULL;
     int rc = mts_gpu_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
     if (rc != MTS_OK) return rc;
-    if (m) chunk_sums<T><<<blocks_for((size_t)rows * m), THREADS>>>(rows, n, m, term, (T *)part);
-    tree<T><<<blocks_for((size_t)rows), THREADS>>>(rows, m, (const T *)part, out);
+    if (m)
+        MTS_LAUNCH((chunk_sums<T, Term>), blocks_for((size_t)rows * m), THREADS, 0, 0)(rows, n, m, term, (T *)part);
+    MTS_LAUNCH(tree<T>, blocks_for((size_t)rows), THREADS, 0, 0)(rows, m, (const T *)part, out);
     rc = launch_check(err, "reduction");
     mts_gpu_free(part);
     return rc;
@@ -355,14 +358,14 @@ extern "C" {
 int mts_gpu_relu_forward(size_t n, const float *x, float *y, mts_err *err)
 {
     if (!n) return MTS_OK;
-    relu_fwd<<<blocks_for(n), THREADS>>>(n, x, y);
+    MTS_LAUNCH(relu_fwd, blocks_for(n), THREADS, 0, 0)(n, x, y);
     return launch_check(err, "relu forward");
 }
 
 int mts_gpu_relu_backward(size_t n, const float *y, const float *dy, float *dx, mts_err *err)
 {
     if (!n) return MTS_OK;
-    relu_bwd<<<blocks_for(n), THREADS>>>(n, y, dy, dx);
+    MTS_LAUNCH(relu_bwd, blocks_for(n), THREADS, 0, 0)(n, y, dy, dx);
     return launch_check(err, "relu backward");
 }
 
@@ -371,7 +374,7 @@ int mts_gpu_dense_forward(const mts_gpu_gemm_plan *fwd, int N, int in, int out, 
 {
     int rc = mts_gpu_gemm_dev(fwd, 0, 1, N, out, in, x, in, w, in, 0.0f, y, out, err);
     if (rc != MTS_OK || !b || !N || !out) return rc;
-    bias_add<<<blocks_for((size_t)N * out), THREADS>>>(N, out, y, b);
+    MTS_LAUNCH(bias_add, blocks_for((size_t)N * out), THREADS, 0, 0)(N, out, y, b);
     return launch_check(err, "dense bias");
 }
 
@@ -398,8 +401,8 @@ int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *l
     if ((rc = mts_gpu_alloc(&terms, (size_t)N * sizeof(double), err)) ||
         (rc = mts_gpu_alloc(&ok, (size_t)N * sizeof(int), err)) || (rc = mts_gpu_alloc(&sum, sizeof(double), err)))
         goto done;
-    softmax_ce_rows<<<blocks_for((size_t)N), THREADS>>>(N, classes, logits, labels, dlogits, (double *)terms,
-                                                        (int *)ok);
+    MTS_LAUNCH(softmax_ce_rows, blocks_for((size_t)N), THREADS, 0, 0)(N, classes, logits, labels, dlogits,
+                                                                     (double *)terms, (int *)ok);
     if ((rc = launch_check(err, "softmax cross-entropy")) ||
         (rc = reduce_rows<double>(1, (size_t)N, Flat{(const double *)terms}, (double *)sum, err)))
         goto done;
@@ -459,15 +462,15 @@ int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const fl
         mts_gpu_free(m);
         if (rc) goto done;
     }
-    bn_stats<<<blocks_for((size_t)C), THREADS>>>(C, cnt, (const double *)s1, (const double *)s2, rmean, rvar, mom,
-                                                 eps, (float *)mean, (float *)is, train);
+    MTS_LAUNCH(bn_stats, blocks_for((size_t)C), THREADS, 0, 0)(C, cnt, (const double *)s1, (const double *)s2, rmean,
+                                                              rvar, mom, eps, (float *)mean, (float *)is, train);
     if ((rc = launch_check(err, "batchnorm statistics"))) goto done;
     if (invstd && (rc = cudaMemcpy(invstd, is, (size_t)C * 4, cudaMemcpyDeviceToDevice) == cudaSuccess
                             ? MTS_OK
                             : mts_fail(err, MTS_EIO, "gpu bn: copy failed")))
         goto done;
-    bn_apply<<<blocks_for((size_t)N * C * HW), THREADS>>>(N, C, HW, x, gamma, beta, (const float *)mean,
-                                                          (const float *)is, y, xhat);
+    MTS_LAUNCH(bn_apply, blocks_for((size_t)N * C * HW), THREADS, 0, 0)(N, C, HW, x, gamma, beta, (const float *)mean,
+                                                                       (const float *)is, y, xhat);
     rc = launch_check(err, "batchnorm forward");
 done:
     mts_gpu_free(s1);
@@ -487,11 +490,11 @@ int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamm
         (rc = reduce_rows<double>(C, cnt, BnX{dy, C, HW}, (double *)sg, err)) ||
         (rc = reduce_rows<double>(C, cnt, BnDyX{dy, xhat, C, HW}, (double *)sgx, err)))
         goto done;
-    if (dgamma) d2f<<<blocks_for((size_t)C), THREADS>>>(C, (const double *)sgx, dgamma);
-    if (dbeta) d2f<<<blocks_for((size_t)C), THREADS>>>(C, (const double *)sg, dbeta);
+    if (dgamma) MTS_LAUNCH(d2f, blocks_for((size_t)C), THREADS, 0, 0)(C, (const double *)sgx, dgamma);
+    if (dbeta) MTS_LAUNCH(d2f, blocks_for((size_t)C), THREADS, 0, 0)(C, (const double *)sg, dbeta);
     if (dx)
-        bn_dx<<<blocks_for(cnt * C), THREADS>>>(N, C, HW, dy, gamma, xhat, invstd, (const double *)sg,
-                                                (const double *)sgx, dx);
+        MTS_LAUNCH(bn_dx, blocks_for(cnt * C), THREADS, 0, 0)(N, C, HW, dy, gamma, xhat, invstd, (const double *)sg,
+                                                             (const double *)sgx, dx);
     rc = launch_check(err, "batchnorm backward");
 done:
     mts_gpu_free(sg);
@@ -505,7 +508,7 @@ int mts_gpu_maxpool_forward(int N, int C, int H, int W, int k, int s, const floa
     int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
     size_t no = (size_t)N * C * oh * ow;
     if (!no) return MTS_OK;
-    maxpool_fwd<<<blocks_for(no), THREADS>>>(N, C, H, W, k, s, oh, ow, x, y, argmax);
+    MTS_LAUNCH(maxpool_fwd, blocks_for(no), THREADS, 0, 0)(N, C, H, W, k, s, oh, ow, x, y, argmax);
     return launch_check(err, "maxpool forward");
 }
 
@@ -515,7 +518,7 @@ int mts_gpu_maxpool_backward(int N, int C, int H, int W, int k, int s, const flo
     int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
     size_t ni = (size_t)N * C * H * W;
     if (!ni) return MTS_OK;
-    maxpool_bwd<<<blocks_for(ni), THREADS>>>(N, C, H, W, k, s, oh, ow, dy, argmax, dx);
+    MTS_LAUNCH(maxpool_bwd, blocks_for(ni), THREADS, 0, 0)(N, C, H, W, k, s, oh, ow, dy, argmax, dx);
     return launch_check(err, "maxpool backward");
 }
 
@@ -524,7 +527,7 @@ int mts_gpu_avgpool_forward(int N, int C, int H, int W, int k, int s, const floa
     int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
     size_t no = (size_t)N * C * oh * ow;
     if (!no) return MTS_OK;
-    avgpool_fwd<<<blocks_for(no), THREADS>>>(N, C, H, W, k, s, oh, ow, x, y);
+    MTS_LAUNCH(avgpool_fwd, blocks_for(no), THREADS, 0, 0)(N, C, H, W, k, s, oh, ow, x, y);
     return launch_check(err, "avgpool forward");
 }
 
@@ -533,7 +536,7 @@ int mts_gpu_avgpool_backward(int N, int C, int H, int W, int k, int s, const flo
     int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
     size_t ni = (size_t)N * C * H * W;
     if (!ni) return MTS_OK;
-    avgpool_bwd<<<blocks_for(ni), THREADS>>>(N, C, H, W, k, s, oh, ow, dy, dx);
+    MTS_LAUNCH(avgpool_bwd, blocks_for(ni), THREADS, 0, 0)(N, C, H, W, k, s, oh, ow, dy, dx);
     return launch_check(err, "avgpool backward");
 }
 
@@ -541,7 +544,7 @@ int mts_gpu_gap_forward(int N, int C, int HW, const float *x, float *y, mts_err 
 {
     size_t planes = (size_t)N * C;
     if (!planes) return MTS_OK;
-    gap_fwd<<<blocks_for(planes), THREADS>>>(planes, HW, x, y);
+    MTS_LAUNCH(gap_fwd, blocks_for(planes), THREADS, 0, 0)(planes, HW, x, y);
     return launch_check(err, "global average pool forward");
 }
 
@@ -549,7 +552,7 @@ int mts_gpu_gap_backward(int N, int C, int HW, const float *dy, float *dx, mts_e
 {
     size_t planes = (size_t)N * C;
     if (!planes || !HW) return MTS_OK;
-    gap_bwd<<<blocks_for(planes * HW), THREADS>>>(planes, HW, dy, dx);
+    MTS_LAUNCH(gap_bwd, blocks_for(planes * HW), THREADS, 0, 0)(planes, HW, dy, dx);
     return launch_check(err, "global average pool backward");
 }
 
@@ -557,7 +560,7 @@ int mts_gpu_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mt
 {
     size_t n = (size_t)g->cin * g->k * g->k * N * g->oh * g->ow;
     if (!n) return MTS_OK;
-    im2col_k<<<blocks_for(n), THREADS>>>(*g, N, x, col);
+    MTS_LAUNCH(im2col_k, blocks_for(n), THREADS, 0, 0)(*g, N, x, col);
     return launch_check(err, "im2col");
 }
 
@@ -565,7 +568,7 @@ int mts_gpu_col2im(const mts_conv_geom *g, int N, const float *dcolT, float *dx,
 {
     size_t n = (size_t)N * g->cin * g->h * g->w;
     if (!n) return MTS_OK;
-    col2im_k<<<blocks_for(n), THREADS>>>(*g, N, dcolT, dx);
+    MTS_LAUNCH(col2im_k, blocks_for(n), THREADS, 0, 0)(*g, N, dcolT, dx);
     return launch_check(err, "col2im");
 }
 
@@ -573,7 +576,7 @@ int mts_gpu_sgd_step(size_t n, float *param, const float *grad, float *m, const 
                      float momentum, float wd, mts_err *err)
 {
     if (!n) return MTS_OK;
-    sgd_k<<<blocks_for(n), THREADS>>>(n, param, grad, m, wmask, lr, momentum, wd);
+    MTS_LAUNCH(sgd_k, blocks_for(n), THREADS, 0, 0)(n, param, grad, m, wmask, lr, momentum, wd);
     return launch_check(err, "sgd step");
 }
 
@@ -582,8 +585,8 @@ int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float
 {
     if (!n) return MTS_OK;
     // the CPU divides by (float)bc1 and (float)bc2
-    adam_k<<<blocks_for(n), THREADS>>>(n, param, grad, m, v, wmask, lr, beta1, beta2, eps, wd, (float)bc1,
-                                       (float)bc2);
+    MTS_LAUNCH(adam_k, blocks_for(n), THREADS, 0, 0)(n, param, grad, m, v, wmask, lr, beta1, beta2, eps, wd,
+                                                    (float)bc1, (float)bc2);
     return launch_check(err, "adam step");
 }
 

@@ -1,13 +1,23 @@
-// test_gpu.cpp - the CUDA GEMM providers (gpu.h). Host-side logic runs
-// everywhere: which providers the GPU takes, the "built without CUDA" / "no
-// CUDA device" answers of gpu.h and of mts_gemm with device = CUDA. The
-// kernel tests compare every GPU provider with mts_gemm_ref bit for bit and
-// skip, with the reason, when no CUDA device is present.
+// test_gpu.cpp - the CUDA GEMM providers and layer-op twins (gpu.h).
+// Host-side logic runs everywhere: which providers the GPU takes, the
+// "built without CUDA" / "no CUDA device" answers of gpu.h and of mts_gemm
+// with device = CUDA. The device tests compare every GPU provider with
+// mts_gemm_ref and every layer-op twin with its CPU op, bit for bit.
+//
+// Built twice: test_gpu links libmantis's nvcc-built kernels (a device
+// test skips, naming the reason, without a usable device; with
+// MANTIS_REQUIRE_GPU=1 that is a failure), and test_gpu_emu links the same
+// kernels built under the CUDA emulation (MTS_GPU_EMU, gpu/emu/), where
+// every test runs on every commit.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,8 +26,23 @@
 #include "mantis/intmul.h"
 #include "mantis/lut.h"
 #include "mantis/mul.h"
+#include "mantis/nn_ckpt.h"
+#include "mantis/nn_net.h"
 #include "test_rng.h"
+
+// The device check (tests/gpu-check.sh) runs this program away from its
+// build tree: MANTIS_TEST_BIN then names the `mantis` its CLI tests run.
+static const char *test_mantis_bin()
+{
+    const char *e = std::getenv("MANTIS_TEST_BIN");
+    return e && *e ? e : MANTIS_BIN;
+}
+#undef MANTIS_BIN
+#define MANTIS_BIN test_mantis_bin()
 #include "test_util.h"
+#if defined(MTS_GPU_EMU)
+#include "emu.h"
+#endif
 
 namespace {
 
@@ -31,18 +56,36 @@ mts_provider prov(mts_prov_kind kind, const mts_lut *lut = nullptr)
     return p;
 }
 
-// Why the GPU tests cannot run here ("" when they can).
+// Why the GPU tests cannot run here ("" when they can): the probe's own
+// answer (built without CUDA, no device, a sanitizer build that CUDA does
+// not start in).
 std::string no_gpu_reason()
 {
     mts_err err;
     if (mts_gpu_probe(nullptr, &err) != MTS_OK) return err.msg;
     return "";
 }
-#define NEED_GPU()                                                                 \
-    do {                                                                           \
-        std::string why = no_gpu_reason();                                         \
-        if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;        \
+// MANTIS_REQUIRE_GPU=1 (the device check, tests/gpu-check.sh): a GPU test
+// that cannot run fails instead of skipping.
+bool require_gpu()
+{
+    const char *v = std::getenv("MANTIS_REQUIRE_GPU");
+    return v && *v && std::strcmp(v, "0") != 0;
+}
+#define NEED_GPU()                                                                                        \
+    do {                                                                                                  \
+        std::string why = no_gpu_reason();                                                                \
+        if (!why.empty() && require_gpu()) FAIL() << "MANTIS_REQUIRE_GPU is set, but " << why;            \
+        if (!why.empty()) GTEST_SKIP() << why;                                                            \
     } while (0)
+
+#if defined(MTS_GPU_EMU)
+// The emulated device switched off for one scope (the "no device" paths).
+struct NoEmulatedDevice {
+    NoEmulatedDevice() { mts_emu::set_device_present(false); }
+    ~NoEmulatedDevice() { mts_emu::set_device_present(true); }
+};
+#endif
 
 // ----------------------------------------------------------- host side
 
@@ -65,8 +108,12 @@ TEST(GpuHost, ProvidersTheGpuRefusesAreNamed)
     ASSERT_EQ(mts_mulop_model(&op, "exact", &f, &err), MTS_OK) << err.msg;
     ASSERT_EQ(mts_lut_generate(&op, &e5, &err), MTS_OK) << err.msg;
     p = prov(MTS_PROV_LUT, &e5);
+    EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_OK) << err.msg; // any (1,E,M) format
+    mts_lut big = e5; // a table above M = 11 (only its format is looked at)
+    big.fmt = mts_format_e8(12);
+    p = prov(MTS_PROV_LUT, &big);
     EXPECT_EQ(mts_gpu_supports(&p, &err), MTS_EUNSUPPORTED);
-    EXPECT_NE(std::string(err.msg).find("E5M4"), std::string::npos) << err.msg;
+    EXPECT_NE(std::string(err.msg).find("E8M12"), std::string::npos) << err.msg;
     mts_lut_free(&e5);
 
     mts_lut i8{};
@@ -78,11 +125,65 @@ TEST(GpuHost, ProvidersTheGpuRefusesAreNamed)
     mts_lut_free(&i8);
 }
 
+// The device the tests run on says what it is: the emulation calls itself
+// one (its results are never a GPU's), a real device does not.
+TEST(GpuHost, DeviceSaysWhatItIs)
+{
+    NEED_GPU();
+    mts_gpu_info info;
+    mts_err err;
+    ASSERT_EQ(mts_gpu_probe(&info, &err), MTS_OK) << err.msg;
+    std::string name = info.name;
+#if defined(MTS_GPU_EMU)
+    EXPECT_NE(name.find("emulation"), std::string::npos) << name;
+    EXPECT_NE(name.find("not a GPU"), std::string::npos) << name;
+#else
+    EXPECT_EQ(name.find("emulation"), std::string::npos) << "test_gpu runs on " << name;
+#endif
+    EXPECT_GE(info.cc_major, 8) << name; // the kernels are built for sm_80 and sm_90
+    EXPECT_GT(info.mem_total, (size_t)0);
+}
+
+// No silent fallback: where nvcc is installed, the configured build has the
+// CUDA half (unless MANTIS_CUDA=OFF asked otherwise).
+bool nvcc_installed(std::string *where)
+{
+    const char *cx = std::getenv("CUDACXX");
+    if (cx && *cx && access(cx, X_OK) == 0) return *where = cx, true;
+    if (access("/usr/local/cuda/bin/nvcc", X_OK) == 0) return *where = "/usr/local/cuda/bin/nvcc", true;
+    const char *path = std::getenv("PATH");
+    for (std::string p = path ? path : "", dir; !p.empty();) {
+        size_t c = p.find(':');
+        dir = p.substr(0, c);
+        p = c == std::string::npos ? "" : p.substr(c + 1);
+        if (!dir.empty() && access((dir + "/nvcc").c_str(), X_OK) == 0) return *where = dir + "/nvcc", true;
+    }
+    return false;
+}
+
+TEST(GpuHost, CudaHalfBuiltWhereNvccIs)
+{
+    std::string nvcc;
+    bool have = nvcc_installed(&nvcc);
+    if (!MTS_TEST_CUDA_OPTION) GTEST_SKIP() << "configured with -DMANTIS_CUDA=OFF: the CUDA half is not wanted";
+    if (have) {
+        EXPECT_TRUE(MTS_TEST_CUDA_BUILT) << nvcc << " is installed, but this build did not compile gpu/*.cu: "
+                                         << "CMake did not enable CUDA (see its 'CUDA:' message)";
+    }
+#if !defined(MTS_GPU_EMU)
+    EXPECT_EQ(mts_gpu_built(), MTS_TEST_CUDA_BUILT ? 1 : 0) << "libmantis disagrees with the build configuration";
+#endif
+    if (!have) GTEST_SKIP() << "nvcc is not installed here (the build says 'built without CUDA')";
+}
+
 // Without CUDA in the build or without a device, every entry point says
 // which, and mts_gemm with device = CUDA returns the same answer (never a
 // silent CPU fallback).
 TEST(GpuHost, UnavailableGpuIsReported)
 {
+#if defined(MTS_GPU_EMU)
+    NoEmulatedDevice off; // the .cu host code's "no device" paths, under the emulation
+#endif
     mts_err err;
     int rc = mts_gpu_probe(nullptr, &err);
     if (rc == MTS_OK) GTEST_SKIP() << "a CUDA device is present: the unavailable paths cannot be reached";
@@ -122,6 +223,14 @@ TEST(GpuHost, UnavailableGpuIsReported)
 
 TEST(GpuHost, CliDeviceCudaSaysWhyNot)
 {
+#if defined(MTS_GPU_EMU)
+    // MANTIS_BIN is mantis-gpuemu: its emulated device switched off too
+    NoEmulatedDevice off;
+    setenv("MTS_GPUEMU_DEVICES", "0", 1);
+    struct Unset {
+        ~Unset() { unsetenv("MTS_GPUEMU_DEVICES"); }
+    } unset;
+#endif
     mts_err err;
     if (mts_gpu_probe(nullptr, &err) == MTS_OK) GTEST_SKIP() << "a CUDA device is present";
     CliResult r = run_cli("train --model lenet300 --data mnist --device cuda --epochs 1 --subset 64");
@@ -227,6 +336,32 @@ TEST(GpuGemm, LutEveryMantissaWidth)
         mts_provider wide = prov(MTS_PROV_LUT, &lut); // operands quantized wider, then truncated
         wide.in_fmt = mts_format_e8(M + 3);
         check(wide, 19, 23, 29, 0, 1, 0.0f, 99, (what + " in_fmt M+3").c_str());
+        mts_lut_free(&lut);
+    }
+}
+
+// Tables of other formats than E8: smaller exponent ranges (products and
+// operands overflow and flush), and operands quantized to a wider format
+// than the table's. (Saturating formats such as fp8e4m3 cannot be
+// tabulated: their overflow depends on the exponents.)
+TEST(GpuGemm, LutOtherFormats)
+{
+    NEED_GPU();
+    mts_err err;
+    const char *formats[] = {"e4m3", "fp8e5m2", "e6m4", "fp16"};
+    for (const char *name : formats) {
+        mts_format f;
+        mts_mulop op;
+        mts_lut lut{};
+        ASSERT_EQ(mts_format_parse(name, &f, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_mulop_model(&op, "exact", &f, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+        std::string what = std::string("lut ") + name;
+        check(prov(MTS_PROV_LUT, &lut), 31, 37, 41, 0, 0, 0.0f, 5, what.c_str());
+        check(prov(MTS_PROV_LUT, &lut), 17, 1, 33, 1, 1, -0.75f, 6, what.c_str());
+        mts_provider wide = prov(MTS_PROV_LUT, &lut);
+        wide.in_fmt = mts_format_e8(f.M + 2); // E8 operands, then the table's own format
+        check(wide, 19, 23, 29, 0, 1, 1.0f, 7, (what + " in_fmt e8").c_str());
         mts_lut_free(&lut);
     }
 }
@@ -456,6 +591,119 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
     }
     expect_same(gp.get(), prm, "adam params");
     expect_same(gv.get(), v, "adam v");
+}
+
+// The twins the tests above leave out: global average pooling, BatchNorm
+// in evaluation mode (running statistics), SGD with momentum and masked
+// weight decay.
+TEST(GpuOps, GapBatchNormEvalSgd)
+{
+    NEED_GPU();
+    mts_err err;
+    const int N = 3, C = 5, HW = 37;
+    auto x = randv((size_t)N * C * HW, 11), dy = randv((size_t)N * C, 12);
+    std::vector<float> y((size_t)N * C), dx(x.size());
+    mts_gap_forward(N, C, HW, x.data(), y.data());
+    mts_gap_backward(N, C, HW, dy.data(), dx.data());
+    Dev<float> gx(x), gy(y), gdy(dy), gdx(dx);
+    ASSERT_EQ(mts_gpu_gap_forward(N, C, HW, gx.d(), gy.d(), &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_gpu_gap_backward(N, C, HW, gdy.d(), gdx.d(), &err), MTS_OK) << err.msg;
+    expect_same(gy.get(), y, "gap y");
+    expect_same(gdx.get(), dx, "gap dx");
+
+    auto gam = randv(C, 13), bet = randv(C, 14), rm = randv(C, 15), rv = randv(C, 16);
+    for (float &v : rv) v = std::fabs(v) + 0.5f;
+    std::vector<float> by(x.size()), is(C);
+    mts_bn_forward(0, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f, by.data(),
+                   nullptr, is.data());
+    Dev<float> ggam(gam), gbet(bet), grm(rm), grv(rv), gby(by), gis(is);
+    ASSERT_EQ(mts_gpu_bn_forward(0, N, C, HW, gx.d(), ggam.d(), gbet.d(), grm.d(), grv.d(), 0.1f, 1e-5f, gby.d(),
+                                 nullptr, gis.d(), &err),
+              MTS_OK)
+        << err.msg;
+    expect_same(gby.get(), by, "bn eval y");
+    expect_same(gis.get(), is, "bn eval invstd");
+    expect_same(grm.get(), rm, "bn eval leaves the running mean");
+
+    const size_t n = 777;
+    auto prm = randv(n, 17), grd = randv(n, 18);
+    std::vector<float> m(n, 0.0f);
+    std::vector<uint8_t> mask(n);
+    for (size_t j = 0; j < n; j++) mask[j] = j % 4 != 1;
+    Dev<float> gp(prm), gg(grd), gm(m);
+    Dev<uint8_t> gmask(mask);
+    const float lr = 0.05f, mom = 0.9f, wd = 5e-4f;
+    for (int t = 0; t < 3; t++) {
+        for (size_t j = 0; j < n; j++) { // mts_opt_step's SGD (sim/nn/optim.c)
+            m[j] = mask[j] ? mom * m[j] + (grd[j] + wd * prm[j]) : mom * m[j] + grd[j];
+            prm[j] -= lr * m[j];
+        }
+        ASSERT_EQ(mts_gpu_sgd_step(n, gp.d(), gg.d(), gm.d(), gmask.d(), lr, mom, wd, &err), MTS_OK) << err.msg;
+    }
+    expect_same(gp.get(), prm, "sgd params");
+    expect_same(gm.get(), m, "sgd momentum");
+}
+
+// ------------------------------------------------ training, end to end
+
+// `mantis train --device cuda` against `--device cpu` on a short run: the
+// same final line, the same JSON less its timings, the same parameters and
+// optimizer state. Native FP32 and FMAq over the bf16 MBM LUT. Under the
+// emulation MANTIS_BIN is mantis-gpuemu; the device check runs it on the
+// GPU. Real MNIST: ./data/mnist as tests/run.sh fetches it, or
+// MANTIS_TEST_MNIST (the device check's subset).
+std::string without_timings(const std::string &json)
+{
+    std::string out;
+    std::istringstream in(json);
+    for (std::string line; std::getline(in, line);) {
+        size_t t = line.find(", \"seconds\"");
+        if (t != std::string::npos) line = line.substr(0, t);
+        out += line + "\n";
+    }
+    return out;
+}
+
+TEST(GpuTrain, CliCudaEqualsCpu)
+{
+    NEED_GPU();
+    const char *env = std::getenv("MANTIS_TEST_MNIST");
+    std::string data = env && *env ? env : std::string(MANTIS_SOURCE_DIR) + "/data/mnist";
+    if (access((data + "/train-images-idx3-ubyte").c_str(), R_OK) != 0) {
+        if (require_gpu()) FAIL() << "MANTIS_REQUIRE_GPU is set, but " << data << " has no MNIST";
+        GTEST_SKIP() << data << " has no MNIST (mantis data fetch mnist)";
+    }
+    const char *muls[] = {"--mul fp32",
+                          "--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12"};
+    for (const char *mul : muls) {
+        std::string dir = tmpdir(), common = "train --model lenet300 --data mnist --data-dir " + data +
+                                             " --epochs 1 --subset 32 --test-subset 32 --batch 16 --seed 3 " + mul;
+        CliResult cpu = run_cli(common + " --device cpu --json " + dir + "/cpu.json --checkpoint " + dir + "/ck-cpu");
+        CliResult gpu = run_cli(common + " --device cuda --json " + dir + "/gpu.json --checkpoint " + dir + "/ck-gpu");
+        ASSERT_EQ(cpu.status, 0) << mul << ": " << cpu.err;
+        ASSERT_EQ(gpu.status, 0) << mul << ": " << gpu.err;
+        EXPECT_EQ(gpu.out, cpu.out) << mul;
+        EXPECT_EQ(without_timings(slurp(dir + "/gpu.json")), without_timings(slurp(dir + "/cpu.json"))) << mul;
+        mts_net a, b;
+        mts_err err;
+        for (mts_net *n : {&a, &b}) {
+            ASSERT_EQ(mts_nn_model_build(n, "lenet300", 1, 28, 28, 10, &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_net_build(n, 16, 1, &err), MTS_OK) << err.msg;
+        }
+        ASSERT_EQ(mts_ckpt_load((dir + "/ck-cpu/checkpoint.mtsckpt").c_str(), &a, nullptr, nullptr, &err), MTS_OK)
+            << err.msg;
+        ASSERT_EQ(mts_ckpt_load((dir + "/ck-gpu/checkpoint.mtsckpt").c_str(), &b, nullptr, nullptr, &err), MTS_OK)
+            << err.msg;
+        ASSERT_EQ(a.nparam, b.nparam);
+        int bad = 0;
+        for (size_t i = 0; i < a.nparam; i++)
+            if (fbits(a.param[i]) != fbits(b.param[i]) && bad++ < 5)
+                ADD_FAILURE() << mul << ": param[" << i << "] gpu 0x" << std::hex << fbits(b.param[i]) << " cpu 0x"
+                              << fbits(a.param[i]) << std::dec;
+        EXPECT_EQ(bad, 0) << mul << ": parameters differ after one epoch";
+        mts_net_free(&a);
+        mts_net_free(&b);
+    }
 }
 
 } // namespace

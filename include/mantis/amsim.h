@@ -24,7 +24,7 @@ uint32_t mts_amsim_entry(const mts_format *f, uint32_t entry, uint32_t a, uint32
 /* Fast path for IEEE formats with E = 8 and the default bias (bf16 and every
  * (1,8,M)): the hot loop of the GEMM kernels. Equal to mts_amsim bit for bit
  * (tested). entry = the LUT's entries, M = its mantissa width. */
-static inline uint32_t mts_amsim_e8(const uint32_t *entry, int M, uint32_t a, uint32_t b)
+static inline MTS_HD uint32_t mts_amsim_e8(const uint32_t *entry, int M, uint32_t a, uint32_t b)
 {
     uint32_t ea = (a >> 23) & 0xFFu, eb = (b >> 23) & 0xFFu;
     uint32_t sign = (a ^ b) & MTS_F32_SIGN;

@@ -30,11 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__)
-#define MTS_HD __host__ __device__
-#else
-#define MTS_HD
-#endif
+#include "mantis/hd.h"
 
 /* ------------------------------------------- explicitly rounded ops */
 
@@ -76,6 +72,14 @@ static inline MTS_HD double mts_fm_dadd(double a, double b)
     return __dadd_rn(a, b);
 #else
     return a + b;
+#endif
+}
+static inline MTS_HD double mts_fm_dmul(double a, double b)
+{
+#if defined(__CUDA_ARCH__)
+    return __dmul_rn(a, b);
+#else
+    return a * b;
 #endif
 }
 

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mantis/format.h"
+#include "mantis/hd.h"
 #include "mantis/mul.h"
 #include "mantis/status.h"
 
@@ -24,7 +25,7 @@ extern "C" {
 
 #define MTS_LUT_ZERO 0x00800000u
 #define MTS_LUT_MAN 0x007FFFFFu
-static inline int mts_lut_adj(uint32_t entry) { return (int)(int8_t)(entry >> 24); }
+static inline MTS_HD int mts_lut_adj(uint32_t entry) { return (int)(int8_t)(entry >> 24); }
 
 typedef enum { MTS_LUT_FLOAT = 1, MTS_LUT_INT = 2 } mts_lut_kind;
 

@@ -3,30 +3,23 @@
  * applied before the overflow/underflow decision (the paper checks overflow
  * before adding the carry, so a product that carries into the top exponent
  * became a wrong finite number). Also handles adjustments below zero and
- * exact-zero significand products, which Algorithm 1 cannot represent. */
+ * exact-zero significand products, which Algorithm 1 cannot represent.
+ * The decoding is arith_hd.h's (mts_amsim_hd), one copy with the GPU. */
 #include <stdio.h>
 
 #include "mantis/amsim.h"
-
-static uint32_t from_entry(const mts_format *f, const mts_mul_in *in, uint32_t entry)
-{
-    if (entry & MTS_LUT_ZERO) return in->sign;
-    return mts_mul_finish(f, in->sign, in->e + mts_lut_adj(entry), entry & MTS_LUT_MAN);
-}
+#include "mantis/arith_hd.h"
 
 uint32_t mts_amsim_entry(const mts_format *f, uint32_t entry, uint32_t a, uint32_t b)
 {
     mts_mul_in in;
-    if (mts_mul_classify(f, a, b, &in)) return in.special;
-    return from_entry(f, &in, entry);
+    if (mts_mul_classify_hd(f, a, b, &in)) return in.special;
+    return mts_amsim_entry_hd(f, &in, entry);
 }
 
 uint32_t mts_amsim(const mts_lut *lut, uint32_t a, uint32_t b)
 {
-    const mts_format *f = &lut->fmt;
-    mts_mul_in in;
-    if (mts_mul_classify(f, a, b, &in)) return in.special;
-    return from_entry(f, &in, lut->entry[(in.ma << f->M) | in.mb]);
+    return mts_amsim_hd(&lut->fmt, lut->entry, a, b);
 }
 
 static uint32_t lut_fn(const mts_mulop *op, uint32_t a, uint32_t b)

@@ -4,151 +4,31 @@
  * See include/mantis/fmaq.h for the contracts and docs/fmaq.md for the
  * choices made where the paper is ambiguous.
  *
- * Everything funnels into one function, quantize(): a value given exactly as
- * sign * mag * 2^ue (mag a 64-bit integer) is judged and rounded once. Both
- * Q(x) of an FP32 value and Q(a + b) of an exact sum use it, so there is a
- * single definition of the rounding and range rules. */
+ * The arithmetic (Q, the exact sum, Q_acc add) is arith_hd.h's, one copy
+ * shared with the GPU: everything funnels into mts_q__round_hd, where a value
+ * given exactly as sign * mag * 2^ue (mag a 64-bit integer) is judged and
+ * rounded once, so there is a single definition of the rounding and range
+ * rules. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "mantis/arith_hd.h"
 #include "mantis/fmaq.h"
 #include "mantis/fpbits.h"
 
-/* Exponent difference beyond which the smaller addend is replaced by a
- * same-signed stand-in 2^(ea-CLAMP) (in units of the larger operand's
- * significand LSB). Any value that small changes no rounding decision of Q;
- * see exact_sum() and docs/fmaq.md for the argument (needs CLAMP >= 25). */
-#define CLAMP 33
+uint32_t mts_q(const mts_qfmt *q, uint32_t x) { return mts_q_hd(q, x); }
 
-static int qemax(const mts_qfmt *q) { return (1 << q->E) - 1 - q->bias; }
-
-/* Smallest exponent that survives: -bias with underflow, FP32's -126 without. */
-static int qemin(const mts_qfmt *q) { return q->underflow ? -q->bias : -126; }
-
-static uint32_t pack(uint32_t sign, int e, uint32_t frac, int M)
-{
-    return sign | ((uint32_t)(e + 127) << 23) | (frac << (23 - M));
-}
-
-static uint32_t rof_bits(const mts_qfmt *q)
-{
-    return pack(0, qemax(q), (1u << q->M) - 1u, q->M);
-}
-
-/* Q of sign * mag * 2^ue, mag > 0. The zero/flush decision is made on the
- * exact value (Eq. 2 compares |x| with R_UF before rounding); the overflow
- * decision after rounding, which for RTZ and RNE alike equals Eq. 2's
- * "|x| >= R_OF -> R_OF" because R_OF is the largest value of Q. */
-static uint32_t quantize(const mts_qfmt *q, uint32_t sign, uint64_t mag, int ue)
-{
-    int nb = 64 - __builtin_clzll(mag);  /* bit length: mag in [2^(nb-1), 2^nb) */
-    int e = ue + nb - 1;                  /* floor(log2 |x|) */
-    int keep = q->M + 1;                  /* significant bits kept, hidden one included */
-    uint64_t sig;
-
-    if (e < qemin(q)) return sign;  /* underflow: signed zero */
-    if (nb > keep) {
-        int sh = nb - keep;
-        uint64_t rem = mag & ((1ull << sh) - 1u);
-        sig = mag >> sh;
-        if (q->rnd == MTS_RNE) {
-            uint64_t half = 1ull << (sh - 1);
-            if (rem > half || (rem == half && (sig & 1u))) sig++;
-            if (sig >> keep) { sig >>= 1; e++; } /* rounded up to the next binade */
-        }
-    } else {
-        sig = mag << (keep - nb);
-    }
-    if (e > qemax(q)) return sign | rof_bits(q);
-    return pack(sign, e, (uint32_t)sig & ((1u << q->M) - 1u), q->M);
-}
-
-/* Splits a finite non-zero normal FP32 value into sign, 24-bit significand
- * and the exponent of its LSB (value = sig * 2^ue). */
-static void unpack(uint32_t x, uint32_t *sign, uint64_t *sig, int *ue)
-{
-    *sign = x & MTS_F32_SIGN;
-    *sig = (uint64_t)(mts_f32_man(x) | 0x00800000u);
-    *ue = (int)mts_f32_exp(x) - 150;
-}
-
-static int is_zero_or_sub(uint32_t x) { return mts_f32_exp(x) == 0; }
-
-uint32_t mts_q(const mts_qfmt *q, uint32_t x)
-{
-    uint32_t sign;
-    uint64_t sig;
-    int ue;
-
-    if (mts_f32_isnan(x)) return MTS_F32_QNAN;
-    if (mts_f32_isinf(x)) return (x & MTS_F32_SIGN) | rof_bits(q);
-    if (is_zero_or_sub(x)) return x & MTS_F32_SIGN;  /* subnormals are zero (mul.h rule 1) */
-    unpack(x, &sign, &sig, &ue);
-    return quantize(q, sign, sig, ue);
-}
-
-/* Q(a + b) for finite non-zero normal a, b, with the sum formed exactly.
- *
- * Let a have the larger LSB exponent (ea >= eb, d = ea - eb). For d <= CLAMP
- * the sum sa*2^d +- sb fits in 24 + CLAMP + 1 = 58 bits and is exact. For
- * d > CLAMP >= 25, |b| < 2^(eb+24) <= 2^(ea-2) = g, a quarter of a's LSB.
- * Then |a+b| >= 2^(ea+22), so every point where Q's result can change near
- * a+b (a value of Q at M <= 23 bits, a rounding midpoint, a power of two,
- * R_UF, R_OF, 2^-126) is a multiple of g, as is a itself. The open interval
- * between a and a +- g holds no such point, so Q is constant on it: any
- * stand-in with b's sign and a magnitude below g gives the same result.
- * We use 1 * 2^(ea-CLAMP). */
-static uint32_t exact_sum(const mts_qfmt *q, uint32_t a, uint32_t b)
-{
-    uint32_t xs, ys;
-    uint64_t xm, ym;
-    int xe, ye;
-    unpack(a, &xs, &xm, &xe);
-    unpack(b, &ys, &ym, &ye);
-    /* a := the operand with the larger LSB exponent (selects, not a branch:
-     * which addend is larger is unpredictable in a dot product) */
-    int sw = xe < ye;
-    uint32_t sa_sign = sw ? ys : xs, sb_sign = sw ? xs : ys;
-    uint64_t sa = sw ? ym : xm, sb = sw ? xm : ym;
-    int ea = sw ? ye : xe, eb = sw ? xe : ye;
-    int d = ea - eb;
-    if (d > CLAMP) {
-        sb = 1;
-        eb = ea - CLAMP;
-        d = CLAMP;
-    }
-    /* signed magnitudes; written without branches because the signs of
-     * accumulated terms are unpredictable (the scalar FMAq is benchmarked) */
-    int64_t ma = -(int64_t)(sa_sign >> 31), mb = -(int64_t)(sb_sign >> 31);  /* 0 or -1 */
-    int64_t sum = (((int64_t)(sa << d)) ^ ma) - ma + ((((int64_t)sb) ^ mb) - mb);
-    if (sum == 0) return 0;  /* exact cancellation: +0 in RTZ and RNE (IEEE 754) */
-    int64_t ms = -(int64_t)((uint64_t)sum >> 63);  /* 0 or -1 */
-    return quantize(q, (uint32_t)ms & MTS_F32_SIGN, (uint64_t)((sum ^ ms) - ms), eb);
-}
-
-uint32_t mts_qadd(const mts_qfmt *qacc, uint32_t a, uint32_t b)
-{
-    if (mts_f32_isnan(a) || mts_f32_isnan(b)) return MTS_F32_QNAN;
-    if (mts_f32_isinf(a) || mts_f32_isinf(b)) {
-        if (mts_f32_isinf(a) && mts_f32_isinf(b) && ((a ^ b) & MTS_F32_SIGN)) return MTS_F32_QNAN;
-        return mts_q(qacc, mts_f32_isinf(a) ? a : b);
-    }
-    int za = is_zero_or_sub(a), zb = is_zero_or_sub(b);
-    if (za && zb) return a & b & MTS_F32_SIGN;  /* -0 only when both are -0 */
-    if (za) return mts_q(qacc, b);
-    if (zb) return mts_q(qacc, a);
-    return exact_sum(qacc, a, b);
-}
+uint32_t mts_qadd(const mts_qfmt *qacc, uint32_t a, uint32_t b) { return mts_qadd_hd(qacc, a, b); }
 
 uint32_t mts_fmaq(const mts_qfmt *qprod, const mts_qfmt *qacc, uint32_t p, uint32_t s)
 {
-    return mts_qadd(qacc, mts_q(qprod, p), s);
+    return mts_fmaq_hd(qprod, qacc, p, s);
 }
 
-uint32_t mts_q_rof(const mts_qfmt *q) { return rof_bits(q); }
+uint32_t mts_q_rof(const mts_qfmt *q) { return mts_q_rof_hd(q); }
 
-uint32_t mts_q_ruf(const mts_qfmt *q) { return pack(0, -q->bias, 0, q->M); }
+uint32_t mts_q_ruf(const mts_qfmt *q) { return mts_q__pack_hd(0, -q->bias, 0, q->M); }
 
 int mts_qfmt_check(const mts_qfmt *q, mts_err *err)
 {
@@ -157,10 +37,10 @@ int mts_qfmt_check(const mts_qfmt *q, mts_err *err)
                         "exponents than FP32)", q->E);
     if (q->M < 1 || q->M > 23)
         return mts_fail(err, MTS_EINVAL, "fmaq format: M = %d, expected 1..23", q->M);
-    if (q->bias > 126 || qemax(q) > 127)
+    if (q->bias > 126 || mts_q__emax_hd(q) > 127)
         return mts_fail(err, MTS_EINVAL, "fmaq format M%dE%d: bias %d puts exponents [%d, %d] outside "
                         "FP32's normal range [-126, 127]; expected bias in [%d, 126]",
-                        q->M, q->E, q->bias, -q->bias, qemax(q), (1 << q->E) - 128);
+                        q->M, q->E, q->bias, -q->bias, mts_q__emax_hd(q), (1 << q->E) - 128);
     if (q->underflow != 0 && q->underflow != 1)
         return mts_fail(err, MTS_EINVAL, "fmaq format: underflow = %d, expected 0 or 1", q->underflow);
     if (q->rnd != MTS_RTZ && q->rnd != MTS_RNE)
@@ -224,7 +104,7 @@ uint32_t mts_q_decode(const mts_qfmt *q, uint32_t code)
     uint32_t ecode = rest >> M, man = rest & ((1u << M) - 1u);
 
     if ((code >> (E + M + 1)) & 1u) return rest ? MTS_F32_QNAN : sign;
-    return pack(sign, (int)ecode - q->bias, man, M);
+    return mts_q__pack_hd(sign, (int)ecode - q->bias, man, M);
 }
 
 /* The product of one term: the given multiplier, or the registered "fp32"

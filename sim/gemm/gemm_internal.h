@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mantis/amsim.h"
+#include "mantis/arith_hd.h"
 #include "mantis/fpbits.h"
 #include "mantis/gemm.h"
 
@@ -118,13 +119,9 @@ static inline float *gemm_out(const gemm_job *g, int i, int j)
                             : g->C + (size_t)i * (size_t)g->ldc + (size_t)j;
 }
 
-/* Stores y into *c with beta (gemm.h) and the canonical NaN. */
-static inline void gemm_store(float *c, float beta, float y)
-{
-    float v = beta == 0.0f ? y : (beta == 1.0f ? *c : beta * *c) + y;
-    if (v != v) v = mts_u2f(MTS_F32_QNAN);
-    *c = v;
-}
+/* Stores y into *c with beta (gemm.h) and the canonical NaN (arith_hd.h:
+ * the rule the GPU's stores share). */
+static inline void gemm_store(float *c, float beta, float y) { mts_gemm_store_hd(c, beta, y); }
 
 /* Stores out[0 .. j1 - j0) as the job's outputs (i, j0 .. j1), each as
  * gemm_store does (beta, the canonical NaN, at gemm_out's address): the

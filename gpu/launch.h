@@ -1,0 +1,25 @@
+/* launch.h - the two CUDA constructs that nvcc and the CUDA emulation
+ * (gpu/emu/, where the host C++ compiler builds the same .cu files) cannot
+ * share as written: the <<<>>> launch and extern __shared__ arrays.
+ *
+ *   MTS_LAUNCH(kernel, grid, block, smem, stream)(args...);
+ *       kernel<<<grid, block, smem, stream>>>(args...) under nvcc. A kernel
+ *       template whose arguments hold a comma goes in parentheses:
+ *       MTS_LAUNCH((k<T, U>), grid, block, 0, 0)(...). Every launch in gpu/
+ *       goes through it (the emulation has no other way in).
+ *   MTS_DYNAMIC_SHARED(T, name);
+ *       extern __shared__ T name[] under nvcc: the launch's dynamic shared
+ *       memory (at least 16-byte aligned) as an array of T. */
+#ifndef MANTIS_GPU_LAUNCH_H
+#define MANTIS_GPU_LAUNCH_H
+
+#if defined(MTS_GPU_EMU)
+#define MTS_LAUNCH(kernel, grid, block, smem, stream) \
+    ::mts_emu::launch(kernel, #kernel, __FILE__, __LINE__, grid, block, smem, stream)
+#define MTS_DYNAMIC_SHARED(T, name) T *name = ::mts_emu::dynamic_shared<T>()
+#else
+#define MTS_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#define MTS_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
+
+#endif

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# gpu-check.sh - the one-call device check (gpu/README.md, "Device check").
+#
+#   bash tests/gpu-check.sh prepare   on this machine: builds what the device
+#       needs (Release, no sanitizers, portable ISA, CUDA for sm_80/sm_90, no
+#       SystemC or OpenBLAS) into build-gpucheck/pkg - the binaries, the
+#       shared libraries they need beside them, an MNIST subset - checks it is
+#       under 60 MiB, and prints the device command and what to carry.
+#   bash tests/gpu-check.sh run       on the machine with the GPU, from the
+#       repository root with build-gpucheck/pkg carried along: nvidia-smi -L,
+#       every GPU test with MANTIS_REQUIRE_GPU=1 (a skip is a failure), the
+#       GEMM benchmark against cuBLAS, and `mantis train --device cuda`
+#       against `--device cpu` on a short run, compared byte for byte. Logs go
+#       to $OUT (at most 8 files; build-gpucheck/out without it); the last
+#       line is "N passed, N failed" and the exit status is 0 only when
+#       nothing failed. Without a GPU it says so and exits 1.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+top=build-gpucheck
+pkg=$top/pkg
+limit_mib=60
+
+usage() {
+  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+die() {
+  echo "gpu-check: $*" >&2
+  exit 2
+}
+
+# The first N records of an IDX file (header count rewritten): MNIST subsets.
+idx_head() { # SRC DST N HEADER_BYTES RECORD_BYTES
+  local src=$1 dst=$2 n=$3 hdr=$4 rec=$5
+  {
+    head -c 4 "$src"
+    printf "\\x$(printf %02x $((n >> 24 & 255)))\\x$(printf %02x $((n >> 16 & 255)))"
+    printf "\\x$(printf %02x $((n >> 8 & 255)))\\x$(printf %02x $((n & 255)))"
+    tail -c +9 "$src" | head -c $((hdr - 8 + n * rec))
+  } >"$dst"
+}
+
+prepare() {
+  local build=$top/build jobs
+  mkdir -p "$top"
+  jobs="$(nproc)"
+  export CMAKE_C_COMPILER_LAUNCHER="${CMAKE_C_COMPILER_LAUNCHER:-$(command -v ccache || true)}"
+  export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-$(command -v ccache || true)}"
+  # PkgConfig disabled: no OpenBLAS (the baseline the device does not need)
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMANTIS_SANITIZE=OFF -DMANTIS_NATIVE=OFF \
+    -DMANTIS_SYSTEMC=OFF -DMANTIS_CUDA=ON -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON >"$top/cmake.log" 2>&1 ||
+    { cat "$top/cmake.log" >&2; die "cmake failed"; }
+  grep -q 'the GPU half (gpu/\*.cu) is built' "$top/cmake.log" ||
+    die "CMake did not enable CUDA (no nvcc?): the device check needs the CUDA half built (see $top/cmake.log)"
+  nice cmake --build "$build" -j"$jobs" --target mantis test_gpu >"$top/build.log" 2>&1 ||
+    { tail -30 "$top/build.log" >&2; die "build failed (full log: $top/build.log)"; }
+
+  rm -rf "$pkg"
+  mkdir -p "$pkg/bin" "$pkg/lib" "$pkg/mnist"
+  cp "$build/bin/mantis" "$build/bin/test_gpu" "$pkg/bin/"
+  strip "$pkg/bin/mantis" "$pkg/bin/test_gpu"
+  # the shared libraries beside them, but not the C library itself (it must
+  # be the device's own) nor the CUDA driver (the device's, loaded by the
+  # static CUDA runtime)
+  local lib
+  for lib in $(ldd "$pkg/bin/mantis" "$pkg/bin/test_gpu" | awk '/=> \// {print $3}' | sort -u); do
+    case "$(basename "$lib")" in
+    libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libcuda.so* | libnvidia*) ;;
+    *) cp -L "$lib" "$pkg/lib/" ;;
+    esac
+  done
+
+  # MNIST: 1024 training and 1024 test images
+  local mn=data/mnist
+  if [ ! -f "$mn/train-images-idx3-ubyte" ]; then
+    "$build/bin/mantis" data fetch mnist --dir "$top/mnist-full" >&2 || die "no MNIST ($mn absent, fetch failed)"
+    mn=$top/mnist-full
+  fi
+  idx_head "$mn/train-images-idx3-ubyte" "$pkg/mnist/train-images-idx3-ubyte" 1024 16 784
+  idx_head "$mn/train-labels-idx1-ubyte" "$pkg/mnist/train-labels-idx1-ubyte" 1024 8 1
+  idx_head "$mn/t10k-images-idx3-ubyte" "$pkg/mnist/t10k-images-idx3-ubyte" 1024 16 784
+  idx_head "$mn/t10k-labels-idx1-ubyte" "$pkg/mnist/t10k-labels-idx1-ubyte" 1024 8 1
+  git rev-parse HEAD >"$pkg/REVISION" 2>/dev/null || echo unknown >"$pkg/REVISION"
+  git status --porcelain 2>/dev/null | grep -q . && echo "(with uncommitted changes)" >>"$pkg/REVISION"
+
+  local bytes
+  bytes=$(du -sb "$pkg" | cut -f1)
+  [ "$bytes" -lt $((limit_mib << 20)) ] || die "$pkg is $((bytes >> 20)) MiB, over the ${limit_mib} MiB a device run carries"
+  echo "gpu-check: $pkg ready: $((bytes >> 10)) KiB ($(ls "$pkg/lib" | tr '\n' ' '))"
+  echo "gpu-check: on the device, from the repository root (a copy of this working tree):"
+  echo "  command: bash tests/gpu-check.sh run"
+  echo "  carry:   [\"$pkg\"]"
+  echo "  timeout: 480 s (the check takes under 7 minutes); logs come back in \$OUT"
+}
+
+run() {
+  [ -x "$pkg/bin/test_gpu" ] || die "$pkg is missing: run 'bash tests/gpu-check.sh prepare' first and carry $pkg"
+  local out="${OUT:-$top/out}" passed=0 failed=0
+  mkdir -p "$out"
+  local log="$out/gpu-check.log"
+  : >"$log"
+  say() { echo "$*" | tee -a "$log"; }
+  pass() { passed=$((passed + 1)); say "PASS $*"; }
+  fail() { failed=$((failed + 1)); say "FAIL $*"; }
+  finish() {
+    say "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit $?
+  }
+  export LD_LIBRARY_PATH="$root/$pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local mantis="$root/$pkg/bin/mantis"
+  say "gpu-check: revision $(tr '\n' ' ' <"$pkg/REVISION"), $(date -u +%FT%TZ)"
+
+  # 1. the device
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >>"$log" 2>&1 && nvidia-smi -L | grep -q '^GPU'; then
+    pass "nvidia-smi -L"
+  else
+    fail "nvidia-smi -L: no NVIDIA GPU here (nvidia-smi missing or it lists none)"
+    finish
+  fi
+
+  # 2. every GPU test; a skip is a failure. Left out: the tests of the
+  # no-device paths and of the build configuration (they skip where a device
+  # is present or nvcc is absent; CI runs them)
+  local t0=$SECONDS
+  local host_only="GpuHost.UnavailableGpuIsReported:GpuHost.CliDeviceCudaSaysWhyNot:GpuHost.CudaHalfBuiltWhereNvccIs"
+  MANTIS_REQUIRE_GPU=1 MANTIS_TEST_BIN="$mantis" MANTIS_TEST_MNIST="$root/$pkg/mnist" \
+    timeout 240 "$pkg/bin/test_gpu" --gtest_filter="-$host_only" >"$out/test_gpu.log" 2>&1
+  local rc=$? ok bad
+  ok=$(grep -c '^\[       OK \]' "$out/test_gpu.log")
+  bad=$(grep -cE '^\[  (FAILED  |SKIPPED )\] [A-Za-z0-9_]+\.[A-Za-z0-9_]+ \(' "$out/test_gpu.log")
+  passed=$((passed + ok))
+  failed=$((failed + bad))
+  say "test_gpu: $ok passed, $bad failed or skipped, exit $rc, $((SECONDS - t0)) s"
+  grep -E '^\[  (FAILED  |SKIPPED )\] [A-Za-z0-9_]+\.[A-Za-z0-9_]+ \(' "$out/test_gpu.log" | tee -a "$log"
+  [ "$rc" -eq 0 ] || [ "$bad" -gt 0 ] || fail "test_gpu exited $rc (see test_gpu.log)"
+
+  # 3. the GEMM benchmark against cuBLAS at sizes that fit
+  t0=$SECONDS
+  if timeout 200 "$mantis" bench gemm --device cuda --sizes 1024,4096 --reps 1 >"$out/bench_gemm.log" 2>&1; then
+    pass "bench gemm --device cuda ($((SECONDS - t0)) s)"
+  else
+    fail "bench gemm --device cuda (exit $?; see bench_gemm.log)"
+  fi
+  tee -a "$log" <"$out/bench_gemm.log" >/dev/null
+
+  # 4. training on the GPU against the CPU, byte for byte (less the timings)
+  local name args dev
+  for name in fp32 lut-fmaq; do
+    case $name in
+    fp32) args="--mul fp32" ;;
+    *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
+    esac
+    for dev in cpu cuda; do
+      t0=$SECONDS
+      # shellcheck disable=SC2086
+      timeout 120 "$mantis" train --model lenet300 --data mnist --data-dir "$root/$pkg/mnist" --epochs 1 \
+        --subset 1024 --test-subset 1024 --batch 64 --seed 1 $args --device $dev --threads 0 \
+        --json "$out/train-$name-$dev.json" >>"$out/train.log" 2>&1
+      rc=$?
+      say "train $name --device $dev: exit $rc, $((SECONDS - t0)) s"
+    done
+    if [ -s "$out/train-$name-cpu.json" ] && [ -s "$out/train-$name-cuda.json" ] &&
+      cmp -s <(sed 's/, "seconds".*//' "$out/train-$name-cpu.json") \
+        <(sed 's/, "seconds".*//' "$out/train-$name-cuda.json"); then
+      pass "train $name: --device cuda equals --device cpu"
+    else
+      fail "train $name: --device cuda differs from --device cpu (or a run failed; see train.log)"
+      diff <(sed 's/, "seconds".*//' "$out/train-$name-cpu.json" 2>/dev/null) \
+        <(sed 's/, "seconds".*//' "$out/train-$name-cuda.json" 2>/dev/null) | head -10 | tee -a "$log"
+    fi
+  done
+  finish
+}
+
+case "${1:-}" in
+prepare) prepare ;;
+run) run ;;
+-h | --help | help) usage ;;
+*)
+  usage >&2
+  exit 2
+  ;;
+esac
