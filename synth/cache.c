@@ -12,6 +12,7 @@
 
 #include "mantis/fs.h"
 #include "mantis/hash.h"
+#include "mantis/proc.h"
 #include "synth_int.h"
 
 int mts_synth_path(char path[PATH_MAX], const char *dir, const char *name, mts_err *err)
@@ -81,9 +82,18 @@ int mts_synth_key(const mts_synth_ctx *c, char hex[33], mts_err *err)
     int rc = mts_hash128_file(&h, c->design, err);
     if (!rc) rc = hash_dir_sources(&h, c->design_dir, err);
     for (int i = 0; !rc && i < o->nparams; i++) mts_hash128_str(&h, o->param[i]);
-    const char *flow_files[] = {c->liberty, c->tpl, c->cells_v, c->harness, c->adders};
-    for (int i = 0; !rc && i < 5; i++) rc = mts_hash128_file(&h, flow_files[i], err);
+    const char *flow_files[] = {c->liberty, c->tpl, c->cells_v, c->harness, c->adders, c->equiv_vlt};
+    for (int i = 0; !rc && i < 6; i++) rc = mts_hash128_file(&h, flow_files[i], err);
     if (rc) return rc;
+    /* The timing script and the versions of the tools that make the numbers
+     * (a tool that is not there reads ""; the run then stops at its check). */
+    mts_hash128_str(&h, mts_synth_sta_script);
+    char *tools[][3] = {{"yosys", "-V", NULL}, {"sta", "-version", NULL}};
+    for (int i = 0; i < 2; i++) {
+        char version[256];
+        mts_proc_first_line(tools[i], version, sizeof version);
+        mts_hash128_str(&h, version);
+    }
     uint64_t extra[2] = {o->eq_samples, (uint64_t)(o->no_equiv != 0)};
     mts_hash128_add(&h, extra, sizeof extra);
     mts_hash128_hex(&h, hex);
@@ -94,8 +104,10 @@ int mts_synth_meta_save(const char *dir, const mts_synth_result *r, mts_err *err
 {
     char text[2048], path[PATH_MAX];
     snprintf(text, sizeof text,
-             "top %s\narea_um2 %.6f\ndelay_ps %.4f\neq_checked %d\neq_exhaustive %d\neq_vectors %llu\n", r->top,
-             r->area_um2, r->delay_ps, r->eq_checked, r->eq_exhaustive, (unsigned long long)r->eq_vectors);
+             "top %s\narea_um2 %.6f\ndelay_ps %.4f\ndelay_from %s\ndelay_to %s\neq_checked %d\neq_exhaustive %d\n"
+             "eq_vectors %llu\n",
+             r->top, r->area_um2, r->delay_ps, r->delay_from, r->delay_to, r->eq_checked, r->eq_exhaustive,
+             (unsigned long long)r->eq_vectors);
     int rc = mts_synth_path(path, dir, "synth.txt", err);
     return rc ? rc : mts_fs_write_text(path, text, err);
 }
@@ -113,6 +125,8 @@ int mts_synth_meta_load(const char *dir, mts_synth_result *r)
         if (!strcmp(key, "top")) snprintf(r->top, sizeof r->top, "%.*s", (int)sizeof r->top - 1, val), got |= 1;
         else if (!strcmp(key, "area_um2")) r->area_um2 = atof(val), got |= 2;
         else if (!strcmp(key, "delay_ps")) r->delay_ps = atof(val), got |= 4;
+        else if (!strcmp(key, "delay_from")) snprintf(r->delay_from, sizeof r->delay_from, "%.63s", val);
+        else if (!strcmp(key, "delay_to")) snprintf(r->delay_to, sizeof r->delay_to, "%.63s", val);
         else if (!strcmp(key, "eq_checked")) r->eq_checked = atoi(val), got |= 8;
         else if (!strcmp(key, "eq_exhaustive")) r->eq_exhaustive = atoi(val);
         else if (!strcmp(key, "eq_vectors")) r->eq_vectors = strtoull(val, NULL, 10);

@@ -1,8 +1,8 @@
 /* driver.c - `mantis synth` as a library call (include/mantis/synth.h), as
  * a sequence of steps: resolve paths -> cache key -> cache lookup, else
- * (Yosys -> load netlist -> equivalence -> publish the entry) -> cell
- * report -> power -> result files. The steps live in cache.c, yosys.c,
- * netlist.c, equiv.c and power.c. */
+ * (Yosys -> load netlist -> timing -> equivalence -> publish the entry) ->
+ * cell report -> power -> result files. The steps live in cache.c, yosys.c,
+ * netlist.c, sta.c, equiv.c and power.c. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
@@ -118,6 +118,7 @@ static int resolve_flow_files(mts_synth_ctx *c, mts_err *err)
     if (!rc) rc = mts_synth_path(c->cells_v, dir, "cells.v", err);
     if (!rc) rc = mts_synth_path(c->harness, dir, "eq_harness.cpp", err);
     if (!rc) rc = mts_synth_path(c->adders, dir, "adders.v", err);
+    if (!rc) rc = mts_synth_path(c->equiv_vlt, dir, "equiv.vlt", err);
     return rc;
 }
 
@@ -148,10 +149,10 @@ static int check_options(const mts_synth_ctx *c, mts_err *err)
         return mts_fail(err, MTS_EINVAL, "too many --param (max %d)", MTS_SYNTH_MAX_PARAMS);
     /* The design itself may have any name (it reaches the tools through links
      * in the work directory, see tool_paths); these are used as they are. */
-    const char *paths[] = {c->liberty, c->root, c->cells_v, c->harness, c->tpl, c->adders};
+    const char *paths[] = {c->liberty, c->root, c->cells_v, c->harness, c->tpl, c->adders, c->equiv_vlt};
     const char *what[] = {"the liberty", "the synth cache directory", "the cell models", "the equivalence harness",
-                          "the flow script", "the adder map"};
-    for (int i = 0; i < 6; i++)
+                          "the flow script", "the adder map", "the Verilator control file"};
+    for (int i = 0; i < 7; i++)
         if (!mts_rtl_path_plain(paths[i]))
             return mts_fail(err, MTS_EINVAL,
                             "%s: the path of %s may hold only letters, digits and ._/+,=@%%:~- (Yosys and Verilator "
@@ -215,6 +216,11 @@ static int use_entry(const mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mt
 static int check_tools(const mts_synth_ctx *c, mts_err *err)
 {
     if (!mts_proc_which("yosys")) return mts_fail(err, MTS_ENOTOOL, "%s: yosys not found on PATH", c->base);
+    if (!mts_proc_which("sta"))
+        return mts_fail(err, MTS_ENOTOOL,
+                        "%s: sta not found on PATH (OpenSTA times the netlist for the delay: Debian package opensta, "
+                        "flows/install-deps.sh)",
+                        c->base);
     if (!c->o->no_equiv && !mts_proc_which("verilator"))
         return mts_fail(err, MTS_ENOTOOL, "%s: verilator not found on PATH (needed for the equivalence check)", c->base);
     return MTS_OK;
@@ -282,9 +288,10 @@ static int synthesize(mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mts_err
     int rc = check_tools(c, err);
     if (!rc) rc = make_work(c, err);
     if (!rc) rc = tool_paths(c, err);
-    if (!rc) rc = mts_synth_yosys(c, top, sizeof top, &r->area_um2, &r->delay_ps, err);
+    if (!rc) rc = mts_synth_yosys(c, top, sizeof top, &r->area_um2, err);
     if (!rc) rc = load_netlist(c, c->work, gl, err);
     if (!rc) rc = check_netlist(c, gl, r, err);
+    if (!rc) rc = mts_synth_sta(c, c->work, r, err);
     if (!rc) snprintf(r->top, sizeof r->top, "%s", top);
     if (!rc && !c->o->no_equiv) rc = mts_synth_equiv(c, top, gl, r, err);
     if (!rc) drop_tool_links(c);

@@ -80,19 +80,19 @@ static int write_wrapper(const mts_synth_ctx *c, const eqpaths *p, const char *t
     return rc ? rc : mts_fs_write_text(path, w, err);
 }
 
-/* Verilates mts_eq + netlist + cell models + RTL + harness into eq/obj.
- * -fno-gate: Yosys writes outputs driven from other output bits
- * (assign {O[8], O[3:2]} = {O[9], 1'h0, O[9]}); Verilator 5.006 flags the
- * vector UNOPTFLAT and its gate optimisation then reads stale bits (one eval
- * and repeated evals alike), so a right netlist would be reported as
- * differing. Without that pass the circular vector is evaluated right
- * (tests/data/synth/alias8.v). */
+/* Verilates mts_eq + netlist + cell models + RTL + harness into eq/obj,
+ * with synth/equiv.vlt: every variable split into bits, so that a vector
+ * computed from its own bits (outputs read by other outputs, in the RTL or
+ * in Yosys' netlist) is ordered bit by bit. Unsplit, Verilator 5.006 flags
+ * it UNOPTFLAT and evaluates it once in one order: stale bits, with gate
+ * optimisation on (netlist `assign O[8] = O[9]`) or off (an RTL output read
+ * through an internal wire), and a right netlist reported as differing. */
 static int verilate(const mts_synth_ctx *c, const eqpaths *p, mts_err *err)
 {
-    char *argv[] = {"verilator", "--cc", "--exe", "-O1", "-fno-gate", "-Wno-fatal", "-Wno-lint", "-Wno-style",
-                    "-Wno-MULTITOP", "--top-module", "mts_eq", "-Mdir", "obj", "-o", "eqsim", "+libext+.v+.sv",
-                    "-y", (char *)c->tool_dir, "mts_eq.v", "../netlist.v", (char *)c->cells_v, (char *)c->tool_design,
-                    (char *)c->harness, "-CFLAGS", "-O1", NULL};
+    char *argv[] = {"verilator", "--cc", "--exe", "-O1", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTITOP",
+                    "-Wno-SPLITVAR", "--top-module", "mts_eq", "-Mdir", "obj", "-o", "eqsim", "+libext+.v+.sv", "-y",
+                    (char *)c->tool_dir, (char *)c->equiv_vlt, "mts_eq.v", "../netlist.v", (char *)c->cells_v,
+                    (char *)c->tool_design, (char *)c->harness, "-CFLAGS", "-O1", NULL};
     mts_proc_tail tail;
     mts_proc_io io = {.cwd = p->dir, .log = p->vlog, .echo = c->o->verbose ? "mantis synth" : NULL, .tail = &tail};
     if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "verilator", p->vlog, &tail, verilator_markers, err);
@@ -245,9 +245,16 @@ static int compare(const mts_synth_ctx *c, const eqpaths *p, const mts_gl *gl, m
         char path[PATH_MAX];
         if (!mts_synth_path(path, p->dir, "eq_vectors.bin", NULL)) unlink(path); /* 8 MB: not worth caching */
     }
-    if (st == 1 && first[0])
-        return mts_fail(err, MTS_EMISMATCH, "%s: the mapped netlist differs from the RTL: %s (log: %s)", c->base, first,
-                        p->eq_log);
+    if (st == 1 && first[0]) {
+        /* circular logic Verilator could not split: its model may not settle (see verilate) */
+        static const char *const circ[] = {"UNOPTFLAT", NULL};
+        char line[300], hint[400] = "";
+        if (mts_proc_log_find(p->vlog, circ, line, sizeof line))
+            snprintf(hint, sizeof hint, "; Verilator found circular logic it could not split and may have "
+                                        "evaluated it wrong (verilator.log: %.200s)", line);
+        return mts_fail(err, MTS_EMISMATCH, "%s: the mapped netlist differs from the RTL: %s (log: %s)%s", c->base,
+                        first, p->eq_log, hint);
+    }
     if (st || !parsed)
         return mts_fail(err, MTS_ETOOL, "%s: equivalence simulator failed with status %d (log: %s)", c->base, st,
                         p->eq_log);

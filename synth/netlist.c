@@ -13,9 +13,6 @@
 #include "mantis/binio.h"
 #include "synth_int.h"
 
-/* Load of a primary output: one X1 inverter input (the next stage). */
-#define PO_LOAD_FF 1.70
-
 typedef struct nettab {
     char **names;
     int n, cap;
@@ -511,7 +508,7 @@ static void annotate(loader *L)
         }
     }
     for (int i = 0; i < L->nout; i++) {
-        gl->cap_ff[L->out_ids[i]] += PO_LOAD_FF;
+        gl->cap_ff[L->out_ids[i]] += MTS_SYNTH_PO_LOAD_FF;
         L->fanout[L->out_ids[i]]++;
     }
     double v2 = lib->voltage * lib->voltage;

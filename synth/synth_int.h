@@ -100,10 +100,14 @@ void mts_gl_free(mts_gl *gl);
 int mts_gl_sim(const mts_gl *gl, const uint64_t *vecs, uint64_t n, uint64_t *outs, uint64_t *toggles,
                mts_err *err);
 
+/* Load of a primary output, fF: one X1 inverter input (the next stage), in
+ * the power model (netlist.c) and the timing (sta.c) alike. */
+#define MTS_SYNTH_PO_LOAD_FF 1.70
+
 /* ---- the synth flow (driver.c and its steps) ---- */
 
 /* Bumped when the flow changes what it produces: part of every cache key. */
-#define MTS_SYNTH_FLOW_VERSION "mantis-synth-2"
+#define MTS_SYNTH_FLOW_VERSION "mantis-synth-3"
 
 /* One mts_synth_run: its options, the absolute paths it works with and the
  * loaded liberty. */
@@ -113,6 +117,7 @@ typedef struct mts_synth_ctx {
     char design_dir[PATH_MAX];  /* its directory: submodules are found there */
     char base[256];             /* its file name without extension: names the design in messages */
     char liberty[PATH_MAX], tpl[PATH_MAX], cells_v[PATH_MAX], harness[PATH_MAX], adders[PATH_MAX];
+    char equiv_vlt[PATH_MAX];   /* the Verilator control file of the equivalence model */
     char root[PATH_MAX];        /* the cache directory */
     char entry[PATH_MAX];       /* root/<key>: the finished cache entry */
     char work[PATH_MAX];        /* entry.tmp.<pid>: where a run builds it ("" before) */
@@ -135,8 +140,9 @@ int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *l
                          const char *const *markers, mts_err *err);
 
 /* cache.c: the content key of the run (FLOW_VERSION, design name, design
- * file, every .v/.sv beside it, parameters, liberty, flow files, options
- * that change the result) as 32 hex digits. */
+ * file, every .v/.sv beside it, parameters, liberty, flow files, the timing
+ * script, the versions of yosys and sta, options that change the result)
+ * as 32 hex digits. */
 int mts_synth_key(const mts_synth_ctx *c, char hex[33], mts_err *err);
 /* Writes synth.txt (top, area, delay, equivalence figures) into dir. */
 int mts_synth_meta_save(const char *dir, const mts_synth_result *r, mts_err *err);
@@ -151,9 +157,18 @@ void mts_synth_keep_failed(mts_synth_ctx *c, mts_err *err);
 
 /* yosys.c: fills synth/synth.ys for the design, runs Yosys in c->work
  * (netlist.v, netlist.blif, stat.txt, yosys.log there) and reads the top
- * module, chip area and ABC delay. */
-int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, double *delay_ps,
-                    mts_err *err);
+ * module and chip area. */
+int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, mts_err *err);
+
+/* sta.c: the TCL script OpenSTA runs (a printf format; part of the cache
+ * key), written for this run's liberty to path by mts_synth_sta_write. */
+extern const char *const mts_synth_sta_script;
+int mts_synth_sta_write(const mts_synth_ctx *c, const char *path, mts_err *err);
+/* Times dir/netlist.v with `sta` (argv, never a shell; its script in
+ * dir/sta.tcl, its report in dir/sta.log): r->delay_ps = the critical path
+ * through every cell, r->delay_from/to its ends ("" and 0 when no path is
+ * timed: a constant design). MTS_ETOOL when sta fails or reports an error. */
+int mts_synth_sta(const mts_synth_ctx *c, const char *dir, mts_synth_result *r, mts_err *err);
 
 /* equiv.c: Verilates the RTL and the netlist side by side in c->work/eq,
  * compares them (exhaustively up to 22 input bits, else on seeded random

@@ -28,7 +28,9 @@ void mts_synth_print_json(FILE *f, const mts_synth_result *r)
     for (int i = 0; i < r->ntypes; i++) mts_jw_int(&w, r->cells[i].name, r->cells[i].count);
     mts_jw_end(&w);
     mts_jw_num(&w, "delay_ps", r->delay_ps, "%.2f");
-    mts_jw_str(&w, "delay_source", "abc stime (liberty NLDM)");
+    mts_jw_str(&w, "delay_source", "opensta (liberty NLDM, every cell)");
+    mts_jw_str(&w, "delay_from", r->delay_from);
+    mts_jw_str(&w, "delay_to", r->delay_to);
     mts_jw_int(&w, "logic_depth", r->logic_depth);
     mts_jw_int(&w, "in_bits", r->in_bits);
     mts_jw_int(&w, "out_bits", r->out_bits);

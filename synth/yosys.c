@@ -1,6 +1,6 @@
 /* yosys.c - the Yosys/ABC step of the synth flow: synth/synth.ys filled in
- * for the design, run in the work directory, and the top module, chip area
- * and ABC critical-path delay read back from its log and stat report. */
+ * for the design, run in the work directory, and the top module and chip
+ * area read back from its log and stat report (the delay is sta.c's). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,23 +104,20 @@ static int make_script(const mts_synth_ctx *c, const char *out, int adders, char
     return *script ? MTS_OK : mts_fail(err, MTS_ENOMEM, "out of memory");
 }
 
-/* Top module and ABC delay from the log (the last stime report wins). */
-static void read_log(const char *log, char *top, size_t topcap, double *delay_ps)
+/* The top module from the log. */
+static void read_log(const char *log, char *top, size_t topcap)
 {
     FILE *f = fopen(log, "r");
     char line[2048];
-    *delay_ps = -1;
     top[0] = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        char *p;
-        if (!top[0] && (p = strstr(line, "Top module:"))) {
+    while (f && !top[0] && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, "Top module:");
+        if (p) {
             p += 11;
             while (*p == ' ' || *p == '\\') p++;
             p[strcspn(p, " \r\n")] = 0;
             snprintf(top, topcap, "%s", p);
         }
-        if (strstr(line, "WireLoad") && (p = strstr(line, "Delay =")))
-            *delay_ps = atof(p + 7);
     }
     if (f) fclose(f);
 }
@@ -145,7 +142,7 @@ static double read_area(const char *stat)
 
 /* One Yosys run of the flow into dir (flow.ys, yosys.log, stat.txt, netlists). */
 static int run_variant(const mts_synth_ctx *c, const char *dir, int adders, char *top, size_t topcap,
-                       double *area_um2, double *delay_ps, mts_err *err)
+                       double *area_um2, mts_err *err)
 {
     char script_path[PATH_MAX], log[PATH_MAX], stat[PATH_MAX], *script;
     int rc = mts_synth_path(script_path, dir, "flow.ys", err);
@@ -161,7 +158,7 @@ static int run_variant(const mts_synth_ctx *c, const char *dir, int adders, char
     mts_proc_tail tail;
     mts_proc_io io = {.cwd = dir, .log = log, .echo = c->o->verbose ? "mantis synth" : NULL, .tail = &tail};
     if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "yosys", log, &tail, yosys_markers, err);
-    read_log(log, top, topcap, delay_ps);
+    read_log(log, top, topcap);
     *area_um2 = read_area(stat);
     return MTS_OK;
 }
@@ -209,13 +206,13 @@ static int adders_worth_trying(const mts_synth_ctx *c)
  * replace the plain ones. Full adders pay off in adder trees (NanGate's FA
  * is smaller than its gates) but cut ABC's optimisation across them, so the
  * smaller netlist is kept (docs/synth.md). */
-static int try_adders(const mts_synth_ctx *c, double *area_um2, double *delay_ps, mts_err *err)
+static int try_adders(const mts_synth_ctx *c, double *area_um2, mts_err *err)
 {
     char dir[PATH_MAX], top[128];
-    double area = -1, delay = -1;
+    double area = -1;
     int rc = mts_synth_path(dir, c->work, "fa", err);
     if (!rc) rc = mts_fs_mkdirs(dir, err);
-    if (!rc) rc = run_variant(c, dir, 1, top, sizeof top, &area, &delay, err);
+    if (!rc) rc = run_variant(c, dir, 1, top, sizeof top, &area, err);
     if (!rc && area >= 0 && area < *area_um2 - 1e-9 && same_function(c, dir)) {
         static const char *const files[] = {"flow.ys", "yosys.log", "stat.txt", "netlist.v", "netlist.blif"};
         for (size_t i = 0; i < sizeof files / sizeof files[0] && !rc; i++) {
@@ -224,21 +221,17 @@ static int try_adders(const mts_synth_ctx *c, double *area_um2, double *delay_ps
             if (!rc) rc = mts_synth_path(to, c->work, files[i], err);
             if (!rc && rename(from, to)) rc = mts_fail(err, MTS_EIO, "%s: cannot move into place", to);
         }
-        if (!rc) {
-            *area_um2 = area;
-            *delay_ps = delay;
-        }
+        if (!rc) *area_um2 = area;
     }
     if (!rc) mts_fs_rmtree(dir); /* else kept: the error message points at its log */
     return rc;
 }
 
-int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, double *delay_ps,
-                    mts_err *err)
+int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, mts_err *err)
 {
     char log[PATH_MAX];
     int rc = mts_synth_path(log, c->work, "yosys.log", err);
-    if (!rc) rc = run_variant(c, c->work, 0, top, topcap, area_um2, delay_ps, err);
+    if (!rc) rc = run_variant(c, c->work, 0, top, topcap, area_um2, err);
     if (rc) return rc;
     for (const char *t = top; *t; t++) /* it goes into the generated wrapper */
         if (!is_ident_char(*t) && !(*t == '$' && t > top))
@@ -246,8 +239,7 @@ int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *ar
                             "%s: top module '%s' is not a plain Verilog identifier ([A-Za-z_][A-Za-z0-9_$]*), "
                             "which the equivalence wrapper needs",
                             c->base, top);
-    if (*area_um2 == 0 && *delay_ps < 0) *delay_ps = 0; /* no cells (a constant design): no path */
     if (!top[0] || *area_um2 < 0)
         return mts_fail(err, MTS_ETOOL, "%s: yosys: no top module or chip area in its output (log: %s)", c->base, log);
-    return *area_um2 > 0 && adders_worth_trying(c) ? try_adders(c, area_um2, delay_ps, err) : MTS_OK;
+    return *area_um2 > 0 && adders_worth_trying(c) ? try_adders(c, area_um2, err) : MTS_OK;
 }

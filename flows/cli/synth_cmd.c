@@ -117,7 +117,8 @@ int mts_cmd_synth(int argc, char **argv)
     fprintf(t, "design       %s (top %s%s%s)%s\n", r.design, r.top, r.params[0] ? ", " : "", r.params,
             r.cache_hit ? "  [cached]" : "");
     fprintf(t, "area         %.2f um^2  (%.1f NAND2-eq, %d cells)\n", r.area_um2, r.nand2_eq, r.ncells);
-    fprintf(t, "delay        %.1f ps (ABC stime), logic depth %d\n", r.delay_ps, r.logic_depth);
+    fprintf(t, "delay        %.1f ps (OpenSTA%s%s%s%s), logic depth %d\n", r.delay_ps, r.delay_from[0] ? ": " : "",
+            r.delay_from, r.delay_from[0] ? " -> " : "", r.delay_to, r.logic_depth);
     fprintf(t, "cells       ");
     for (int i = 0; i < r.ntypes; i++) fprintf(t, " %s %d", r.cells[i].name, r.cells[i].count);
     fprintf(t, "\n");

@@ -1,6 +1,6 @@
 /* synth.h - synthesis of a Verilog design to Mantis' 45 nm cell library
  * (synth/mantis45.lib) with Yosys + ABC: area, cell counts, NAND2
- * equivalents and critical-path delay; a gate-level equivalence check of the
+ * equivalents; critical-path delay with OpenSTA; a gate-level equivalence check of the
  * mapped netlist against the RTL with Verilator; and dynamic power from the
  * switching activity of an operand stream (uniform random or a trace file,
  * trace.h). Figures are relative estimates for ranking designs, not sign-off
@@ -50,7 +50,8 @@ typedef struct mts_synth_result {
     int ncells;
     int ntypes;
     struct { char name[48]; int count; } cells[MTS_SYNTH_MAX_CELLTYPES];
-    double delay_ps;            /* ABC `stime` critical path with the liberty's NLDM tables */
+    double delay_ps;            /* critical path, OpenSTA with the liberty's NLDM tables: every cell timed */
+    char delay_from[64], delay_to[64]; /* its start and end ports ("" without a timed path) */
     int logic_depth;            /* cells on the longest input-to-output path */
     int in_bits, out_bits;
     /* equivalence (gate-level vs RTL, Verilator) */
@@ -71,7 +72,7 @@ typedef struct mts_synth_result {
 
 /* Synthesizes (or finds in the cache), checks equivalence and measures power;
  * also writes result.json and result.csv into the cache entry (res->dir).
- * MTS_ETOOL: yosys/verilator missing or failing: one line naming the design
+ * MTS_ETOOL: yosys/verilator/sta missing or failing: one line naming the design
  * and the tool's first error line, with the path of the full log.
  * MTS_EMISMATCH: the mapped netlist differs from the RTL (first mismatching
  * vector in the message), or the C gate-level simulator disagrees with

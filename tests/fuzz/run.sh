@@ -12,7 +12,7 @@
 # (CTest's skip) when clang's fuzzer runtime is not installed.
 set -uo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-targets_all="lut lut_crc approxtrain import8bit idx cifar ckpt ckpt_crc trace trace_crc flow_cfg xml json parsers gemmdump gemmdump_crc"
+targets_all="lut lut_crc approxtrain import8bit idx cifar ckpt ckpt_crc trace trace_crc flow_cfg xml json parsers gemmdump gemmdump_crc blif"
 if [ "${1:-}" = "--smoke" ]; then
   build="${2:?usage: run.sh --smoke BUILD_DIR}"
   secs="${MANTIS_FUZZ_SECONDS:-2}"
