@@ -1034,6 +1034,12 @@ TEST(SynthFlow, OutputsFeedingOutputsAreNotRejected)
                  o3 = u & o2 & bit(v, 9), o4 = !o3, o5 = o4 ^ o3 ^ o0;
              return (uint64_t)(o0 | o1 << 1 | o2 << 2 | o3 << 3 | o4 << 4 | o5 << 5);
          }},
+        {"outfeed_chain.v",
+         [&](uint64_t v) {
+             int o0 = bit(v, 0) ^ bit(v, 1), o5 = bit(v, 3) ^ o0, o1 = o5, o2 = !bit(v, 2), o4 = !o5,
+                 o6 = o1 & bit(v, 1);
+             return (uint64_t)(o0 | o1 << 1 | o2 << 2 | 1 << 3 | o4 << 4 | o5 << 5 | o6 << 6);
+         }},
         {"outfeed_mesh.v",
          [&](uint64_t v) {
              int a0 = bit(v, 0), a2 = bit(v, 2), a3 = bit(v, 3);
