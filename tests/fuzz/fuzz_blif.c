@@ -2,9 +2,10 @@
  * Yosys' BLIF, cells of the shipped liberty) and its evaluator. Whatever
  * loads must be in dependency order (every node after the drivers of its
  * inputs, outputs reading outputs included) and evaluate the same twice. */
+#include "fuzz_util.h" /* first: it defines _GNU_SOURCE */
+
 #include <limits.h>
 
-#include "fuzz_util.h"
 #include "mantis/rng.h"
 #include "synth_int.h"
 
