@@ -34,10 +34,11 @@ const char *const mts_synth_sta_script =
     "report_checks -path_delay max -fields {cap slew fanout} -digits 4\n"
     "puts \"mantis-sta-worst-slack [sta::worst_slack -max]\"\n";
 
-/* What OpenSTA says and then carries on (exit 0): an error, or a cell the
- * liberty lacks ("module X not found. Creating black box"), whose paths it
- * would leave untimed. */
-static const char *const sta_markers[] = {"Error", "error", "not found", NULL};
+/* What OpenSTA says and then carries on (exit 0): an error ("Error: FILE,
+ * line N ..."), or a cell the liberty lacks ("module X not found.  Creating
+ * black box"), whose paths it would leave untimed. (Not a bare "error": a
+ * port may be named so, and the report prints port names.) */
+static const char *const sta_markers[] = {"Error:", "Creating black box", NULL};
 
 /* The cheapest non-inverting one-input cell of the liberty; NULL if none. */
 static const mts_lcell *driving_cell(const mts_lib *lib)
