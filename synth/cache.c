@@ -87,7 +87,7 @@ int mts_synth_key(const mts_synth_ctx *c, char hex[33], mts_err *err)
     if (rc) return rc;
     /* The timing script and the versions of the tools that make the numbers
      * (a tool that is not there reads ""; the run then stops at its check). */
-    mts_hash128_str(&h, mts_synth_sta_script);
+    mts_synth_sta_hash(&h);
     char *tools[][3] = {{"yosys", "-V", NULL}, {"sta", "-version", NULL}};
     for (int i = 0; i < 2; i++) {
         char version[256];

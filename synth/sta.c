@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mantis/fs.h"
+#include "mantis/hash.h"
 #include "mantis/proc.h"
 #include "synth_int.h"
 
@@ -16,12 +17,14 @@
  * delay = period - worst slack. */
 #define STA_PERIOD_NS 1000.0
 
-/* The TCL script (printf format: liberty, driving-cell line, output load).
- * Inputs are driven by the liberty's smallest buffer (a register or gate
- * of the surrounding logic would drive them; without one, ideal edges), every
- * output carries one X1 inverter input (MTS_SYNTH_PO_LOAD_FF, as in the power
- * model), nets the liberty's default wire-load model. Part of the cache key. */
-const char *const mts_synth_sta_script =
+/* The TCL script (printf format: liberty, period, driving-cell line, output
+ * load). Inputs are driven by the liberty's smallest buffer (a register or
+ * gate of the surrounding logic would drive them; without one, ideal edges),
+ * every output carries one X1 inverter input (MTS_SYNTH_PO_LOAD_FF, as in the
+ * power model), nets the liberty's default wire-load model. In the cache key
+ * with the period and the load (mts_synth_sta_hash); the driving cell follows
+ * from the liberty, which is in the key too. */
+static const char *const sta_script =
     "# sta.tcl - written by mantis synth (synth/sta.c): OpenSTA times netlist.v\n"
     "read_liberty {%s}\n"
     "read_verilog netlist.v\n"
@@ -51,12 +54,19 @@ static const mts_lcell *driving_cell(const mts_lib *lib)
     return best;
 }
 
+void mts_synth_sta_hash(mts_hash128 *h)
+{
+    double nums[2] = {STA_PERIOD_NS, MTS_SYNTH_PO_LOAD_FF};
+    mts_hash128_str(h, sta_script);
+    mts_hash128_add(h, nums, sizeof nums);
+}
+
 int mts_synth_sta_write(const mts_synth_ctx *c, const char *path, mts_err *err)
 {
     char drive[256] = "", script[4096];
     const mts_lcell *b = driving_cell(&c->lib);
     if (b) snprintf(drive, sizeof drive, "set_driving_cell -lib_cell %s -pin %s [all_inputs]\n", b->name, b->out);
-    int n = snprintf(script, sizeof script, mts_synth_sta_script, c->liberty, STA_PERIOD_NS, drive,
+    int n = snprintf(script, sizeof script, sta_script, c->liberty, STA_PERIOD_NS, drive,
                      MTS_SYNTH_PO_LOAD_FF);
     if (n < 0 || (size_t)n >= sizeof script) return mts_fail(err, MTS_EINVAL, "%s: sta script too long", c->base);
     return mts_fs_write_text(path, script, err);

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "mantis/hash.h"
 #include "mantis/proc.h"
 #include "mantis/status.h"
 #include "mantis/synth.h"
@@ -160,9 +161,11 @@ void mts_synth_keep_failed(mts_synth_ctx *c, mts_err *err);
  * module and chip area. */
 int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, mts_err *err);
 
-/* sta.c: the TCL script OpenSTA runs (a printf format; part of the cache
- * key), written for this run's liberty to path by mts_synth_sta_write. */
-extern const char *const mts_synth_sta_script;
+/* sta.c: adds what the timing depends on besides the liberty and the
+ * netlist (the TCL script OpenSTA runs, its clock period, the output load)
+ * to a cache key. */
+void mts_synth_sta_hash(mts_hash128 *h);
+/* Writes that script, filled in for this run's liberty, to path. */
 int mts_synth_sta_write(const mts_synth_ctx *c, const char *path, mts_err *err);
 /* Times dir/netlist.v with `sta` (argv, never a shell; its script in
  * dir/sta.tcl, its report in dir/sta.log): r->delay_ps = the critical path
