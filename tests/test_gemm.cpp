@@ -447,6 +447,72 @@ TEST_P(GemmProvider, TinyRowsEqualReference)
     check_provider_shape(np, 7, 20, 9, 5, seed += 16);
 }
 
+// mts_gemm_acc: a GEMM split along k into parts (mts_gemm over the first,
+// mts_gemm_acc over the others, each going on from the sums stored in C)
+// equals the reference over the whole k, bit for bit: plain and swapped jobs
+// (skinny shapes), the quad kernel and its sparse form, special values
+// (NaN and inf sums go on as NaN and inf), tiny rows, all transposes, 1 and
+// 2 threads, SIMD on and off. Providers without FP32 sums refuse it.
+TEST_P(GemmProvider, SplitAlongKEqualsReference)
+{
+    Named np = providers()[(size_t)GetParam()];
+    if (np.p.lut) world().use(*const_cast<mts_lut *>(np.p.lut));
+    mts_err err;
+    if (!mts_gemm_acc_ok(&np.p)) {
+        std::vector<float> a(4, 1.0f), c(4, 0.0f);
+        EXPECT_EQ(mts_gemm_acc(&np.p, 0, 0, 2, 2, 2, a.data(), 2, a.data(), 2, c.data(), 2, &err), MTS_EUNSUPPORTED)
+            << np.name;
+        return;
+    }
+    // m, n, k, specials (as check_provider_shape), the two cuts of k
+    const int cases[][6] = {{7, 13, 29, 0, 5, 17},  {130, 6, 40, 2, 1, 39},   {40, 70, 33, 1, 16, 20},
+                            {48, 129, 70, 4, 30, 31}, {40, 70, 33, 6, 11, 32}, {66, 16, 45, 3, 2, 44}};
+    uint64_t s = 91 + 100 * (uint64_t)GetParam();
+    for (auto &cs : cases) {
+        int m = cs[0], n = cs[1], k = cs[2], sp = cs[3], cut[4] = {0, cs[4], cs[5], cs[2]};
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++) {
+                Mat A(tA ? k : m, tA ? m : k, tA, &s), B(tB ? n : k, tB ? k : n, 2 * tB, &s);
+                if (sp == 4) {
+                    sparsify(A, &s);
+                    sparsify(B, &s);
+                } else if (sp == 6) {
+                    for (int i = 0; i < A.rows; i += 3)
+                        for (int j = 0; j < A.cols; j++) A.at(i, j) = std::ldexp(A.at(i, j), -68);
+                } else if (sp == 3) {
+                    widen(A, &s);
+                    widen(B, &s);
+                } else if (sp) {
+                    add_specials(A, &s, sp > 1);
+                    add_specials(B, &s, sp > 1);
+                }
+                int ldc = n + 1;
+                std::vector<float> C0((size_t)m * ldc, 0.5f);
+                std::vector<float> ref = run(np.p, true, tA, tB, m, n, k, A, B, 0.0f, C0, ldc);
+                for (int threads : {1, 2})
+                    for (int simd : {1, 0}) {
+                        mts_provider p = np.p;
+                        p.threads = threads;
+                        p.scalar_only = !simd;
+                        std::vector<float> got = C0;
+                        for (int part = 0; part < 3; part++) {
+                            int k0 = cut[part], kc = cut[part + 1] - k0;
+                            const float *a = A.v.data() + (tA ? (size_t)k0 * A.ld : (size_t)k0);
+                            const float *b = B.v.data() + (tB ? (size_t)k0 : (size_t)k0 * B.ld);
+                            int rc = part == 0 ? mts_gemm(&p, tA, tB, m, n, kc, a, A.ld, b, B.ld, 0.0f, got.data(), ldc, &err)
+                                               : mts_gemm_acc(&p, tA, tB, m, n, kc, a, A.ld, b, B.ld, got.data(), ldc, &err);
+                            ASSERT_EQ(rc, MTS_OK) << err.msg;
+                        }
+                        long d = first_diff(ref, got);
+                        ASSERT_EQ(d, -1) << np.name << " m=" << m << " n=" << n << " k=" << k << " cuts " << cut[1]
+                                         << "," << cut[2] << " tA=" << tA << " tB=" << tB << " threads=" << threads
+                                         << " simd=" << simd << " at C[" << d / ldc << "][" << d % ldc << "]: ref "
+                                         << std::hexfloat << ref[(size_t)d] << " got " << got[(size_t)d];
+                    }
+            }
+    }
+}
+
 // mts_gemm_t: the result stored transposed (C[j*ldc + i]) must equal the
 // reference's, bit for bit, element by element, with beta applied there and
 // the padding of each C^T row untouched. Skinny shapes run as swapped jobs

@@ -560,17 +560,22 @@ void dense_bitexact(const NnLut &fx, const mts_provider &p)
     expect_bits("dense dw", dw, rdw);
 }
 
-// chunked: a geometry whose batch runs in several sample chunks (78,400
+// geo 1: a geometry whose batch runs in several sample chunks (78,400
 // bytes of column matrix per sample, chunks of 6 samples: 6 + 6 + 1), the
-// provider's threads running them side by side when it has more than one
-void conv_bitexact(const NnLut &fx, const mts_provider &p, bool chunked = false)
+// provider's threads running them side by side when it has more than one;
+// its weight gradient in chunks of 3 samples (sums continued by
+// mts_gemm_acc). geo 2: 16 channels of 24 x 24, 3 x 3 (331,776 bytes of
+// column matrix per sample): the weight gradient in bands of output rows
+// on one thread, in channel halves on two.
+void conv_bitexact(const NnLut &fx, const mts_provider &p, int geo = 0)
 {
     mts_conv_geom g = {};
     g.cin = 2, g.h = 5, g.w = 6, g.cout = 3, g.k = 3, g.stride = 2, g.pad = 1;
-    if (chunked) g.cin = 1, g.h = 28, g.w = 28, g.k = 5, g.stride = 1, g.pad = 2;
+    if (geo == 1) g.cin = 1, g.h = 28, g.w = 28, g.k = 5, g.stride = 1, g.pad = 2;
+    if (geo == 2) g.cin = 16, g.h = 24, g.w = 24, g.k = 3, g.stride = 1, g.pad = 1;
     mts_err err;
     ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK);
-    const int N = chunked ? 13 : 2, P = g.oh * g.ow, K = g.cin * g.k * g.k;
+    const int N = geo == 1 ? 13 : 2, P = g.oh * g.ow, K = g.cin * g.k * g.k;
     vecf x = rnd((size_t)N * g.cin * g.h * g.w, 35), w = rnd((size_t)g.cout * K, 36), b = rnd(g.cout, 37),
          dy = rnd((size_t)N * g.cout * P, 38);
     vecf y(dy.size()), dx(x.size()), dw(w.size()), db(g.cout);
@@ -662,8 +667,17 @@ TEST_F(NnLut, ConvInSampleChunksBitExact)
         mts_provider p = lp;
         p.threads = threads;
         SCOPED_TRACE(threads);
-        conv_bitexact(*this, p, true);
-        conv_bitexact(*this, with_fmaq(p), true);
+        conv_bitexact(*this, p, 1);
+        conv_bitexact(*this, with_fmaq(p), 1);
+    }
+}
+TEST_F(NnLut, ConvWeightGradientInBandsBitExact)
+{
+    for (int threads : {1, 2}) {
+        mts_provider p = lp;
+        p.threads = threads;
+        SCOPED_TRACE(threads);
+        conv_bitexact(*this, p, 2);
     }
 }
 TEST_F(NnLut, MatMulBitExactFmaq) { matmul_bitexact(*this, with_fmaq(lp)); }

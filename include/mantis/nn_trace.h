@@ -46,6 +46,11 @@ int mts_nn_gemm(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int tr
 /* The same with the result stored transposed (mts_gemm_t, gemm.h). */
 int mts_nn_gemm_t(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int transB, int m, int n, int k,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+/* The same continuing C's sums along k (mts_gemm_acc, gemm.h). A GEMM split
+ * along k is one GEMM to the bits, but not to a tap or a tracer, which would
+ * see its parts: callers split only when ctx has neither. */
+int mts_nn_gemm_acc(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int transB, int m, int n, int k,
+                    const float *A, int lda, const float *B, int ldb, float *C, int ldc, mts_err *err);
 
 #ifdef __cplusplus
 }

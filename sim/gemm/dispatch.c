@@ -402,8 +402,8 @@ static int via_transpose(const mts_provider *p, int transA, int transB, int m, i
     return rc;
 }
 
-/* mts_gemm (ct 0) and mts_gemm_t (ct 1). */
-static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m, int n, int k, const float *A,
+/* mts_gemm (ct 0), mts_gemm_t (ct 1) and mts_gemm_acc (cont 1). */
+static int gemm_run(const mts_provider *p, int ct, int cont, int transA, int transB, int m, int n, int k, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
     int rc;
@@ -414,7 +414,7 @@ static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m
         return ct ? via_transpose(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err)
                   : mts_gpu_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     if (p->device != 0) return mts_fail(err, MTS_EINVAL, "gemm: unknown device %d", p->device);
-    if (m == 0 || n == 0) return MTS_OK;
+    if (m == 0 || n == 0 || (cont && k == 0)) return MTS_OK;
     int threads = resolve_threads(p->threads);
     /* a thread team costs more than a small product (waking it, and its
      * workers spinning afterwards); results do not depend on the count */
@@ -442,6 +442,7 @@ static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m
     g.C = C;
     g.ldc = ldc;
     g.ct = ct;
+    g.cont = cont;
     g.threads = threads;
     return run_float(p, &g, transA, transB, A, lda, B, ldb, err);
 }
@@ -449,11 +450,28 @@ static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m
 int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
-    return gemm_run(p, 0, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    return gemm_run(p, 0, 0, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 }
 
 int mts_gemm_t(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
-    return gemm_run(p, 1, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    return gemm_run(p, 1, 0, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+int mts_gemm_acc_ok(const mts_provider *p)
+{
+    return p && !p->fmaq && p->device == 0 &&
+           (p->kind == MTS_PROV_NATIVE || p->kind == MTS_PROV_LUT || p->kind == MTS_PROV_MULOP);
+}
+
+int mts_gemm_acc(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
+                 const float *B, int ldb, float *C, int ldc, mts_err *err)
+{
+    int rc = check_provider(p, err);
+    if (rc != MTS_OK) return rc;
+    if (!mts_gemm_acc_ok(p))
+        return mts_fail(err, MTS_EUNSUPPORTED,
+                        "gemm: continuing sums needs FP32 accumulation on the CPU (NATIVE, LUT or MULOP without FMAq)");
+    return gemm_run(p, 0, 1, transA, transB, m, n, k, A, lda, B, ldb, 0.0f, C, ldc, err);
 }

@@ -59,6 +59,9 @@ typedef struct gemm_job {
     /* 1: the caller asked for C^T (mts_gemm_t): output (i, j) of the
      * caller's problem is stored at C[j*ldc + i]. */
     int ct;
+    /* 1: mts_gemm_acc: each output's sum starts from the value stored at its
+     * place in C (gemm_out) instead of +0; beta is 0. FP32 sums only. */
+    int cont;
 } gemm_job;
 
 /* FP32 bits x rounded to an E8 format of M < 23 mantissa bits, RNE (the
@@ -134,6 +137,14 @@ static inline void gemm_store(float *c, float beta, float y)
 static inline void gemm_store_row(const gemm_job *g, int i, int j0, int j1, const float *out)
 {
     for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i, j), g->beta, out[j - j0]);
+}
+
+/* The sums a continuing job (gemm_job.cont) starts from for outputs (i,
+ * j0 .. j1): C's values at gemm_out's addresses into out[0 .. j1 - j0);
+ * +0 for every output of a job that starts from zero. */
+static inline void gemm_start_row(const gemm_job *g, int i, int j0, int j1, float *out)
+{
+    for (int j = j0; j < j1; j++) out[j - j0] = g->cont ? *gemm_out(g, i, j) : 0.0f;
 }
 
 /* Scalar dot product of row i of A and column j of B in the documented

@@ -250,16 +250,29 @@ LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR_MAX][NV], int i0, int i1
     }
 }
 
-/* The row pointers of a tile's mr rows (rows past m repeat the last one;
- * their results are dropped) and its accumulators, zeroed. */
-LUT_INLINE void tile_rows(const gemm_lutpack *c, int K, int i0, int i1, const int mr, const int nv,
-                          const uint32_t *ai[MR_MAX], const float *as[MR_MAX], vf acc[MR_MAX][NV])
+/* The accumulators of row i over columns [j0, j1) (nv vectors): +0, or C's
+ * sums for mts_gemm_acc (gemm_job.cont). */
+LUT_INLINE void start_row(const gemm_job *g, int i, int j0, int j1, const int nv, vf *acc)
 {
+    for (int v = 0; v < nv; v++) acc[v] = VF_ZERO();
+    if (g->cont) {
+        float out[NR_MAX] = {0};
+        gemm_start_row(g, i, j0, j1, out);
+        for (int v = 0; v < nv; v++) acc[v] = VF_LOAD(out + v * GW);
+    }
+}
+
+/* The row pointers of a tile's mr rows (rows past m repeat the last one;
+ * their results are dropped) and its accumulators (start_row). */
+LUT_INLINE void tile_rows(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int j0, int j1, const int mr,
+                          const int nv, const uint32_t *ai[MR_MAX], const float *as[MR_MAX], vf acc[MR_MAX][NV])
+{
+    const int K = g->k;
     for (int r = 0; r < mr; r++) {
         int i = i0 + r < i1 ? i0 + r : i1 - 1;
         ai[r] = c->Ai + (size_t)i * (size_t)K;
         as[r] = c->As + (size_t)i * (size_t)K;
-        for (int v = 0; v < nv; v++) acc[r][v] = VF_ZERO();
+        start_row(g, i, j0, j1, nv, acc[r]);
     }
 }
 
@@ -274,7 +287,7 @@ LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    tile_rows(c, K, i0, i1, mr, nv, ai, as, acc);
+    tile_rows(c, g, i0, i1, j0, j1, mr, nv, ai, as, acc);
     for (int kk = 0; kk < K; kk++) {
         size_t o = (size_t)kk * nr;
         vi bix[NV];
@@ -313,7 +326,7 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    tile_rows(c, K, i0, i1, mr, nv, ai, as, acc);
+    tile_rows(c, g, i0, i1, j0, j1, mr, nv, ai, as, acc);
     for (int kk = 0; kk < K; kk++) {
         size_t o = (size_t)kk * nr;
         vi bix[NV];
@@ -379,7 +392,7 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    tile_rows(c, K, i0, i1, MR, NV, ai, as, acc);
+    tile_rows(c, g, i0, i1, j0, j1, MR, NV, ai, as, acc);
     __m512i ctl[4];
     quad_ctl(ctl);
     for (int kk = 0; kk < K; kk++) {
@@ -465,10 +478,12 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
             continue;
         }
         size_t e = (size_t)i * K, end = e + (size_t)c->nnz[i];
-        vf a[4] = {VF_ZERO(), VF_ZERO(), VF_ZERO(), VF_ZERO()};
+        vf a[4];
+        start_row(g, i, j0, j1, 4, a);
         if (i + 1 < i1 && !c->rowbad[i + 1]) { /* rows i and i + 1 side by side */
             size_t f = (size_t)(i + 1) * K, fend = f + (size_t)c->nnz[i + 1];
-            vf b[4] = {VF_ZERO(), VF_ZERO(), VF_ZERO(), VF_ZERO()};
+            vf b[4];
+            start_row(g, i + 1, j0, j1, 4, b);
             for (; e < end && f < fend; e++, f++) {
                 sparse_step(&s, c, e, a);
                 sparse_step(&s, c, f, b);
