@@ -513,6 +513,71 @@ TEST_P(GemmProvider, SplitAlongKEqualsReference)
     }
 }
 
+// mts_gemm_batch: each GEMM of a batch (the tables derived once per thread
+// and borrowed by the others, small GEMMs side by side) equals the
+// reference run on its own, bit for bit: 16 x 16 x 16 heads (as attention)
+// and a skinny shape run swapped, all transposes, 1 and 3 threads, beta 0
+// and -0.5, special values; a NULL array is refused.
+void check_batch(const Named &np, uint64_t s)
+{
+    if (np.p.lut) world().use(*const_cast<mts_lut *>(np.p.lut));
+    const int shapes[][3] = {{16, 16, 16}, {70, 6, 20}, {9, 70, 13}};
+    const int count = 7;
+    for (auto &sh : shapes)
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++)
+                for (float beta : {0.0f, -0.5f}) {
+                    int m = sh[0], n = sh[1], k = sh[2], ldc = n + 1;
+                    std::vector<Mat> As, Bs;
+                    std::vector<std::vector<float>> C0, ref;
+                    for (int b = 0; b < count; b++) {
+                        As.emplace_back(tA ? k : m, tA ? m : k, 1, &s);
+                        Bs.emplace_back(tB ? n : k, tB ? k : n, 0, &s);
+                        if (b == 3) {
+                            add_specials(As.back(), &s, true);
+                            add_specials(Bs.back(), &s, true);
+                        }
+                        C0.emplace_back((size_t)m * ldc);
+                        for (float &c : C0.back()) c = rnd_val(&s);
+                        ref.push_back(run(np.p, true, tA, tB, m, n, k, As[b], Bs[b], beta, C0[b], ldc));
+                    }
+                    for (int threads : {1, 3}) {
+                        mts_provider p = np.p;
+                        p.threads = threads;
+                        std::vector<std::vector<float>> got = C0;
+                        std::vector<const float *> a, bb;
+                        std::vector<float *> c;
+                        for (int b = 0; b < count; b++) {
+                            a.push_back(As[b].v.data());
+                            bb.push_back(Bs[b].v.data());
+                            c.push_back(got[b].data());
+                        }
+                        mts_err err;
+                        ASSERT_EQ(mts_gemm_batch(&p, count, tA, tB, m, n, k, a.data(), As[0].ld, bb.data(), Bs[0].ld, beta,
+                                                 c.data(), ldc, &err),
+                                  MTS_OK)
+                            << np.name << ": " << err.msg;
+                        for (int b = 0; b < count; b++) {
+                            long d = first_diff(ref[b], got[b]);
+                            ASSERT_EQ(d, -1) << np.name << " GEMM " << b << " of the batch, m=" << m << " n=" << n
+                                             << " k=" << k << " tA=" << tA << " tB=" << tB << " beta=" << beta
+                                             << " threads=" << threads << " at C[" << d / ldc << "][" << d % ldc
+                                             << "]: ref " << std::hexfloat << ref[b][(size_t)d] << " got "
+                                             << got[b][(size_t)d];
+                        }
+                    }
+                }
+    mts_err err;
+    float x = 1.0f, *cp = &x;
+    const float *xp = &x;
+    EXPECT_EQ(mts_gemm_batch(&np.p, 1, 0, 0, 1, 1, 1, NULL, 1, &xp, 1, 0.0f, &cp, 1, &err), MTS_EINVAL);
+}
+
+TEST_P(GemmProvider, BatchEqualsReferencePerGemm)
+{
+    check_batch(providers()[(size_t)GetParam()], 171 + 100 * (uint64_t)GetParam());
+}
+
 // mts_gemm_t: the result stored transposed (C[j*ldc + i]) must equal the
 // reference's, bit for bit, element by element, with beta applied there and
 // the padding of each C^T row untouched. Skinny shapes run as swapped jobs
@@ -591,6 +656,19 @@ TEST(Gemm, SkinnyShapesKeepOperandOrderOfAsymmetricTables)
     z.qprod = p.qprod;
     z.qacc = p.qacc;
     check_provider_shape({"fmaq-lut-zeroes7", z}, 66, 3, 40, 2, 965);
+}
+
+// A batch's shared tables keep the operand order too: its skinny GEMMs run
+// swapped on the transposed byte table, its square ones on the plain one.
+TEST(Gemm, BatchKeepsOperandOrderOfAsymmetricTables)
+{
+    mts_provider p = prov(MTS_PROV_LUT);
+    p.lut = world().use(world().asym7);
+    check_batch({"lut-asym7", p}, 977);
+    p.fmaq = 1;
+    p.qprod = qfmt(7, 4, 12);
+    p.qacc = qfmt(7, 4, 10);
+    check_batch({"fmaq-lut-asym7", p}, 991);
 }
 
 // The kernels' tables derived from a LUT are cached by content (lut.c): a

@@ -96,6 +96,17 @@ int mts_gemm_acc(const mts_provider *p, int transA, int transB, int m, int n, in
 /* 1 when mts_gemm_acc takes provider p. */
 int mts_gemm_acc_ok(const mts_provider *p);
 
+/* count independent GEMMs of one shape and provider: for b < count,
+ * mts_gemm(p, transA, transB, m, n, k, A[b], lda, B[b], ldb, beta, C[b],
+ * ldc), the same bits (the C[b] must not overlap each other or any input).
+ * The provider's derived tables are prepared once per thread instead of per
+ * GEMM, and small GEMMs run side by side on the provider's threads: the
+ * many 16 x 16 x 16 products of attention heads cost less than their
+ * set-up otherwise. Errors as mts_gemm's (the first failing GEMM's). */
+int mts_gemm_batch(const mts_provider *p, int count, int transA, int transB, int m, int n, int k,
+                   const float *const *A, int lda, const float *const *B, int ldb, float beta, float *const *C,
+                   int ldc, mts_err *err);
+
 /* The naive reference of mts_gemm: same arguments and result, written as a
  * triple loop that quantizes each operand as it reads it and forms every
  * product with the scalar function (a*b, mts_amsim, mul->fn) and every sum in

@@ -245,6 +245,7 @@ LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR_MAX][NV], int i0, int i1
 {
     float out[NR_MAX];
     for (int r = 0; r < i1 - i0; r++) {
+        if (gemm_store_row_v(g, i0 + r, j0, j1, acc[r], nv)) continue;
         for (int v = 0; v < nv; v++) VF_STORE(out + v * GW, acc[r][v]);
         gemm_store_row(g, i0 + r, j0, j1, out);
     }
@@ -454,6 +455,7 @@ LUT_INLINE void sparse_step(const sparse_k *s, const gemm_lutpack *c, size_t t, 
 LUT_INLINE void sparse_store(const gemm_job *g, int i, int j0, int j1, const vf acc[4])
 {
     float out[64] __attribute__((aligned(64)));
+    if (gemm_store_row_v(g, i, j0, j1, acc, 4)) return;
     for (int v = 0; v < 4; v++) VF_STORE(out + 16 * v, acc[v]);
     gemm_store_row(g, i, j0, j1, out);
 }

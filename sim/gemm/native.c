@@ -76,6 +76,7 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
         }
     }
     for (int r = 0; r < i1 - i0; r++) {
+        if (gemm_store_row_v(g, i0 + r, j0, j1, acc[r], 2)) continue;
         VF_STORE(out, acc[r][0]);
         VF_STORE(out + GW, acc[r][1]);
         gemm_store_row(g, i0 + r, j0, j1, out);
