@@ -1,14 +1,28 @@
 /* bn.c - BatchNorm over (N, H, W) per channel, FP32 values with FP64
  * reductions (no catastrophic cancellation in the variance) in the fixed
  * blocked order of fmath.h over the terms in (n, h, w) order, which the GPU
- * twin implements too (docs/training.md). */
+ * twin implements too (docs/training.md).
+ *
+ * mts_bn_forward_ref / mts_bn_backward_ref are the readable references: one
+ * term at a time through mts_fm_sumd_push. The fast forms compute the same
+ * sequence of operations: where a plane holds whole chunks of the blocked
+ * order (H*W a multiple of 64: every ResNet stage), eight chunks are summed
+ * side by side, one per FP64 lane (each lane the chunk's sequential sum from
+ * +0, the terms formed by the same FP64 operations), and the chunk sums go
+ * into the pairwise tree in their order; the rest term by term. Elementwise
+ * passes are the reference's FP32 expressions, vectorised. */
 #include <math.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
+#include "nn_internal.h"
 
-void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
-                    float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd)
+void mts_bn_forward_ref(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
+                        float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd)
 {
     size_t cnt = (size_t)N * HW;
     for (int c = 0; c < C; c++) {
@@ -50,8 +64,8 @@ void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float
     }
 }
 
-void mts_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
-                     const float *invstd, float *dx, float *dgamma, float *dbeta)
+void mts_bn_backward_ref(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                         const float *invstd, float *dx, float *dgamma, float *dbeta)
 {
     double cnt = (double)N * HW;
     for (int c = 0; c < C; c++) {
@@ -76,4 +90,173 @@ void mts_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, 
             for (int i = 0; i < HW; i++) dx[off + i] = k * (dy[off + i] - mg - xhat[off + i] * mgx);
         }
     }
+}
+
+/* The terms of one channel's sums: the values (SUM_X), squared deviations
+ * from m (SUM_SQ), or the output gradient and its product with xhat
+ * (SUM_BWD, two sums). */
+enum { SUM_X, SUM_SQ, SUM_BWD };
+
+/* Pushes term j of plane pointers a (and b) into s[0] (and s[1]), as the
+ * references do. */
+static inline void push_term(int kind, const float *a, const float *b, int j, double m, mts_fm_sumd s[2])
+{
+    if (kind == SUM_X) mts_fm_sumd_push(&s[0], a[j]);
+    else if (kind == SUM_SQ) mts_fm_sumd_push(&s[0], (a[j] - m) * (a[j] - m));
+    else {
+        mts_fm_sumd_push(&s[0], a[j]);
+        mts_fm_sumd_push(&s[1], (double)a[j] * b[j]);
+    }
+}
+
+/* The channel-c sums of kind over the terms in (n, i) order, in the blocked
+ * order of fmath.h (s[0], s[1] initialised by the caller; their sums are
+ * taken by the caller). */
+static void channel_sums(int kind, int N, int C, int HW, int c, const float *a, const float *b, double m,
+                         mts_fm_sumd s[2])
+{
+    int q0 = 0;
+#if defined(__AVX512F__)
+    /* planes of whole chunks: eight chunks a step, one per lane */
+    const int cpp = HW / MTS_FM_CHUNK, nch = HW % MTS_FM_CHUNK ? 0 : N * cpp;
+    if ((double)N * C * HW < 2147483647.0)
+        for (; q0 + 8 <= nch; q0 += 8) {
+            int32_t off[8];
+            for (int q = 0; q < 8; q++) {
+                int idx = q0 + q, n = idx / cpp, j = idx % cpp;
+                off[q] = (int32_t)(((size_t)n * C + c) * HW + (size_t)j * MTS_FM_CHUNK);
+            }
+            const __m256i vi = _mm256_loadu_si256((const __m256i *)off);
+            const __m512d vm = _mm512_set1_pd(m);
+            __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+            for (int i = 0; i < MTS_FM_CHUNK; i++) {
+                __m512d xv = _mm512_cvtps_pd(_mm256_i32gather_ps(a + i, vi, 4));
+                if (kind == SUM_X) s0 = _mm512_add_pd(s0, xv);
+                else if (kind == SUM_SQ) {
+                    __m512d d = _mm512_sub_pd(xv, vm);
+                    s0 = _mm512_add_pd(s0, _mm512_mul_pd(d, d));
+                } else {
+                    __m512d hv = _mm512_cvtps_pd(_mm256_i32gather_ps(b + i, vi, 4));
+                    s0 = _mm512_add_pd(s0, xv);
+                    s1 = _mm512_add_pd(s1, _mm512_mul_pd(xv, hv));
+                }
+            }
+            double l0[8], l1[8];
+            _mm512_storeu_pd(l0, s0);
+            _mm512_storeu_pd(l1, s1);
+            for (int q = 0; q < 8; q++) {
+                mts_fm__sumd_chunk(&s[0], l0[q]);
+                if (kind == SUM_BWD) mts_fm__sumd_chunk(&s[1], l1[q]);
+            }
+        }
+#endif
+    /* the rest term by term, from the first term of chunk q0 */
+    size_t t0 = (size_t)q0 * MTS_FM_CHUNK;
+    for (int n = (int)(t0 / (size_t)HW); n < N; n++) {
+        size_t off = ((size_t)n * C + c) * HW;
+        int i0 = n == (int)(t0 / (size_t)HW) ? (int)(t0 % (size_t)HW) : 0;
+        for (int i = i0; i < HW; i++) push_term(kind, a + off, b ? b + off : NULL, i, m, s);
+    }
+}
+
+/* One channel of the forward pass (the reference's body, fast sums). */
+static void fwd_channel(int c, int train, int N, int C, int HW, const float *x, const float *gamma,
+                        const float *beta, float *rmean, float *rvar, float mom, float eps, float *y, float *xhat,
+                        float *invstd)
+{
+    size_t cnt = (size_t)N * HW;
+    float mean, var;
+    if (train) {
+        mts_fm_sumd s[2];
+        mts_fm_sumd_init(&s[0]);
+        channel_sums(SUM_X, N, C, HW, c, x, NULL, 0.0, s);
+        double m = mts_fm_sumd_sum(&s[0]) / (double)cnt;
+        mts_fm_sumd_init(&s[0]);
+        channel_sums(SUM_SQ, N, C, HW, c, x, NULL, m, s);
+        double s2 = mts_fm_sumd_sum(&s[0]);
+        mean = (float)m;
+        var = (float)(s2 / (double)cnt);
+        float uvar = cnt > 1 ? (float)(s2 / (double)(cnt - 1)) : var;
+        rmean[c] = (1.0f - mom) * rmean[c] + mom * mean;
+        rvar[c] = (1.0f - mom) * rvar[c] + mom * uvar;
+    } else {
+        mean = rmean[c];
+        var = rvar[c];
+    }
+    const float is = 1.0f / sqrtf(var + eps), gc = gamma[c], bc = beta[c];
+    if (invstd) invstd[c] = is;
+    for (int n = 0; n < N; n++) {
+        size_t off = ((size_t)n * C + c) * HW;
+        const float *xp = x + off;
+        float *yp = y + off;
+        if (xhat) {
+            float *hp = xhat + off;
+            for (int i = 0; i < HW; i++) {
+                float h = (xp[i] - mean) * is;
+                hp[i] = h;
+                yp[i] = gc * h + bc;
+            }
+        } else
+            for (int i = 0; i < HW; i++) yp[i] = gc * ((xp[i] - mean) * is) + bc;
+    }
+}
+
+/* Channels are independent (each its own sums in its own order), so
+ * threads that take whole channels leave every bit as one thread does. */
+static int bn_threads(int threads, int N, int C, int HW)
+{
+    if ((double)N * C * HW < 65536.0) return 1; /* waking a team costs more */
+    return threads < 1 ? 1 : threads > C ? C : threads;
+}
+
+void mts__bn_forward_t(int threads, int train, int N, int C, int HW, const float *x, const float *gamma,
+                       const float *beta, float *rmean, float *rvar, float mom, float eps, float *y, float *xhat,
+                       float *invstd)
+{
+    int T = bn_threads(threads, N, C, HW);
+    (void)T;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (int c = 0; c < C; c++) fwd_channel(c, train, N, C, HW, x, gamma, beta, rmean, rvar, mom, eps, y, xhat, invstd);
+}
+
+void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
+                    float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd)
+{
+    mts__bn_forward_t(1, train, N, C, HW, x, gamma, beta, rmean, rvar, mom, eps, y, xhat, invstd);
+}
+
+static void bwd_channel(int c, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                        const float *invstd, float *dx, float *dgamma, float *dbeta)
+{
+    double cnt = (double)N * HW;
+    mts_fm_sumd s[2];
+    mts_fm_sumd_init(&s[0]);
+    mts_fm_sumd_init(&s[1]);
+    channel_sums(SUM_BWD, N, C, HW, c, dy, xhat, 0.0, s);
+    double sg = mts_fm_sumd_sum(&s[0]), sgx = mts_fm_sumd_sum(&s[1]);
+    if (dgamma) dgamma[c] = (float)sgx;
+    if (dbeta) dbeta[c] = (float)sg;
+    if (!dx) return;
+    const float k = gamma[c] * invstd[c], mg = (float)(sg / cnt), mgx = (float)(sgx / cnt);
+    for (int n = 0; n < N; n++) {
+        size_t off = ((size_t)n * C + c) * HW;
+        const float *d = dy + off, *h = xhat + off;
+        float *o = dx + off;
+        for (int i = 0; i < HW; i++) o[i] = k * (d[i] - mg - h[i] * mgx);
+    }
+}
+
+void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                        const float *invstd, float *dx, float *dgamma, float *dbeta)
+{
+    int T = bn_threads(threads, N, C, HW);
+    (void)T;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (int c = 0; c < C; c++) bwd_channel(c, N, C, HW, dy, gamma, xhat, invstd, dx, dgamma, dbeta);
+}
+
+void mts_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                     const float *invstd, float *dx, float *dgamma, float *dbeta)
+{
+    mts__bn_backward_t(1, N, C, HW, dy, gamma, xhat, invstd, dx, dgamma, dbeta);
 }

@@ -47,6 +47,26 @@ void mts__layers_close(mts__layers *L);
 static inline float mts__nn_expf(float x) { return mts_fm_expf(x); }
 static inline float mts__nn_tanhf(float x) { return mts_fm_tanhf(x); }
 
+/* mts_bn_forward / mts_bn_backward with channels split among threads
+ * (same bits for any count; one thread below 2^16 elements) (bn.c). */
+void mts__bn_forward_t(int threads, int train, int N, int C, int HW, const float *x, const float *gamma,
+                       const float *beta, float *rmean, float *rvar, float mom, float eps, float *y, float *xhat,
+                       float *invstd);
+void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                        const float *invstd, float *dx, float *dgamma, float *dbeta);
+
+/* Elementwise passes of n floats split among threads (same bits for any
+ * count; one thread below 2^16 elements) (act.c): ReLU forward and
+ * backward, y = a + b, dst += src, and dst = +0 + dst. */
+void mts__relu_forward_t(int threads, size_t n, const float *x, float *y);
+void mts__relu_backward_t(int threads, size_t n, const float *y, const float *dy, float *dx);
+void mts__add_t(int threads, size_t n, const float *a, const float *b, float *y);
+void mts__acc_t(int threads, size_t n, float *dst, const float *src);
+void mts__plus_zero_t(int threads, size_t n, float *dst);
+
+/* The threads of a context's ops: its forward provider's (0: all cores). */
+int mts__nn_threads(const mts_nn_ctx *ctx);
+
 /* Puts opened provider a on device (0: CPU; MTS_GPU_DEVICE_CUDA: its GEMMs
  * run on the GPU, with the same results); MTS_EUNSUPPORTED when the GPU does
  * not take this provider (driver.c). */
