@@ -208,7 +208,11 @@ int mts__gemm_lut_nr(void) { return NR_MAX; }
 int mts__gemm_lut_quad(void) { return GEMM_VBMI; }
 
 /* The tile (vectors nv, rows mr) of fewest instructions for a job: per k,
- * each vector of B costs about 4 (loads or in-register conversion), each
+ * each vector of B costs about 4 loaded packed, 7 read unpacked (load,
+ * prefetch, rounding and conversion in registers, once per row block: the
+ * taller tile pays where B is unpacked, ResNet-20's 16 x 1024 x 144 forward
+ * GEMM 213 -> 182 us and LeNet-5's 16 x 800 x 150 186 -> 137 us with 2
+ * vectors of 8 rows instead of 4 of 4, 2026-11-26), each
  * row 3 (its table row and scale) plus 4 per vector (lookup, exponent add,
  * accumulate and a register copy), summed over every tile. The quad kernel
  * (4 x 4 with packed B and a byte table) costs 1 per k plus per row 6 (table
@@ -224,8 +228,8 @@ static void pick_tile(const gemm_job *g, int *nv_out, int *mr_out)
     double cost = 1e300;
     for (size_t q = 0; q < sizeof cand / sizeof cand[0]; q++) {
         int nv = cand[q][0], mr = cand[q][1];
-        int quad = GEMM_VBMI && nv == 4 && !mts__gemm_want_rawb(g, mr, nv * GW);
-        double per_k = quad ? 1 + mr * (6 + 11) : 4 * nv + mr * (3 + 4 * nv);
+        int raw = mts__gemm_want_rawb(g, mr, nv * GW), quad = GEMM_VBMI && nv == 4 && !raw;
+        double per_k = quad ? 1 + mr * (6 + 11) : (raw ? 7 : 4) * nv + mr * (3 + 4 * nv);
         double c = (double)((n + nv * GW - 1) / (nv * GW)) * (double)((m + mr - 1) / mr) * per_k;
         if (c < cost) {
             cost = c;
