@@ -31,12 +31,25 @@ void mts__relu_forward_t(int threads, size_t n, const float *x, float *y)
     for (size_t b = 0; b < n; b += EW_BLK) mts_relu_forward(n - b < EW_BLK ? n - b : EW_BLK, x + b, y + b);
 }
 
-void mts__relu_backward_t(int threads, size_t n, const float *y, const float *dy, float *dx)
+void mts__relu_backward_t(int threads, size_t n, const float *y, const float *dy, float *dx, int pz)
 {
     int T = ew_threads(threads, n);
     (void)T;
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (size_t b = 0; b < n; b += EW_BLK) mts_relu_backward(n - b < EW_BLK ? n - b : EW_BLK, y + b, dy + b, dx + b);
+    for (size_t b = 0; b < n; b += EW_BLK) {
+        size_t e = n - b < EW_BLK ? n - b : EW_BLK;
+        if (!pz) mts_relu_backward(e, y + b, dy + b, dx + b);
+        else /* +0 + the gradient: a -0 from dy becomes +0 */
+            for (size_t i = b; i < b + e; i++) dx[i] = y[i] > 0.0f ? 0.0f + dy[i] : 0.0f;
+    }
+}
+
+void mts__copy_pz_t(int threads, size_t n, const float *src, float *dst)
+{
+    int T = ew_threads(threads, n);
+    (void)T;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (size_t i = 0; i < n; i++) dst[i] = 0.0f + src[i];
 }
 
 void mts__add_t(int threads, size_t n, const float *a, const float *b, float *y)
@@ -170,4 +183,20 @@ void mts_gelu_backward(size_t n, const float *x, const float *dy, float *dx)
     }
 #endif
     for (; i < n; i++) dx[i] = dy[i] * gelu_grad_one(x[i]);
+}
+
+void mts__gelu_forward_t(int threads, size_t n, const float *x, float *y)
+{
+    int T = ew_threads(threads, n);
+    (void)T;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (size_t b = 0; b < n; b += EW_BLK) mts_gelu_forward(n - b < EW_BLK ? n - b : EW_BLK, x + b, y + b);
+}
+
+void mts__gelu_backward_t(int threads, size_t n, const float *x, const float *dy, float *dx)
+{
+    int T = ew_threads(threads, n);
+    (void)T;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (size_t b = 0; b < n; b += EW_BLK) mts_gelu_backward(n - b < EW_BLK ? n - b : EW_BLK, x + b, dy + b, dx + b);
 }

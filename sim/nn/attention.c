@@ -35,6 +35,33 @@ void mts_softmax_backward(int R, int W, const float *y, const float *dy, float *
     }
 }
 
+/* The row softmax on threads, blocks of rows each (rows are independent:
+ * same bits for any count; one thread below 2^16 elements). */
+static int rows_threads(int threads, int R, int W) { return (double)R * W < 65536.0 || threads < 1 ? 1 : threads; }
+
+void mts__softmax_forward_t(int threads, int R, int W, const float *x, float *y)
+{
+    int T = rows_threads(threads, R, W), rb = (R + T - 1) / T;
+    (void)rb;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (int t = 0; t < T; t++) {
+        int r0 = t * rb, r1 = r0 + rb < R ? r0 + rb : R;
+        if (r1 > r0) mts_softmax_forward(r1 - r0, W, x + (size_t)r0 * W, y + (size_t)r0 * W);
+    }
+}
+
+void mts__softmax_backward_t(int threads, int R, int W, const float *y, const float *dy, float *dx)
+{
+    int T = rows_threads(threads, R, W), rb = (R + T - 1) / T;
+    (void)rb;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (int t = 0; t < T; t++) {
+        int r0 = t * rb, r1 = r0 + rb < R ? r0 + rb : R;
+        if (r1 > r0)
+            mts_softmax_backward(r1 - r0, W, y + (size_t)r0 * W, dy + (size_t)r0 * W, dx + (size_t)r0 * W);
+    }
+}
+
 /* Pointer arrays of the N*H per-(sample, head) GEMMs of a batch
  * (mts_nn_gemm_batch), in (n, h) order: one allocation, freed by the caller. */
 typedef struct heads {

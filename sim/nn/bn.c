@@ -7,15 +7,12 @@
  * term at a time through mts_fm_sumd_push. The fast forms compute the same
  * sequence of operations: where a plane holds whole chunks of the blocked
  * order (H*W a multiple of 64: every ResNet stage), eight chunks are summed
- * side by side, one per FP64 lane (each lane the chunk's sequential sum from
- * +0, the terms formed by the same FP64 operations), and the chunk sums go
- * into the pairwise tree in their order; the rest term by term. Elementwise
- * passes are the reference's FP32 expressions, vectorised. */
+ * side by side, each its own FP64 chain (the chunk's sequential sum from +0,
+ * the terms formed by the same FP64 operations), and the chunk sums go into
+ * the pairwise tree in their order; the rest term by term. Elementwise
+ * passes are the reference's FP32 expressions. The passes are bound by
+ * memory at ResNet-20's sizes (8 MB per layer and pass at batch 128). */
 #include <math.h>
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
@@ -116,40 +113,34 @@ static void channel_sums(int kind, int N, int C, int HW, int c, const float *a, 
                          mts_fm_sumd s[2])
 {
     int q0 = 0;
-#if defined(__AVX512F__)
-    /* planes of whole chunks: eight chunks a step, one per lane */
+    /* planes of whole chunks: eight chunks a step, each its own FP64 chain
+     * (independent adds, where one chain waits on the add latency for every
+     * term) */
     const int cpp = HW / MTS_FM_CHUNK, nch = HW % MTS_FM_CHUNK ? 0 : N * cpp;
-    if ((double)N * C * HW < 2147483647.0)
-        for (; q0 + 8 <= nch; q0 += 8) {
-            int32_t off[8];
+    for (; q0 + 8 <= nch; q0 += 8) {
+        const float *pa[8], *pb[8];
+        for (int q = 0; q < 8; q++) {
+            int idx = q0 + q, n = idx / cpp, j = idx % cpp;
+            size_t off = ((size_t)n * C + c) * HW + (size_t)j * MTS_FM_CHUNK;
+            pa[q] = a + off;
+            pb[q] = b ? b + off : NULL;
+        }
+        double l0[8] = {0}, l1[8] = {0};
+        for (int i = 0; i < MTS_FM_CHUNK; i++)
             for (int q = 0; q < 8; q++) {
-                int idx = q0 + q, n = idx / cpp, j = idx % cpp;
-                off[q] = (int32_t)(((size_t)n * C + c) * HW + (size_t)j * MTS_FM_CHUNK);
-            }
-            const __m256i vi = _mm256_loadu_si256((const __m256i *)off);
-            const __m512d vm = _mm512_set1_pd(m);
-            __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-            for (int i = 0; i < MTS_FM_CHUNK; i++) {
-                __m512d xv = _mm512_cvtps_pd(_mm256_i32gather_ps(a + i, vi, 4));
-                if (kind == SUM_X) s0 = _mm512_add_pd(s0, xv);
-                else if (kind == SUM_SQ) {
-                    __m512d d = _mm512_sub_pd(xv, vm);
-                    s0 = _mm512_add_pd(s0, _mm512_mul_pd(d, d));
-                } else {
-                    __m512d hv = _mm512_cvtps_pd(_mm256_i32gather_ps(b + i, vi, 4));
-                    s0 = _mm512_add_pd(s0, xv);
-                    s1 = _mm512_add_pd(s1, _mm512_mul_pd(xv, hv));
+                double xv = pa[q][i];
+                if (kind == SUM_X) l0[q] = l0[q] + xv;
+                else if (kind == SUM_SQ) l0[q] = l0[q] + (xv - m) * (xv - m);
+                else {
+                    l0[q] = l0[q] + xv;
+                    l1[q] = l1[q] + xv * (double)pb[q][i];
                 }
             }
-            double l0[8], l1[8];
-            _mm512_storeu_pd(l0, s0);
-            _mm512_storeu_pd(l1, s1);
-            for (int q = 0; q < 8; q++) {
-                mts_fm__sumd_chunk(&s[0], l0[q]);
-                if (kind == SUM_BWD) mts_fm__sumd_chunk(&s[1], l1[q]);
-            }
+        for (int q = 0; q < 8; q++) {
+            mts_fm__sumd_chunk(&s[0], l0[q]);
+            if (kind == SUM_BWD) mts_fm__sumd_chunk(&s[1], l1[q]);
         }
-#endif
+    }
     /* the rest term by term, from the first term of chunk q0 */
     size_t t0 = (size_t)q0 * MTS_FM_CHUNK;
     for (int n = (int)(t0 / (size_t)HW); n < N; n++) {
@@ -226,7 +217,7 @@ void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float
 }
 
 static void bwd_channel(int c, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
-                        const float *invstd, float *dx, float *dgamma, float *dbeta)
+                        const float *invstd, float *dx, float *dgamma, float *dbeta, int pz)
 {
     double cnt = (double)N * HW;
     mts_fm_sumd s[2];
@@ -242,21 +233,24 @@ static void bwd_channel(int c, int N, int C, int HW, const float *dy, const floa
         size_t off = ((size_t)n * C + c) * HW;
         const float *d = dy + off, *h = xhat + off;
         float *o = dx + off;
-        for (int i = 0; i < HW; i++) o[i] = k * (d[i] - mg - h[i] * mgx);
+        if (pz)
+            for (int i = 0; i < HW; i++) o[i] = 0.0f + k * (d[i] - mg - h[i] * mgx);
+        else
+            for (int i = 0; i < HW; i++) o[i] = k * (d[i] - mg - h[i] * mgx);
     }
 }
 
 void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
-                        const float *invstd, float *dx, float *dgamma, float *dbeta)
+                        const float *invstd, float *dx, float *dgamma, float *dbeta, int pz)
 {
     int T = bn_threads(threads, N, C, HW);
     (void)T;
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (int c = 0; c < C; c++) bwd_channel(c, N, C, HW, dy, gamma, xhat, invstd, dx, dgamma, dbeta);
+    for (int c = 0; c < C; c++) bwd_channel(c, N, C, HW, dy, gamma, xhat, invstd, dx, dgamma, dbeta, pz);
 }
 
 void mts_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
                      const float *invstd, float *dx, float *dgamma, float *dbeta)
 {
-    mts__bn_backward_t(1, N, C, HW, dy, gamma, xhat, invstd, dx, dgamma, dbeta);
+    mts__bn_backward_t(1, N, C, HW, dy, gamma, xhat, invstd, dx, dgamma, dbeta, 0);
 }

@@ -403,7 +403,19 @@ static int fwd_chunk(void *arg, int c, int slot, mts_err *err)
     int rc = mts_im2col(g, nc, a->x + (size_t)n0 * g->cin * g->h * g->w, col, err);
     if (rc != MTS_OK) return rc;
     /* col^T * w^T [nc*P][cout], stored transposed as t[cout][nc*P]: a =
-     * activation, b = weight, sum over K in order */
+     * activation, b = weight, sum over K in order. One sample's t is its
+     * output y[n0][cout][P] itself: the GEMM writes there, the bias is added
+     * in place (the same t + bias). */
+    if (nc == 1) {
+        float *y = a->y + (size_t)n0 * g->cout * P;
+        rc = mts_nn_gemm_t(a->ctx, a->p, 1, 1, P, g->cout, K, col, P, a->w, K, 0.0f, y, P, err);
+        if (rc != MTS_OK) return rc;
+        for (int co = 0; co < g->cout; co++) {
+            float *yo = y + (size_t)co * P, bias = a->b ? a->b[co] : 0.0f;
+            for (int q = 0; q < P; q++) yo[q] = yo[q] + bias;
+        }
+        return MTS_OK;
+    }
     rc = mts_nn_gemm_t(a->ctx, a->p, 1, 1, (int)NC, g->cout, K, col, (int)NC, a->w, K, 0.0f, t, (int)NC, err);
     if (rc != MTS_OK) return rc;
     for (int n = 0; n < nc; n++)
@@ -594,11 +606,17 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
     }
     /* dyc[co][n*P+q]: the output gradient as the GEMMs' [cout][N*P] operand
      * (rows of P copied whole; both GEMMs then read it without transposing) */
-    for (int n = 0; n < N; n++)
-        for (int co = 0; co < C; co++)
+    /* on the backward provider's threads, a channel each (copies and sums
+     * per channel: no order depends on them) */
+    int Tc = chunk_threads(ctx->bwd, (double)NP * C >= 65536.0 ? C : 1);
+    (void)Tc;
+#pragma omp parallel for num_threads(Tc) schedule(static) if (Tc > 1)
+    for (int co = 0; co < C; co++) {
+        for (int n = 0; n < N; n++)
             memcpy(dyc + (size_t)co * NP + (size_t)n * P, dy + ((size_t)n * C + co) * P, sizeof(float) * (size_t)P);
-    if (db) /* the fixed blocked order of fmath.h, (n, p) order */
-        for (int co = 0; co < C; co++) db[co] = mts_fm_sumf_array(dyc + (size_t)co * NP, NP);
+        if (db) /* the fixed blocked order of fmath.h, (n, p) order */
+            db[co] = mts_fm_sumf_array(dyc + (size_t)co * NP, NP);
+    }
     if (wchunks)
         rc = wgrad_chunked(ctx, g, N, x, dyc, dw, err);
     else if (dw) {

@@ -469,10 +469,11 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
             rc = mts_dense_forward(ctx, N * a->h, a->w, l->units, a->y, w, w + l->nweight, l->y, err);
             break;
         case MTS_L_LAYERNORM:
-            mts_layernorm_forward(N * l->c * l->h, l->w, a->y, w, w + l->w, LN_EPS, l->y, l->aux, l->aux2);
+            mts__layernorm_forward_t(mts__nn_threads(ctx), N * l->c * l->h, l->w, a->y, w, w + l->w, LN_EPS, l->y,
+                                     l->aux, l->aux2);
             break;
-        case MTS_L_GELU: mts_gelu_forward(sz, a->y, l->y); break;
-        case MTS_L_SOFTMAX: mts_softmax_forward(N * l->c * l->h, l->w, a->y, l->y); break;
+        case MTS_L_GELU: mts__gelu_forward_t(mts__nn_threads(ctx), sz, a->y, l->y); break;
+        case MTS_L_SOFTMAX: mts__softmax_forward_t(mts__nn_threads(ctx), N * l->c * l->h, l->w, a->y, l->y); break;
         case MTS_L_ATTN_QK: {
             int dh = a->w / 3 / l->units;
             rc = mts_attn_qk_forward(ctx, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), a->y, l->y, err);
@@ -567,6 +568,7 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
         int direct = l->in0 > 0 && !seen[l->in0] && l->in1 != l->in0;
         float *dx = l->in0 > 0 ? (direct ? a->dy : tmp) : NULL;
         const int T = mts__nn_threads(ctx);
+        int pz = 0; /* the op made its direct output +0 + dx itself */
         switch (l->kind) {
         case MTS_L_DENSE:
             rc = mts_dense_backward(ctx, N, (int)node_size(a), l->units, a->y, w, l->dy, dx, g, g + l->nweight,
@@ -583,13 +585,15 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             if (dx) mts_gap_backward(N, a->c, a->h * a->w, l->dy, dx);
             break;
         case MTS_L_RELU:
-            if (dx) mts__relu_backward_t(T, sz, l->y, l->dy, dx);
+            if (dx) mts__relu_backward_t(T, sz, l->y, l->dy, dx, pz = direct);
             break;
         case MTS_L_BN:
-            mts__bn_backward_t(T, N, l->c, l->h * l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->c);
+            mts__bn_backward_t(T, N, l->c, l->h * l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->c, pz = direct);
             break;
         case MTS_L_ADD:
-            if (dx) memcpy(dx, l->dy, sizeof(float) * sz);
+            if (dx && direct) mts__copy_pz_t(T, sz, l->dy, dx);
+            else if (dx) memcpy(dx, l->dy, sizeof(float) * sz);
+            pz = direct;
             if (l->in1 > 0) add_grad(T, &net->l[l->in1], seen, l->in1, l->dy, sz);
             break;
         case MTS_L_FLATTEN:
@@ -605,13 +609,13 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             rc = mts_dense_backward(ctx, N * a->h, a->w, l->units, a->y, w, l->dy, dx, g, g + l->nweight, err);
             break;
         case MTS_L_LAYERNORM:
-            mts_layernorm_backward(N * l->c * l->h, l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->w);
+            mts__layernorm_backward_t(T, N * l->c * l->h, l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->w);
             break;
         case MTS_L_GELU:
-            if (dx) mts_gelu_backward(sz, a->y, l->dy, dx);
+            if (dx) mts__gelu_backward_t(T, sz, a->y, l->dy, dx);
             break;
         case MTS_L_SOFTMAX:
-            if (dx) mts_softmax_backward(N * l->c * l->h, l->w, l->y, l->dy, dx);
+            if (dx) mts__softmax_backward_t(T, N * l->c * l->h, l->w, l->y, l->dy, dx);
             break;
         case MTS_L_ATTN_QK: {
             int dh = a->w / 3 / l->units;
@@ -639,7 +643,7 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
         if (rc != MTS_OK || !dx) continue;
         if (!direct) mts__acc_t(T, asz, a->dy, dx);
         else {
-            if (!dx_never_neg_zero(l, ctx->bwd)) mts__plus_zero_t(T, asz, a->dy);
+            if (!pz && !dx_never_neg_zero(l, ctx->bwd)) mts__plus_zero_t(T, asz, a->dy);
             seen[l->in0] = 1;
         }
     }
