@@ -447,6 +447,137 @@ TEST_P(GemmProvider, TinyRowsEqualReference)
     check_provider_shape(np, 7, 20, 9, 5, seed += 16);
 }
 
+// mts_gemm_acc: a GEMM split along k into parts (mts_gemm over the first,
+// mts_gemm_acc over the others, each going on from the sums stored in C)
+// equals the reference over the whole k, bit for bit: plain and swapped jobs
+// (skinny shapes), the quad kernel and its sparse form, special values
+// (NaN and inf sums go on as NaN and inf), tiny rows, all transposes, 1 and
+// 2 threads, SIMD on and off. Providers without FP32 sums refuse it.
+TEST_P(GemmProvider, SplitAlongKEqualsReference)
+{
+    Named np = providers()[(size_t)GetParam()];
+    if (np.p.lut) world().use(*const_cast<mts_lut *>(np.p.lut));
+    mts_err err;
+    if (!mts_gemm_acc_ok(&np.p)) {
+        std::vector<float> a(4, 1.0f), c(4, 0.0f);
+        EXPECT_EQ(mts_gemm_acc(&np.p, 0, 0, 2, 2, 2, a.data(), 2, a.data(), 2, c.data(), 2, &err), MTS_EUNSUPPORTED)
+            << np.name;
+        return;
+    }
+    // m, n, k, specials (as check_provider_shape), the two cuts of k
+    const int cases[][6] = {{7, 13, 29, 0, 5, 17},  {130, 6, 40, 2, 1, 39},   {40, 70, 33, 1, 16, 20},
+                            {48, 129, 70, 4, 30, 31}, {40, 70, 33, 6, 11, 32}, {66, 16, 45, 3, 2, 44}};
+    uint64_t s = 91 + 100 * (uint64_t)GetParam();
+    for (auto &cs : cases) {
+        int m = cs[0], n = cs[1], k = cs[2], sp = cs[3], cut[4] = {0, cs[4], cs[5], cs[2]};
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++) {
+                Mat A(tA ? k : m, tA ? m : k, tA, &s), B(tB ? n : k, tB ? k : n, 2 * tB, &s);
+                if (sp == 4) {
+                    sparsify(A, &s);
+                    sparsify(B, &s);
+                } else if (sp == 6) {
+                    for (int i = 0; i < A.rows; i += 3)
+                        for (int j = 0; j < A.cols; j++) A.at(i, j) = std::ldexp(A.at(i, j), -68);
+                } else if (sp == 3) {
+                    widen(A, &s);
+                    widen(B, &s);
+                } else if (sp) {
+                    add_specials(A, &s, sp > 1);
+                    add_specials(B, &s, sp > 1);
+                }
+                int ldc = n + 1;
+                std::vector<float> C0((size_t)m * ldc, 0.5f);
+                std::vector<float> ref = run(np.p, true, tA, tB, m, n, k, A, B, 0.0f, C0, ldc);
+                for (int threads : {1, 2})
+                    for (int simd : {1, 0}) {
+                        mts_provider p = np.p;
+                        p.threads = threads;
+                        p.scalar_only = !simd;
+                        std::vector<float> got = C0;
+                        for (int part = 0; part < 3; part++) {
+                            int k0 = cut[part], kc = cut[part + 1] - k0;
+                            const float *a = A.v.data() + (tA ? (size_t)k0 * A.ld : (size_t)k0);
+                            const float *b = B.v.data() + (tB ? (size_t)k0 : (size_t)k0 * B.ld);
+                            int rc = part == 0 ? mts_gemm(&p, tA, tB, m, n, kc, a, A.ld, b, B.ld, 0.0f, got.data(), ldc, &err)
+                                               : mts_gemm_acc(&p, tA, tB, m, n, kc, a, A.ld, b, B.ld, got.data(), ldc, &err);
+                            ASSERT_EQ(rc, MTS_OK) << err.msg;
+                        }
+                        long d = first_diff(ref, got);
+                        ASSERT_EQ(d, -1) << np.name << " m=" << m << " n=" << n << " k=" << k << " cuts " << cut[1]
+                                         << "," << cut[2] << " tA=" << tA << " tB=" << tB << " threads=" << threads
+                                         << " simd=" << simd << " at C[" << d / ldc << "][" << d % ldc << "]: ref "
+                                         << std::hexfloat << ref[(size_t)d] << " got " << got[(size_t)d];
+                    }
+            }
+    }
+}
+
+// mts_gemm_batch: each GEMM of a batch (the tables derived once per thread
+// and borrowed by the others, small GEMMs side by side) equals the
+// reference run on its own, bit for bit: 16 x 16 x 16 heads (as attention)
+// and a skinny shape run swapped, all transposes, 1 and 3 threads, beta 0
+// and -0.5, special values; a NULL array is refused.
+void check_batch(const Named &np, uint64_t s)
+{
+    if (np.p.lut) world().use(*const_cast<mts_lut *>(np.p.lut));
+    const int shapes[][3] = {{16, 16, 16}, {70, 6, 20}, {9, 70, 13}};
+    const int count = 7;
+    for (auto &sh : shapes)
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++)
+                for (float beta : {0.0f, -0.5f}) {
+                    int m = sh[0], n = sh[1], k = sh[2], ldc = n + 1;
+                    std::vector<Mat> As, Bs;
+                    std::vector<std::vector<float>> C0, ref;
+                    for (int b = 0; b < count; b++) {
+                        As.emplace_back(tA ? k : m, tA ? m : k, 1, &s);
+                        Bs.emplace_back(tB ? n : k, tB ? k : n, 0, &s);
+                        if (b == 3) {
+                            add_specials(As.back(), &s, true);
+                            add_specials(Bs.back(), &s, true);
+                        }
+                        C0.emplace_back((size_t)m * ldc);
+                        for (float &c : C0.back()) c = rnd_val(&s);
+                        ref.push_back(run(np.p, true, tA, tB, m, n, k, As[b], Bs[b], beta, C0[b], ldc));
+                    }
+                    for (int threads : {1, 3}) {
+                        mts_provider p = np.p;
+                        p.threads = threads;
+                        std::vector<std::vector<float>> got = C0;
+                        std::vector<const float *> a, bb;
+                        std::vector<float *> c;
+                        for (int b = 0; b < count; b++) {
+                            a.push_back(As[b].v.data());
+                            bb.push_back(Bs[b].v.data());
+                            c.push_back(got[b].data());
+                        }
+                        mts_err err;
+                        ASSERT_EQ(mts_gemm_batch(&p, count, tA, tB, m, n, k, a.data(), As[0].ld, bb.data(), Bs[0].ld, beta,
+                                                 c.data(), ldc, &err),
+                                  MTS_OK)
+                            << np.name << ": " << err.msg;
+                        for (int b = 0; b < count; b++) {
+                            long d = first_diff(ref[b], got[b]);
+                            ASSERT_EQ(d, -1) << np.name << " GEMM " << b << " of the batch, m=" << m << " n=" << n
+                                             << " k=" << k << " tA=" << tA << " tB=" << tB << " beta=" << beta
+                                             << " threads=" << threads << " at C[" << d / ldc << "][" << d % ldc
+                                             << "]: ref " << std::hexfloat << ref[b][(size_t)d] << " got "
+                                             << got[b][(size_t)d];
+                        }
+                    }
+                }
+    mts_err err;
+    float x = 1.0f, *cp = &x;
+    const float *xp = &x;
+    EXPECT_EQ(mts_gemm_batch(&np.p, 1, 0, 0, 1, 1, 1, NULL, 1, &xp, 1, 0.0f, &cp, 1, &err), MTS_EINVAL);
+}
+
+TEST_P(GemmProvider, BatchEqualsReferencePerGemm)
+{
+    check_batch(providers()[(size_t)GetParam()], 171 + 100 * (uint64_t)GetParam());
+}
+
 // mts_gemm_t: the result stored transposed (C[j*ldc + i]) must equal the
 // reference's, bit for bit, element by element, with beta applied there and
 // the padding of each C^T row untouched. Skinny shapes run as swapped jobs
@@ -525,6 +656,19 @@ TEST(Gemm, SkinnyShapesKeepOperandOrderOfAsymmetricTables)
     z.qprod = p.qprod;
     z.qacc = p.qacc;
     check_provider_shape({"fmaq-lut-zeroes7", z}, 66, 3, 40, 2, 965);
+}
+
+// A batch's shared tables keep the operand order too: its skinny GEMMs run
+// swapped on the transposed byte table, its square ones on the plain one.
+TEST(Gemm, BatchKeepsOperandOrderOfAsymmetricTables)
+{
+    mts_provider p = prov(MTS_PROV_LUT);
+    p.lut = world().use(world().asym7);
+    check_batch({"lut-asym7", p}, 977);
+    p.fmaq = 1;
+    p.qprod = qfmt(7, 4, 12);
+    p.qacc = qfmt(7, 4, 10);
+    check_batch({"fmaq-lut-asym7", p}, 991);
 }
 
 // The kernels' tables derived from a LUT are cached by content (lut.c): a

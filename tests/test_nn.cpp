@@ -20,6 +20,7 @@ extern "C" {
 #include "mantis/nn.h"
 }
 #include "test_nn_ctx.h"
+#include "test_rng.h"
 
 namespace {
 
@@ -560,17 +561,22 @@ void dense_bitexact(const NnLut &fx, const mts_provider &p)
     expect_bits("dense dw", dw, rdw);
 }
 
-// chunked: a geometry whose batch runs in several sample chunks (78,400
+// geo 1: a geometry whose batch runs in several sample chunks (78,400
 // bytes of column matrix per sample, chunks of 6 samples: 6 + 6 + 1), the
-// provider's threads running them side by side when it has more than one
-void conv_bitexact(const NnLut &fx, const mts_provider &p, bool chunked = false)
+// provider's threads running them side by side when it has more than one;
+// its weight gradient in chunks of 3 samples (sums continued by
+// mts_gemm_acc). geo 2: 16 channels of 24 x 24, 3 x 3 (331,776 bytes of
+// column matrix per sample): the weight gradient in bands of output rows
+// on one thread, in channel halves on two.
+void conv_bitexact(const NnLut &fx, const mts_provider &p, int geo = 0)
 {
     mts_conv_geom g = {};
     g.cin = 2, g.h = 5, g.w = 6, g.cout = 3, g.k = 3, g.stride = 2, g.pad = 1;
-    if (chunked) g.cin = 1, g.h = 28, g.w = 28, g.k = 5, g.stride = 1, g.pad = 2;
+    if (geo == 1) g.cin = 1, g.h = 28, g.w = 28, g.k = 5, g.stride = 1, g.pad = 2;
+    if (geo == 2) g.cin = 16, g.h = 24, g.w = 24, g.k = 3, g.stride = 1, g.pad = 1;
     mts_err err;
     ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK);
-    const int N = chunked ? 13 : 2, P = g.oh * g.ow, K = g.cin * g.k * g.k;
+    const int N = geo == 1 ? 13 : 2, P = g.oh * g.ow, K = g.cin * g.k * g.k;
     vecf x = rnd((size_t)N * g.cin * g.h * g.w, 35), w = rnd((size_t)g.cout * K, 36), b = rnd(g.cout, 37),
          dy = rnd((size_t)N * g.cout * P, 38);
     vecf y(dy.size()), dx(x.size()), dw(w.size()), db(g.cout);
@@ -651,6 +657,73 @@ void matmul_bitexact(const NnLut &fx, const mts_provider &p)
     expect_bits("matmul db", db, rdb);
 }
 
+// The fast BatchNorm forms (eight chunks of the blocked order side by side
+// where planes hold whole chunks) against the readable references, bit for
+// bit: planes of 64, 256 and 1024 (whole chunks; chunk counts that leave a
+// remainder of one to seven), 49 and 100 (term by term), values spread over
+// 2^-30..2^10 and per channel a pair of terms +-2^60 in x, +-2^30 in dy
+// and 2^30 in xhat (products +-2^60) whose cancellation makes any other
+// summation order change bits, zeros of both signs, a
+// channel with an inf and a NaN; training and evaluation, with and without
+// xhat and dx.
+TEST(NnBn, FastFormsEqualReference)
+{
+    const int shapes[][3] = {{13, 3, 64}, {4, 2, 256}, {3, 2, 1024}, {5, 2, 49}, {2, 3, 100}, {9, 1, 64}};
+    uint64_t s = 4242;
+    for (auto &sh : shapes) {
+        int N = sh[0], C = sh[1], HW = sh[2];
+        size_t sz = (size_t)N * C * HW;
+        vecf x(sz), dy(sz), hx = rnd(sz, 53, -3.0f, 3.0f), gam = rnd(C, 51, 0.5f, 1.5f), bet = rnd(C, 52);
+        for (size_t i = 0; i < sz; i++) {
+            x[i] = std::ldexp((float)(splitmix64(&s) >> 40) / 16777216.0f - 0.5f, (int)(splitmix64(&s) % 41) - 30);
+            dy[i] = std::ldexp((float)(splitmix64(&s) >> 40) / 16777216.0f - 0.5f, (int)(splitmix64(&s) % 41) - 20);
+            if (splitmix64(&s) % 50 == 0) x[i] = (i & 1) ? -0.0f : 0.0f;
+        }
+        // per channel a term of 2^60 early and one of -2^60 half-way: where
+        // the two meet in the sum decides which terms are absorbed at the
+        // 2^8 granularity of 2^60, so another order changes the result
+        for (int c = 0; c < C; c++) {
+            size_t first = (size_t)c * HW + 1, mid = ((size_t)(N / 2) * C + c) * HW + (size_t)HW / 2 + 3;
+            x[first] = 0x1p60f, x[mid] = -0x1p60f;
+            dy[first] = 0x1p30f, dy[mid] = -0x1p30f;
+            hx[first] = hx[mid] = 0x1p30f; // dy * xhat: 2^60 and -2^60
+        }
+        if (C > 2) { // one channel with an inf and a NaN
+            x[(size_t)2 * HW + 3] = INFINITY;
+            dy[(size_t)2 * HW + 5] = NAN;
+        }
+        for (int train : {1, 0})
+            for (int keep : {1, 0}) {
+                SCOPED_TRACE(testing::Message() << "N " << N << " C " << C << " HW " << HW << " train " << train
+                                                << " keep " << keep);
+                vecf y[2], h[2], is[2], rm[2], rv[2], dx[2], dg[2], db[2];
+                for (int f = 0; f < 2; f++) {
+                    y[f].assign(sz, 7.0f), h[f].assign(sz, 7.0f), is[f].assign(C, 7.0f);
+                    rm[f].assign(C, 0.25f), rv[f].assign(C, 1.5f), dx[f].assign(sz, 7.0f);
+                    dg[f].assign(C, 7.0f), db[f].assign(C, 7.0f);
+                    auto fwd = f ? mts_bn_forward : mts_bn_forward_ref;
+                    auto bwd = f ? mts_bn_backward : mts_bn_backward_ref;
+                    fwd(train, N, C, HW, x.data(), gam.data(), bet.data(), rm[f].data(), rv[f].data(), 0.1f, 1e-5f,
+                        y[f].data(), keep ? h[f].data() : NULL, is[f].data());
+                    if (keep) // a given xhat, with its own cancelling pair
+                        bwd(N, C, HW, dy.data(), gam.data(), hx.data(), is[f].data(), dx[f].data(), dg[f].data(),
+                            db[f].data());
+                    else // the sums alone
+                        bwd(N, C, HW, dy.data(), gam.data(), y[f].data(), is[f].data(), NULL, dg[f].data(),
+                            db[f].data());
+                }
+                expect_bits("bn y", y[1], y[0]);
+                expect_bits("bn xhat", h[1], h[0]);
+                expect_bits("bn invstd", is[1], is[0]);
+                expect_bits("bn running mean", rm[1], rm[0]);
+                expect_bits("bn running var", rv[1], rv[0]);
+                expect_bits("bn dx", dx[1], dx[0]);
+                expect_bits("bn dgamma", dg[1], dg[0]);
+                expect_bits("bn dbeta", db[1], db[0]);
+            }
+    }
+}
+
 TEST_F(NnLut, DenseBitExactLut) { dense_bitexact(*this, lp); }
 TEST_F(NnLut, ConvBitExactLut) { conv_bitexact(*this, lp); }
 TEST_F(NnLut, MatMulBitExactLut) { matmul_bitexact(*this, lp); }
@@ -662,8 +735,17 @@ TEST_F(NnLut, ConvInSampleChunksBitExact)
         mts_provider p = lp;
         p.threads = threads;
         SCOPED_TRACE(threads);
-        conv_bitexact(*this, p, true);
-        conv_bitexact(*this, with_fmaq(p), true);
+        conv_bitexact(*this, p, 1);
+        conv_bitexact(*this, with_fmaq(p), 1);
+    }
+}
+TEST_F(NnLut, ConvWeightGradientInBandsBitExact)
+{
+    for (int threads : {1, 2}) {
+        mts_provider p = lp;
+        p.threads = threads;
+        SCOPED_TRACE(threads);
+        conv_bitexact(*this, p, 2);
     }
 }
 TEST_F(NnLut, MatMulBitExactFmaq) { matmul_bitexact(*this, with_fmaq(lp)); }

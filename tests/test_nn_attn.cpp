@@ -20,6 +20,7 @@
 
 extern "C" {
 #include "mantis/fmaq.h"
+#include "mantis/fmath.h"
 #include "mantis/fpbits.h"
 #include "mantis/nn.h"
 }
@@ -163,6 +164,36 @@ TEST(NnAttnGrad, GeluAndSoftmax)
     near("softmax y", y, softmax_ref(R, W, D(x)));
     mts_softmax_backward(R, W, y.data(), r.data(), dx.data());
     grad_check("softmax dx", [&](const vecd &v) { return softmax_ref(R, W, v); }, x, r, dx);
+}
+
+// The fast GELU forms (16 lanes, every branch of mts_fm_tanhf blended) equal
+// the definition written element by element with the shared scalar tanh,
+// bit for bit: every 4093rd FP32 bit pattern (both signs, zeros,
+// subnormals, inf, NaN, the branch edges |x| = 0.55 and 9.1 and their
+// neighbours), in arrays whose length leaves a scalar tail.
+TEST(NnAttnGelu, FastFormsEqualDefinition)
+{
+    std::vector<float> x;
+    for (uint64_t u = 0; u < (1ull << 32); u += 4093) x.push_back(mts_u2f((uint32_t)u));
+    for (float e : {0.55f, 9.1f, 0.0f, 1e-30f, 0.5f, 1.1f})
+        for (float sgn : {1.0f, -1.0f}) {
+            uint32_t b = mts_f2u(sgn * e);
+            for (int d = -3; d <= 3; d++) x.push_back(mts_u2f(b + (uint32_t)d));
+        }
+    x.push_back(INFINITY), x.push_back(-INFINITY), x.push_back(NAN), x.push_back(-0.0f), x.push_back(1e-40f);
+    x.push_back(0.3f); // a length that is not a multiple of 16
+    const float C = 0.7978845608028654f, A = 0.044715f;
+    std::vector<float> dy(x.size()), y(x.size()), dx(x.size());
+    for (size_t i = 0; i < x.size(); i++) dy[i] = (float)((int)(i % 7) - 3) * 0.375f;
+    mts_gelu_forward(x.size(), x.data(), y.data());
+    mts_gelu_backward(x.size(), x.data(), dy.data(), dx.data());
+    for (size_t i = 0; i < x.size(); i++) {
+        float v = x[i], t = mts_fm_tanhf(C * (v + A * v * v * v));
+        float ry = 0.5f * v * (1.0f + t);
+        float rd = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * C * (1.0f + 3.0f * A * v * v));
+        ASSERT_EQ(mts_f2u(y[i]), mts_f2u(ry)) << "gelu(" << std::hexfloat << v << "): " << y[i] << " vs " << ry;
+        ASSERT_EQ(mts_f2u(dx[i]), mts_f2u(rd)) << "gelu'(" << std::hexfloat << v << "): " << dx[i] << " vs " << rd;
+    }
 }
 
 TEST(NnAttnGrad, AttentionScoresAndOutput)

@@ -1,12 +1,13 @@
-/* bench_train.c - `mantis bench train`: one MNIST training epoch of
- * LeNet-300-100 and LeNet-5 with the native FP32 kernel, OpenBLAS, the bf16
- * MBM LUT and FMAq M7E4 (the LUT with M7E4 product/accumulator, biases
- * 12/10, chunk 16), each a `mantis train` child of this binary, against the
- * same epoch in PyTorch CPU (examples/bench_torch.py, when python3-torch is
- * importable; skipped with a note otherwise), all in one run, as ratios to
- * PyTorch with the issue's goals. Each figure is the best epoch time
- * ("seconds" of the train JSON: the epoch, not loading or evaluation) of
- * --reps runs. docs/benchmarks.md. */
+/* bench_train.c - `mantis bench train`: one training epoch of LeNet-300-100,
+ * LeNet-5 and vit-tiny (MNIST) and ResNet-20 (CIFAR-10, or CIFAR-shaped
+ * synthetic data written here when no CIFAR-10 directory is given) with the
+ * native FP32 kernel, OpenBLAS, the bf16 MBM LUT and FMAq M7E4 (the LUT with
+ * M7E4 product/accumulator, biases 12/10, chunk 16), each a `mantis train`
+ * child of this binary, against the same epoch in PyTorch CPU
+ * (examples/bench_torch.py, when python3-torch is importable; skipped with a
+ * note otherwise), all in one run, as ratios to PyTorch with the issues'
+ * goals. Each figure is the best epoch time ("seconds" of the train JSON: the
+ * epoch, not loading or evaluation) of --reps runs. docs/benchmarks.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "mantis/fs.h"
 #include "mantis/json.h"
 #include "mantis/proc.h"
+#include "mantis/rng.h"
 
 #define CMD "bench train"
 #define N_CONF 5 /* torch, fp32, blas, lut, fmaq: in this order */
@@ -30,28 +32,62 @@ static const char *const conf_mul[N_CONF][12] = {
     {"mbm", "--man-bits", "7", NULL},
     {"mbm", "--man-bits", "7", "--acc", "M7E4", "--acc-bias", "10", "--prod", "M7E4", "--prod-bias", "12", NULL},
 };
-static const char *const models[2] = {"lenet300", "lenet5"};
+/* The models, their data, batch and default training samples (a ResNet-20
+ * or vit-tiny epoch of the whole set would take many minutes per
+ * configuration on a CPU; --subset sets every model's count). */
+#define N_MODELS 4
+static const struct {
+    const char *name;
+    int cifar; /* 1: CIFAR-10, else MNIST */
+    int batch, subset;
+} models[N_MODELS] = {
+    {"lenet300", 0, 64, 0}, {"lenet5", 0, 64, 0}, {"resnet20", 1, 128, 5120}, {"vit-tiny", 0, 64, 12800}};
 
 typedef struct train_bench_opts {
     int subset, threads, reps, torch;
-    const char *data_dir, *python, *script, *mantis;
+    int run[N_MODELS]; /* --models */
+    const char *data_dir, *cifar_dir, *python, *script, *mantis;
 } train_bench_opts;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: mantis bench train [--device cpu] [--subset N] [--threads T] [--reps R]\n"
-               "                          [--data-dir DIR] [--python PY] [--torch-script FILE] [--no-torch]\n"
-               "                          [--mantis EXE]\n"
-               "  one MNIST epoch (batch 64) of lenet300 and lenet5 with fp32, blas, bf16 MBM LUT and\n"
-               "  FMAq M7E4, and the same epoch in PyTorch CPU, as ratios to PyTorch (defaults: all\n"
-               "  60000 samples, 2 threads, best of 1, data/mnist, /usr/bin/python3 if present,\n"
-               "  examples/bench_torch.py; --mantis: time another build's `mantis train`, e.g. an older one)\n");
+    fprintf(f, "usage: mantis bench train [--device cpu] [--models LIST] [--subset N] [--threads T] [--reps R]\n"
+               "                          [--data-dir DIR] [--cifar-dir DIR] [--python PY] [--torch-script FILE]\n"
+               "                          [--no-torch] [--mantis EXE]\n"
+               "  one training epoch of each model with fp32, blas, bf16 MBM LUT and FMAq M7E4, and the\n"
+               "  same epoch in PyTorch CPU, as ratios to PyTorch. Models (--models, default all):\n"
+               "  lenet300, lenet5 (MNIST, batch 64, all 60000 samples), vit-tiny (MNIST, batch 64,\n"
+               "  12800 samples), resnet20 (CIFAR-10 from --cifar-dir, else CIFAR-shaped synthetic data;\n"
+               "  batch 128, 5120 samples); --subset N: the first N samples of every model. Defaults:\n"
+               "  2 threads, best of 1, data/mnist, /usr/bin/python3 if present, examples/bench_torch.py;\n"
+               "  --mantis: time another build's `mantis train`, e.g. an older one\n");
+}
+
+/* --models: a comma-separated list of the names above; 0, or 2 with an
+ * error printed. */
+static int parse_models(const char *v, int run[N_MODELS])
+{
+    char buf[256];
+    if (strlen(v) >= sizeof buf) return mts_cli_error(CMD, "--models '%s': too long", v);
+    snprintf(buf, sizeof buf, "%s", v);
+    memset(run, 0, sizeof(int) * N_MODELS);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int i = 0;
+        while (i < N_MODELS && strcmp(t, models[i].name)) i++;
+        if (i == N_MODELS)
+            return mts_cli_error(CMD, "--models: unknown model '%s' (expected lenet300, lenet5, resnet20, vit-tiny)", t);
+        run[i] = 1;
+    }
+    for (int i = 0; i < N_MODELS; i++)
+        if (run[i]) return 0;
+    return mts_cli_error(CMD, "--models '%s': no model named", v);
 }
 
 /* Fills o from argv: 1 parsed, 0 help printed, 2 error printed. */
 static int parse_opts(int argc, char **argv, train_bench_opts *o)
 {
-    *o = (train_bench_opts){0, 2, 1, 1, "data/mnist", NULL, "examples/bench_torch.py", "/proc/self/exe"};
+    *o = (train_bench_opts){0, 2, 1, 1, {1, 1, 1, 1}, "data/mnist", NULL, NULL, "examples/bench_torch.py",
+                            "/proc/self/exe"};
     o->python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -76,8 +112,12 @@ static int parse_opts(int argc, char **argv, train_bench_opts *o)
         } else if (!strcmp(a, "--reps")) {
             if (mts_parse_int(v, 1, 100, &x)) return mts_cli_error(CMD, "--reps '%s': expected 1 .. 100", v);
             o->reps = (int)x;
+        } else if (!strcmp(a, "--models")) {
+            if (parse_models(v, o->run)) return 2;
         } else if (!strcmp(a, "--data-dir")) {
             o->data_dir = v;
+        } else if (!strcmp(a, "--cifar-dir")) {
+            o->cifar_dir = v;
         } else if (!strcmp(a, "--python")) {
             o->python = v;
         } else if (!strcmp(a, "--mantis")) {
@@ -102,16 +142,22 @@ static double epoch_seconds(const char *path)
     return v;
 }
 
-/* One timed epoch of configuration q for model: its seconds, or -1 with a
- * note in why. */
-static double run_conf(const train_bench_opts *o, const char *tmp, const char *model, int q, char *why, size_t nw)
+/* The training samples model mi runs. */
+static int samples_of(const train_bench_opts *o, int mi) { return o->subset ? o->subset : models[mi].subset; }
+
+/* One timed epoch of configuration q for model mi (its data in dir): its
+ * seconds, or -1 with a note in why. */
+static double run_conf(const train_bench_opts *o, const char *tmp, int mi, const char *dir, int q, char *why,
+                       size_t nw)
 {
-    char json[1200], log[1200], subset[16], threads[16];
+    const char *model = models[mi].name;
+    char json[1200], log[1200], subset[16], threads[16], batch[16];
     snprintf(json, sizeof json, "%s/%s-%d.json", tmp, model, q);
     snprintf(log, sizeof log, "%s/%s-%d.log", tmp, model, q);
-    snprintf(subset, sizeof subset, "%d", o->subset);
+    snprintf(subset, sizeof subset, "%d", samples_of(o, mi));
     snprintf(threads, sizeof threads, "%d", o->threads);
-    const char *argv[40];
+    snprintf(batch, sizeof batch, "%d", models[mi].batch);
+    const char *argv[48];
     int n = 0;
     mts_proc_io io = {0};
     io.log = log;
@@ -121,11 +167,13 @@ static double run_conf(const train_bench_opts *o, const char *tmp, const char *m
         argv[n++] = "--model";
         argv[n++] = model;
         argv[n++] = "--data-dir";
-        argv[n++] = o->data_dir;
+        argv[n++] = dir;
         argv[n++] = "--subset";
         argv[n++] = subset;
         argv[n++] = "--threads";
         argv[n++] = threads;
+        argv[n++] = "--batch";
+        argv[n++] = batch;
         io.out = json;
     } else {
         argv[n++] = o->mantis;
@@ -133,11 +181,13 @@ static double run_conf(const train_bench_opts *o, const char *tmp, const char *m
         argv[n++] = "--model";
         argv[n++] = model;
         argv[n++] = "--data";
-        argv[n++] = "mnist";
+        argv[n++] = models[mi].cifar ? "cifar10" : "mnist";
         argv[n++] = "--data-dir";
-        argv[n++] = o->data_dir;
+        argv[n++] = dir;
         argv[n++] = "--epochs";
         argv[n++] = "1";
+        argv[n++] = "--batch";
+        argv[n++] = batch;
         argv[n++] = "--subset";
         argv[n++] = subset;
         argv[n++] = "--test-subset";
@@ -156,6 +206,39 @@ static double run_conf(const train_bench_opts *o, const char *tmp, const char *m
     return s;
 }
 
+/* CIFAR-10 binary files of CIFAR-shaped synthetic data in dir: 10,000
+ * records (a label, then 3 x 32 x 32 bytes) of seeded uniform bytes in
+ * data_batch_1.bin; data_batch_2..5.bin and test_batch.bin link to it (the
+ * loaders want every file; a benchmark of up to 10,000 samples reads the
+ * first). Timing does not depend on what the pixels show. MTS_OK or an
+ * error in err. */
+static int write_synthetic_cifar(const char *dir, mts_err *err)
+{
+    enum { RECORDS = 10000, REC = 3073 };
+    uint8_t *buf = malloc((size_t)RECORDS * REC);
+    if (!buf) return mts_fail(err, MTS_ENOMEM, "out of memory for synthetic CIFAR-10 data");
+    mts_rng r = {20261126u};
+    for (size_t i = 0; i < (size_t)RECORDS * REC; i += 8) {
+        uint64_t x = mts_rng_next(&r);
+        for (size_t j = 0; j < 8 && i + j < (size_t)RECORDS * REC; j++) buf[i + j] = (uint8_t)(x >> (8 * j));
+    }
+    for (size_t i = 0; i < RECORDS; i++) buf[i * REC] = (uint8_t)(buf[i * REC] % 10u);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/data_batch_1.bin", dir);
+    const void *parts[1] = {buf};
+    size_t lens[1] = {(size_t)RECORDS * REC};
+    int rc = mts_fs_write_atomic(path, 1, parts, lens, err);
+    free(buf);
+    static const char *const links[5] = {"data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                                         "data_batch_5.bin", "test_batch.bin"};
+    for (int i = 0; i < 5 && rc == MTS_OK; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, links[i]);
+        if (symlink("data_batch_1.bin", path))
+            rc = mts_fail(err, MTS_EIO, "%s: cannot create the link to data_batch_1.bin", path);
+    }
+    return rc;
+}
+
 static void goal(const char *what, double t, double torch, double limit)
 {
     if (t <= 0 || torch <= 0) {
@@ -170,54 +253,81 @@ int mts_bench_train(int argc, char **argv)
     train_bench_opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc != 1) return rc;
-    if (!mts_fs_exists(o.data_dir))
+    int mnist = o.run[0] || o.run[1] || o.run[3];
+    if (mnist && !mts_fs_exists(o.data_dir))
         return mts_cli_error(CMD, "%s: no MNIST here (mantis data fetch mnist, or --data-dir)", o.data_dir);
+    if (o.run[2] && o.cifar_dir && !mts_fs_exists(o.cifar_dir))
+        return mts_cli_error(CMD, "%s: no such CIFAR-10 directory (--cifar-dir)", o.cifar_dir);
     char tmp[] = "/tmp/mantis-bench-train-XXXXXX";
     if (!mkdtemp(tmp)) return mts_cli_error(CMD, "cannot create a temporary directory in /tmp");
+    char synth[sizeof tmp + 16];
+    snprintf(synth, sizeof synth, "%s/cifar", tmp);
+    if (o.run[2] && !o.cifar_dir) {
+        mts_err err;
+        if (mts_fs_mkdirs(synth, &err) != MTS_OK || write_synthetic_cifar(synth, &err) != MTS_OK) {
+            mts_fs_rmtree(tmp);
+            return mts_cli_error(CMD, "synthetic CIFAR-10 data: %s", err.msg);
+        }
+    }
     if (o.torch && !mts_fs_exists(o.script)) {
         printf("note: %s not found (run from the repository root or pass --torch-script): no PyTorch baseline\n",
                o.script);
         o.torch = 0;
     }
-    char nsamp[32] = "all 60000";
-    if (o.subset) snprintf(nsamp, sizeof nsamp, "the first %d", o.subset);
-    printf("mantis bench train: MNIST, %s training samples, batch 64, %d thread%s, best of %d, load average "
-           "%.2f; seconds of one epoch\n",
-           nsamp, o.threads, o.threads == 1 ? "" : "s", o.reps, mts_cli_loadavg());
+    printf("mantis bench train: %d thread%s, best of %d, load average %.2f; seconds of one epoch\n", o.threads,
+           o.threads == 1 ? "" : "s", o.reps, mts_cli_loadavg());
+    for (int mi = 0; mi < N_MODELS; mi++) {
+        if (!o.run[mi]) continue;
+        char ns[32] = "all";
+        if (samples_of(&o, mi)) snprintf(ns, sizeof ns, "the first %d", samples_of(&o, mi));
+        printf("  %-9s %s, %s training samples, batch %d\n", models[mi].name,
+               models[mi].cifar ? (o.cifar_dir ? o.cifar_dir : "CIFAR-shaped synthetic data") : "MNIST", ns,
+               models[mi].batch);
+    }
     printf("%-9s %-10s %9s %9s\n", "model", "config", "epoch s", "x torch");
-    double t[2][N_CONF];
-    int failed = 0;
-    for (int mi = 0; mi < 2; mi++) {
+    double t[N_MODELS][N_CONF];
+    int failed = 0, torch = o.torch;
+    for (int mi = 0; mi < N_MODELS; mi++) {
+        const char *dir = models[mi].cifar ? (o.cifar_dir ? o.cifar_dir : synth) : o.data_dir;
+        o.torch = torch; /* a model PyTorch failed on does not skip the others' baselines */
         for (int q = 0; q < N_CONF; q++) {
             char why[1400] = "";
             t[mi][q] = -1.0;
-            if (q == 0 && !o.torch) continue;
+            if (!o.run[mi] || (q == 0 && !o.torch)) continue;
             for (int r = 0; r < o.reps; r++) {
-                double s = run_conf(&o, tmp, models[mi], q, why, sizeof why);
+                double s = run_conf(&o, tmp, mi, dir, q, why, sizeof why);
                 if (s >= 0 && (t[mi][q] < 0 || s < t[mi][q])) t[mi][q] = s;
                 if (s < 0) break;
             }
             if (t[mi][q] < 0) {
                 if (q == 0) {
                     printf("%-9s %-10s %9s %9s  skipped: PyTorch did not run (%s; python3-torch installed?)\n",
-                           models[mi], conf_names[q], "-", "-", why);
+                           models[mi].name, conf_names[q], "-", "-", why);
                     o.torch = 0;
                 } else {
-                    printf("%-9s %-10s %9s %9s  failed: %s\n", models[mi], conf_names[q], "-", "-", why);
+                    printf("%-9s %-10s %9s %9s  failed: %s\n", models[mi].name, conf_names[q], "-", "-", why);
                     failed = 1;
                 }
                 continue;
             }
             char x[16] = "-";
             if (t[mi][0] > 0) snprintf(x, sizeof x, "%.2f", t[mi][q] / t[mi][0]);
-            printf("%-9s %-10s %9.2f %9s\n", models[mi], conf_names[q], t[mi][q], x);
+            printf("%-9s %-10s %9.2f %9s\n", models[mi].name, conf_names[q], t[mi][q], x);
             fflush(stdout);
         }
     }
-    goal("lenet5 bf16 MBM LUT", t[1][3], t[1][0], 2.0);
-    goal("lenet5 FMAq M7E4", t[1][4], t[1][0], 3.0);
-    goal("lenet5 blas", t[1][2], t[1][0], 1.0);
-    goal("lenet300 bf16 MBM LUT", t[0][3], t[0][0], 1.2);
+    if (o.run[1]) {
+        goal("lenet5 bf16 MBM LUT", t[1][3], t[1][0], 2.0);
+        goal("lenet5 FMAq M7E4", t[1][4], t[1][0], 3.0);
+        goal("lenet5 blas", t[1][2], t[1][0], 1.0);
+    }
+    if (o.run[0]) goal("lenet300 bf16 MBM LUT", t[0][3], t[0][0], 1.2);
+    if (o.run[2]) {
+        goal("resnet20 fp32", t[2][1], t[2][0], 1.2);
+        goal("resnet20 bf16 MBM LUT", t[2][3], t[2][0], 2.0);
+        goal("resnet20 FMAq M7E4", t[2][4], t[2][0], 3.0);
+    }
+    if (o.run[3]) goal("vit-tiny bf16 MBM LUT", t[3][3], t[3][0], 2.0);
     if (!failed) mts_fs_rmtree(tmp); /* else keep the logs the lines above name */
     return failed ? 2 : 0;
 }

@@ -78,6 +78,35 @@ int mts_gemm_t(const mts_provider *p, int transA, int transB, int m, int n, int 
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                mts_err *err);
 
+/* Continues an mts_gemm along k: C holds the running FP32 sums of the
+ * outputs over a preceding part of the k range (as mts_gemm with beta 0, or
+ * an earlier call of this function, stored them), and each output's sum
+ * goes on from that value over these k products in the documented order
+ * (acc = C[i][j]; acc = acc + p_k for k ascending; C[i][j] = acc, a NaN
+ * stored canonical). So mts_gemm over k = k1 + k2 equals, bit for bit,
+ * mts_gemm over the first k1 followed by mts_gemm_acc over the last k2,
+ * wherever k is split: a sum starts at +0 and never becomes -0, and a
+ * stored value is the sum itself. A caller can then stream the summed
+ * dimension in chunks that stay in the cache (a convolution's weight
+ * gradient). Only for providers whose sums are FP32 sequences (NATIVE, LUT
+ * and MULOP without FMAq, on the CPU: mts_gemm_acc_ok); others return
+ * MTS_EUNSUPPORTED. k = 0 leaves C as it is. Thread-safe. */
+int mts_gemm_acc(const mts_provider *p, int transA, int transB, int m, int n, int k,
+                 const float *A, int lda, const float *B, int ldb, float *C, int ldc, mts_err *err);
+/* 1 when mts_gemm_acc takes provider p. */
+int mts_gemm_acc_ok(const mts_provider *p);
+
+/* count independent GEMMs of one shape and provider: for b < count,
+ * mts_gemm(p, transA, transB, m, n, k, A[b], lda, B[b], ldb, beta, C[b],
+ * ldc), the same bits (the C[b] must not overlap each other or any input).
+ * The provider's derived tables are prepared once per thread instead of per
+ * GEMM, and small GEMMs run side by side on the provider's threads: the
+ * many 16 x 16 x 16 products of attention heads cost less than their
+ * set-up otherwise. Errors as mts_gemm's (the first failing GEMM's). */
+int mts_gemm_batch(const mts_provider *p, int count, int transA, int transB, int m, int n, int k,
+                   const float *const *A, int lda, const float *const *B, int ldb, float beta, float *const *C,
+                   int ldc, mts_err *err);
+
 /* The naive reference of mts_gemm: same arguments and result, written as a
  * triple loop that quantizes each operand as it reads it and forms every
  * product with the scalar function (a*b, mts_amsim, mul->fn) and every sum in

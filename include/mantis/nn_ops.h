@@ -158,6 +158,12 @@ void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float
                     float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd);
 void mts_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
                      const float *invstd, float *dx, float *dgamma, float *dbeta);
+/* The readable references of the two (one term at a time through
+ * mts_fm_sumd_push): the same bits, tested against them. */
+void mts_bn_forward_ref(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
+                        float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd);
+void mts_bn_backward_ref(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                         const float *invstd, float *dx, float *dgamma, float *dbeta);
 
 /* Softmax cross-entropy, mean over the batch. Returns the loss; fills
  * dlogits = (softmax - onehot)/N and *correct (argmax == label). */

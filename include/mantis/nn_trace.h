@@ -46,6 +46,17 @@ int mts_nn_gemm(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int tr
 /* The same with the result stored transposed (mts_gemm_t, gemm.h). */
 int mts_nn_gemm_t(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int transB, int m, int n, int k,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+/* count GEMMs of one shape (mts_gemm_batch, gemm.h); with a tap or a
+ * tracer, one mts_nn_gemm per entry in entry order instead, so they see
+ * each GEMM as its own call. */
+int mts_nn_gemm_batch(const mts_nn_ctx *ctx, const mts_provider *p, int count, int transA, int transB, int m, int n,
+                      int k, const float *const *A, int lda, const float *const *B, int ldb, float beta,
+                      float *const *C, int ldc, mts_err *err);
+/* The same continuing C's sums along k (mts_gemm_acc, gemm.h). A GEMM split
+ * along k is one GEMM to the bits, but not to a tap or a tracer, which would
+ * see its parts: callers split only when ctx has neither. */
+int mts_nn_gemm_acc(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int transB, int m, int n, int k,
+                    const float *A, int lda, const float *B, int ldb, float *C, int ldc, mts_err *err);
 
 #ifdef __cplusplus
 }

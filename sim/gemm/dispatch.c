@@ -214,6 +214,32 @@ static void quantize_block_e8(uint32_t *dst, const float *X, int ld, int r0, int
     }
 }
 
+/* quantize_block_e8 without the quantizing: FP32 operands as given (the
+ * native provider's), rows [r0, r1) of a transposed opX in 16 x 16 blocks. */
+static void copy_block_t(uint32_t *dst, const float *X, int ld, int r0, int r1, int cols)
+{
+    enum { B = 16 };
+    uint32_t t[B][B];
+    memset(t, 0, sizeof t);
+    for (int rb = r0; rb < r1; rb += B) {
+        int nr = r1 - rb < B ? r1 - rb : B;
+        for (int c0 = 0; c0 < cols; c0 += B) {
+            int nc = cols - c0 < B ? cols - c0 : B;
+#if defined(__AVX512F__)
+            const __mmask16 ld16 = (__mmask16)((1u << nr) - 1u);
+            for (int c = 0; c < nc; c++)
+                _mm512_storeu_si512((void *)t[c],
+                                    _mm512_maskz_loadu_epi32(ld16, X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb));
+            transpose16_store((const uint32_t(*)[B])t, dst + (size_t)rb * (size_t)cols + (size_t)c0, (size_t)cols, nr, nc);
+#else
+            for (int c = 0; c < nc; c++) memcpy(t[c], X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb, sizeof(float) * (size_t)nr);
+            for (int r = 0; r < nr; r++)
+                for (int c = 0; c < nc; c++) dst[(size_t)(rb + r) * (size_t)cols + (size_t)(c0 + c)] = t[c][r];
+#endif
+        }
+    }
+}
+
 /* Reads opX (rows x cols) into a dense array, quantizing each element:
  * qf NULL keeps FP32; rtz (LUT) additionally truncates into the LUT's
  * format as AMSim's rule 1 does, so kernels may index the table directly.
@@ -224,6 +250,7 @@ static int pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int 
                 const mts_format *rtz, int threads, int want_bad)
 {
     int fast = qf && !rtz && is_e8(qf) && qf->M < 23, bad = 0;
+    int asis = !qf && !rtz; /* FP32 operands used as given: copied (rows) or transposed in blocks */
     int nblk = (rows + 15) / 16;
     if ((double)rows * cols < 65536.0) threads = 1;
     (void)threads;
@@ -231,6 +258,10 @@ static int pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int 
     for (int blk = 0; blk < nblk; blk++) {
         int r0 = blk * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
         if (fast && trans) quantize_block_e8(dst, X, ld, r0, r1, cols, qf->M);
+        else if (asis && trans) copy_block_t(dst, X, ld, r0, r1, cols);
+        else if (asis)
+            for (int r = r0; r < r1; r++)
+                memcpy(dst + (size_t)r * (size_t)cols, X + (size_t)r * (size_t)ld, sizeof(float) * (size_t)cols);
         else
             for (int r = r0; r < r1; r++) {
                 uint32_t *row = dst + (size_t)r * (size_t)cols;
@@ -269,6 +300,18 @@ static double padded(int x, int t) { return (double)((x + t - 1) / t) * t; }
 #define ROW_COST 3.0
 #define ROW_COST_QUAD 1.0
 #define TRANSPOSE_COST 1.0
+/* A job whose outputs go down C's columns (a plain mts_gemm_t, a swapped
+ * mts_gemm) writes each tile row across many cache lines (and, with C's
+ * rows 4 KiB apart, a convolution's input gradient of 1024 pixels per
+ * chunk, into one set of the L1 cache), and cannot store a row with
+ * vector stores (gemm_store_row_v). Per output, once; twice for FP32
+ * products, whose vector product is the cheaper. ResNet-20's 1024 x 144 x
+ * 16 input gradient took 570 us stored down the columns and 130 us swapped
+ * (LUT), its 192 x 576 x 64 one 270 us and 185 us (FP32); LeNet-300-100's
+ * 64 x 100 x 300 forward GEMM stays swapped, 100 us against 120 us (LUT,
+ * 2026-11-26). */
+#define STORE_COST 1.0
+#define STORE_COST_F32 2.0
 static double layout_cost(int m, int n, int k, int tA, int tB, int quad)
 {
     double row = quad && n >= 64 ? ROW_COST_QUAD : ROW_COST;
@@ -290,6 +333,10 @@ static int swap_pays(const gemm_job *g, int transA, int transB)
     int quad = !g->fmaq && g->prod == GEMM_PROD_LUT && mts__gemm_lut_quad() && g->lut->fmt.E == 8 && g->lut->fmt.M <= 7;
     double plain = layout_cost(g->m, g->n, g->k, transA, transB, quad);
     double swapped = layout_cost(g->n, g->m, g->k, !transB, !transA, quad);
+    /* the layout that stores C's columns (gemm_out) pays per output */
+    double st = (g->prod == GEMM_PROD_F32 && !g->fmaq ? STORE_COST_F32 : STORE_COST) * g->m * g->n;
+    if (g->ct) plain += st;
+    else swapped += st;
     return swapped < 0.9 * plain;
 }
 
@@ -402,8 +449,9 @@ static int via_transpose(const mts_provider *p, int transA, int transB, int m, i
     return rc;
 }
 
-/* mts_gemm (ct 0) and mts_gemm_t (ct 1). */
-static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m, int n, int k, const float *A,
+/* mts_gemm (ct 0), mts_gemm_t (ct 1) and mts_gemm_acc (cont 1); tabs: a
+ * batch's shared tables, or NULL. */
+static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, int transA, int transB, int m, int n, int k, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
     int rc;
@@ -414,7 +462,7 @@ static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m
         return ct ? via_transpose(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err)
                   : mts_gpu_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     if (p->device != 0) return mts_fail(err, MTS_EINVAL, "gemm: unknown device %d", p->device);
-    if (m == 0 || n == 0) return MTS_OK;
+    if (m == 0 || n == 0 || (cont && k == 0)) return MTS_OK;
     int threads = resolve_threads(p->threads);
     /* a thread team costs more than a small product (waking it, and its
      * workers spinning afterwards); results do not depend on the count */
@@ -442,6 +490,8 @@ static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m
     g.C = C;
     g.ldc = ldc;
     g.ct = ct;
+    g.cont = cont;
+    g.tabs = tabs;
     g.threads = threads;
     return run_float(p, &g, transA, transB, A, lda, B, ldb, err);
 }
@@ -449,11 +499,75 @@ static int gemm_run(const mts_provider *p, int ct, int transA, int transB, int m
 int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
-    return gemm_run(p, 0, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    return gemm_run(p, 0, 0, NULL, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 }
 
 int mts_gemm_t(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
-    return gemm_run(p, 1, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    return gemm_run(p, 1, 0, NULL, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+int mts_gemm_acc_ok(const mts_provider *p)
+{
+    return p && !p->fmaq && p->device == 0 &&
+           (p->kind == MTS_PROV_NATIVE || p->kind == MTS_PROV_LUT || p->kind == MTS_PROV_MULOP);
+}
+
+int mts_gemm_acc(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
+                 const float *B, int ldb, float *C, int ldc, mts_err *err)
+{
+    int rc = check_provider(p, err);
+    if (rc != MTS_OK) return rc;
+    if (!mts_gemm_acc_ok(p))
+        return mts_fail(err, MTS_EUNSUPPORTED,
+                        "gemm: continuing sums needs FP32 accumulation on the CPU (NATIVE, LUT or MULOP without FMAq)");
+    return gemm_run(p, 0, 1, NULL, transA, transB, m, n, k, A, lda, B, ldb, 0.0f, C, ldc, err);
+}
+
+int mts_gemm_batch(const mts_provider *p, int count, int transA, int transB, int m, int n, int k,
+                   const float *const *A, int lda, const float *const *B, int ldb, float beta, float *const *C,
+                   int ldc, mts_err *err)
+{
+    int rc = check_provider(p, err);
+    if (rc != MTS_OK) return rc;
+    if (count < 0) return mts_fail(err, MTS_EINVAL, "gemm: batch of %d GEMMs", count);
+    if (count == 0) return MTS_OK;
+    if (!A || !B || !C) return mts_fail(err, MTS_EINVAL, "gemm: NULL pointer array for a batch");
+    /* small GEMMs side by side, one thread each; large ones in turn, each
+     * on the provider's threads (results never depend on which) */
+    int T = p->device ? 1 : resolve_threads(p->threads);
+    if ((double)m * n * k >= 262144.0 || (p->kind == MTS_PROV_MULOP && p->mul && p->mul->serial)) T = 1;
+    T = T < count ? T : count;
+    enum { TMAX = 256 };
+    T = T > TMAX ? TMAX : T;
+    mts_provider p1 = *p;
+    if (T > 1) p1.threads = 1;
+    gemm_tabs tabs[TMAX];
+    memset(tabs, 0, sizeof(gemm_tabs) * (size_t)T);
+    int first = count;
+    rc = MTS_OK;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (int b = 0; b < count; b++) {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        mts_err e;
+        int r = gemm_run(&p1, 0, 0, &tabs[t], transA, transB, m, n, k, A[b], lda, B[b], ldb, beta, C[b], ldc, &e);
+        if (r != MTS_OK) {
+#pragma omp critical(mts_gemm_batch)
+            if (b < first) {
+                first = b;
+                rc = r;
+                if (err) *err = e;
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        mts__gemm_ws_free(tabs[t].tb[0]);
+        mts__gemm_ws_free(tabs[t].tb[1]);
+        mts__gemm_ws_free(tabs[t].tf);
+    }
+    return rc;
 }

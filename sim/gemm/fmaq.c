@@ -131,6 +131,8 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
                                   : vi_q_rtz(VI_OF(vf_add_rtz(VF_OF(y[r][v]), VF_OF(s[r][v]))), akeep, arof, alo);
     }
     for (int r = 0; r < i1 - i0; r++) {
+        const vf yv[2] = {VF_OF(y[r][0]), VF_OF(y[r][1])};
+        if (gemm_store_row_v(g, i0 + r, j0, j1, yv, 2)) continue;
         VI_STORE(out, y[r][0]);
         VI_STORE(out + GW, y[r][1]);
         gemm_store_row(g, i0 + r, j0, j1, out);

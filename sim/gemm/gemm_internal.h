@@ -20,6 +20,17 @@ typedef enum {
     GEMM_PROD_MULOP = 3  /* mul->fn(mul, a, b) */
 } gemm_prod_kind;
 
+/* The derived tables of one LUT shared by the GEMMs of a batch
+ * (mts_gemm_batch): filled by the first GEMM that derives each, borrowed by
+ * the others (gemm_lutpack.shared), freed by the batch. Saves each GEMM the
+ * derived-table cache's compare of the whole LUT (64 KiB for bf16), which
+ * costs more than a 16 x 16 x 16 product. */
+typedef struct gemm_tabs {
+    unsigned char *tb[2]; /* byte table, [swap]: plain / transposed */
+    float *tf;            /* float table */
+    int tried_tb[2], tried_tf; /* derived (or found to have no such form) */
+} gemm_tabs;
+
 /* A float GEMM after operand quantization: A is [m][k] and B is [k][n], both
  * dense row-major FP32 bit patterns already in the provider's input format. */
 typedef struct gemm_job {
@@ -60,6 +71,11 @@ typedef struct gemm_job {
     /* 1: the caller asked for C^T (mts_gemm_t): output (i, j) of the
      * caller's problem is stored at C[j*ldc + i]. */
     int ct;
+    /* 1: mts_gemm_acc: each output's sum starts from the value stored at its
+     * place in C (gemm_out) instead of +0; beta is 0. FP32 sums only. */
+    int cont;
+    /* A batch's shared tables (mts_gemm_batch), or NULL. */
+    gemm_tabs *tabs;
 } gemm_job;
 
 /* FP32 bits x rounded to an E8 format of M < 23 mantissa bits, RNE (the
@@ -131,6 +147,14 @@ static inline void gemm_store(float *c, float beta, float y) { mts_gemm_store_hd
 static inline void gemm_store_row(const gemm_job *g, int i, int j0, int j1, const float *out)
 {
     for (int j = j0; j < j1; j++) gemm_store(gemm_out(g, i, j), g->beta, out[j - j0]);
+}
+
+/* The sums a continuing job (gemm_job.cont) starts from for outputs (i,
+ * j0 .. j1): C's values at gemm_out's addresses into out[0 .. j1 - j0);
+ * +0 for every output of a job that starts from zero. */
+static inline void gemm_start_row(const gemm_job *g, int i, int j0, int j1, float *out)
+{
+    for (int j = j0; j < j1; j++) out[j - j0] = g->cont ? *gemm_out(g, i, j) : 0.0f;
 }
 
 /* Scalar dot product of row i of A and column j of B in the documented
@@ -222,6 +246,8 @@ typedef struct gemm_lutpack {
     int *nnz;
     uint32_t *nzt, *nzb;
     float *nzs;
+    /* 1: TB / Tf belong to the job's batch (gemm_job.tabs), not to lp. */
+    int shared;
 } gemm_lutpack;
 
 /* The share of nonzero A elements of a job at or

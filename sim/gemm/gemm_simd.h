@@ -217,4 +217,36 @@ static inline vi vi_q_sat(vi x, vi rof, vi lo)
 #define GEMM_Q_KEEP_SIGN 0
 #endif
 
+#if GEMM_SIMD && defined(MANTIS_GEMM_INTERNAL_H)
+/* gemm_store_row's rule (gemm_internal.h) for a tile row held in nv
+ * registers, when the job stores the row's outputs (i, j0 .. j1) side by
+ * side in C (gemm_out: a plain mts_gemm or a swapped mts_gemm_t) with beta
+ * 0: each lane as it is, a NaN as the canonical 0x7FC00000, masked stores at
+ * the right edge; returns 1. Otherwise returns 0 and stores nothing: the
+ * caller goes through gemm_store_row. Same bits, without the scalar loop
+ * (a k = 16 convolution gradient spent as long storing as summing). */
+static inline int gemm_store_row_v(const gemm_job *g, int i, int j0, int j1, const vf *acc, int nv)
+{
+    if (g->beta != 0.0f || g->swap != g->ct) return 0;
+    float *c = g->C + (size_t)i * (size_t)g->ldc + (size_t)j0;
+    for (int v = 0; v < nv; v++) {
+        int left = j1 - j0 - v * GW;
+        if (left <= 0) break;
+#if GW == 16
+        __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __m512 x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(acc[v], acc[v], _CMP_UNORD_Q), acc[v],
+                                        _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+        _mm512_mask_storeu_ps(c + v * GW, m, x);
+#else
+        __m256 x = _mm256_blendv_ps(acc[v], _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)),
+                                    _mm256_cmp_ps(acc[v], acc[v], _CMP_UNORD_Q));
+        if (left >= 8) _mm256_storeu_ps(c + v * GW, x);
+        else
+            _mm256_maskstore_ps(c + v * GW, _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), x);
+#endif
+    }
+    return 1;
+}
+#endif
+
 #endif

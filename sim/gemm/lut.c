@@ -208,7 +208,11 @@ int mts__gemm_lut_nr(void) { return NR_MAX; }
 int mts__gemm_lut_quad(void) { return GEMM_VBMI; }
 
 /* The tile (vectors nv, rows mr) of fewest instructions for a job: per k,
- * each vector of B costs about 4 (loads or in-register conversion), each
+ * each vector of B costs about 4 loaded packed, 7 read unpacked (load,
+ * prefetch, rounding and conversion in registers, once per row block: the
+ * taller tile pays where B is unpacked, ResNet-20's 16 x 1024 x 144 forward
+ * GEMM 213 -> 182 us and LeNet-5's 16 x 800 x 150 186 -> 137 us with 2
+ * vectors of 8 rows instead of 4 of 4, 2026-11-26), each
  * row 3 (its table row and scale) plus 4 per vector (lookup, exponent add,
  * accumulate and a register copy), summed over every tile. The quad kernel
  * (4 x 4 with packed B and a byte table) costs 1 per k plus per row 6 (table
@@ -224,8 +228,8 @@ static void pick_tile(const gemm_job *g, int *nv_out, int *mr_out)
     double cost = 1e300;
     for (size_t q = 0; q < sizeof cand / sizeof cand[0]; q++) {
         int nv = cand[q][0], mr = cand[q][1];
-        int quad = GEMM_VBMI && nv == 4 && !mts__gemm_want_rawb(g, mr, nv * GW);
-        double per_k = quad ? 1 + mr * (6 + 11) : 4 * nv + mr * (3 + 4 * nv);
+        int raw = mts__gemm_want_rawb(g, mr, nv * GW), quad = GEMM_VBMI && nv == 4 && !raw;
+        double per_k = quad ? 1 + mr * (6 + 11) : (raw ? 7 : 4) * nv + mr * (3 + 4 * nv);
         double c = (double)((n + nv * GW - 1) / (nv * GW)) * (double)((m + mr - 1) / mr) * per_k;
         if (c < cost) {
             cost = c;
@@ -245,21 +249,35 @@ LUT_INLINE void store_tile(const gemm_job *g, vf acc[MR_MAX][NV], int i0, int i1
 {
     float out[NR_MAX];
     for (int r = 0; r < i1 - i0; r++) {
+        if (gemm_store_row_v(g, i0 + r, j0, j1, acc[r], nv)) continue;
         for (int v = 0; v < nv; v++) VF_STORE(out + v * GW, acc[r][v]);
         gemm_store_row(g, i0 + r, j0, j1, out);
     }
 }
 
-/* The row pointers of a tile's mr rows (rows past m repeat the last one;
- * their results are dropped) and its accumulators, zeroed. */
-LUT_INLINE void tile_rows(const gemm_lutpack *c, int K, int i0, int i1, const int mr, const int nv,
-                          const uint32_t *ai[MR_MAX], const float *as[MR_MAX], vf acc[MR_MAX][NV])
+/* The accumulators of row i over columns [j0, j1) (nv vectors): +0, or C's
+ * sums for mts_gemm_acc (gemm_job.cont). */
+LUT_INLINE void start_row(const gemm_job *g, int i, int j0, int j1, const int nv, vf *acc)
 {
+    for (int v = 0; v < nv; v++) acc[v] = VF_ZERO();
+    if (g->cont) {
+        float out[NR_MAX] = {0};
+        gemm_start_row(g, i, j0, j1, out);
+        for (int v = 0; v < nv; v++) acc[v] = VF_LOAD(out + v * GW);
+    }
+}
+
+/* The row pointers of a tile's mr rows (rows past m repeat the last one;
+ * their results are dropped) and its accumulators (start_row). */
+LUT_INLINE void tile_rows(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int j0, int j1, const int mr,
+                          const int nv, const uint32_t *ai[MR_MAX], const float *as[MR_MAX], vf acc[MR_MAX][NV])
+{
+    const int K = g->k;
     for (int r = 0; r < mr; r++) {
         int i = i0 + r < i1 ? i0 + r : i1 - 1;
         ai[r] = c->Ai + (size_t)i * (size_t)K;
         as[r] = c->As + (size_t)i * (size_t)K;
-        for (int v = 0; v < nv; v++) acc[r][v] = VF_ZERO();
+        start_row(g, i, j0, j1, nv, acc[r]);
     }
 }
 
@@ -274,7 +292,7 @@ LUT_INLINE void lut_tile_gather(const gemm_lutpack *c, const gemm_job *g, int i0
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    tile_rows(c, K, i0, i1, mr, nv, ai, as, acc);
+    tile_rows(c, g, i0, i1, j0, j1, mr, nv, ai, as, acc);
     for (int kk = 0; kk < K; kk++) {
         size_t o = (size_t)kk * nr;
         vi bix[NV];
@@ -313,7 +331,7 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    tile_rows(c, K, i0, i1, mr, nv, ai, as, acc);
+    tile_rows(c, g, i0, i1, j0, j1, mr, nv, ai, as, acc);
     for (int kk = 0; kk < K; kk++) {
         size_t o = (size_t)kk * nr;
         vi bix[NV];
@@ -379,7 +397,7 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
 
-    tile_rows(c, K, i0, i1, MR, NV, ai, as, acc);
+    tile_rows(c, g, i0, i1, j0, j1, MR, NV, ai, as, acc);
     __m512i ctl[4];
     quad_ctl(ctl);
     for (int kk = 0; kk < K; kk++) {
@@ -441,6 +459,7 @@ LUT_INLINE void sparse_step(const sparse_k *s, const gemm_lutpack *c, size_t t, 
 LUT_INLINE void sparse_store(const gemm_job *g, int i, int j0, int j1, const vf acc[4])
 {
     float out[64] __attribute__((aligned(64)));
+    if (gemm_store_row_v(g, i, j0, j1, acc, 4)) return;
     for (int v = 0; v < 4; v++) VF_STORE(out + 16 * v, acc[v]);
     gemm_store_row(g, i, j0, j1, out);
 }
@@ -465,10 +484,12 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
             continue;
         }
         size_t e = (size_t)i * K, end = e + (size_t)c->nnz[i];
-        vf a[4] = {VF_ZERO(), VF_ZERO(), VF_ZERO(), VF_ZERO()};
+        vf a[4];
+        start_row(g, i, j0, j1, 4, a);
         if (i + 1 < i1 && !c->rowbad[i + 1]) { /* rows i and i + 1 side by side */
             size_t f = (size_t)(i + 1) * K, fend = f + (size_t)c->nnz[i + 1];
-            vf b[4] = {VF_ZERO(), VF_ZERO(), VF_ZERO(), VF_ZERO()};
+            vf b[4];
+            start_row(g, i + 1, j0, j1, 4, b);
             for (; e < end && f < fend; e++, f++) {
                 sparse_step(&s, c, e, a);
                 sparse_step(&s, c, f, b);

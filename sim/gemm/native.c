@@ -59,6 +59,12 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
         int i = i0 + r < i1 ? i0 + r : i1 - 1;
         a[r] = (const float *)g->A + (size_t)i * (size_t)K; /* FP32 products: never rounded (around 0) */
         acc[r][0] = acc[r][1] = VF_ZERO();
+        if (g->cont) { /* mts_gemm_acc: go on from C's sums */
+            memset(out, 0, sizeof out);
+            gemm_start_row(g, i, j0, j1, out);
+            acc[r][0] = VF_LOAD(out);
+            acc[r][1] = VF_LOAD(out + GW);
+        }
     }
     for (int kk = 0; kk < K; kk++) {
         vf b0, b1;
@@ -70,6 +76,7 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
         }
     }
     for (int r = 0; r < i1 - i0; r++) {
+        if (gemm_store_row_v(g, i0 + r, j0, j1, acc[r], 2)) continue;
         VF_STORE(out, acc[r][0]);
         VF_STORE(out + GW, acc[r][1]);
         gemm_store_row(g, i0 + r, j0, j1, out);

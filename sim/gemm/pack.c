@@ -19,8 +19,10 @@
 
 void mts__gemm_lutpack_free(gemm_lutpack *lp)
 {
-    mts__gemm_ws_free(lp->Tf);
-    mts__gemm_ws_free(lp->TB);
+    if (!lp->shared) {
+        mts__gemm_ws_free(lp->Tf);
+        mts__gemm_ws_free(lp->TB);
+    }
     mts__gemm_ws_free(lp->Ai);
     mts__gemm_ws_free(lp->As);
     mts__gemm_ws_free(lp->Bi);
@@ -42,7 +44,20 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
 
     memset(lp, 0, sizeof *lp);
     lp->NR = NR;
-    if (lut) {
+    if (lut && g->tabs) { /* a batch: derive each table once, then borrow it */
+        gemm_tabs *t = g->tabs;
+        lp->shared = 1;
+        if (vbmi && !t->tried_tb[g->swap]) {
+            t->tb[g->swap] = mts__gemm_lut_bytes(g->lut, g->swap);
+            t->tried_tb[g->swap] = 1;
+        }
+        if (vbmi) lp->TB = t->tb[g->swap];
+        if (!lp->TB && !t->tried_tf) {
+            t->tf = mts__gemm_lut_table(g->lut);
+            t->tried_tf = 1;
+        }
+        if (!lp->TB && !(lp->Tf = t->tf)) return 1;
+    } else if (lut) {
         if (vbmi) lp->TB = mts__gemm_lut_bytes(g->lut, g->swap);
         if (!lp->TB && !(lp->Tf = mts__gemm_lut_table(g->lut))) return 1; /* no exact SIMD form */
     }

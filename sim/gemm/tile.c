@@ -9,7 +9,7 @@ uint32_t mts__gemm_dot(const gemm_job *g, int i, int j)
     size_t a = (size_t)i * (size_t)g->k, n = (size_t)g->n;
 
     if (!g->fmaq) {
-        float acc = 0.0f;
+        float acc = g->cont ? *gemm_out(g, i, j) : 0.0f;
         for (int kk = 0; kk < g->k; kk++)
             acc = acc + mts_u2f(gemm_prod_rc(g, gemm_a(g, a + (size_t)kk), gemm_b(g, (size_t)kk * n + (size_t)j)));
         return mts_f2u(acc);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -149,26 +149,55 @@ int mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_er
     return MTS_OK;
 }
 
+/* Rows [oy0, oy1) of one sample's transposed column matrix, channels [c0,
+ * c1) only: per output pixel, one copy of k floats per (channel, ky) from
+ * the sample's padded input xp, written front to back from dst (each
+ * pixel's (c1 - c0) k k taps contiguous); copies stay below end. */
+static float *im2col_t_rows(const mts_conv_geom *g, const float *xp, int oy0, int oy1, int c0, int c1, float *dst,
+                            const float *end)
+{
+    int k = g->k, s = g->stride, hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+#if defined(__AVX512F__)
+    if (k == 3) { /* a channel's nine taps: three masked loads into one register, one masked store */
+        (void)end;
+        for (int oy = oy0; oy < oy1; oy++) {
+            const float *rows = xp + (size_t)oy * s * wp;
+            for (int ox = 0; ox < g->ow; ox++)
+                for (int ci = c0; ci < c1; ci++, dst += 9) {
+                    const float *p = rows + (size_t)ci * hp * wp + (size_t)ox * s;
+                    __m512 v = _mm512_maskz_loadu_ps(0x7, p);
+                    v = _mm512_mask_loadu_ps(v, 0x38, p + wp - 3);
+                    v = _mm512_mask_loadu_ps(v, 0x1C0, p + 2 * wp - 6);
+                    _mm512_mask_storeu_ps(dst, 0x1FF, v);
+                }
+        }
+        return dst;
+    }
+#endif
+    for (int oy = oy0; oy < oy1; oy++) {
+        const float *rows = xp + (size_t)oy * s * wp; /* (ci, ky) = (0, 0) */
+        for (int ox = 0; ox < g->ow; ox++)
+            for (int ci = c0; ci < c1; ci++)
+                for (int ky = 0; ky < k; ky++, dst += k) {
+                    const float *src = rows + ((size_t)ci * hp + (size_t)ky) * wp + (size_t)ox * s;
+                    copy_over(dst, src, k, end);
+                }
+    }
+    return dst;
+}
+
 /* The transposed layout colT[N*P][K]: each output pixel's K taps are
  * contiguous (the weight gradient's B operand then needs no transposing
  * read); per pixel, one copy of k floats per (channel, ky) from the padded
  * input, front to back. Same values as mts_im2col_ref, transposed. */
 int mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT, mts_err *err)
 {
-    int k = g->k, s = g->stride, hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+    size_t plane = (size_t)(g->h + 2 * g->pad) * (size_t)(g->w + 2 * g->pad);
     float *xp = pad_input(g, N, x, err);
     if (!xp) return MTS_ENOMEM;
-    float *dst = colT, *end = colT + (size_t)N * g->oh * g->ow * g->cin * k * k;
+    float *dst = colT, *end = colT + (size_t)N * g->oh * g->ow * g->cin * g->k * g->k;
     for (int n = 0; n < N; n++)
-        for (int oy = 0; oy < g->oh; oy++) {
-            const float *rows = xp + ((size_t)n * g->cin * hp + (size_t)oy * s) * wp; /* (ci, ky) = (0, 0) */
-            for (int ox = 0; ox < g->ow; ox++)
-                for (int ci = 0; ci < g->cin; ci++)
-                    for (int ky = 0; ky < k; ky++, dst += k) {
-                        const float *src = rows + ((size_t)ci * hp + (size_t)ky) * wp + (size_t)ox * s;
-                        copy_over(dst, src, k, end);
-                    }
-        }
+        dst = im2col_t_rows(g, xp + (size_t)n * g->cin * plane, 0, g->oh, 0, g->cin, dst, end);
     free(xp);
     return MTS_OK;
 }
@@ -374,7 +403,19 @@ static int fwd_chunk(void *arg, int c, int slot, mts_err *err)
     int rc = mts_im2col(g, nc, a->x + (size_t)n0 * g->cin * g->h * g->w, col, err);
     if (rc != MTS_OK) return rc;
     /* col^T * w^T [nc*P][cout], stored transposed as t[cout][nc*P]: a =
-     * activation, b = weight, sum over K in order */
+     * activation, b = weight, sum over K in order. One sample's t is its
+     * output y[n0][cout][P] itself: the GEMM writes there, the bias is added
+     * in place (the same t + bias). */
+    if (nc == 1) {
+        float *y = a->y + (size_t)n0 * g->cout * P;
+        rc = mts_nn_gemm_t(a->ctx, a->p, 1, 1, P, g->cout, K, col, P, a->w, K, 0.0f, y, P, err);
+        if (rc != MTS_OK) return rc;
+        for (int co = 0; co < g->cout; co++) {
+            float *yo = y + (size_t)co * P, bias = a->b ? a->b[co] : 0.0f;
+            for (int q = 0; q < P; q++) yo[q] = yo[q] + bias;
+        }
+        return MTS_OK;
+    }
     rc = mts_nn_gemm_t(a->ctx, a->p, 1, 1, (int)NC, g->cout, K, col, (int)NC, a->w, K, 0.0f, t, (int)NC, err);
     if (rc != MTS_OK) return rc;
     for (int n = 0; n < nc; n++)
@@ -447,6 +488,106 @@ int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, con
     return rc;
 }
 
+/* The weight gradient's column matrix colT[N*P][K] is as large as the
+ * layer's input times k^2 (75 MB for ResNet-20's first stage at batch 128),
+ * built once and streamed from memory by the GEMM. Where the provider can
+ * continue sums along k (mts_gemm_acc_ok), it is built and consumed in
+ * chunks of about WG_BYTES instead (a band of output rows of one sample, or
+ * whole samples), each GEMM going on from the sums of the one before: k =
+ * N*P is cut, not reordered, so every output is the same sequence in (n, p)
+ * order, bit for bit. Not with a tap or a tracer, which see the GEMM whole,
+ * and not with OpenBLAS, whose sums are its own. */
+#define WG_BYTES (256u << 10)
+static int wgrad_chunks(const mts_nn_ctx *ctx) { return !ctx->tap && !ctx->tracer && mts_gemm_acc_ok(ctx->bwd); }
+
+/* Threads that split the weight gradient's columns: each takes a range of
+ * input channels (its taps (ci, ky, kx) are adjacent columns of dw) and
+ * runs every chunk for them on its own, one thread per GEMM. */
+static int wgrad_threads(const mts_provider *p, int cin)
+{
+#ifdef _OPENMP
+    if (p->kind == MTS_PROV_MULOP && (!p->mul || p->mul->serial)) return 1;
+    int t = p->threads > 0 ? p->threads : omp_get_num_procs();
+    return t < cin ? t : cin;
+#else
+    (void)p;
+    (void)cin;
+    return 1;
+#endif
+}
+
+/* Channels [c0, c1) of dw: the chunks in (n, p) order, each built by
+ * im2col_t_rows and summed on by the GEMM (the first starts from +0). */
+static int wgrad_part(const mts_nn_ctx *ctx, const mts_provider *p, const mts_conv_geom *g, int N, const float *x,
+                      const float *dyc, float *dw, int c0, int c1, mts_err *err)
+{
+    int k = g->k, oh = g->oh, ow = g->ow, P = oh * ow, K = g->cin * k * k, Kt = (c1 - c0) * k * k;
+    size_t NP = (size_t)N * P, prow = (size_t)ow * Kt * sizeof(float); /* bytes of colT per output row */
+    size_t plane = (size_t)(g->h + 2 * g->pad) * (size_t)(g->w + 2 * g->pad);
+    int band = (int)(WG_BYTES / prow), ns = 1;
+    if (band < 1) band = 1;
+    if (band >= oh) { /* whole samples per chunk */
+        band = oh;
+        ns = (int)(WG_BYTES / (prow * (size_t)oh));
+        ns = ns < 1 ? 1 : ns > N ? N : ns;
+    }
+    size_t cap = (size_t)ns * band * ow * Kt;
+    float *colT = malloc(sizeof(float) * (cap + SLACK));
+    int rc = MTS_OK;
+    size_t q0 = 0;
+    if (!colT) return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu-float column chunk)", cap);
+    for (int n0 = 0; n0 < N && rc == MTS_OK; n0 += ns) {
+        int nn = N - n0 < ns ? N - n0 : ns;
+        float *xp = pad_input(g, nn, x + (size_t)n0 * g->cin * g->h * g->w, err);
+        if (!xp) {
+            rc = MTS_ENOMEM;
+            break;
+        }
+        for (int oy0 = 0; oy0 < oh && rc == MTS_OK; oy0 += band) {
+            int oy1 = oh - oy0 < band ? oh : oy0 + band;
+            float *dst = colT;
+            for (int j = 0; j < nn; j++)
+                dst = im2col_t_rows(g, xp + (size_t)j * g->cin * plane, oy0, oy1, c0, c1, dst, colT + cap);
+            int kc = (int)(dst - colT) / Kt;
+            /* dw[cout][c0 k k ..) (+)= dyc[:, q0 .. q0 + kc) * colT: a = gradient, b = activation */
+            if (q0 == 0)
+                rc = mts_nn_gemm(ctx, p, 0, 0, g->cout, Kt, kc, dyc, (int)NP, colT, Kt, 0.0f, dw + (size_t)c0 * k * k,
+                                 K, err);
+            else
+                rc = mts_nn_gemm_acc(ctx, p, 0, 0, g->cout, Kt, kc, dyc + q0, (int)NP, colT, Kt,
+                                     dw + (size_t)c0 * k * k, K, err);
+            q0 += (size_t)kc;
+        }
+        free(xp);
+    }
+    free(colT);
+    return rc;
+}
+
+static int wgrad_chunked(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x, const float *dyc,
+                         float *dw, mts_err *err)
+{
+    int T = wgrad_threads(ctx->bwd, g->cin), rc = MTS_OK, first = T;
+    mts_provider p1 = *ctx->bwd;
+    if (T > 1) p1.threads = 1;
+    (void)first;
+#pragma omp parallel for num_threads(T) schedule(static, 1)
+    for (int t = 0; t < T; t++) {
+        mts_err e;
+        int c0 = g->cin * t / T, c1 = g->cin * (t + 1) / T;
+        int r = wgrad_part(ctx, &p1, g, N, x, dyc, dw, c0, c1, &e);
+        if (r != MTS_OK) {
+#pragma omp critical(mts_conv_wgrad)
+            if (t < first) {
+                first = t;
+                rc = r;
+                if (err) *err = e;
+            }
+        }
+    }
+    return rc;
+}
+
 int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                         const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err)
 {
@@ -455,21 +596,30 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
     conv_chunks a = {0};
     mts_provider p1;
     float *dyc = malloc(sizeof(float) * NP * C);
-    float *colT = dw ? malloc(sizeof(float) * NP * K) : NULL;
+    int wchunks = dw && wgrad_chunks(ctx);
+    float *colT = dw && !wchunks ? malloc(sizeof(float) * NP * K) : NULL;
     int dx_ok = !dx || chunks_init(&a, ctx, ctx->bwd, &p1, g, N, 0, &nchunks, &T);
     int rc = MTS_OK;
-    if (!dyc || (dw && !colT) || !dx_ok) {
+    if (!dyc || (dw && !wchunks && !colT) || !dx_ok) {
         rc = mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d matrices)", NP, K);
         goto done;
     }
     /* dyc[co][n*P+q]: the output gradient as the GEMMs' [cout][N*P] operand
      * (rows of P copied whole; both GEMMs then read it without transposing) */
-    for (int n = 0; n < N; n++)
-        for (int co = 0; co < C; co++)
+    /* on the backward provider's threads, a channel each (copies and sums
+     * per channel: no order depends on them) */
+    int Tc = chunk_threads(ctx->bwd, (double)NP * C >= 65536.0 ? C : 1);
+    (void)Tc;
+#pragma omp parallel for num_threads(Tc) schedule(static) if (Tc > 1)
+    for (int co = 0; co < C; co++) {
+        for (int n = 0; n < N; n++)
             memcpy(dyc + (size_t)co * NP + (size_t)n * P, dy + ((size_t)n * C + co) * P, sizeof(float) * (size_t)P);
-    if (db) /* the fixed blocked order of fmath.h, (n, p) order */
-        for (int co = 0; co < C; co++) db[co] = mts_fm_sumf_array(dyc + (size_t)co * NP, NP);
-    if (dw) {
+        if (db) /* the fixed blocked order of fmath.h, (n, p) order */
+            db[co] = mts_fm_sumf_array(dyc + (size_t)co * NP, NP);
+    }
+    if (wchunks)
+        rc = wgrad_chunked(ctx, g, N, x, dyc, dw, err);
+    else if (dw) {
         rc = mts_im2col_t(g, N, x, colT, err);
         /* dw[cout][K] = dyc * colT: a = gradient, b = activation, sum over N*P in order */
         if (rc == MTS_OK) rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, C, K, (int)NP, dyc, (int)NP, colT, K, 0.0f, dw, K, err);

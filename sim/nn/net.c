@@ -10,6 +10,7 @@
 #include "mantis/gemmdump.h"
 #include "mantis/nn_net.h"
 #include "mantis/rng.h"
+#include "nn_internal.h"
 
 #define BN_MOMENTUM 0.1f
 #define BN_EPS 1e-5f
@@ -453,16 +454,13 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
         case MTS_L_MAXPOOL: mts_maxpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y, l->argmax); break;
         case MTS_L_AVGPOOL: mts_avgpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y); break;
         case MTS_L_GAP: mts_gap_forward(N, a->c, a->h * a->w, a->y, l->y); break;
-        case MTS_L_RELU: mts_relu_forward(sz, a->y, l->y); break;
+        case MTS_L_RELU: mts__relu_forward_t(mts__nn_threads(ctx), sz, a->y, l->y); break;
         case MTS_L_BN:
-            mts_bn_forward(train, N, l->c, l->h * l->w, a->y, w, w + l->c, net->state + l->soff,
-                           net->state + l->soff + l->c, BN_MOMENTUM, BN_EPS, l->y, l->aux, l->aux2);
+            mts__bn_forward_t(mts__nn_threads(ctx), train, N, l->c, l->h * l->w, a->y, w, w + l->c,
+                              net->state + l->soff, net->state + l->soff + l->c, BN_MOMENTUM, BN_EPS, l->y, l->aux,
+                              l->aux2);
             break;
-        case MTS_L_ADD: {
-            const float *b = net->l[l->in1].y;
-            for (size_t j = 0; j < sz; j++) l->y[j] = a->y[j] + b[j];
-            break;
-        }
+        case MTS_L_ADD: mts__add_t(mts__nn_threads(ctx), sz, a->y, net->l[l->in1].y, l->y); break;
         case MTS_L_FLATTEN: memcpy(l->y, a->y, sizeof(float) * sz); break;
         case MTS_L_MATMUL:
             rc = mts_matmul_forward(ctx, N, a->h, a->w, l->w, a->y, net->l[l->in1].y, l->y, err);
@@ -471,10 +469,11 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
             rc = mts_dense_forward(ctx, N * a->h, a->w, l->units, a->y, w, w + l->nweight, l->y, err);
             break;
         case MTS_L_LAYERNORM:
-            mts_layernorm_forward(N * l->c * l->h, l->w, a->y, w, w + l->w, LN_EPS, l->y, l->aux, l->aux2);
+            mts__layernorm_forward_t(mts__nn_threads(ctx), N * l->c * l->h, l->w, a->y, w, w + l->w, LN_EPS, l->y,
+                                     l->aux, l->aux2);
             break;
-        case MTS_L_GELU: mts_gelu_forward(sz, a->y, l->y); break;
-        case MTS_L_SOFTMAX: mts_softmax_forward(N * l->c * l->h, l->w, a->y, l->y); break;
+        case MTS_L_GELU: mts__gelu_forward_t(mts__nn_threads(ctx), sz, a->y, l->y); break;
+        case MTS_L_SOFTMAX: mts__softmax_forward_t(mts__nn_threads(ctx), N * l->c * l->h, l->w, a->y, l->y); break;
         case MTS_L_ATTN_QK: {
             int dh = a->w / 3 / l->units;
             rc = mts_attn_qk_forward(ctx, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), a->y, l->y, err);
@@ -496,12 +495,40 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
     return MTS_OK;
 }
 
-/* Adds src into a node's gradient (nodes read by several consumers). */
-static void acc(float *dst, const float *src, size_t n)
+/* 1 when node l's input gradient (with backward provider p) is never -0:
+ * sums that start at +0 (the GEMMs of our kernels, col2im, the pools'
+ * scatter-adds into zeros). Such a gradient written straight into a zeroed
+ * dy needs no plus_zero; OpenBLAS's sums are its own. */
+static int dx_never_neg_zero(const mts_layer *l, const mts_provider *p)
 {
-    for (size_t j = 0; j < n; j++) dst[j] += src[j];
+    switch (l->kind) {
+    case MTS_L_CONV:
+    case MTS_L_MAXPOOL:
+    case MTS_L_AVGPOOL: return 1;
+    case MTS_L_DENSE:
+    case MTS_L_TOKDENSE:
+    case MTS_L_MATMUL: return p->kind != MTS_PROV_BLAS;
+    default: return 0;
+    }
 }
 
+/* Adds the gradient g (n floats) into node b's dy in the documented way: the
+ * first contribution of a pass is stored as +0 + g (dy was never zeroed),
+ * later ones are added, in the order they come. */
+static void add_grad(int threads, mts_layer *b, unsigned char *seen, int node, const float *g, size_t n)
+{
+    if (!seen[node]) { /* dy = +0 + g */
+        memset(b->dy, 0, sizeof(float) * n);
+        seen[node] = 1;
+    }
+    mts__acc_t(threads, n, b->dy, g);
+}
+
+/* Every node's dy is the sum of its consumers' contributions in the order
+ * the pass reaches them (from the last node back), starting from +0. A node
+ * whose dy has no contribution yet gets the first one written straight into
+ * it (no zeroing pass, no copy from scratch); later ones go through scratch
+ * and are added. Same bits as zeroing every dy and adding each in turn. */
 int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x, const float *dlast,
                      mts_err *err)
 {
@@ -511,12 +538,17 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
     size_t maxsz = 0;
     for (int i = 0; i < net->n; i++) {
         size_t s = node_size(&net->l[i]) * (size_t)N;
-        memset(net->l[i].dy, 0, sizeof(float) * s);
         if (s > maxsz) maxsz = s;
     }
-    memcpy(net->l[net->n - 1].dy, dlast, sizeof(float) * node_size(&net->l[net->n - 1]) * (size_t)N);
     float *tmp = malloc(sizeof(float) * maxsz * 2);
-    if (!tmp) return mts_fail(err, MTS_ENOMEM, "net %s: out of memory in backward", net->name);
+    unsigned char *seen = calloc((size_t)net->n, 1);
+    if (!tmp || !seen) {
+        free(tmp);
+        free(seen);
+        return mts_fail(err, MTS_ENOMEM, "net %s: out of memory in backward", net->name);
+    }
+    memcpy(net->l[net->n - 1].dy, dlast, sizeof(float) * node_size(&net->l[net->n - 1]) * (size_t)N);
+    seen[net->n - 1] = 1;
     float *tmp2 = tmp + maxsz;
     int rc = MTS_OK;
     const mts_nn_ctx *ctx0 = ctx;
@@ -527,7 +559,16 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
         const float *w = net->param + l->poff;
         float *g = net->grad + l->poff;
         size_t asz = node_size(a) * (size_t)N, sz = node_size(l) * (size_t)N;
-        float *dx = l->in0 > 0 ? tmp : NULL; /* the input image needs no gradient */
+        if (!seen[i]) { /* no consumer gave this node a gradient: zero */
+            memset(l->dy, 0, sizeof(float) * sz);
+            seen[i] = 1;
+        }
+        /* the input image needs no gradient; a first contribution goes
+         * straight into the input's dy (not when the node reads it twice) */
+        int direct = l->in0 > 0 && !seen[l->in0] && l->in1 != l->in0;
+        float *dx = l->in0 > 0 ? (direct ? a->dy : tmp) : NULL;
+        const int T = mts__nn_threads(ctx);
+        int pz = 0; /* the op made its direct output +0 + dx itself */
         switch (l->kind) {
         case MTS_L_DENSE:
             rc = mts_dense_backward(ctx, N, (int)node_size(a), l->units, a->y, w, l->dy, dx, g, g + l->nweight,
@@ -544,14 +585,16 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             if (dx) mts_gap_backward(N, a->c, a->h * a->w, l->dy, dx);
             break;
         case MTS_L_RELU:
-            if (dx) mts_relu_backward(sz, l->y, l->dy, dx);
+            if (dx) mts__relu_backward_t(T, sz, l->y, l->dy, dx, pz = direct);
             break;
         case MTS_L_BN:
-            mts_bn_backward(N, l->c, l->h * l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->c);
+            mts__bn_backward_t(T, N, l->c, l->h * l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->c, pz = direct);
             break;
         case MTS_L_ADD:
-            if (dx) memcpy(dx, l->dy, sizeof(float) * sz);
-            if (l->in1 > 0) acc(net->l[l->in1].dy, l->dy, sz);
+            if (dx && direct) mts__copy_pz_t(T, sz, l->dy, dx);
+            else if (dx) memcpy(dx, l->dy, sizeof(float) * sz);
+            pz = direct;
+            if (l->in1 > 0) add_grad(T, &net->l[l->in1], seen, l->in1, l->dy, sz);
             break;
         case MTS_L_FLATTEN:
             if (dx) memcpy(dx, l->dy, sizeof(float) * sz);
@@ -559,20 +602,20 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
         case MTS_L_MATMUL: {
             mts_layer *b = &net->l[l->in1];
             rc = mts_matmul_backward(ctx, N, a->h, a->w, l->w, a->y, b->y, l->dy, dx, l->in1 > 0 ? tmp2 : NULL, err);
-            if (rc == MTS_OK && l->in1 > 0) acc(b->dy, tmp2, node_size(b) * (size_t)N);
+            if (rc == MTS_OK && l->in1 > 0) add_grad(T, b, seen, l->in1, tmp2, node_size(b) * (size_t)N);
             break;
         }
         case MTS_L_TOKDENSE:
             rc = mts_dense_backward(ctx, N * a->h, a->w, l->units, a->y, w, l->dy, dx, g, g + l->nweight, err);
             break;
         case MTS_L_LAYERNORM:
-            mts_layernorm_backward(N * l->c * l->h, l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->w);
+            mts__layernorm_backward_t(T, N * l->c * l->h, l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->w);
             break;
         case MTS_L_GELU:
-            if (dx) mts_gelu_backward(sz, a->y, l->dy, dx);
+            if (dx) mts__gelu_backward_t(T, sz, a->y, l->dy, dx);
             break;
         case MTS_L_SOFTMAX:
-            if (dx) mts_softmax_backward(N * l->c * l->h, l->w, l->y, l->dy, dx);
+            if (dx) mts__softmax_backward_t(T, N * l->c * l->h, l->w, l->y, l->dy, dx);
             break;
         case MTS_L_ATTN_QK: {
             int dh = a->w / 3 / l->units;
@@ -583,7 +626,7 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             mts_layer *b = &net->l[l->in1];
             rc = mts_attn_av_backward(ctx, N, l->h, l->units, l->w / l->units, a->y, b->y, l->dy, dx,
                                       l->in1 > 0 ? tmp2 : NULL, err);
-            if (rc == MTS_OK && l->in1 > 0) acc(b->dy, tmp2, node_size(b) * (size_t)N);
+            if (rc == MTS_OK && l->in1 > 0) add_grad(T, b, seen, l->in1, tmp2, node_size(b) * (size_t)N);
             break;
         }
         case MTS_L_PATCHIFY:
@@ -597,8 +640,14 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             break;
         default: break;
         }
-        if (rc == MTS_OK && dx) acc(a->dy, dx, asz);
+        if (rc != MTS_OK || !dx) continue;
+        if (!direct) mts__acc_t(T, asz, a->dy, dx);
+        else {
+            if (!pz && !dx_never_neg_zero(l, ctx->bwd)) mts__plus_zero_t(T, asz, a->dy);
+            seen[l->in0] = 1;
+        }
     }
     free(tmp);
+    free(seen);
     return rc;
 }

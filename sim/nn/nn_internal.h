@@ -47,6 +47,41 @@ void mts__layers_close(mts__layers *L);
 static inline float mts__nn_expf(float x) { return mts_fm_expf(x); }
 static inline float mts__nn_tanhf(float x) { return mts_fm_tanhf(x); }
 
+/* mts_bn_forward / mts_bn_backward with channels split among threads
+ * (same bits for any count; one thread below 2^16 elements) (bn.c); pz:
+ * dx = +0 + each result. */
+void mts__bn_forward_t(int threads, int train, int N, int C, int HW, const float *x, const float *gamma,
+                       const float *beta, float *rmean, float *rvar, float mom, float eps, float *y, float *xhat,
+                       float *invstd);
+void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
+                        const float *invstd, float *dx, float *dgamma, float *dbeta, int pz);
+
+/* Elementwise passes of n floats split among threads (same bits for any
+ * count; one thread below 2^16 elements) (act.c): ReLU forward and
+ * backward (pz: +0 + each result, the first gradient of a node's dy),
+ * y = a + b, dst += src, dst = +0 + dst and dst = +0 + src. */
+void mts__relu_forward_t(int threads, size_t n, const float *x, float *y);
+void mts__relu_backward_t(int threads, size_t n, const float *y, const float *dy, float *dx, int pz);
+void mts__copy_pz_t(int threads, size_t n, const float *src, float *dst);
+void mts__add_t(int threads, size_t n, const float *a, const float *b, float *y);
+void mts__acc_t(int threads, size_t n, float *dst, const float *src);
+void mts__plus_zero_t(int threads, size_t n, float *dst);
+
+/* GELU (act.c), LayerNorm (layernorm.c) and the row softmax
+ * (attention.c) on threads: blocks of elements, rows or columns whose
+ * values do not depend on the split (same bits for any count). */
+void mts__gelu_forward_t(int threads, size_t n, const float *x, float *y);
+void mts__gelu_backward_t(int threads, size_t n, const float *x, const float *dy, float *dx);
+void mts__layernorm_forward_t(int threads, int R, int D, const float *x, const float *gamma, const float *beta,
+                              float eps, float *y, float *xhat, float *invstd);
+void mts__layernorm_backward_t(int threads, int R, int D, const float *dy, const float *gamma, const float *xhat,
+                               const float *invstd, float *dx, float *dgamma, float *dbeta);
+void mts__softmax_forward_t(int threads, int R, int W, const float *x, float *y);
+void mts__softmax_backward_t(int threads, int R, int W, const float *y, const float *dy, float *dx);
+
+/* The threads of a context's ops: its forward provider's (0: all cores). */
+int mts__nn_threads(const mts_nn_ctx *ctx);
+
 /* Puts opened provider a on device (0: CPU; MTS_GPU_DEVICE_CUDA: its GEMMs
  * run on the GPU, with the same results); MTS_EUNSUPPORTED when the GPU does
  * not take this provider (driver.c). */

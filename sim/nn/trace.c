@@ -110,6 +110,33 @@ int mts_nn_gemm_t(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int 
     return nn_gemm(ctx, p, 1, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 }
 
+int mts_nn_gemm_batch(const mts_nn_ctx *ctx, const mts_provider *p, int count, int transA, int transB, int m, int n,
+                      int k, const float *const *A, int lda, const float *const *B, int ldb, float beta,
+                      float *const *C, int ldc, mts_err *err)
+{
+    if (ctx->device != MTS_DEVICE_CPU)
+        return mts_fail(err, MTS_EUNSUPPORTED, "nn: device %d is not the CPU; these ops run on the CPU only",
+                        ctx->device);
+    if (!ctx->tap && !ctx->tracer)
+        return mts_gemm_batch(p, count, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    for (int b = 0; b < count; b++) {
+        int rc = nn_gemm(ctx, p, 0, transA, transB, m, n, k, A[b], lda, B[b], ldb, beta, C[b], ldc, err);
+        if (rc != MTS_OK) return rc;
+    }
+    return MTS_OK;
+}
+
+int mts_nn_gemm_acc(const mts_nn_ctx *ctx, const mts_provider *p, int transA, int transB, int m, int n, int k,
+                    const float *A, int lda, const float *B, int ldb, float *C, int ldc, mts_err *err)
+{
+    if (ctx->device != MTS_DEVICE_CPU)
+        return mts_fail(err, MTS_EUNSUPPORTED, "nn: device %d is not the CPU; these ops run on the CPU only",
+                        ctx->device);
+    if (ctx->tap && m > 0 && n > 0 && k > 0) mts_gemm_tap_see(ctx->tap, transA, transB, m, n, k, A, lda, B, ldb);
+    if (ctx->tracer && m > 0 && n > 0 && k > 0) sample(ctx->tracer, p, transA, transB, m, n, k, A, lda, B, ldb);
+    return mts_gemm_acc(p, transA, transB, m, n, k, A, lda, B, ldb, C, ldc, err);
+}
+
 int mts_nn_tracer_write(const mts_nn_tracer *t, const char *path, mts_err *err)
 {
     size_t n = t->have;
