@@ -31,6 +31,9 @@ static const char usage_text[] =
     "  --man-bits M, --format F, --lut FILE, --rtl FILE.v [--param K=V] [--kind K]\n"
     "  --mul-bwd NAME     multiplier of both backward GEMMs (a model name or a LUT file)\n"
     "  --mul-test NAME    multiplier for evaluation\n"
+    "  --int-backward B   integer tables (quantization-aware training): ste (default; FP32 backward\n"
+    "                     on the dequantized operands) | table (the multiplier's gradient tables)\n"
+    "                     | approx (every backward product through the table, per-call ranges)\n"
     "accumulator (FMAq, forward and evaluation):\n"
     "  --acc M7E4 [--acc-bias B] [--prod M7E4] [--prod-bias B] [--chunk 16] [--no-underflow]\n"
     "  --ste S            identity | rec-of | imm-of | imm-diff (dense layers; default identity)\n"
@@ -122,6 +125,7 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--mul-bwd")) o->mul_bwd = v;
     else if (!strcmp(a, "--mul-test")) o->mul_test = v;
     else if (!strcmp(a, "--ste")) c->ste = v;
+    else if (!strcmp(a, "--int-backward")) c->int_bwd = v;
     else if (!strcmp(a, "--trace-operands")) c->trace = v;
     else if (!strcmp(a, "--trace-kind")) o->trace_kind = v;
     else if (!strcmp(a, "--dump-gemm")) o->dump_gemm = v;
@@ -234,6 +238,8 @@ static void progress(void *ud, mts_train_event ev, const mts_train_info *in, int
         fprintf(stderr, "mantis train: %s on %s (%d train, %d test), %zu parameters; fwd %s; bwd %s; test %s; ste %s\n",
                 c->model, c->data, in->ntrain, in->ntest, in->nparam, in->fwd, in->bwd, in->test, c->ste);
         if (in->layers[0]) fprintf(stderr, "mantis train: per layer: %s\n", in->layers);
+        if (in->int_bwd[0])
+            fprintf(stderr, "mantis train: integer table: quantization-aware forward, %s backward\n", in->int_bwd);
         break;
     case MTS_TRAIN_BATCH: {
         if (!isatty(2)) break;

@@ -1,15 +1,275 @@
-/* int.c - the integer provider (TFApprox): each operand tensor is
- * quantized per call with the affine map of intmul.h over its own finite
- * min/max (NaN -> zero point, +-inf -> the end codes, mts_affine_quantize),
- * every product qa*qb is read from the n-bit table, the sums are exact
- * int64 (so no order question arises), corrected for the zero points
- * (mts_qdot_correct) and scaled once: y = (float)(sa * sb * (double)sum),
- * the formula of mts_qdot_float. */
+/* int.c - integer GEMMs through an n-bit product table.
+ *
+ * mts_qgemm works on codes: every product T(a, b) is read from the table,
+ * the sums are exact (int64, so no order question arises), corrected for
+ * the zero points (mts_qdot_correct) and scaled once per output,
+ * y = (float)((sa_i * sb_j) * (double)acc). Two kernels compute it:
+ *  - qk_scalar, the readable reference: one output at a time, each product
+ *    lut->entry[(a << n) | b];
+ *  - qk_vbmi (AVX-512 VBMI, 8-bit tables): the table's entries, offset by
+ *    the smallest one so that they fit 16 bits, are split into a low and a
+ *    high byte plane. For one row operand code r the 256 entries of either
+ *    plane are four registers, and 64 column codes look them up with two
+ *    masked two-source byte permutes (index bit 7 picks the register pair).
+ *    Low and high bytes are summed in 16-bit lanes (even and odd columns
+ *    apart, with an AND and a shift, so no shuffle), at most 256 steps of k
+ *    before they are widened into int64 sums: 256 * 255 fits 16 bits.
+ *    sum T = 256 * sum hi + sum lo + k * Tmin, exactly.
+ * Either operand may index the table rows (the one with fewer rows does:
+ * its code picks the registers, the other's codes run across the lanes);
+ * the transposed planes serve the second operand, so a product is always
+ * T(a, b) with a from the first operand, whatever the layout.
+ *
+ * mts__gemm_int is the INT provider of mts_gemm (TFApprox): each float
+ * operand is quantized per call with the affine map of intmul.h over its own
+ * finite min/max (NaN -> zero point, +-inf -> the end codes,
+ * mts_affine_quantize), then mts_qgemm with one scale and zero point per
+ * operand: the formula of mts_qdot_float. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "gemm_internal.h"
+#include "gemm_simd.h"
 #include "mantis/intmul.h"
+
+/* ------------------------------------------------------------ the table */
+
+int mts_qtab_init(mts_qtab *t, const mts_lut *lut, mts_err *err)
+{
+    memset(t, 0, sizeof *t);
+    if (!lut || lut->kind != MTS_LUT_INT || !lut->entry || lut->int_bits < 1 || lut->int_bits > 8 ||
+        lut->n != (size_t)1 << (2 * lut->int_bits))
+        return mts_fail(err, MTS_EINVAL, "integer GEMM: expected an integer table of 1..8-bit operands");
+    t->lut = lut;
+    t->bits = lut->int_bits;
+    t->is_signed = lut->int_signed != 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < lut->n; i++) {
+        int64_t v = (int32_t)lut->entry[i];
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+    }
+    t->tmin = (int32_t)lo;
+    if (t->bits != 8 || hi - lo > 65535) return MTS_OK; /* the scalar kernel only */
+    t->lo = mts__gemm_ws_alloc(2 * 65536, 0);
+    t->hi = mts__gemm_ws_alloc(2 * 65536, 0);
+    if (!t->lo || !t->hi) {
+        mts_qtab_free(t);
+        return mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory for the table's byte planes");
+    }
+    /* plane 0: rows by the first operand's code (T[a][b]); plane 1: rows by the second's (T[a][b] at [b][a]) */
+    for (uint32_t a = 0; a < 256; a++)
+        for (uint32_t b = 0; b < 256; b++) {
+            uint32_t e = (uint32_t)((int64_t)(int32_t)lut->entry[(a << 8) | b] - lo);
+            t->lo[(a << 8) | b] = (uint8_t)e;
+            t->hi[(a << 8) | b] = (uint8_t)(e >> 8);
+            t->lo[65536 + ((b << 8) | a)] = (uint8_t)e;
+            t->hi[65536 + ((b << 8) | a)] = (uint8_t)(e >> 8);
+        }
+    t->planes = 1;
+    return MTS_OK;
+}
+
+void mts_qtab_free(mts_qtab *t)
+{
+    mts__gemm_ws_free(t->lo);
+    mts__gemm_ws_free(t->hi);
+    memset(t, 0, sizeof *t);
+}
+
+/* ------------------------------------------------------------ helpers */
+
+/* The value of an n-bit code (sign-extended when signed). */
+static inline int32_t code_value(uint32_t c, int bits, int sg)
+{
+    return sg && (c >> (bits - 1)) ? (int32_t)c - (1 << bits) : (int32_t)c;
+}
+
+static inline int32_t opd_zp(const mts_qopd *o, int r) { return o->zp ? o->zp[r] : o->zp1; }
+static inline double opd_scale(const mts_qopd *o, int r) { return o->scale ? o->scale[r] : o->scale1; }
+
+/* One output: the zero-point correction and the rescale of the table sum s_ab
+ * of row i of a and row j of b (their value sums sa, sb), stored with beta. */
+static inline void q_out(const mts_qopd *a, const mts_qopd *b, int ct, int i, int j, int k, int64_t s_ab,
+                         int64_t sa, int64_t sb, float beta, float *C, int ldc)
+{
+    int64_t acc = mts_qdot_correct(s_ab, sa, sb, (int64_t)k, opd_zp(a, i), opd_zp(b, j));
+    float y = (float)((opd_scale(a, i) * opd_scale(b, j)) * (double)acc);
+    gemm_store(ct ? &C[(size_t)j * (size_t)ldc + (size_t)i] : &C[(size_t)i * (size_t)ldc + (size_t)j], beta, y);
+}
+
+/* Value sums of each row of o (rows x k). */
+static void row_sums(const mts_qopd *o, int rows, int k, int bits, int sg, int64_t *s)
+{
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *c = o->code + (size_t)r * o->ld;
+        int64_t v = 0;
+        for (int kk = 0; kk < k; kk++) v += code_value(c[kk], bits, sg);
+        s[r] = v;
+    }
+}
+
+/* ------------------------------------------------ the scalar reference */
+
+static void qk_scalar(const mts_qtab *t, int threads, int ct, int m, int n, int k, const mts_qopd *a,
+                      const mts_qopd *b, const int64_t *sa, const int64_t *sb, float beta, float *C, int ldc)
+{
+    const uint32_t *e = t->lut->entry;
+    int bits = t->bits;
+    uint32_t mask = (1u << bits) - 1u;
+    (void)threads;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4)
+    for (int i = 0; i < m; i++) {
+        const uint8_t *ra = a->code + (size_t)i * a->ld;
+        for (int j = 0; j < n; j++) {
+            const uint8_t *rb = b->code + (size_t)j * b->ld;
+            int64_t s = 0;
+            for (int kk = 0; kk < k; kk++) s += (int32_t)e[((ra[kk] & mask) << bits) | (rb[kk] & mask)];
+            q_out(a, b, ct, i, j, k, s, sa[i], sb[j], beta, C, ldc);
+        }
+    }
+}
+
+/* ------------------------------------------------ the byte-plane kernel */
+
+#if GEMM_VBMI
+#define QK_NV 4                   /* vectors of 64 columns per row pass */
+#define QK_COLS (64 * QK_NV)
+#define QK_KSTEP 256              /* k steps summed in 16 bits: 256 * 255 < 65536 */
+
+/* Table-plane sums of one row code sequence r[0..k) against the packed
+ * column codes P[kk][ldp] (columns j0 .. j0 + QK_COLS), into lo[c], hi[c]
+ * (c = column - j0): the low and high byte sums, as int64. */
+static void qk_row(const uint8_t *plo, const uint8_t *phi, const uint8_t *r, int k, const uint8_t *P, size_t ldp,
+                   int j0, int64_t *lo, int64_t *hi)
+{
+    const __m512i m8 = _mm512_set1_epi16(0x00FF);
+    memset(lo, 0, sizeof(int64_t) * QK_COLS);
+    memset(hi, 0, sizeof(int64_t) * QK_COLS);
+    for (int k0 = 0; k0 < k; k0 += QK_KSTEP) {
+        int k1 = k - k0 < QK_KSTEP ? k : k0 + QK_KSTEP;
+        __m512i le[QK_NV], lo_[QK_NV], he[QK_NV], ho[QK_NV];
+        for (int v = 0; v < QK_NV; v++) le[v] = lo_[v] = he[v] = ho[v] = _mm512_setzero_si512();
+        for (int kk = k0; kk < k1; kk++) {
+            const uint8_t *tl = plo + ((size_t)r[kk] << 8), *th = phi + ((size_t)r[kk] << 8);
+            __m512i L0 = _mm512_loadu_si512(tl), L1 = _mm512_loadu_si512(tl + 64);
+            __m512i L2 = _mm512_loadu_si512(tl + 128), L3 = _mm512_loadu_si512(tl + 192);
+            __m512i H0 = _mm512_loadu_si512(th), H1 = _mm512_loadu_si512(th + 64);
+            __m512i H2 = _mm512_loadu_si512(th + 128), H3 = _mm512_loadu_si512(th + 192);
+            const uint8_t *p = P + (size_t)kk * ldp + j0;
+            for (int v = 0; v < QK_NV; v++) {
+                __m512i idx = _mm512_loadu_si512(p + 64 * v);
+                __mmask64 up = _mm512_movepi8_mask(idx); /* index bit 7: entries 128..255 */
+                /* entries 0..127 where bit 7 is clear (the index passes through elsewhere), then 128..255 */
+                __m512i l = _mm512_mask2_permutex2var_epi8(L0, idx, ~up, L1);
+                l = _mm512_mask2_permutex2var_epi8(L2, l, up, L3);
+                __m512i h = _mm512_mask2_permutex2var_epi8(H0, idx, ~up, H1);
+                h = _mm512_mask2_permutex2var_epi8(H2, h, up, H3);
+                le[v] = _mm512_add_epi16(le[v], _mm512_and_si512(l, m8));
+                lo_[v] = _mm512_add_epi16(lo_[v], _mm512_srli_epi16(l, 8));
+                he[v] = _mm512_add_epi16(he[v], _mm512_and_si512(h, m8));
+                ho[v] = _mm512_add_epi16(ho[v], _mm512_srli_epi16(h, 8));
+            }
+        }
+        for (int v = 0; v < QK_NV; v++) {
+            uint16_t s[4][32];
+            _mm512_storeu_si512(s[0], le[v]);
+            _mm512_storeu_si512(s[1], lo_[v]);
+            _mm512_storeu_si512(s[2], he[v]);
+            _mm512_storeu_si512(s[3], ho[v]);
+            int64_t *L = lo + 64 * v, *H = hi + 64 * v;
+            for (int q = 0; q < 32; q++) {
+                L[2 * q] += s[0][q];
+                L[2 * q + 1] += s[1][q];
+                H[2 * q] += s[2][q];
+                H[2 * q + 1] += s[3][q];
+            }
+        }
+    }
+}
+
+/* The kernel over the job: R (rows x k codes, the row operand), P (the
+ * column operand packed [k][ldp]); swap says R is the caller's b. */
+static void qk_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, int cols, int k, const uint8_t *P,
+                    size_t ldp, const mts_qopd *a, const mts_qopd *b, const int64_t *sa, const int64_t *sb,
+                    float beta, float *C, int ldc)
+{
+    const mts_qopd *R = swap ? b : a;
+    const uint8_t *plo = t->lo + (swap ? 65536 : 0), *phi = t->hi + (swap ? 65536 : 0);
+    int nch = (cols + QK_COLS - 1) / QK_COLS;
+    long tiles = (long)rows * nch;
+    (void)threads;
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t lo[QK_COLS], hi[QK_COLS];
+#pragma omp for schedule(dynamic, 4)
+        for (long tI = 0; tI < tiles; tI++) {
+            int r = (int)(tI / nch), j0 = (int)(tI % nch) * QK_COLS;
+            qk_row(plo, phi, R->code + (size_t)r * R->ld, k, P, ldp, j0, lo, hi);
+            int jn = cols - j0 < QK_COLS ? cols - j0 : QK_COLS;
+            for (int c = 0; c < jn; c++) {
+                int64_t s = hi[c] * 256 + lo[c] + (int64_t)k * t->tmin;
+                if (swap) q_out(a, b, ct, j0 + c, r, k, s, sa[j0 + c], sb[r], beta, C, ldc);
+                else q_out(a, b, ct, r, j0 + c, k, s, sa[r], sb[j0 + c], beta, C, ldc);
+            }
+        }
+    }
+}
+#endif
+
+int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, int n, int k, const mts_qopd *a,
+              const mts_qopd *b, float beta, float *C, int ldc, mts_err *err)
+{
+    if (!t || !t->lut || m < 0 || n < 0 || k < 0 || !a || !b || !C)
+        return mts_fail(err, MTS_EINVAL, "integer GEMM: bad table or shape");
+    if (m == 0 || n == 0) return MTS_OK;
+#ifdef _OPENMP
+    if (threads <= 0) threads = omp_get_max_threads();
+#endif
+    if (threads < 1 || (double)m * n * k < 262144.0) threads = 1;
+    int64_t *sa = malloc(sizeof(int64_t) * (size_t)m), *sb = malloc(sizeof(int64_t) * (size_t)n);
+    uint8_t *P = NULL;
+    int rc = MTS_OK;
+    if (!sa || !sb) {
+        rc = mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory (%d x %d x %d)", m, n, k);
+        goto done;
+    }
+    row_sums(a, m, k, t->bits, t->is_signed, sa);
+    row_sums(b, n, k, t->bits, t->is_signed, sb);
+#if GEMM_VBMI
+    if (!scalar_only && t->planes && k > 0) {
+        /* the operand with more rows runs across the lanes */
+        int swap = m > n;
+        int rows = swap ? n : m, cols = swap ? m : n;
+        const mts_qopd *Cp = swap ? a : b;
+        size_t ldp = ((size_t)cols + QK_COLS - 1) / QK_COLS * QK_COLS;
+        P = mts__gemm_ws_alloc((size_t)k * ldp, 1);
+        if (!P) {
+            rc = mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory packing %d x %d codes", k, cols);
+            goto done;
+        }
+        for (int j = 0; j < cols; j++) {
+            const uint8_t *c = Cp->code + (size_t)j * Cp->ld;
+            for (int kk = 0; kk < k; kk++) P[(size_t)kk * ldp + (size_t)j] = c[kk];
+        }
+        qk_vbmi(t, threads, ct, swap, rows, cols, k, P, ldp, a, b, sa, sb, beta, C, ldc);
+        goto done;
+    }
+#endif
+    (void)scalar_only;
+    qk_scalar(t, threads, ct, m, n, k, a, b, sa, sb, beta, C, ldc);
+done:
+    free(sa);
+    free(sb);
+    mts__gemm_ws_free(P);
+    return rc;
+}
+
+/* ------------------------------------------------- the INT provider */
 
 /* Finite min/max of opX (rows x cols); 0, 0 when there is none. */
 static void finite_range(const float *X, int ld, int trans, int rows, int cols, double *lo, double *hi)
@@ -63,41 +323,41 @@ int mts_gemm_int_quantize(int nbits, int is_signed, int threads, int transA, int
     return MTS_OK;
 }
 
-int mts__gemm_int(const mts_lut *lut, int threads, int transA, int transB, int m, int n, int k,
-                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int transA, int transB, int m, int n,
+                  int k, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   mts_err *err)
 {
     mts_affine pa, pb;
+    mts_qtab t;
     int rc;
+    double lo, hi;
     size_t K = (size_t)k;
-    uint32_t *ia = mts__gemm_ws_alloc((size_t)m * K * sizeof *ia, 0);
-    uint32_t *ib = mts__gemm_ws_alloc((size_t)n * K * sizeof *ib, 0);
-    int64_t *suma = mts__gemm_ws_alloc((size_t)m * sizeof *suma, 0);
-    int64_t *sumb = mts__gemm_ws_alloc((size_t)n * sizeof *sumb, 0);
-    if (!ia || !ib || !suma || !sumb) {
+    uint8_t *ca = mts__gemm_ws_alloc((size_t)m * K + 1, 0), *cb = mts__gemm_ws_alloc((size_t)n * K + 1, 0);
+    memset(&t, 0, sizeof t);
+    if (!ca || !cb) {
         rc = mts_fail(err, MTS_ENOMEM, "gemm: out of memory quantizing INT operands (%d x %d x %d)", m, n, k);
         goto done;
     }
-    /* row operand: table row offset (code << n); column operand: code, stored [n][k] */
-    if ((rc = mts_gemm_int_quantize(lut->int_bits, lut->int_signed, threads, transA, transB, m, n, k, A, lda, B, ldb,
-                                    ia, ib, suma, sumb, &pa, &pb, err)) != MTS_OK)
-        goto done;
-    double scale = pa.scale * pb.scale;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
-    for (int i = 0; i < m; i++) {
-        const uint32_t *ra = ia + (size_t)i * K;
-        for (int j = 0; j < n; j++) {
-            const uint32_t *cb = ib + (size_t)j * K;
-            int64_t sab = 0;
-            for (size_t kk = 0; kk < K; kk++) sab += (int32_t)lut->entry[ra[kk] | cb[kk]];
-            int64_t acc = mts_qdot_correct(sab, suma[i], sumb[j], (int64_t)k, pa.zero_point, pb.zero_point);
-            gemm_store(&C[(size_t)i * (size_t)ldc + (size_t)j], beta, (float)(scale * (double)acc));
-        }
-    }
+    finite_range(A, lda, transA, m, k, &lo, &hi);
+    if ((rc = mts_affine_from_range(lo, hi, lut->int_bits, lut->int_signed, &pa, err)) != MTS_OK) goto done;
+    finite_range(B, ldb, transB, k, n, &lo, &hi);
+    if ((rc = mts_affine_from_range(lo, hi, lut->int_bits, lut->int_signed, &pb, err)) != MTS_OK) goto done;
+    uint32_t mask = (1u << lut->int_bits) - 1u;
+    (void)threads;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) if ((size_t)m * K > 65536)
+    for (int i = 0; i < m; i++)
+        for (int kk = 0; kk < k; kk++)
+            ca[(size_t)i * K + (size_t)kk] = (uint8_t)((uint32_t)mts_affine_quantize(&pa, gemm_at(A, lda, transA, i, kk)) & mask);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) if ((size_t)n * K > 65536)
+    for (int j = 0; j < n; j++)
+        for (int kk = 0; kk < k; kk++)
+            cb[(size_t)j * K + (size_t)kk] = (uint8_t)((uint32_t)mts_affine_quantize(&pb, gemm_at(B, ldb, transB, kk, j)) & mask);
+    if ((rc = mts_qtab_init(&t, lut, err)) != MTS_OK) goto done;
+    mts_qopd qa = {ca, K, NULL, pa.zero_point, NULL, pa.scale}, qb = {cb, K, NULL, pb.zero_point, NULL, pb.scale};
+    rc = mts_qgemm(&t, threads, scalar_only, ct, m, n, k, &qa, &qb, beta, C, ldc, err);
 done:
-    mts__gemm_ws_free(ia);
-    mts__gemm_ws_free(ib);
-    mts__gemm_ws_free(suma);
-    mts__gemm_ws_free(sumb);
+    mts_qtab_free(&t);
+    mts__gemm_ws_free(ca);
+    mts__gemm_ws_free(cb);
     return rc;
 }

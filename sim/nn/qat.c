@@ -1,0 +1,434 @@
+/* qat.c - dense and conv layers through an integer multiplier, trained the
+ * way the field trains them (docs/training.md, "Integer multipliers"):
+ * quantization-aware forward (activations per tensor with the observer's
+ * range, weights per output channel, the products from the design's table,
+ * exact integer sums, zero-point correction, one rescale) and a choice of
+ * backward (mts_int_bwd): the straight-through estimator in FP32, the
+ * multiplier's own gradient tables, or every backward product through the
+ * table as before. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "mantis/nn_ops.h"
+
+int mts_int_bwd_parse(const char *s, mts_int_bwd *b, mts_err *err)
+{
+    if (s && !strcmp(s, "ste")) *b = MTS_INT_BWD_STE;
+    else if (s && !strcmp(s, "table")) *b = MTS_INT_BWD_TABLE;
+    else if (s && !strcmp(s, "approx")) *b = MTS_INT_BWD_APPROX;
+    else return mts_fail(err, MTS_EINVAL, "integer backward '%s': expected ste, table or approx", s ? s : "");
+    return MTS_OK;
+}
+
+const char *mts_int_bwd_name(mts_int_bwd b)
+{
+    return b == MTS_INT_BWD_TABLE ? "table" : b == MTS_INT_BWD_APPROX ? "approx" : "ste";
+}
+
+static int nthreads(const mts_provider *p)
+{
+#ifdef _OPENMP
+    return p && p->threads > 0 ? p->threads : omp_get_max_threads();
+#else
+    (void)p;
+    return 1;
+#endif
+}
+
+/* What a QAT op needs of its integer table: the table, the prepared
+ * planes (the context's when they belong to this table, else built here)
+ * and the per-channel weight quantizers. */
+typedef struct qlayer {
+    const mts_lut *lut;
+    int bits, sg, threads;
+    uint32_t mask;
+    const mts_qtab *tab;
+    mts_qtab own;
+    mts_qparam *qw;  /* [out] */
+} qlayer;
+
+static int qlayer_open(qlayer *q, const mts_nn_ctx *ctx, const float *w, int out, int in, mts_err *err)
+{
+    memset(q, 0, sizeof *q);
+    const mts_provider *p = ctx->fwd;
+    if (!p || p->kind != MTS_PROV_INT || !p->lut || p->lut->kind != MTS_LUT_INT)
+        return mts_fail(err, MTS_EINVAL, "quantization-aware layer: the forward provider is not an integer table");
+    q->lut = p->lut;
+    q->bits = p->lut->int_bits;
+    q->sg = p->lut->int_signed != 0;
+    q->mask = (1u << q->bits) - 1u;
+    q->threads = nthreads(p);
+    q->qw = malloc(sizeof *q->qw * (size_t)(out > 0 ? out : 1));
+    if (!q->qw) return mts_fail(err, MTS_ENOMEM, "quantization-aware layer: out of memory");
+    mts_qat_weight_params(w, out, in, q->bits, q->sg, q->qw);
+    if (ctx->qtab && ctx->qtab->lut == p->lut) {
+        q->tab = ctx->qtab;
+        return MTS_OK;
+    }
+    q->tab = &q->own;
+    return mts_qtab_init(&q->own, p->lut, err);
+}
+
+static void qlayer_close(qlayer *q)
+{
+    if (q->tab == &q->own) mts_qtab_free(&q->own);
+    free(q->qw);
+    memset(q, 0, sizeof *q);
+}
+
+/* Weight codes cw[out][in] and, for the GEMM, per-channel zero points and
+ * scales (as doubles). */
+static void weight_codes(const qlayer *q, const float *w, int out, int in, uint8_t *cw, int32_t *zw, double *sw)
+{
+    for (int o = 0; o < out; o++) {
+        const mts_qparam *p = &q->qw[o];
+        for (int i = 0; i < in; i++) cw[(size_t)o * in + i] = (uint8_t)((uint32_t)mts_q_value(p, w[(size_t)o * in + i]) & q->mask);
+        zw[o] = p->zp;
+        sw[o] = p->scale;
+    }
+}
+
+/* Codes of x[0..n) with one quantizer. */
+static void act_codes(const mts_qparam *qa, uint32_t mask, const float *x, size_t n, uint8_t *c)
+{
+    for (size_t i = 0; i < n; i++) c[i] = (uint8_t)((uint32_t)mts_q_value(qa, x[i]) & mask);
+}
+
+/* The value of an n-bit code (sign-extended when signed). */
+static inline int32_t cval(uint32_t c, int bits, int sg)
+{
+    return sg && (c >> (bits - 1)) ? (int32_t)c - (1 << bits) : (int32_t)c;
+}
+
+/* The float provider of the STE and TABLE backward: ctx->bwd unless it is
+ * an integer table (then native FP32 on its threads). */
+static const mts_provider *float_bwd(const mts_nn_ctx *ctx, mts_provider *native)
+{
+    if (ctx->bwd && ctx->bwd->kind != MTS_PROV_INT) return ctx->bwd;
+    memset(native, 0, sizeof *native);
+    native->kind = MTS_PROV_NATIVE;
+    native->threads = ctx->bwd ? ctx->bwd->threads : ctx->fwd ? ctx->fwd->threads : 0;
+    return native;
+}
+
+/* dx[i] = 0 where x[i] was clipped by the quantizer (the STE's mask). */
+static void clip_mask(const mts_qparam *qa, const float *x, size_t n, float *dx)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!mts_q_pass(qa, x[i])) dx[i] = 0.0f;
+}
+
+/* Fake-quantized copies: xh = dequant(quant(x)) with one quantizer, wh per channel. */
+static void fake_act(const mts_qparam *qa, const float *x, size_t n, float *xh)
+{
+    for (size_t i = 0; i < n; i++) xh[i] = mts_q_real(qa, mts_q_value(qa, x[i]));
+}
+static void fake_weights(const qlayer *q, const float *w, int out, int in, float *wh)
+{
+    for (int o = 0; o < out; o++)
+        for (int i = 0; i < in; i++) {
+            size_t j = (size_t)o * in + i;
+            wh[j] = mts_q_real(&q->qw[o], mts_q_value(&q->qw[o], w[j]));
+        }
+}
+
+/* The gradient tables of the forward table: the context's, or built here. */
+static int grad_tables(const mts_nn_ctx *ctx, mts_int_grad *own, const mts_int_grad **g, mts_err *err)
+{
+    if (ctx->igrad && ctx->igrad->lut == ctx->fwd->lut && ctx->igrad->da) {
+        *g = ctx->igrad;
+        return MTS_OK;
+    }
+    *g = own;
+    return mts_int_grad_build(ctx->fwd->lut, mts_int_grad_default_window(ctx->fwd->lut->int_bits), own, err);
+}
+
+/* ----------------------------------------------------------------- dense */
+
+int mts_qdense_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int in, int out, const float *x,
+                       const float *w, const float *b, float *y, mts_err *err)
+{
+    qlayer q;
+    int rc = qlayer_open(&q, ctx, w, out, in, err);
+    size_t nx = (size_t)N * in, nw = (size_t)out * in;
+    uint8_t *cx = malloc(nx + 1), *cw = malloc(nw + 1);
+    int32_t *zw = malloc(sizeof *zw * (size_t)(out + 1));
+    double *sw = malloc(sizeof *sw * (size_t)(out + 1));
+    if (rc == MTS_OK && (!cx || !cw || !zw || !sw)) rc = mts_fail(err, MTS_ENOMEM, "dense forward: out of memory");
+    if (rc == MTS_OK) {
+        act_codes(qa, q.mask, x, nx, cx);
+        weight_codes(&q, w, out, in, cw, zw, sw);
+        /* y = x * w^T: a = activation, b = weight */
+        mts_qopd A = {cx, (size_t)in, NULL, qa->zp, NULL, qa->scale}, B = {cw, (size_t)in, zw, 0, sw, 0.0};
+        rc = mts_qgemm(q.tab, q.threads, ctx->fwd->scalar_only, 0, N, out, in, &A, &B, 0.0f, y, out, err);
+    }
+    if (rc == MTS_OK && b)
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < out; o++) y[(size_t)n * out + o] += b[o];
+    qlayer_close(&q);
+    free(cx);
+    free(cw);
+    free(zw);
+    free(sw);
+    return rc;
+}
+
+/* The TABLE backward of a dense layer: each product's factor is the table's
+ * gradient at its code pair, in real units; sums in the GEMMs' order
+ * (dx over o, dw over n, each from +0). */
+static void dense_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qparam *qa, int N, int in, int out,
+                              const uint8_t *cx, const uint8_t *cw, const float *dy, float *dx, float *dw)
+{
+    int bits = q->bits, T = q->threads;
+    (void)T;
+    if (dx) {
+#pragma omp parallel for num_threads(T) schedule(static)
+        for (int n = 0; n < N; n++) {
+            float *r = dx + (size_t)n * in;
+            const uint8_t *xa = cx + (size_t)n * in;
+            for (int i = 0; i < in; i++) r[i] = 0.0f;
+            for (int o = 0; o < out; o++) {
+                float d = dy[(size_t)n * out + o], z = (float)q->qw[o].zp, s = q->qw[o].scale;
+                const uint8_t *wb = cw + (size_t)o * in;
+                for (int i = 0; i < in; i++) r[i] = r[i] + d * ((G->da[((uint32_t)xa[i] << bits) | wb[i]] - z) * s);
+            }
+        }
+    }
+    if (dw) {
+        float z = (float)qa->zp, s = qa->scale;
+#pragma omp parallel for num_threads(T) schedule(static)
+        for (int o = 0; o < out; o++) {
+            float *r = dw + (size_t)o * in;
+            const uint8_t *wb = cw + (size_t)o * in;
+            for (int i = 0; i < in; i++) r[i] = 0.0f;
+            for (int n = 0; n < N; n++) {
+                float d = dy[(size_t)n * out + o];
+                const uint8_t *xa = cx + (size_t)n * in;
+                for (int i = 0; i < in; i++) r[i] = r[i] + d * ((G->db[((uint32_t)xa[i] << bits) | wb[i]] - z) * s);
+            }
+        }
+    }
+}
+
+int mts_qdense_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int in, int out, const float *x,
+                        const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err)
+{
+    if (ctx->int_bwd == MTS_INT_BWD_APPROX)
+        return mts_dense_backward(ctx, N, in, out, x, w, dy, dx, dw, db, err);
+    mts_provider native;
+    mts_nn_ctx fc = *ctx; /* plain FP32 backward GEMMs, identity STE */
+    fc.fwd = fc.bwd = float_bwd(ctx, &native);
+    fc.ste = MTS_STE_IDENTITY;
+    qlayer q;
+    int rc = qlayer_open(&q, ctx, w, out, in, err);
+    size_t nx = (size_t)N * in, nw = (size_t)out * in;
+    if (rc != MTS_OK) goto done0;
+    if (ctx->int_bwd == MTS_INT_BWD_STE) {
+        float *xh = malloc(sizeof *xh * (nx + 1)), *wh = malloc(sizeof *wh * (nw + 1));
+        if (!xh || !wh) rc = mts_fail(err, MTS_ENOMEM, "dense backward: out of memory");
+        else {
+            fake_act(qa, x, nx, xh);
+            fake_weights(&q, w, out, in, wh);
+            rc = mts_dense_backward(&fc, N, in, out, xh, wh, dy, dx, dw, db, err);
+        }
+        free(xh);
+        free(wh);
+    } else {
+        mts_int_grad own;
+        const mts_int_grad *G;
+        memset(&own, 0, sizeof own);
+        uint8_t *cx = malloc(nx + 1), *cw = malloc(nw + 1);
+        int32_t *zw = malloc(sizeof *zw * (size_t)(out + 1));
+        double *sw = malloc(sizeof *sw * (size_t)(out + 1));
+        if (!cx || !cw || !zw || !sw) rc = mts_fail(err, MTS_ENOMEM, "dense backward: out of memory");
+        else rc = grad_tables(ctx, &own, &G, err);
+        if (rc == MTS_OK) {
+            act_codes(qa, q.mask, x, nx, cx);
+            weight_codes(&q, w, out, in, cw, zw, sw);
+            dense_table_grads(G, &q, qa, N, in, out, cx, cw, dy, dx, dw);
+            if (db) rc = mts_dense_backward(&fc, N, in, out, x, w, dy, NULL, NULL, db, err);
+        }
+        mts_int_grad_free(&own);
+        free(cx);
+        free(cw);
+        free(zw);
+        free(sw);
+    }
+    if (rc == MTS_OK && dx) clip_mask(qa, x, nx, dx);
+done0:
+    qlayer_close(&q);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ conv */
+
+/* Centred codes of the input as floats, (q - zp): im2col then pads with 0,
+ * the code of the real 0. */
+static void centred(const mts_qparam *qa, const float *x, size_t n, float *xc)
+{
+    for (size_t i = 0; i < n; i++) xc[i] = (float)(mts_q_value(qa, x[i]) - qa->zp);
+}
+
+/* Codes back from centred floats. */
+static void codes_of(const float *xc, size_t n, int32_t zp, uint32_t mask, uint8_t *c)
+{
+    for (size_t i = 0; i < n; i++) c[i] = (uint8_t)((uint32_t)((int32_t)xc[i] + zp) & mask);
+}
+
+int mts_qconv2d_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_conv_geom *g, int N,
+                        const float *x, const float *w, const float *b, float *y, mts_err *err)
+{
+    int K = g->cin * g->k * g->k, P = g->oh * g->ow, C = g->cout;
+    size_t NP = (size_t)N * P, nx = (size_t)N * g->cin * g->h * g->w;
+    qlayer q;
+    int rc = qlayer_open(&q, ctx, w, C, K, err);
+    float *xc = malloc(sizeof *xc * (nx + 1)), *colT = malloc(sizeof *colT * (NP * K + 1)),
+          *t = malloc(sizeof *t * (NP * C + 1));
+    uint8_t *ca = malloc(NP * K + 1), *cw = malloc((size_t)C * K + 1);
+    int32_t *zw = malloc(sizeof *zw * (size_t)(C + 1));
+    double *sw = malloc(sizeof *sw * (size_t)(C + 1));
+    if (rc == MTS_OK && (!xc || !colT || !t || !ca || !cw || !zw || !sw))
+        rc = mts_fail(err, MTS_ENOMEM, "conv forward: out of memory (%zu x %d codes)", NP, K);
+    if (rc == MTS_OK) {
+        centred(qa, x, nx, xc);
+        rc = mts_im2col_t(g, N, xc, colT, err);
+    }
+    if (rc == MTS_OK) {
+        codes_of(colT, NP * K, qa->zp, q.mask, ca);
+        weight_codes(&q, w, C, K, cw, zw, sw);
+        /* col^T x w^T [N*P][cout] stored transposed t[cout][N*P]: a = activation, b = weight */
+        mts_qopd A = {ca, (size_t)K, NULL, qa->zp, NULL, qa->scale}, B = {cw, (size_t)K, zw, 0, sw, 0.0};
+        rc = mts_qgemm(q.tab, q.threads, ctx->fwd->scalar_only, 1, (int)NP, C, K, &A, &B, 0.0f, t, (int)NP, err);
+    }
+    if (rc == MTS_OK)
+        for (int n = 0; n < N; n++)
+            for (int co = 0; co < C; co++) {
+                float *yo = y + ((size_t)n * C + co) * P;
+                const float *to = t + (size_t)co * NP + (size_t)n * P;
+                float bias = b ? b[co] : 0.0f;
+                for (int p = 0; p < P; p++) yo[p] = to[p] + bias;
+            }
+    qlayer_close(&q);
+    free(xc);
+    free(colT);
+    free(t);
+    free(ca);
+    free(cw);
+    free(zw);
+    free(sw);
+    return rc;
+}
+
+/* The TABLE backward of a conv layer, in the orders of mts_conv2d_backward:
+ * dW[co][k] sums over n*P in order, dcol[k][n*P] over cout in order (then
+ * col2im as for every provider). caT: codes [N*P][K], ca: [K][N*P]. */
+static int conv_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qparam *qa, const mts_conv_geom *g,
+                            int N, const uint8_t *caT, const uint8_t *ca, const uint8_t *cw, const float *dyc,
+                            float *dx, float *dw, mts_err *err)
+{
+    int K = g->cin * g->k * g->k, C = g->cout, bits = q->bits, T = q->threads;
+    size_t NP = (size_t)N * g->oh * g->ow;
+    (void)T;
+    if (dw) {
+        float z = (float)qa->zp, s = qa->scale;
+#pragma omp parallel for num_threads(T) schedule(static)
+        for (int co = 0; co < C; co++) {
+            float *r = dw + (size_t)co * K;
+            const uint8_t *wb = cw + (size_t)co * K;
+            for (int k = 0; k < K; k++) r[k] = 0.0f;
+            for (size_t np = 0; np < NP; np++) {
+                float d = dyc[(size_t)co * NP + np];
+                const uint8_t *xa = caT + np * K;
+                for (int k = 0; k < K; k++) r[k] = r[k] + d * ((G->db[((uint32_t)xa[k] << bits) | wb[k]] - z) * s);
+            }
+        }
+    }
+    if (!dx) return MTS_OK;
+    float *dcol = malloc(sizeof *dcol * (NP * K + 1));
+    if (!dcol) return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d gradients)", NP, K);
+#pragma omp parallel for num_threads(T) schedule(static)
+    for (int k = 0; k < K; k++) {
+        float *r = dcol + (size_t)k * NP;
+        const uint8_t *xa = ca + (size_t)k * NP;
+        for (size_t np = 0; np < NP; np++) r[np] = 0.0f;
+        for (int co = 0; co < C; co++) {
+            uint32_t wbk = cw[(size_t)co * K + k];
+            float z = (float)q->qw[co].zp, s = q->qw[co].scale;
+            const float *d = dyc + (size_t)co * NP;
+            for (size_t np = 0; np < NP; np++) r[np] = r[np] + d[np] * ((G->da[((uint32_t)xa[np] << bits) | wbk] - z) * s);
+        }
+    }
+    int rc = mts_col2im_rows(g, N, dcol, dx, err);
+    free(dcol);
+    return rc;
+}
+
+int mts_qconv2d_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_conv_geom *g, int N,
+                         const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                         mts_err *err)
+{
+    if (ctx->int_bwd == MTS_INT_BWD_APPROX) return mts_conv2d_backward(ctx, g, N, x, w, dy, dx, dw, db, err);
+    int K = g->cin * g->k * g->k, P = g->oh * g->ow, C = g->cout;
+    size_t NP = (size_t)N * P, nx = (size_t)N * g->cin * g->h * g->w;
+    mts_provider native;
+    mts_nn_ctx fc = *ctx;
+    fc.fwd = fc.bwd = float_bwd(ctx, &native);
+    fc.ste = MTS_STE_IDENTITY;
+    qlayer q;
+    int rc = qlayer_open(&q, ctx, w, C, K, err);
+    if (rc != MTS_OK) goto done0;
+    if (ctx->int_bwd == MTS_INT_BWD_STE) {
+        float *xh = malloc(sizeof *xh * (nx + 1)), *wh = malloc(sizeof *wh * ((size_t)C * K + 1));
+        if (!xh || !wh) rc = mts_fail(err, MTS_ENOMEM, "conv backward: out of memory");
+        else {
+            fake_act(qa, x, nx, xh);
+            fake_weights(&q, w, C, K, wh);
+            rc = mts_conv2d_backward(&fc, g, N, xh, wh, dy, dx, dw, db, err);
+        }
+        free(xh);
+        free(wh);
+    } else {
+        mts_int_grad own;
+        const mts_int_grad *G;
+        memset(&own, 0, sizeof own);
+        float *xc = malloc(sizeof *xc * (nx + 1)), *col = malloc(sizeof *col * (NP * K + 1)),
+              *dyc = malloc(sizeof *dyc * (NP * C + 1));
+        uint8_t *caT = malloc(NP * K + 1), *ca = malloc(NP * K + 1), *cw = malloc((size_t)C * K + 1);
+        int32_t *zw = malloc(sizeof *zw * (size_t)(C + 1));
+        double *sw = malloc(sizeof *sw * (size_t)(C + 1));
+        if (!xc || !col || !dyc || !caT || !ca || !cw || !zw || !sw)
+            rc = mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d codes)", NP, K);
+        else rc = grad_tables(ctx, &own, &G, err);
+        if (rc == MTS_OK) {
+            centred(qa, x, nx, xc);
+            rc = mts_im2col_t(g, N, xc, col, err);
+            if (rc == MTS_OK) codes_of(col, NP * K, qa->zp, q.mask, caT);
+            if (rc == MTS_OK && dx) rc = mts_im2col(g, N, xc, col, err);
+            if (rc == MTS_OK && dx) codes_of(col, NP * K, qa->zp, q.mask, ca);
+        }
+        if (rc == MTS_OK) {
+            weight_codes(&q, w, C, K, cw, zw, sw);
+            for (int n = 0; n < N; n++)
+                for (int co = 0; co < C; co++)
+                    memcpy(dyc + (size_t)co * NP + (size_t)n * P, dy + ((size_t)n * C + co) * P, sizeof(float) * (size_t)P);
+            rc = conv_table_grads(G, &q, qa, g, N, caT, ca, cw, dyc, dx, dw, err);
+        }
+        if (rc == MTS_OK && db) rc = mts_conv2d_backward(&fc, g, N, x, w, dy, NULL, NULL, db, err);
+        mts_int_grad_free(&own);
+        free(xc);
+        free(col);
+        free(dyc);
+        free(caT);
+        free(ca);
+        free(cw);
+        free(zw);
+        free(sw);
+    }
+    if (rc == MTS_OK && dx) clip_mask(qa, x, nx, dx);
+done0:
+    qlayer_close(&q);
+    return rc;
+}
