@@ -124,8 +124,11 @@ int mts_qtab_init(mts_qtab *t, const mts_lut *lut, mts_err *err);
 void mts_qtab_free(mts_qtab *t);
 
 /* One operand of mts_qgemm: rows x k codes (the low n bits of each operand
- * value, two's complement when signed), row r at code + r * ld; per-row zero
- * points and scales (zp / scale NULL: zp1 / scale1 for every row). */
+ * value, two's complement when signed), element (r, kk) at code[r*ld + kk],
+ * or at code[kk*ld + r] when kmajor (a convolution's im2col layout, which
+ * the SIMD kernel reads as it is when this operand runs across its lanes);
+ * per-row zero points and scales (zp / scale NULL: zp1 / scale1 for every
+ * row). */
 typedef struct mts_qopd {
     const uint8_t *code;
     size_t ld;
@@ -133,6 +136,7 @@ typedef struct mts_qopd {
     int32_t zp1;
     const double *scale;
     double scale1;
+    int kmajor;
 } mts_qopd;
 
 /* C(i, j) = (float)((sa_i * sb_j) * (double)acc), acc = sum over kk of

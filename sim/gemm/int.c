@@ -89,34 +89,94 @@ static inline int32_t code_value(uint32_t c, int bits, int sg)
     return sg && (c >> (bits - 1)) ? (int32_t)c - (1 << bits) : (int32_t)c;
 }
 
-static inline int32_t opd_zp(const mts_qopd *o, int r) { return o->zp ? o->zp[r] : o->zp1; }
-static inline double opd_scale(const mts_qopd *o, int r) { return o->scale ? o->scale[r] : o->scale1; }
+/* What the epilogue needs of one operand, per row: zero point, scale and
+ * the sum of the values of its codes (mts_qdot_correct's S_a / S_b). */
+typedef struct qside {
+    int32_t *zp;
+    double *sc;
+    int64_t *sum;
+} qside;
 
-/* One output: the zero-point correction and the rescale of the table sum s_ab
- * of row i of a and row j of b (their value sums sa, sb), stored with beta. */
-static inline void q_out(const mts_qopd *a, const mts_qopd *b, int ct, int i, int j, int k, int64_t s_ab,
-                         int64_t sa, int64_t sb, float beta, float *C, int ldc)
+static int qside_make(const mts_qopd *o, int rows, int k, int bits, int sg, qside *q)
 {
-    int64_t acc = mts_qdot_correct(s_ab, sa, sb, (int64_t)k, opd_zp(a, i), opd_zp(b, j));
-    float y = (float)((opd_scale(a, i) * opd_scale(b, j)) * (double)acc);
-    gemm_store(ct ? &C[(size_t)j * (size_t)ldc + (size_t)i] : &C[(size_t)i * (size_t)ldc + (size_t)j], beta, y);
+    q->zp = malloc(sizeof *q->zp * (size_t)rows);
+    q->sc = malloc(sizeof *q->sc * (size_t)rows);
+    q->sum = calloc((size_t)rows, sizeof *q->sum);
+    if (!q->zp || !q->sc || !q->sum) return 0;
+    for (int r = 0; r < rows; r++) {
+        q->zp[r] = o->zp ? o->zp[r] : o->zp1;
+        q->sc[r] = o->scale ? o->scale[r] : o->scale1;
+    }
+    if (o->kmajor)
+        for (int kk = 0; kk < k; kk++) {
+            const uint8_t *c = o->code + (size_t)kk * o->ld;
+            for (int r = 0; r < rows; r++) q->sum[r] += code_value(c[r], bits, sg);
+        }
+    else
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *c = o->code + (size_t)r * o->ld;
+            int64_t v = 0;
+            for (int kk = 0; kk < k; kk++) v += code_value(c[kk], bits, sg);
+            q->sum[r] = v;
+        }
+    return 1;
 }
 
-/* Value sums of each row of o (rows x k). */
-static void row_sums(const mts_qopd *o, int rows, int k, int bits, int sg, int64_t *s)
+static void qside_free(qside *q)
 {
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *c = o->code + (size_t)r * o->ld;
-        int64_t v = 0;
-        for (int kk = 0; kk < k; kk++) v += code_value(c[kk], bits, sg);
-        s[r] = v;
+    free(q->zp);
+    free(q->sc);
+    free(q->sum);
+}
+
+/* Row-major codes of o (rows x k): o's own array, or *tmp holding a copy
+ * when o is k-major. NULL when out of memory. */
+static const uint8_t *row_major(const mts_qopd *o, int rows, int k, uint8_t **tmp)
+{
+    *tmp = NULL;
+    if (!o->kmajor) return o->code;
+    uint8_t *t = mts__gemm_ws_alloc((size_t)rows * (size_t)k + 1, 0);
+    if (!t) return NULL;
+    for (int kk = 0; kk < k; kk++)
+        for (int r = 0; r < rows; r++) t[(size_t)r * k + kk] = o->code[(size_t)kk * o->ld + r];
+    *tmp = t;
+    return t;
+}
+
+/* Outputs of one row r of the row operand against columns j0 .. j0+jn of
+ * the column operand, from their table sums t[c] (offset included): the
+ * zero-point correction and the rescale of every output, then the stores.
+ * swap: the row operand is the caller's b (so output (i, j) = (j0+c, r)). */
+static void q_epilogue(const qside *R, const qside *Cs, int r, int j0, int jn, int k, const int64_t *t, int swap,
+                       int ct, float beta, float *C, int ldc, float *out)
+{
+    int64_t zr = R->zp[r], Sr = R->sum[r], kz = (int64_t)k * zr;
+    double sr = R->sc[r];
+    const int32_t *zc = Cs->zp + j0;
+    const int64_t *Sc = Cs->sum + j0;
+    const double *sc = Cs->sc + j0;
+    /* mts_qdot_correct, symmetric in its operands: t - zc Sr - zr Sc + k zr zc */
+    for (int c = 0; c < jn; c++) {
+        int64_t acc = t[c] - (int64_t)zc[c] * Sr - zr * Sc[c] + kz * (int64_t)zc[c];
+        out[c] = (float)((sr * sc[c]) * (double)acc);
+    }
+    if (swap == ct) { /* the outputs of a row of the result, side by side */
+        float *dst = swap ? C + (size_t)r * (size_t)ldc + (size_t)j0 : C + (size_t)r * (size_t)ldc + (size_t)j0;
+        if (beta == 0.0f) memcpy(dst, out, sizeof(float) * (size_t)jn);
+        else
+            for (int c = 0; c < jn; c++) gemm_store(dst + c, beta, out[c]);
+    } else {
+        for (int c = 0; c < jn; c++) gemm_store(C + (size_t)(j0 + c) * (size_t)ldc + (size_t)r, beta, out[c]);
     }
 }
 
 /* ------------------------------------------------ the scalar reference */
 
-static void qk_scalar(const mts_qtab *t, int threads, int ct, int m, int n, int k, const mts_qopd *a,
-                      const mts_qopd *b, const int64_t *sa, const int64_t *sb, float beta, float *C, int ldc)
+/* One output at a time: s = sum of lut->entry[(a << n) | b], then the
+ * correction and the rescale of mts_qdot_float's formula. */
+static void qk_scalar(const mts_qtab *t, int threads, int ct, int m, int n, int k, const uint8_t *ca,
+                      const uint8_t *cb, size_t lda, size_t ldb, const qside *A, const qside *B, float beta, float *C,
+                      int ldc)
 {
     const uint32_t *e = t->lut->entry;
     int bits = t->bits;
@@ -124,12 +184,14 @@ static void qk_scalar(const mts_qtab *t, int threads, int ct, int m, int n, int 
     (void)threads;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 4)
     for (int i = 0; i < m; i++) {
-        const uint8_t *ra = a->code + (size_t)i * a->ld;
+        const uint8_t *ra = ca + (size_t)i * lda;
         for (int j = 0; j < n; j++) {
-            const uint8_t *rb = b->code + (size_t)j * b->ld;
+            const uint8_t *rb = cb + (size_t)j * ldb;
             int64_t s = 0;
             for (int kk = 0; kk < k; kk++) s += (int32_t)e[((ra[kk] & mask) << bits) | (rb[kk] & mask)];
-            q_out(a, b, ct, i, j, k, s, sa[i], sb[j], beta, C, ldc);
+            int64_t acc = mts_qdot_correct(s, A->sum[i], B->sum[j], (int64_t)k, A->zp[i], B->zp[j]);
+            float y = (float)((A->sc[i] * B->sc[j]) * (double)acc);
+            gemm_store(ct ? &C[(size_t)j * (size_t)ldc + (size_t)i] : &C[(size_t)i * (size_t)ldc + (size_t)j], beta, y);
         }
     }
 }
@@ -141,15 +203,21 @@ static void qk_scalar(const mts_qtab *t, int threads, int ct, int m, int n, int 
 #define QK_COLS (64 * QK_NV)
 #define QK_KSTEP 256              /* k steps summed in 16 bits: 256 * 255 < 65536 */
 
-/* Table-plane sums of one row code sequence r[0..k) against the packed
- * column codes P[kk][ldp] (columns j0 .. j0 + QK_COLS), into lo[c], hi[c]
- * (c = column - j0): the low and high byte sums, as int64. */
+/* Table sums of one row code sequence r[0..k) against the column codes
+ * P[kk*ldp + j] of columns j0 .. j0+jn (jn <= QK_COLS): out[c] = 256 *
+ * (sum of high bytes) + (sum of low bytes) for column j0 + c. */
 static void qk_row(const uint8_t *plo, const uint8_t *phi, const uint8_t *r, int k, const uint8_t *P, size_t ldp,
-                   int j0, int64_t *lo, int64_t *hi)
+                   int j0, int jn, int64_t *out)
 {
     const __m512i m8 = _mm512_set1_epi16(0x00FF);
-    memset(lo, 0, sizeof(int64_t) * QK_COLS);
-    memset(hi, 0, sizeof(int64_t) * QK_COLS);
+    __mmask64 lm[QK_NV];
+    for (int v = 0; v < QK_NV; v++) {
+        int left = jn - 64 * v;
+        lm[v] = left >= 64 ? ~(__mmask64)0 : left > 0 ? (((__mmask64)1 << left) - 1) : 0;
+    }
+    int32_t L[QK_COLS], H[QK_COLS];
+    memset(L, 0, sizeof L);
+    memset(H, 0, sizeof H);
     for (int k0 = 0; k0 < k; k0 += QK_KSTEP) {
         int k1 = k - k0 < QK_KSTEP ? k : k0 + QK_KSTEP;
         __m512i le[QK_NV], lo_[QK_NV], he[QK_NV], ho[QK_NV];
@@ -162,7 +230,7 @@ static void qk_row(const uint8_t *plo, const uint8_t *phi, const uint8_t *r, int
             __m512i H2 = _mm512_loadu_si512(th + 128), H3 = _mm512_loadu_si512(th + 192);
             const uint8_t *p = P + (size_t)kk * ldp + j0;
             for (int v = 0; v < QK_NV; v++) {
-                __m512i idx = _mm512_loadu_si512(p + 64 * v);
+                __m512i idx = _mm512_maskz_loadu_epi8(lm[v], p + 64 * v);
                 __mmask64 up = _mm512_movepi8_mask(idx); /* index bit 7: entries 128..255 */
                 /* entries 0..127 where bit 7 is clear (the index passes through elsewhere), then 128..255 */
                 __m512i l = _mm512_mask2_permutex2var_epi8(L0, idx, ~up, L1);
@@ -175,47 +243,57 @@ static void qk_row(const uint8_t *plo, const uint8_t *phi, const uint8_t *r, int
                 ho[v] = _mm512_add_epi16(ho[v], _mm512_srli_epi16(h, 8));
             }
         }
+        /* widen: 16-bit lane q of the even sums is column 2q, of the odd ones 2q + 1. unpacklo/hi
+         * interleave them per 128-bit block (block g: columns 16g .. 16g+7, and 16g+8 .. 16g+15), and
+         * a two-source permute of 64-bit units puts 32 columns in order */
+        const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+        const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
         for (int v = 0; v < QK_NV; v++) {
-            uint16_t s[4][32];
-            _mm512_storeu_si512(s[0], le[v]);
-            _mm512_storeu_si512(s[1], lo_[v]);
-            _mm512_storeu_si512(s[2], he[v]);
-            _mm512_storeu_si512(s[3], ho[v]);
-            int64_t *L = lo + 64 * v, *H = hi + 64 * v;
-            for (int q = 0; q < 32; q++) {
-                L[2 * q] += s[0][q];
-                L[2 * q + 1] += s[1][q];
-                H[2 * q] += s[2][q];
-                H[2 * q + 1] += s[3][q];
+            __m512i ul = _mm512_unpacklo_epi16(le[v], lo_[v]), uh = _mm512_unpackhi_epi16(le[v], lo_[v]);
+            __m512i vl = _mm512_unpacklo_epi16(he[v], ho[v]), vh = _mm512_unpackhi_epi16(he[v], ho[v]);
+            __m512i l0 = _mm512_permutex2var_epi64(ul, first, uh), l1 = _mm512_permutex2var_epi64(ul, second, uh);
+            __m512i h0 = _mm512_permutex2var_epi64(vl, first, vh), h1 = _mm512_permutex2var_epi64(vl, second, vh);
+            int32_t *Lb = L + 64 * v, *Hb = H + 64 * v;
+            __m512i w[4] = {_mm512_cvtepu16_epi32(_mm512_castsi512_si256(l0)),
+                            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(l0, 1)),
+                            _mm512_cvtepu16_epi32(_mm512_castsi512_si256(l1)),
+                            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(l1, 1))};
+            __m512i x[4] = {_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h0)),
+                            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h0, 1)),
+                            _mm512_cvtepu16_epi32(_mm512_castsi512_si256(h1)),
+                            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h1, 1))};
+            for (int q = 0; q < 4; q++) {
+                _mm512_storeu_si512(Lb + 16 * q, _mm512_add_epi32(_mm512_loadu_si512(Lb + 16 * q), w[q]));
+                _mm512_storeu_si512(Hb + 16 * q, _mm512_add_epi32(_mm512_loadu_si512(Hb + 16 * q), x[q]));
             }
         }
     }
+    for (int c = 0; c < jn; c++) out[c] = (int64_t)H[c] * 256 + L[c];
 }
 
-/* The kernel over the job: R (rows x k codes, the row operand), P (the
- * column operand packed [k][ldp]); swap says R is the caller's b. */
-static void qk_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, int cols, int k, const uint8_t *P,
-                    size_t ldp, const mts_qopd *a, const mts_qopd *b, const int64_t *sa, const int64_t *sb,
-                    float beta, float *C, int ldc)
+/* The kernel over the job: R (rows x k codes, row-major, ldr: the row
+ * operand), P (the column operand's codes, [k][ldp]); swap says R is the
+ * caller's b. */
+static void qk_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, int cols, int k, const uint8_t *R,
+                    size_t ldr, const uint8_t *P, size_t ldp, const qside *Rs, const qside *Cs, float beta, float *C,
+                    int ldc)
 {
-    const mts_qopd *R = swap ? b : a;
     const uint8_t *plo = t->lo + (swap ? 65536 : 0), *phi = t->hi + (swap ? 65536 : 0);
     int nch = (cols + QK_COLS - 1) / QK_COLS;
     long tiles = (long)rows * nch;
+    int64_t ktmin = (int64_t)k * t->tmin;
     (void)threads;
 #pragma omp parallel num_threads(threads)
     {
-        int64_t lo[QK_COLS], hi[QK_COLS];
+        int64_t s[QK_COLS];
+        float out[QK_COLS];
 #pragma omp for schedule(dynamic, 4)
         for (long tI = 0; tI < tiles; tI++) {
             int r = (int)(tI / nch), j0 = (int)(tI % nch) * QK_COLS;
-            qk_row(plo, phi, R->code + (size_t)r * R->ld, k, P, ldp, j0, lo, hi);
             int jn = cols - j0 < QK_COLS ? cols - j0 : QK_COLS;
-            for (int c = 0; c < jn; c++) {
-                int64_t s = hi[c] * 256 + lo[c] + (int64_t)k * t->tmin;
-                if (swap) q_out(a, b, ct, j0 + c, r, k, s, sa[j0 + c], sb[r], beta, C, ldc);
-                else q_out(a, b, ct, r, j0 + c, k, s, sa[r], sb[j0 + c], beta, C, ldc);
-            }
+            qk_row(plo, phi, R + (size_t)r * ldr, k, P, ldp, j0, jn, s);
+            for (int c = 0; c < jn; c++) s[c] += ktmin;
+            q_epilogue(Rs, Cs, r, j0, jn, k, s, swap, ct, beta, C, ldc, out);
         }
     }
 }
@@ -231,40 +309,55 @@ int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, in
     if (threads <= 0) threads = omp_get_max_threads();
 #endif
     if (threads < 1 || (double)m * n * k < 262144.0) threads = 1;
-    int64_t *sa = malloc(sizeof(int64_t) * (size_t)m), *sb = malloc(sizeof(int64_t) * (size_t)n);
-    uint8_t *P = NULL;
-    int rc = MTS_OK;
-    if (!sa || !sb) {
+    qside A, B;
+    uint8_t *ta = NULL, *tb = NULL, *P = NULL;
+    int rc = MTS_OK, okA = qside_make(a, m, k, t->bits, t->is_signed, &A), okB = qside_make(b, n, k, t->bits, t->is_signed, &B);
+    if (!okA || !okB) {
         rc = mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory (%d x %d x %d)", m, n, k);
         goto done;
     }
-    row_sums(a, m, k, t->bits, t->is_signed, sa);
-    row_sums(b, n, k, t->bits, t->is_signed, sb);
 #if GEMM_VBMI
     if (!scalar_only && t->planes && k > 0) {
         /* the operand with more rows runs across the lanes */
         int swap = m > n;
         int rows = swap ? n : m, cols = swap ? m : n;
-        const mts_qopd *Cp = swap ? a : b;
-        size_t ldp = ((size_t)cols + QK_COLS - 1) / QK_COLS * QK_COLS;
-        P = mts__gemm_ws_alloc((size_t)k * ldp, 1);
-        if (!P) {
+        const mts_qopd *Ro = swap ? b : a, *Co = swap ? a : b;
+        const uint8_t *R = row_major(Ro, rows, k, swap ? &tb : &ta);
+        size_t ldr = Ro->kmajor ? (size_t)k : Ro->ld, ldp = Co->ld;
+        const uint8_t *Pc = Co->code;
+        if (!Co->kmajor) { /* pack [k][cols] */
+            P = mts__gemm_ws_alloc((size_t)k * (size_t)cols + 1, 0);
+            if (P)
+                for (int j = 0; j < cols; j++) {
+                    const uint8_t *c = Co->code + (size_t)j * Co->ld;
+                    for (int kk = 0; kk < k; kk++) P[(size_t)kk * cols + (size_t)j] = c[kk];
+                }
+            Pc = P;
+            ldp = (size_t)cols;
+        }
+        if (!R || !Pc) {
             rc = mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory packing %d x %d codes", k, cols);
             goto done;
         }
-        for (int j = 0; j < cols; j++) {
-            const uint8_t *c = Cp->code + (size_t)j * Cp->ld;
-            for (int kk = 0; kk < k; kk++) P[(size_t)kk * ldp + (size_t)j] = c[kk];
-        }
-        qk_vbmi(t, threads, ct, swap, rows, cols, k, P, ldp, a, b, sa, sb, beta, C, ldc);
+        qk_vbmi(t, threads, ct, swap, rows, cols, k, R, ldr, Pc, ldp, swap ? &B : &A, swap ? &A : &B, beta, C, ldc);
         goto done;
     }
 #endif
     (void)scalar_only;
-    qk_scalar(t, threads, ct, m, n, k, a, b, sa, sb, beta, C, ldc);
+    {
+        const uint8_t *ca = row_major(a, m, k, &ta), *cb = row_major(b, n, k, &tb);
+        if (!ca || !cb) {
+            rc = mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory (%d x %d x %d)", m, n, k);
+            goto done;
+        }
+        qk_scalar(t, threads, ct, m, n, k, ca, cb, a->kmajor ? (size_t)k : a->ld, b->kmajor ? (size_t)k : b->ld, &A,
+                  &B, beta, C, ldc);
+    }
 done:
-    free(sa);
-    free(sb);
+    qside_free(&A);
+    qside_free(&B);
+    mts__gemm_ws_free(ta);
+    mts__gemm_ws_free(tb);
     mts__gemm_ws_free(P);
     return rc;
 }
@@ -353,7 +446,7 @@ int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int 
         for (int kk = 0; kk < k; kk++)
             cb[(size_t)j * K + (size_t)kk] = (uint8_t)((uint32_t)mts_affine_quantize(&pb, gemm_at(B, ldb, transB, kk, j)) & mask);
     if ((rc = mts_qtab_init(&t, lut, err)) != MTS_OK) goto done;
-    mts_qopd qa = {ca, K, NULL, pa.zero_point, NULL, pa.scale}, qb = {cb, K, NULL, pb.zero_point, NULL, pb.scale};
+    mts_qopd qa = {ca, K, NULL, pa.zero_point, NULL, pa.scale, 0}, qb = {cb, K, NULL, pb.zero_point, NULL, pb.scale, 0};
     rc = mts_qgemm(&t, threads, scalar_only, ct, m, n, k, &qa, &qb, beta, C, ldc, err);
 done:
     mts_qtab_free(&t);

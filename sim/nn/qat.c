@@ -162,7 +162,7 @@ int mts_qdense_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int i
         act_codes(qa, q.mask, x, nx, cx);
         weight_codes(&q, w, out, in, cw, zw, sw);
         /* y = x * w^T: a = activation, b = weight */
-        mts_qopd A = {cx, (size_t)in, NULL, qa->zp, NULL, qa->scale}, B = {cw, (size_t)in, zw, 0, sw, 0.0};
+        mts_qopd A = {cx, (size_t)in, NULL, qa->zp, NULL, qa->scale, 0}, B = {cw, (size_t)in, zw, 0, sw, 0.0, 0};
         rc = mts_qgemm(q.tab, q.threads, ctx->fwd->scalar_only, 0, N, out, in, &A, &B, 0.0f, y, out, err);
     }
     if (rc == MTS_OK && b)
@@ -278,6 +278,41 @@ static void codes_of(const float *xc, size_t n, int32_t zp, uint32_t mask, uint8
     for (size_t i = 0; i < n; i++) c[i] = (uint8_t)((uint32_t)((int32_t)xc[i] + zp) & mask);
 }
 
+/* im2col of codes: xq[N][cin][h][w] into col[K][N*P] (K in (ci, ky, kx)
+ * order, columns in (n, oy, ox) order, as mts_im2col), padding taps taking
+ * the code pad (the zero point: the real 0). */
+static void im2col_codes(const mts_conv_geom *g, int N, const uint8_t *xq, uint8_t pad, uint8_t *col)
+{
+    int P = g->oh * g->ow, s = g->stride;
+    size_t NP = (size_t)N * P, plane = (size_t)g->h * g->w;
+    for (int ci = 0; ci < g->cin; ci++)
+        for (int ky = 0; ky < g->k; ky++)
+            for (int kx = 0; kx < g->k; kx++) {
+                uint8_t *row = col + ((size_t)(ci * g->k + ky) * g->k + kx) * NP;
+                /* output columns ox whose input column ix = ox*s - pad + kx lies inside: [o0, o1) */
+                int o0 = 0, o1 = g->ow;
+                while (o0 < g->ow && o0 * s - g->pad + kx < 0) o0++;
+                while (o1 > o0 && (o1 - 1) * s - g->pad + kx >= g->w) o1--;
+                for (int n = 0; n < N; n++) {
+                    const uint8_t *src = xq + ((size_t)n * g->cin + ci) * plane;
+                    for (int oy = 0; oy < g->oh; oy++) {
+                        uint8_t *d = row + (size_t)n * P + (size_t)oy * g->ow;
+                        int iy = oy * s - g->pad + ky;
+                        if (iy < 0 || iy >= g->h) {
+                            memset(d, pad, (size_t)g->ow);
+                            continue;
+                        }
+                        const uint8_t *sr = src + (size_t)iy * g->w;
+                        for (int ox = 0; ox < o0; ox++) d[ox] = pad;
+                        if (s == 1) memcpy(d + o0, sr + o0 - g->pad + kx, (size_t)(o1 - o0));
+                        else
+                            for (int ox = o0; ox < o1; ox++) d[ox] = sr[ox * s - g->pad + kx];
+                        for (int ox = o1; ox < g->ow; ox++) d[ox] = pad;
+                    }
+                }
+            }
+}
+
 int mts_qconv2d_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_conv_geom *g, int N,
                         const float *x, const float *w, const float *b, float *y, mts_err *err)
 {
@@ -285,22 +320,19 @@ int mts_qconv2d_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_c
     size_t NP = (size_t)N * P, nx = (size_t)N * g->cin * g->h * g->w;
     qlayer q;
     int rc = qlayer_open(&q, ctx, w, C, K, err);
-    float *xc = malloc(sizeof *xc * (nx + 1)), *colT = malloc(sizeof *colT * (NP * K + 1)),
-          *t = malloc(sizeof *t * (NP * C + 1));
-    uint8_t *ca = malloc(NP * K + 1), *cw = malloc((size_t)C * K + 1);
+    float *t = malloc(sizeof *t * (NP * C + 1));
+    uint8_t *cx = malloc(nx + 1), *ca = malloc(NP * K + 1), *cw = malloc((size_t)C * K + 1);
     int32_t *zw = malloc(sizeof *zw * (size_t)(C + 1));
     double *sw = malloc(sizeof *sw * (size_t)(C + 1));
-    if (rc == MTS_OK && (!xc || !colT || !t || !ca || !cw || !zw || !sw))
+    if (rc == MTS_OK && (!cx || !t || !ca || !cw || !zw || !sw))
         rc = mts_fail(err, MTS_ENOMEM, "conv forward: out of memory (%zu x %d codes)", NP, K);
     if (rc == MTS_OK) {
-        centred(qa, x, nx, xc);
-        rc = mts_im2col_t(g, N, xc, colT, err);
-    }
-    if (rc == MTS_OK) {
-        codes_of(colT, NP * K, qa->zp, q.mask, ca);
+        act_codes(qa, q.mask, x, nx, cx);
+        im2col_codes(g, N, cx, (uint8_t)((uint32_t)qa->zp & q.mask), ca);
         weight_codes(&q, w, C, K, cw, zw, sw);
-        /* col^T x w^T [N*P][cout] stored transposed t[cout][N*P]: a = activation, b = weight */
-        mts_qopd A = {ca, (size_t)K, NULL, qa->zp, NULL, qa->scale}, B = {cw, (size_t)K, zw, 0, sw, 0.0};
+        /* col^T x w^T [N*P][cout] stored transposed t[cout][N*P]: a = activation (col: k-major),
+         * b = weight */
+        mts_qopd A = {ca, NP, NULL, qa->zp, NULL, qa->scale, 1}, B = {cw, (size_t)K, zw, 0, sw, 0.0, 0};
         rc = mts_qgemm(q.tab, q.threads, ctx->fwd->scalar_only, 1, (int)NP, C, K, &A, &B, 0.0f, t, (int)NP, err);
     }
     if (rc == MTS_OK)
@@ -312,8 +344,7 @@ int mts_qconv2d_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_c
                 for (int p = 0; p < P; p++) yo[p] = to[p] + bias;
             }
     qlayer_close(&q);
-    free(xc);
-    free(colT);
+    free(cx);
     free(t);
     free(ca);
     free(cw);
