@@ -20,6 +20,7 @@ static const char *const state_name[4] = {"ok", "failed", "diverged", "skipped"}
 
 typedef struct row {
     char design[64], kind[16], format[24], verify[64], model[32], data[32], status[256];
+    char int_bwd[8]; /* an integer design's backward (its trainings' "int_backward"), else "" */
     row_state state;
     double mred, nmed, err_rate, bias, wce;
     double area, gates, delay, pw_uniform, pw_work, energy;
@@ -170,6 +171,7 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
         }
         if (s->state != ST_DONE) continue; /* skipped: the design's verdict says why */
         mts_json *j = mts_json_load(s->out);
+        if (j && !r->int_bwd[0]) snprintf(r->int_bwd, sizeof r->int_bwd, "%s", mts_json_str(j, "int_backward", ""));
         if (s->exit_code == 3) { /* mantis train: diverged (docs/training.md) */
             size_t u = strlen(div);
             snprintf(div + u, sizeof div - u, "%sseed %d at epoch %.0f step %.0f", u ? ", " : "", c->seeds[k],
@@ -706,7 +708,7 @@ static void write_csv(FILE *f, const report *rp)
 {
     fprintf(f, "design,kind,format,verify,model,dataset,run,state,status,seeds");
     for (int k = 0; k < NCOLS; k++) fprintf(f, ",%s", col_names[k]);
-    fprintf(f, ",within_noise_of_best,test_acc_per_seed,test_acc_per_epoch\n");
+    fprintf(f, ",within_noise_of_best,test_acc_per_seed,test_acc_per_epoch,int_backward\n");
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
         fprintf(f, "%s,%s,%s,%s,%s,%s,%s,%s,", r->design, r->kind, r->format, r->verify, r->model, r->data,
@@ -726,7 +728,7 @@ static void write_csv(FILE *f, const report *rp)
         }
         fputc(',', f);
         for (int e = 0; e < r->ncurve; e++) fprintf(f, "%s%.2f", e ? " " : "", r->curve[e]);
-        fputc('\n', f);
+        fprintf(f, ",%s\n", r->int_bwd);
     }
 }
 
@@ -774,6 +776,7 @@ static void write_json(FILE *f, const report *rp)
         jstr(f, "run", how_name[r->how]);
         jstr(f, "state", state_name[r->state]);
         jstr(f, "status", r->status);
+        jstr(f, "int_backward", r->int_bwd);
         double v[NCOLS];
         row_values(r, v);
         for (int k = 0; k < NCOLS; k++) {
@@ -972,9 +975,10 @@ static void html_table(FILE *f, const report *rp)
         int ok = !strcmp(r->verify, "bit-exact");
         fprintf(f, "<tr><td>%s</td><td class=\"st %s\">", r->design, r->state == R_OK ? "ok" : "bad");
         html_esc(f, r->status);
-        fprintf(f, "</td><td>%s</td><td>%s</td><td class=\"%s\">%s%s</td><td>%s</td><td>%s</td>", r->kind, r->format,
-                ok ? "ok" : r->baseline ? "" : "bad", ok ? "&#10004; " : "", r->baseline ? "C model" : r->verify,
-                r->model, r->data);
+        fprintf(f, "</td><td>%s%s%s%s</td><td>%s</td><td class=\"%s\">%s%s</td><td>%s</td><td>%s</td>", r->kind,
+                r->int_bwd[0] ? " (backward: " : "", r->int_bwd[0] ? r->int_bwd : "", r->int_bwd[0] ? ")" : "",
+                r->format, ok ? "ok" : r->baseline ? "" : "bad", ok ? "&#10004; " : "",
+                r->baseline ? "C model" : r->verify, r->model, r->data);
         fprintf(f, "<td>%s</td>", how_name[r->how]);
         if (isnan(r->test_acc)) fputs("<td>&ndash;</td>", f);
         else if (isnan(r->test_std)) fprintf(f, "<td>%.2f</td>", r->test_acc);
