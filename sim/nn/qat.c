@@ -146,6 +146,91 @@ static int grad_tables(const mts_nn_ctx *ctx, mts_int_grad *own, const mts_int_g
     return mts_int_grad_build(ctx->fwd->lut, mts_int_grad_default_window(ctx->fwd->lut->int_bits), own, err);
 }
 
+/* ------------------------------------------- the TABLE backward's sums
+ * One kernel for the four gradient sums of the TABLE backward: for lanes
+ * j in [0, len) and terms t in [0, T), in t order from +0,
+ *   r[j] = sum_t d(t, j) * ((G[(a(t, j) << bits) | b(t, j)] - z(t)) * s(t))
+ * with a(t, j) = A[t*as + j], b(t, j) = B[t*bs + j*bl], d(t, j) = D[t*ds +
+ * j*dl], z(t) = Z[t*zs], s(t) = S[t*zs]: each product is the operand's
+ * gradient factor in real units times the other GEMM operand, rounded to
+ * FP32, then added, as the FP32 GEMMs of the STE backward do (so the exact
+ * table gives their bits). */
+typedef struct tsum {
+    const float *G;
+    int bits;
+    const uint8_t *A;
+    size_t as;
+    const uint8_t *B;
+    size_t bs, bl;
+    const float *D;
+    size_t ds, dl;
+    const float *Z, *S;
+    size_t zs;
+} tsum;
+
+/* The readable form, lane by lane. */
+static void tsum_scalar(const tsum *k, int T, int len, float *r)
+{
+    for (int j = 0; j < len; j++) {
+        float acc = 0.0f;
+        for (int t = 0; t < T; t++) {
+            uint32_t ia = k->A[(size_t)t * k->as + (size_t)j], ib = k->B[(size_t)t * k->bs + (size_t)j * k->bl];
+            float f = (k->G[(ia << k->bits) | ib] - k->Z[(size_t)t * k->zs]) * k->S[(size_t)t * k->zs];
+            acc = acc + k->D[(size_t)t * k->ds + (size_t)j * k->dl] * f;
+        }
+        r[j] = acc;
+    }
+}
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define TS_NV 8 /* vectors of 16 lanes held in registers across the terms */
+/* The same sums, 16 lanes a vector, gathers of the table (the same
+ * operations in the same order per lane). */
+static void tsum_avx512(const tsum *k, int T, int len, float *r)
+{
+    const __m128i bits = _mm_cvtsi32_si128(k->bits);
+    for (int j0 = 0; j0 < len; j0 += 16 * TS_NV) {
+        int nv = (len - j0 + 15) / 16;
+        if (nv > TS_NV) nv = TS_NV;
+        __mmask16 last = (__mmask16)((len - j0 - 16 * (nv - 1)) >= 16 ? 0xFFFF
+                                                                      : (1u << (len - j0 - 16 * (nv - 1))) - 1u);
+        __m512 acc[TS_NV];
+        for (int v = 0; v < TS_NV; v++) acc[v] = _mm512_setzero_ps();
+        for (int t = 0; t < T; t++) {
+            const uint8_t *a = k->A + (size_t)t * k->as + j0, *b = k->B + (size_t)t * k->bs + (size_t)j0 * k->bl;
+            const float *d = k->D + (size_t)t * k->ds + (size_t)j0 * k->dl;
+            __m512 z = _mm512_set1_ps(k->Z[(size_t)t * k->zs]), sc = _mm512_set1_ps(k->S[(size_t)t * k->zs]);
+            __m512i bb = _mm512_set1_epi32(*b);
+            __m512 dd = _mm512_set1_ps(*d);
+            for (int v = 0; v < nv; v++) {
+                __mmask16 m = v == nv - 1 ? last : 0xFFFF;
+                __m512i ia = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, a + 16 * v));
+                if (k->bl) bb = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, b + 16 * v));
+                __m512i idx = _mm512_or_si512(_mm512_sll_epi32(ia, bits), bb);
+                __m512 g = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, k->G, 4);
+                __m512 f = _mm512_mul_ps(_mm512_sub_ps(g, z), sc);
+                if (k->dl) dd = _mm512_maskz_loadu_ps(m, d + 16 * v);
+                acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(dd, f));
+            }
+        }
+        for (int v = 0; v < nv; v++) _mm512_mask_storeu_ps(r + j0 + 16 * v, v == nv - 1 ? last : 0xFFFF, acc[v]);
+    }
+}
+#endif
+
+static void tsum_run(const tsum *k, int scalar_only, int T, int len, float *r)
+{
+#if defined(__AVX512F__)
+    if (!scalar_only) {
+        tsum_avx512(k, T, len, r);
+        return;
+    }
+#endif
+    (void)scalar_only;
+    tsum_scalar(k, T, len, r);
+}
+
 /* ----------------------------------------------------------------- dense */
 
 int mts_qdense_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int in, int out, const float *x,
@@ -180,37 +265,32 @@ int mts_qdense_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int i
  * gradient at its code pair, in real units; sums in the GEMMs' order
  * (dx over o, dw over n, each from +0). */
 static void dense_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qparam *qa, int N, int in, int out,
-                              const uint8_t *cx, const uint8_t *cw, const float *dy, float *dx, float *dw)
+                              const uint8_t *cx, const uint8_t *cw, const float *dy, float *dx, float *dw, int scalar)
 {
-    int bits = q->bits, T = q->threads;
+    int T = q->threads;
     (void)T;
-    if (dx) {
+    float *zw = malloc(sizeof *zw * (size_t)out), *sw = malloc(sizeof *sw * (size_t)out);
+    if (!zw || !sw) { /* tiny; the caller's buffers were larger */
+        free(zw);
+        free(sw);
+        return;
+    }
+    for (int o = 0; o < out; o++) zw[o] = (float)q->qw[o].zp, sw[o] = q->qw[o].scale;
+    float za = (float)qa->zp, sa = qa->scale;
+    if (dx) /* dx[n][i] = sum over o of dy[n][o] * dT/da: lanes i, terms o */
 #pragma omp parallel for num_threads(T) schedule(static)
         for (int n = 0; n < N; n++) {
-            float *r = dx + (size_t)n * in;
-            const uint8_t *xa = cx + (size_t)n * in;
-            for (int i = 0; i < in; i++) r[i] = 0.0f;
-            for (int o = 0; o < out; o++) {
-                float d = dy[(size_t)n * out + o], z = (float)q->qw[o].zp, s = q->qw[o].scale;
-                const uint8_t *wb = cw + (size_t)o * in;
-                for (int i = 0; i < in; i++) r[i] = r[i] + d * ((G->da[((uint32_t)xa[i] << bits) | wb[i]] - z) * s);
-            }
+            tsum k = {G->da, q->bits, cx + (size_t)n * in, 0, cw, (size_t)in, 1, dy + (size_t)n * out, 1, 0, zw, sw, 1};
+            tsum_run(&k, scalar, out, in, dx + (size_t)n * in);
         }
-    }
-    if (dw) {
-        float z = (float)qa->zp, s = qa->scale;
+    if (dw) /* dw[o][i] = sum over n of dy[n][o] * dT/db: lanes i, terms n */
 #pragma omp parallel for num_threads(T) schedule(static)
         for (int o = 0; o < out; o++) {
-            float *r = dw + (size_t)o * in;
-            const uint8_t *wb = cw + (size_t)o * in;
-            for (int i = 0; i < in; i++) r[i] = 0.0f;
-            for (int n = 0; n < N; n++) {
-                float d = dy[(size_t)n * out + o];
-                const uint8_t *xa = cx + (size_t)n * in;
-                for (int i = 0; i < in; i++) r[i] = r[i] + d * ((G->db[((uint32_t)xa[i] << bits) | wb[i]] - z) * s);
-            }
+            tsum k = {G->db, q->bits, cx, (size_t)in, cw + (size_t)o * in, 0, 1, dy + o, (size_t)out, 0, &za, &sa, 0};
+            tsum_run(&k, scalar, N, in, dw + (size_t)o * in);
         }
-    }
+    free(zw);
+    free(sw);
 }
 
 int mts_qdense_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int in, int out, const float *x,
@@ -248,7 +328,7 @@ int mts_qdense_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int 
         if (rc == MTS_OK) {
             act_codes(qa, q.mask, x, nx, cx);
             weight_codes(&q, w, out, in, cw, zw, sw);
-            dense_table_grads(G, &q, qa, N, in, out, cx, cw, dy, dx, dw);
+            dense_table_grads(G, &q, qa, N, in, out, cx, cw, dy, dx, dw, ctx->fwd->scalar_only);
             if (db) rc = mts_dense_backward(&fc, N, in, out, x, w, dy, NULL, NULL, db, err);
         }
         mts_int_grad_free(&own);
@@ -358,39 +438,31 @@ int mts_qconv2d_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_c
  * col2im as for every provider). caT: codes [N*P][K], ca: [K][N*P]. */
 static int conv_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qparam *qa, const mts_conv_geom *g,
                             int N, const uint8_t *caT, const uint8_t *ca, const uint8_t *cw, const float *dyc,
-                            float *dx, float *dw, mts_err *err)
+                            float *dx, float *dw, int scalar, mts_err *err)
 {
-    int K = g->cin * g->k * g->k, C = g->cout, bits = q->bits, T = q->threads;
+    int K = g->cin * g->k * g->k, C = g->cout, T = q->threads;
     size_t NP = (size_t)N * g->oh * g->ow;
     (void)T;
-    if (dw) {
-        float z = (float)qa->zp, s = qa->scale;
+    float za = (float)qa->zp, sa = qa->scale, zw[1024], sw[1024];
+    if (C > 1024) return mts_fail(err, MTS_EINVAL, "conv backward: %d output channels (at most 1024 with integer tables)", C);
+    for (int co = 0; co < C; co++) zw[co] = (float)q->qw[co].zp, sw[co] = q->qw[co].scale;
+    if (dw) /* dW[co][k] = sum over (n, p) of dyc[co][np] * dT/db: lanes k, terms np */
 #pragma omp parallel for num_threads(T) schedule(static)
         for (int co = 0; co < C; co++) {
-            float *r = dw + (size_t)co * K;
-            const uint8_t *wb = cw + (size_t)co * K;
-            for (int k = 0; k < K; k++) r[k] = 0.0f;
-            for (size_t np = 0; np < NP; np++) {
-                float d = dyc[(size_t)co * NP + np];
-                const uint8_t *xa = caT + np * K;
-                for (int k = 0; k < K; k++) r[k] = r[k] + d * ((G->db[((uint32_t)xa[k] << bits) | wb[k]] - z) * s);
-            }
+            tsum k = {G->db, q->bits, caT, (size_t)K, cw + (size_t)co * K, 0, 1, dyc + (size_t)co * NP, 1, 0, &za, &sa, 0};
+            tsum_run(&k, scalar, (int)NP, K, dw + (size_t)co * K);
         }
-    }
     if (!dx) return MTS_OK;
     float *dcol = malloc(sizeof *dcol * (NP * K + 1));
     if (!dcol) return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d gradients)", NP, K);
+    /* dcol[k][np] = sum over co of dyc[co][np] * dT/da: lanes np (in blocks), terms co */
+    size_t nb = (NP + 255) / 256;
 #pragma omp parallel for num_threads(T) schedule(static)
-    for (int k = 0; k < K; k++) {
-        float *r = dcol + (size_t)k * NP;
-        const uint8_t *xa = ca + (size_t)k * NP;
-        for (size_t np = 0; np < NP; np++) r[np] = 0.0f;
-        for (int co = 0; co < C; co++) {
-            uint32_t wbk = cw[(size_t)co * K + k];
-            float z = (float)q->qw[co].zp, s = q->qw[co].scale;
-            const float *d = dyc + (size_t)co * NP;
-            for (size_t np = 0; np < NP; np++) r[np] = r[np] + d[np] * ((G->da[((uint32_t)xa[np] << bits) | wbk] - z) * s);
-        }
+    for (long kb = 0; kb < (long)K * (long)nb; kb++) {
+        int k = (int)(kb / (long)nb);
+        size_t p0 = (size_t)(kb % (long)nb) * 256, len = NP - p0 < 256 ? NP - p0 : 256;
+        tsum t = {G->da, q->bits, ca + (size_t)k * NP + p0, 0, cw + k, (size_t)K, 0, dyc + p0, NP, 1, zw, sw, 1};
+        tsum_run(&t, scalar, C, (int)len, dcol + (size_t)k * NP + p0);
     }
     int rc = mts_col2im_rows(g, N, dcol, dx, err);
     free(dcol);
@@ -445,7 +517,7 @@ int mts_qconv2d_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_
             for (int n = 0; n < N; n++)
                 for (int co = 0; co < C; co++)
                     memcpy(dyc + (size_t)co * NP + (size_t)n * P, dy + ((size_t)n * C + co) * P, sizeof(float) * (size_t)P);
-            rc = conv_table_grads(G, &q, qa, g, N, caT, ca, cw, dyc, dx, dw, err);
+            rc = conv_table_grads(G, &q, qa, g, N, caT, ca, cw, dyc, dx, dw, ctx->fwd->scalar_only, err);
         }
         if (rc == MTS_OK && db) rc = mts_conv2d_backward(&fc, g, N, x, w, dy, NULL, NULL, db, err);
         mts_int_grad_free(&own);
