@@ -1,7 +1,8 @@
 /* bench_train.c - `mantis bench train`: one MNIST training epoch of
  * LeNet-300-100 and LeNet-5 with the native FP32 kernel, OpenBLAS, the bf16
- * MBM LUT and FMAq M7E4 (the LUT with M7E4 product/accumulator, biases
- * 12/10, chunk 16), each a `mantis train` child of this binary, against the
+ * MBM LUT, FMAq M7E4 (the LUT with M7E4 product/accumulator, biases 12/10,
+ * chunk 16) and the exact INT8 table (quantization-aware, STE backward),
+ * each a `mantis train` child of this binary, against the
  * same epoch in PyTorch CPU (examples/bench_torch.py, when python3-torch is
  * importable; skipped with a note otherwise), all in one run, as ratios to
  * PyTorch with the issue's goals. Each figure is the best epoch time
@@ -15,19 +16,22 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/fs.h"
+#include "mantis/intmul.h"
 #include "mantis/proc.h"
 
 #define CMD "bench train"
-#define N_CONF 5 /* torch, fp32, blas, lut, fmaq: in this order */
+#define N_CONF 6 /* torch, fp32, blas, lut, fmaq, int8: in this order */
 
-static const char *const conf_names[N_CONF] = {"torch", "fp32", "blas", "lut-mbm", "fmaq-M7E4"};
-/* `mantis train` options of each Mantis configuration (after --mul) */
-static const char *const conf_mul[N_CONF][12] = {
+static const char *const conf_names[N_CONF] = {"torch", "fp32", "blas", "lut-mbm", "fmaq-M7E4", "int8-ste"};
+/* `mantis train` options of each Mantis configuration ({INT8}: the exact
+ * unsigned 8-bit table, written into the run's temporary directory) */
+static const char *const conf_mul[N_CONF][13] = {
     {NULL},
-    {"fp32", NULL},
-    {"blas", NULL},
-    {"mbm", "--man-bits", "7", NULL},
-    {"mbm", "--man-bits", "7", "--acc", "M7E4", "--acc-bias", "10", "--prod", "M7E4", "--prod-bias", "12", NULL},
+    {"--mul", "fp32", NULL},
+    {"--mul", "blas", NULL},
+    {"--mul", "mbm", "--man-bits", "7", NULL},
+    {"--mul", "mbm", "--man-bits", "7", "--acc", "M7E4", "--acc-bias", "10", "--prod", "M7E4", "--prod-bias", "12", NULL},
+    {"--lut", "{INT8}", "--int-backward", "ste", NULL},
 };
 static const char *const models[2] = {"lenet300", "lenet5"};
 
@@ -41,9 +45,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: mantis bench train [--device cpu] [--subset N] [--threads T] [--reps R]\n"
                "                          [--data-dir DIR] [--python PY] [--torch-script FILE] [--no-torch]\n"
                "                          [--mantis EXE]\n"
-               "  one MNIST epoch (batch 64) of lenet300 and lenet5 with fp32, blas, bf16 MBM LUT and\n"
-               "  FMAq M7E4, and the same epoch in PyTorch CPU, as ratios to PyTorch (defaults: all\n"
-               "  60000 samples, 2 threads, best of 1, data/mnist, /usr/bin/python3 if present,\n"
+               "  one MNIST epoch (batch 64) of lenet300 and lenet5 with fp32, blas, bf16 MBM LUT,\n"
+               "  FMAq M7E4 and INT8 (exact table, QAT), and the same epoch in PyTorch CPU, as ratios\n"
+               "  to PyTorch (defaults: all 60000 samples, 2 threads, best of 1, data/mnist, /usr/bin/python3 if present,\n"
                "  examples/bench_torch.py; --mantis: time another build's `mantis train`, e.g. an older one)\n");
 }
 
@@ -117,7 +121,8 @@ static double json_number(const char *path, const char *key)
  * note in why. */
 static double run_conf(const train_bench_opts *o, const char *tmp, const char *model, int q, char *why, size_t nw)
 {
-    char json[1200], log[1200], subset[16], threads[16];
+    char json[1200], log[1200], subset[16], threads[16], int8[1200];
+    snprintf(int8, sizeof int8, "%s/int8u.lut", tmp);
     snprintf(json, sizeof json, "%s/%s-%d.json", tmp, model, q);
     snprintf(log, sizeof log, "%s/%s-%d.log", tmp, model, q);
     snprintf(subset, sizeof subset, "%d", o->subset);
@@ -157,8 +162,7 @@ static double run_conf(const train_bench_opts *o, const char *tmp, const char *m
         argv[n++] = threads;
         argv[n++] = "--json";
         argv[n++] = json;
-        argv[n++] = "--mul";
-        for (int i = 0; conf_mul[q][i]; i++) argv[n++] = conf_mul[q][i];
+        for (int i = 0; conf_mul[q][i]; i++) argv[n++] = strcmp(conf_mul[q][i], "{INT8}") ? conf_mul[q][i] : int8;
     }
     argv[n] = NULL;
     int rc = mts_proc_run((char *const *)argv, &io);
@@ -185,6 +189,19 @@ int mts_bench_train(int argc, char **argv)
         return mts_cli_error(CMD, "%s: no MNIST here (mantis data fetch mnist, or --data-dir)", o.data_dir);
     char tmp[] = "/tmp/mantis-bench-train-XXXXXX";
     if (!mkdtemp(tmp)) return mts_cli_error(CMD, "cannot create a temporary directory in /tmp");
+    {
+        char path[sizeof tmp + 16];
+        mts_lut itab;
+        mts_err err;
+        snprintf(path, sizeof path, "%s/int8u.lut", tmp);
+        int irc = mts_intmul_exact_lut(8, 0, &itab, &err);
+        if (irc == MTS_OK) irc = mts_lut_save(&itab, path, &err);
+        if (irc == MTS_OK) mts_lut_free(&itab);
+        if (irc != MTS_OK) {
+            mts_fs_rmtree(tmp);
+            return mts_cli_error(CMD, "%s", err.msg);
+        }
+    }
     if (o.torch && !mts_fs_exists(o.script)) {
         printf("note: %s not found (run from the repository root or pass --torch-script): no PyTorch baseline\n",
                o.script);
@@ -229,6 +246,13 @@ int mts_bench_train(int argc, char **argv)
     goal("lenet5 FMAq M7E4", t[1][4], t[1][0], 3.0);
     goal("lenet5 blas", t[1][2], t[1][0], 1.0);
     goal("lenet300 bf16 MBM LUT", t[0][3], t[0][0], 1.2);
+    for (int mi = 0; mi < 2; mi++) { /* an INT8 epoch (QAT forward, STE backward) against the bf16 LUT's */
+        if (t[mi][5] <= 0 || t[mi][3] <= 0)
+            printf("goal %-8s INT8 epoch <= bf16 MBM LUT epoch: not measured\n", models[mi]);
+        else
+            printf("goal %-8s INT8 epoch <= bf16 MBM LUT epoch: %.2fx %s\n", models[mi], t[mi][5] / t[mi][3],
+                   t[mi][5] <= t[mi][3] ? "met" : "MISSED");
+    }
     if (!failed) mts_fs_rmtree(tmp); /* else keep the logs the lines above name */
     return failed ? 2 : 0;
 }

@@ -115,7 +115,7 @@ typedef struct mts_qtab {
     const mts_lut *lut;  /* not owned: must outlive the mts_qtab */
     int bits, is_signed;
     int32_t tmin;
-    int planes;          /* 1: lo/hi hold the planes */
+    int planes;          /* bit 0: lo/hi hold the [a][b] planes, bit 1: the [b][a] ones (mts_qtab_init: both) */
     uint8_t *lo, *hi;    /* 2 x 65,536 bytes each */
 } mts_qtab;
 

@@ -11,9 +11,10 @@
  *    high byte plane. For one row operand code r the 256 entries of either
  *    plane are four registers, and 64 column codes look them up with two
  *    masked two-source byte permutes (index bit 7 picks the register pair).
- *    Low and high bytes are summed in 16-bit lanes (even and odd columns
- *    apart, with an AND and a shift, so no shuffle), at most 256 steps of k
- *    before they are widened into int64 sums: 256 * 255 fits 16 bits.
+ *    Low and high bytes are summed in 16-bit lanes: each lane (an even and
+ *    an odd column) whole, and its high byte (the odd column) shifted down,
+ *    so the even column's sum is the difference (no shuffle in the loop); at
+ *    most 256 steps of k before they are widened: 256 * 255 fits 16 bits.
  *    sum T = 256 * sum hi + sum lo + k * Tmin, exactly.
  * Either operand may index the table rows (the one with fewer rows does:
  * its code picks the registers, the other's codes run across the lanes);
@@ -38,7 +39,9 @@
 
 /* ------------------------------------------------------------ the table */
 
-int mts_qtab_init(mts_qtab *t, const mts_lut *lut, mts_err *err)
+/* Builds t's planes for the orientations in want (bit 0: rows by the first
+ * operand, T[a][b]; bit 1: rows by the second, T[a][b] at [b][a]). */
+static int qtab_build(mts_qtab *t, const mts_lut *lut, int want, mts_err *err)
 {
     memset(t, 0, sizeof *t);
     if (!lut || lut->kind != MTS_LUT_INT || !lut->entry || lut->int_bits < 1 || lut->int_bits > 8 ||
@@ -47,32 +50,39 @@ int mts_qtab_init(mts_qtab *t, const mts_lut *lut, mts_err *err)
     t->lut = lut;
     t->bits = lut->int_bits;
     t->is_signed = lut->int_signed != 0;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    int32_t lo = INT32_MAX, hi = INT32_MIN;
+    const int32_t *e = (const int32_t *)lut->entry;
     for (size_t i = 0; i < lut->n; i++) {
-        int64_t v = (int32_t)lut->entry[i];
-        if (v < lo) lo = v;
-        if (v > hi) hi = v;
+        lo = e[i] < lo ? e[i] : lo;
+        hi = e[i] > hi ? e[i] : hi;
     }
-    t->tmin = (int32_t)lo;
-    if (t->bits != 8 || hi - lo > 65535) return MTS_OK; /* the scalar kernel only */
+    t->tmin = lo;
+    if (t->bits != 8 || (int64_t)hi - lo > 65535) return MTS_OK; /* the scalar kernel only */
     t->lo = mts__gemm_ws_alloc(2 * 65536, 0);
     t->hi = mts__gemm_ws_alloc(2 * 65536, 0);
     if (!t->lo || !t->hi) {
         mts_qtab_free(t);
         return mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory for the table's byte planes");
     }
-    /* plane 0: rows by the first operand's code (T[a][b]); plane 1: rows by the second's (T[a][b] at [b][a]) */
-    for (uint32_t a = 0; a < 256; a++)
-        for (uint32_t b = 0; b < 256; b++) {
-            uint32_t e = (uint32_t)((int64_t)(int32_t)lut->entry[(a << 8) | b] - lo);
-            t->lo[(a << 8) | b] = (uint8_t)e;
-            t->hi[(a << 8) | b] = (uint8_t)(e >> 8);
-            t->lo[65536 + ((b << 8) | a)] = (uint8_t)e;
-            t->hi[65536 + ((b << 8) | a)] = (uint8_t)(e >> 8);
+    if (want & 1)
+        for (size_t i = 0; i < 65536; i++) {
+            uint32_t v = (uint32_t)(e[i] - lo);
+            t->lo[i] = (uint8_t)v;
+            t->hi[i] = (uint8_t)(v >> 8);
         }
-    t->planes = 1;
+    if (want & 2) /* [b][a], 16 rows of the table at a time (they stay cached) */
+        for (uint32_t a0 = 0; a0 < 256; a0 += 16)
+            for (uint32_t b = 0; b < 256; b++)
+                for (uint32_t a = a0; a < a0 + 16; a++) {
+                    uint32_t v = (uint32_t)(e[(a << 8) | b] - lo);
+                    t->lo[65536 + ((b << 8) | a)] = (uint8_t)v;
+                    t->hi[65536 + ((b << 8) | a)] = (uint8_t)(v >> 8);
+                }
+    t->planes = want;
     return MTS_OK;
 }
+
+int mts_qtab_init(mts_qtab *t, const mts_lut *lut, mts_err *err) { return qtab_build(t, lut, 3, err); }
 
 void mts_qtab_free(mts_qtab *t)
 {
@@ -198,6 +208,10 @@ static void qk_scalar(const mts_qtab *t, int threads, int ct, int m, int n, int 
 
 /* ------------------------------------------------ the byte-plane kernel */
 
+/* Whether the code GEMM runs its transposed form (the second operand's
+ * codes pick the table rows): when the first operand has more rows. */
+#define QK_SWAP(m, n) ((m) > (n))
+
 #if GEMM_VBMI
 #define QK_NV 4                   /* vectors of 64 columns per row pass */
 #define QK_COLS (64 * QK_NV)
@@ -209,7 +223,6 @@ static void qk_scalar(const mts_qtab *t, int threads, int ct, int m, int n, int 
 static void qk_row(const uint8_t *plo, const uint8_t *phi, const uint8_t *r, int k, const uint8_t *P, size_t ldp,
                    int j0, int jn, int64_t *out)
 {
-    const __m512i m8 = _mm512_set1_epi16(0x00FF);
     __mmask64 lm[QK_NV];
     for (int v = 0; v < QK_NV; v++) {
         int left = jn - 64 * v;
@@ -220,8 +233,11 @@ static void qk_row(const uint8_t *plo, const uint8_t *phi, const uint8_t *r, int
     memset(H, 0, sizeof H);
     for (int k0 = 0; k0 < k; k0 += QK_KSTEP) {
         int k1 = k - k0 < QK_KSTEP ? k : k0 + QK_KSTEP;
-        __m512i le[QK_NV], lo_[QK_NV], he[QK_NV], ho[QK_NV];
-        for (int v = 0; v < QK_NV; v++) le[v] = lo_[v] = he[v] = ho[v] = _mm512_setzero_si512();
+        /* per plane: w, the 16-bit lanes summed whole (even column + 256 x odd column, mod 2^16),
+         * and o, the odd columns' bytes; the even columns' sums are w - 256 o (mod 2^16), exact
+         * since they stay below 2^16. Named registers, not arrays: GCC kept arrays in memory. */
+        __m512i lw0 = _mm512_setzero_si512(), lw1 = lw0, lw2 = lw0, lw3 = lw0, lo0 = lw0, lo1 = lw0, lo2 = lw0,
+                lo3 = lw0, hw0 = lw0, hw1 = lw0, hw2 = lw0, hw3 = lw0, ho0 = lw0, ho1 = lw0, ho2 = lw0, ho3 = lw0;
         for (int kk = k0; kk < k1; kk++) {
             const uint8_t *tl = plo + ((size_t)r[kk] << 8), *th = phi + ((size_t)r[kk] << 8);
             __m512i L0 = _mm512_loadu_si512(tl), L1 = _mm512_loadu_si512(tl + 64);
@@ -229,28 +245,37 @@ static void qk_row(const uint8_t *plo, const uint8_t *phi, const uint8_t *r, int
             __m512i H0 = _mm512_loadu_si512(th), H1 = _mm512_loadu_si512(th + 64);
             __m512i H2 = _mm512_loadu_si512(th + 128), H3 = _mm512_loadu_si512(th + 192);
             const uint8_t *p = P + (size_t)kk * ldp + j0;
-            for (int v = 0; v < QK_NV; v++) {
-                __m512i idx = _mm512_maskz_loadu_epi8(lm[v], p + 64 * v);
-                __mmask64 up = _mm512_movepi8_mask(idx); /* index bit 7: entries 128..255 */
-                /* entries 0..127 where bit 7 is clear (the index passes through elsewhere), then 128..255 */
-                __m512i l = _mm512_mask2_permutex2var_epi8(L0, idx, ~up, L1);
-                l = _mm512_mask2_permutex2var_epi8(L2, l, up, L3);
-                __m512i h = _mm512_mask2_permutex2var_epi8(H0, idx, ~up, H1);
-                h = _mm512_mask2_permutex2var_epi8(H2, h, up, H3);
-                le[v] = _mm512_add_epi16(le[v], _mm512_and_si512(l, m8));
-                lo_[v] = _mm512_add_epi16(lo_[v], _mm512_srli_epi16(l, 8));
-                he[v] = _mm512_add_epi16(he[v], _mm512_and_si512(h, m8));
-                ho[v] = _mm512_add_epi16(ho[v], _mm512_srli_epi16(h, 8));
-            }
+            /* one vector of 64 columns: entries 0..127 where index bit 7 is clear (the index passes
+             * through elsewhere), then 128..255 where it is set, for either plane */
+#define QK_VEC(V)                                                                                                  \
+    do {                                                                                                           \
+        __m512i idx = _mm512_maskz_loadu_epi8(lm[V], p + 64 * (V));                                               \
+        __mmask64 up = _mm512_movepi8_mask(idx);                                                                   \
+        __m512i l = _mm512_mask2_permutex2var_epi8(L2, _mm512_mask2_permutex2var_epi8(L0, idx, ~up, L1), up, L3); \
+        __m512i h = _mm512_mask2_permutex2var_epi8(H2, _mm512_mask2_permutex2var_epi8(H0, idx, ~up, H1), up, H3); \
+        lw##V = _mm512_add_epi16(lw##V, l);                                                                        \
+        lo##V = _mm512_add_epi16(lo##V, _mm512_srli_epi16(l, 8));                                                  \
+        hw##V = _mm512_add_epi16(hw##V, h);                                                                        \
+        ho##V = _mm512_add_epi16(ho##V, _mm512_srli_epi16(h, 8));                                                  \
+    } while (0)
+            QK_VEC(0);
+            QK_VEC(1);
+            QK_VEC(2);
+            QK_VEC(3);
+#undef QK_VEC
         }
+        __m512i lw[QK_NV] = {lw0, lw1, lw2, lw3}, lo_[QK_NV] = {lo0, lo1, lo2, lo3}, hw[QK_NV] = {hw0, hw1, hw2, hw3},
+                ho[QK_NV] = {ho0, ho1, ho2, ho3};
         /* widen: 16-bit lane q of the even sums is column 2q, of the odd ones 2q + 1. unpacklo/hi
          * interleave them per 128-bit block (block g: columns 16g .. 16g+7, and 16g+8 .. 16g+15), and
          * a two-source permute of 64-bit units puts 32 columns in order */
         const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
         const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
         for (int v = 0; v < QK_NV; v++) {
-            __m512i ul = _mm512_unpacklo_epi16(le[v], lo_[v]), uh = _mm512_unpackhi_epi16(le[v], lo_[v]);
-            __m512i vl = _mm512_unpacklo_epi16(he[v], ho[v]), vh = _mm512_unpackhi_epi16(he[v], ho[v]);
+            __m512i le = _mm512_sub_epi16(lw[v], _mm512_slli_epi16(lo_[v], 8));
+            __m512i he = _mm512_sub_epi16(hw[v], _mm512_slli_epi16(ho[v], 8));
+            __m512i ul = _mm512_unpacklo_epi16(le, lo_[v]), uh = _mm512_unpackhi_epi16(le, lo_[v]);
+            __m512i vl = _mm512_unpacklo_epi16(he, ho[v]), vh = _mm512_unpackhi_epi16(he, ho[v]);
             __m512i l0 = _mm512_permutex2var_epi64(ul, first, uh), l1 = _mm512_permutex2var_epi64(ul, second, uh);
             __m512i h0 = _mm512_permutex2var_epi64(vl, first, vh), h1 = _mm512_permutex2var_epi64(vl, second, vh);
             int32_t *Lb = L + 64 * v, *Hb = H + 64 * v;
@@ -317,9 +342,9 @@ int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, in
         goto done;
     }
 #if GEMM_VBMI
-    if (!scalar_only && t->planes && k > 0) {
-        /* the operand with more rows runs across the lanes */
-        int swap = m > n;
+    if (!scalar_only && (t->planes & (QK_SWAP(m, n) ? 2 : 1)) && k > 0) {
+        /* the operand with more rows runs across the lanes (QK_SWAP) */
+        int swap = QK_SWAP(m, n);
         int rows = swap ? n : m, cols = swap ? m : n;
         const mts_qopd *Ro = swap ? b : a, *Co = swap ? a : b;
         const uint8_t *R = row_major(Ro, rows, k, swap ? &tb : &ta);
@@ -416,6 +441,70 @@ int mts_gemm_int_quantize(int nbits, int is_signed, int threads, int transA, int
     return MTS_OK;
 }
 
+/* Finite min/max of a stored matrix (rows of len floats, ld apart) into
+ * *lo, *hi (kept when nothing finite is seen: the caller starts them at
+ * +inf / -inf). */
+static void stored_range(const float *X, size_t rows, size_t len, size_t ld, double *lo, double *hi)
+{
+    float a = INFINITY, b = -INFINITY;
+#if defined(__AVX512F__)
+    __m512 va = _mm512_set1_ps(INFINITY), vb = _mm512_set1_ps(-INFINITY);
+    const __m512 inf = _mm512_set1_ps(INFINITY);
+#endif
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = X + r * ld;
+        size_t c = 0;
+#if defined(__AVX512F__)
+        for (; c + 16 <= len; c += 16) {
+            __m512 v = _mm512_loadu_ps(x + c);
+            __mmask16 fin = _mm512_cmp_ps_mask(_mm512_abs_ps(v), inf, _CMP_LT_OQ); /* NaN, +-inf: no */
+            va = _mm512_mask_min_ps(va, fin, va, v);
+            vb = _mm512_mask_max_ps(vb, fin, vb, v);
+        }
+#endif
+        for (; c < len; c++)
+            if (isfinite(x[c])) {
+                if (x[c] < a) a = x[c];
+                if (x[c] > b) b = x[c];
+            }
+    }
+#if defined(__AVX512F__)
+    float ra = _mm512_reduce_min_ps(va), rb = _mm512_reduce_max_ps(vb);
+    if (ra < a) a = ra;
+    if (rb > b) b = rb;
+#endif
+    if (a < *lo) *lo = a;
+    if (b > *hi) *hi = b;
+}
+
+/* Codes of x[0..n) with p (mts_affine_quantize: r / scale in double, round
+ * half away from zero, + zero point, clamped; NaN -> zero point), their low
+ * bits (mask) into out. */
+static void quant_line(const mts_affine *p, const float *x, size_t n, uint8_t *out, uint32_t mask)
+{
+    size_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+    const __m512d sc = _mm512_set1_pd(p->scale), half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+    const __m512d zp = _mm512_set1_pd((double)p->zero_point), qmin = _mm512_set1_pd((double)p->qmin),
+                  qmax = _mm512_set1_pd((double)p->qmax);
+    const __m256i m = _mm256_set1_epi32((int)mask), z = _mm256_set1_epi32(p->zero_point);
+    for (; i + 8 <= n; i += 8) {
+        __m512d v = _mm512_div_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), sc);
+        __m512d t = _mm512_roundscale_pd(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        /* v - t is exact; a fraction of at least one half rounds away from zero */
+        __mmask8 up = _mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(v, t)), half, _CMP_GE_OQ);
+        __mmask8 neg = _mm512_cmp_pd_mask(v, _mm512_setzero_pd(), _CMP_LT_OQ);
+        t = _mm512_mask_add_pd(t, up & ~neg, t, one);
+        t = _mm512_mask_sub_pd(t, up & neg, t, one);
+        t = _mm512_min_pd(_mm512_max_pd(_mm512_add_pd(t, zp), qmin), qmax); /* inf clamps; NaN below */
+        __mmask8 nan = _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q);
+        __m256i q = _mm256_mask_mov_epi32(_mm512_cvtpd_epi32(t), nan, z);
+        _mm_storel_epi64((__m128i *)(out + i), _mm256_cvtepi32_epi8(_mm256_and_si256(q, m)));
+    }
+#endif
+    for (; i < n; i++) out[i] = (uint8_t)((uint32_t)mts_affine_quantize(p, x[i]) & mask);
+}
+
 int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int transA, int transB, int m, int n,
                   int k, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   mts_err *err)
@@ -423,30 +512,34 @@ int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int 
     mts_affine pa, pb;
     mts_qtab t;
     int rc;
-    double lo, hi;
     size_t K = (size_t)k;
-    uint8_t *ca = mts__gemm_ws_alloc((size_t)m * K + 1, 0), *cb = mts__gemm_ws_alloc((size_t)n * K + 1, 0);
+    /* codes in the operands' stored layouts: op(A) row-major unless transA
+     * (then k-major), op(B) k-major unless transB */
+    size_t ra = transA ? K : (size_t)m, la = transA ? (size_t)m : K;
+    size_t rb = transB ? (size_t)n : K, lb = transB ? K : (size_t)n;
+    uint8_t *ca = mts__gemm_ws_alloc(ra * la + 1, 0), *cb = mts__gemm_ws_alloc(rb * lb + 1, 0);
     memset(&t, 0, sizeof t);
     if (!ca || !cb) {
         rc = mts_fail(err, MTS_ENOMEM, "gemm: out of memory quantizing INT operands (%d x %d x %d)", m, n, k);
         goto done;
     }
-    finite_range(A, lda, transA, m, k, &lo, &hi);
+    double lo = INFINITY, hi = -INFINITY;
+    stored_range(A, ra, la, (size_t)lda, &lo, &hi);
+    if (!(lo <= hi)) lo = hi = 0.0;
     if ((rc = mts_affine_from_range(lo, hi, lut->int_bits, lut->int_signed, &pa, err)) != MTS_OK) goto done;
-    finite_range(B, ldb, transB, k, n, &lo, &hi);
+    lo = INFINITY, hi = -INFINITY;
+    stored_range(B, rb, lb, (size_t)ldb, &lo, &hi);
+    if (!(lo <= hi)) lo = hi = 0.0;
     if ((rc = mts_affine_from_range(lo, hi, lut->int_bits, lut->int_signed, &pb, err)) != MTS_OK) goto done;
     uint32_t mask = (1u << lut->int_bits) - 1u;
     (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) if ((size_t)m * K > 65536)
-    for (int i = 0; i < m; i++)
-        for (int kk = 0; kk < k; kk++)
-            ca[(size_t)i * K + (size_t)kk] = (uint8_t)((uint32_t)mts_affine_quantize(&pa, gemm_at(A, lda, transA, i, kk)) & mask);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) if ((size_t)n * K > 65536)
-    for (int j = 0; j < n; j++)
-        for (int kk = 0; kk < k; kk++)
-            cb[(size_t)j * K + (size_t)kk] = (uint8_t)((uint32_t)mts_affine_quantize(&pb, gemm_at(B, ldb, transB, kk, j)) & mask);
-    if ((rc = mts_qtab_init(&t, lut, err)) != MTS_OK) goto done;
-    mts_qopd qa = {ca, K, NULL, pa.zero_point, NULL, pa.scale, 0}, qb = {cb, K, NULL, pb.zero_point, NULL, pb.scale, 0};
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) if (ra * la > 65536)
+    for (size_t r = 0; r < ra; r++) quant_line(&pa, A + r * (size_t)lda, la, ca + r * la, mask);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) if (rb * lb > 65536)
+    for (size_t r = 0; r < rb; r++) quant_line(&pb, B + r * (size_t)ldb, lb, cb + r * lb, mask);
+    if ((rc = qtab_build(&t, lut, QK_SWAP(m, n) ? 2 : 1, err)) != MTS_OK) goto done; /* the plane it reads */
+    mts_qopd qa = {ca, la, NULL, pa.zero_point, NULL, pa.scale, transA},
+             qb = {cb, lb, NULL, pb.zero_point, NULL, pb.scale, !transB};
     rc = mts_qgemm(&t, threads, scalar_only, ct, m, n, k, &qa, &qb, beta, C, ldc, err);
 done:
     mts_qtab_free(&t);
