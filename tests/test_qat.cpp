@@ -505,7 +505,7 @@ TEST(QatGemm, IntProviderEqualsGemmRefOnLargeShapesAndSpecials)
                 }
 }
 
-// ------------------------------------------------------------ training
+// ------------------------------------------------------------- layers
 
 mts_provider int_prov(const mts_lut *l, int threads = 1)
 {
@@ -516,6 +516,78 @@ mts_provider int_prov(const mts_lut *l, int threads = 1)
     p.threads = threads;
     return p;
 }
+
+// The quantization-aware dense and conv forward against a readable
+// per-product reference (scalar quantizer, table products, exact sums),
+// with inputs that hit every branch of the vector quantizer: NaN, +-inf,
+// huge values, halves, lanes past a multiple of 16.
+TEST(QatLayers, ForwardEqualsPerProductReference)
+{
+    Lut tabs[2];
+    bam_lut(6, &tabs[0].l);
+    noisy_lut(8, 1, 700, 16, &tabs[1].l);
+    for (auto &t : tabs) {
+        int sg = t.l.int_signed;
+        mts_provider p = int_prov(&t.l, 2);
+        mts_nn_ctx ctx = mts_nn_ctx_cpu(&p, nullptr);
+        mts_qparam qa;
+        mts_qparam_affine(-1.5f, 3.0f, 8, sg, &qa);
+        const int N = 5, in = 37, out = 19;
+        std::vector<float> x = rnd((size_t)N * in, 11, -2.0f, 4.0f), w = rnd((size_t)out * in, 12), b = rnd(out, 13);
+        x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = 1e30f, x[4] = qa.scale * 2.5f, x[20] = -qa.scale * 0.5f;
+        w[5] = NAN;
+        std::vector<mts_qparam> qw(out);
+        mts_qat_weight_params(w.data(), out, in, 8, sg, qw.data());
+        std::vector<float> y((size_t)N * out);
+        mts_err err;
+        ASSERT_EQ(mts_qdense_forward(&ctx, &qa, N, in, out, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK)
+            << err.msg;
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < out; o++) {
+                int64_t acc = 0;
+                for (int i = 0; i < in; i++) {
+                    int32_t va = mts_q_value(&qa, x[(size_t)n * in + i]), vw = mts_q_value(&qw[o], w[(size_t)o * in + i]);
+                    acc += T(&t.l, (uint32_t)va, (uint32_t)vw) - (int64_t)qw[o].zp * va - (int64_t)qa.zp * vw +
+                           (int64_t)qa.zp * qw[o].zp;
+                }
+                float want = (float)(((double)qa.scale * (double)qw[o].scale) * (double)acc) + b[o];
+                ASSERT_EQ(mts_f2u(y[(size_t)n * out + o]), mts_f2u(want)) << "dense " << n << "," << o;
+            }
+        // conv 2@3x3, stride 2, pad 1 on 3x9x7 (padding taps are the real 0)
+        mts_conv_geom g = {3, 9, 7, 2, 3, 2, 1, 0, 0};
+        ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK);
+        const int K = 27, P = g.oh * g.ow;
+        std::vector<float> cx = rnd((size_t)N * 3 * 9 * 7, 14, -1.0f, 3.0f), cwt = rnd((size_t)2 * K, 15), cb = rnd(2, 16);
+        cx[7] = NAN, cx[8] = -INFINITY, cx[40] = 1e20f;
+        std::vector<mts_qparam> qc(2);
+        mts_qat_weight_params(cwt.data(), 2, K, 8, sg, qc.data());
+        std::vector<float> cy((size_t)N * 2 * P);
+        ASSERT_EQ(mts_qconv2d_forward(&ctx, &qa, &g, N, cx.data(), cwt.data(), cb.data(), cy.data(), &err), MTS_OK)
+            << err.msg;
+        for (int n = 0; n < N; n++)
+            for (int co = 0; co < 2; co++)
+                for (int oy = 0; oy < g.oh; oy++)
+                    for (int ox = 0; ox < g.ow; ox++) {
+                        int64_t acc = 0;
+                        for (int ci = 0; ci < 3; ci++)
+                            for (int ky = 0; ky < 3; ky++)
+                                for (int kx = 0; kx < 3; kx++) {
+                                    int iy = oy * 2 - 1 + ky, ix = ox * 2 - 1 + kx;
+                                    int32_t va = iy < 0 || iy >= 9 || ix < 0 || ix >= 7
+                                                     ? qa.zp
+                                                     : mts_q_value(&qa, cx[(((size_t)n * 3 + ci) * 9 + iy) * 7 + ix]);
+                                    int32_t vw = mts_q_value(&qc[co], cwt[(size_t)co * K + (ci * 3 + ky) * 3 + kx]);
+                                    acc += T(&t.l, (uint32_t)va, (uint32_t)vw) - (int64_t)qc[co].zp * va -
+                                           (int64_t)qa.zp * vw + (int64_t)qa.zp * qc[co].zp;
+                                }
+                        float want = (float)(((double)qa.scale * (double)qc[co].scale) * (double)acc) + cb[co];
+                        ASSERT_EQ(mts_f2u(cy[((size_t)n * 2 + co) * P + oy * g.ow + ox]), mts_f2u(want))
+                            << "conv " << n << "," << co << "," << oy << "," << ox;
+                    }
+    }
+}
+
+// ------------------------------------------------------------ training
 
 // conv 3@3x3 pad 1 on 1x8x8 -> ReLU -> max pool 2 -> dense 4
 void tiny_net(mts_net *net, int batch, uint64_t seed)

@@ -117,7 +117,15 @@ static int qside_make(const mts_qopd *o, int rows, int k, int bits, int sg, qsid
         q->zp[r] = o->zp ? o->zp[r] : o->zp1;
         q->sc[r] = o->scale ? o->scale[r] : o->scale1;
     }
-    if (o->kmajor)
+    if (o->kmajor && bits == 8) /* byte values: loops the compiler vectorises */
+        for (int kk = 0; kk < k; kk++) {
+            const uint8_t *c = o->code + (size_t)kk * o->ld;
+            if (sg)
+                for (int r = 0; r < rows; r++) q->sum[r] += (int8_t)c[r];
+            else
+                for (int r = 0; r < rows; r++) q->sum[r] += c[r];
+        }
+    else if (o->kmajor)
         for (int kk = 0; kk < k; kk++) {
             const uint8_t *c = o->code + (size_t)kk * o->ld;
             for (int r = 0; r < rows; r++) q->sum[r] += code_value(c[r], bits, sg);
