@@ -381,21 +381,28 @@ void make_op(QOp &q, int rows, int k, int bits, int sg, int kmajor, int per_row,
 
 TEST(QatGemm, KernelsEqualThePerProductReference)
 {
-    Lut tabs[5];
+    Lut tabs[9];
     mts_err err;
-    ASSERT_EQ(mts_intmul_exact_lut(8, 0, &tabs[0].l, &err), MTS_OK);
-    noisy_lut(8, 1, 500, 16, &tabs[1].l);  // signed, approximate, 16-bit span
-    bam_lut(6, &tabs[2].l);                 // unsigned, approximate
+    ASSERT_EQ(mts_intmul_exact_lut(8, 0, &tabs[0].l, &err), MTS_OK); // the split kernel, no error plane
+    noisy_lut(8, 1, 500, 16, &tabs[1].l);  // signed, approximate, 16-bit span: the byte-plane kernel
+    bam_lut(6, &tabs[2].l);                 // unsigned, approximate (error span 321): the byte-plane kernel
     noisy_lut(8, 0, 0, 18, &tabs[3].l);     // span above 65,535: the scalar kernel only
     noisy_lut(5, 1, 7, 16, &tabs[4].l);     // 5-bit
+    ASSERT_EQ(mts_intmul_exact_lut(8, 1, &tabs[5].l, &err), MTS_OK); // signed exact: split, no plane
+    noisy_lut(8, 0, 127, 16, &tabs[6].l);   // unsigned, error in [-127, 127]: split with an error plane
+    noisy_lut(8, 1, 100, 16, &tabs[7].l);   // signed, the same
+    bam_lut(4, &tabs[8].l);                 // unsigned, error span 49: split
     struct Shape {
         int m, n, k;
     } shapes[] = {{1, 1, 1}, {3, 70, 9}, {70, 3, 300}, {6, 300, 25}, {257, 5, 513}, {64, 130, 256}, {2, 600, 257}};
     uint64_t seed = 1;
-    for (int ti = 0; ti < 5; ti++) {
+    for (int ti = 0; ti < 9; ti++) {
         mts_qtab qt;
         ASSERT_EQ(mts_qtab_init(&qt, &tabs[ti].l, &err), MTS_OK) << err.msg;
-        EXPECT_EQ(qt.planes, ti < 3 ? 3 : 0) << "table " << ti;
+        int split = ti == 0 || ti >= 5;
+        EXPECT_EQ(qt.split, split) << "table " << ti;
+        EXPECT_EQ(qt.dconst, ti == 0 || ti == 5) << "table " << ti;
+        EXPECT_EQ(qt.planes, ti == 1 || ti == 2 ? 3 : 0) << "table " << ti;
         int bits = tabs[ti].l.int_bits, sg = tabs[ti].l.int_signed;
         for (auto sh : shapes)
             for (int variant = 0; variant < 4; variant++) {

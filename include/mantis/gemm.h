@@ -109,14 +109,23 @@ int mts_gemm_int_quantize(int nbits, int is_signed, int threads, int transA, int
 /* An integer table prepared for mts_qgemm: its smallest entry and, for an
  * 8-bit table whose entries span at most 65,535, the entries minus that
  * smallest one split into low and high byte planes, indexed [a][b] and
- * [b][a] (what the SIMD kernel reads; other tables run the scalar kernel).
- * Read-only once built; share it between calls and threads. */
+ * [b][a] (what the SIMD kernel reads; other tables run the scalar kernel);
+ * or, when the table's error against the exact product spans at most 255,
+ * that error as one byte plane (the split kernel). Read-only once built;
+ * share it between calls and threads. */
 typedef struct mts_qtab {
     const mts_lut *lut;  /* not owned: must outlive the mts_qtab */
     int bits, is_signed;
     int32_t tmin;
     int planes;          /* bit 0: lo/hi hold the [a][b] planes, bit 1: the [b][a] ones (mts_qtab_init: both) */
     uint8_t *lo, *hi;    /* 2 x 65,536 bytes each */
+    /* The split form, for tables whose error D = T(a, b) - a*b spans at most 255: the exact products
+     * by VNNI dot products, D - dmin from one byte plane (none when D is constant). */
+    int split;           /* 1: D spans at most 255 (dplanes then says which of dp's planes are built) */
+    int dconst;          /* 1: D is constant (dmin): no plane is read */
+    int32_t dmin;
+    int dplanes;         /* as planes, for dp */
+    uint8_t *dp;         /* 2 x 65,536 bytes: D - dmin, [a][b] then [b][a] */
 } mts_qtab;
 
 /* Builds t from an integer table (MTS_EINVAL for anything else; MTS_ENOMEM). */

@@ -39,6 +39,12 @@
 
 /* ------------------------------------------------------------ the table */
 
+/* The value of an n-bit code (sign-extended when signed). */
+static inline int32_t code_value(uint32_t c, int bits, int sg)
+{
+    return sg && (c >> (bits - 1)) ? (int32_t)c - (1 << bits) : (int32_t)c;
+}
+
 /* Builds t's planes for the orientations in want (bit 0: rows by the first
  * operand, T[a][b]; bit 1: rows by the second, T[a][b] at [b][a]). */
 static int qtab_build(mts_qtab *t, const mts_lut *lut, int want, mts_err *err)
@@ -57,7 +63,35 @@ static int qtab_build(mts_qtab *t, const mts_lut *lut, int want, mts_err *err)
         hi = e[i] > hi ? e[i] : hi;
     }
     t->tmin = lo;
-    if (t->bits != 8 || (int64_t)hi - lo > 65535) return MTS_OK; /* the scalar kernel only */
+    if (t->bits != 8) return MTS_OK; /* the scalar kernel only */
+    /* the error against the exact product of the values: one byte plane when it spans at most 255 */
+    int32_t dlo = INT32_MAX, dhi = INT32_MIN;
+    for (uint32_t i = 0; i < 65536; i++) {
+        int32_t d = e[i] - code_value(i >> 8, 8, t->is_signed) * code_value(i & 255, 8, t->is_signed);
+        dlo = d < dlo ? d : dlo;
+        dhi = d > dhi ? d : dhi;
+    }
+    if ((int64_t)dhi - dlo <= 255) {
+        t->split = 1;
+        t->dmin = dlo;
+        t->dconst = dhi == dlo;
+        if (t->dconst) return MTS_OK;
+        t->dp = mts__gemm_ws_alloc(2 * 65536, 0);
+        if (!t->dp) {
+            mts_qtab_free(t);
+            return mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory for the table's error plane");
+        }
+        for (uint32_t a = 0; a < 256; a++)
+            for (uint32_t b = 0; b < 256; b++) {
+                uint32_t i = (a << 8) | b;
+                uint8_t v = (uint8_t)(e[i] - code_value(a, 8, t->is_signed) * code_value(b, 8, t->is_signed) - dlo);
+                if (want & 1) t->dp[i] = v;
+                if (want & 2) t->dp[65536 + ((b << 8) | a)] = v;
+            }
+        t->dplanes = want;
+        return MTS_OK;
+    }
+    if ((int64_t)hi - lo > 65535) return MTS_OK; /* the scalar kernel only */
     t->lo = mts__gemm_ws_alloc(2 * 65536, 0);
     t->hi = mts__gemm_ws_alloc(2 * 65536, 0);
     if (!t->lo || !t->hi) {
@@ -88,16 +122,11 @@ void mts_qtab_free(mts_qtab *t)
 {
     mts__gemm_ws_free(t->lo);
     mts__gemm_ws_free(t->hi);
+    mts__gemm_ws_free(t->dp);
     memset(t, 0, sizeof *t);
 }
 
 /* ------------------------------------------------------------ helpers */
-
-/* The value of an n-bit code (sign-extended when signed). */
-static inline int32_t code_value(uint32_t c, int bits, int sg)
-{
-    return sg && (c >> (bits - 1)) ? (int32_t)c - (1 << bits) : (int32_t)c;
-}
 
 /* What the epilogue needs of one operand, per row: zero point, scale and
  * the sum of the values of its codes (mts_qdot_correct's S_a / S_b). */
@@ -322,10 +351,143 @@ static void qk_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, 
         float out[QK_COLS];
 #pragma omp for schedule(dynamic, 4)
         for (long tI = 0; tI < tiles; tI++) {
-            int r = (int)(tI / nch), j0 = (int)(tI % nch) * QK_COLS;
+            int r = (int)(tI % rows), j0 = (int)(tI / rows) * QK_COLS; /* by column chunk: its codes stay cached */
             int jn = cols - j0 < QK_COLS ? cols - j0 : QK_COLS;
             qk_row(plo, phi, R + (size_t)r * ldr, k, P, ldp, j0, jn, s);
             for (int c = 0; c < jn; c++) s[c] += ktmin;
+            q_epilogue(Rs, Cs, r, j0, jn, k, s, swap, ct, beta, C, ldc, out);
+        }
+    }
+}
+#endif
+
+#if GEMM_VBMI && defined(__AVX512VNNI__)
+#define QS_COLS 128 /* columns per row pass of the split kernel: 8 VNNI vectors, 2 lookup vectors */
+
+/* The split kernel, for tables whose error D = T - a*b spans at most 255:
+ * sum T = sum a*b (VNNI: vpdpbusd multiplies 4 unsigned by 4 signed bytes
+ * per 32-bit lane, exactly) + sum (D - dmin) (one byte plane, the lookup and
+ * the 16-bit sums of qk_row) + k dmin. The exact products need the row
+ * operand's bytes unsigned and the column operand's signed: an unsigned
+ * table's column codes go in as c - 128 (c ^ 0x80) and 128 sum(row values)
+ * is added back; a signed table's row codes go in as v + 128 and 128
+ * sum(column values) is taken off. P4: the column operand's adjusted codes
+ * [k/4][columns][4] (zeros past k); rw: the row's adjusted codes, 4 to a
+ * 32-bit word (zeros past k). Out: the table sums of columns j0 .. j0+jn. */
+static void qs_row(const mts_qtab *t, const uint8_t *dpl, const uint8_t *r, const uint32_t *rw, int k, const uint8_t *P,
+                   size_t ldp, const uint8_t *P4, size_t ld4, int j0, int jn, int64_t *out)
+{
+    __mmask64 lm[2];
+    for (int v = 0; v < 2; v++) {
+        int left = jn - 64 * v;
+        lm[v] = left >= 64 ? ~(__mmask64)0 : left > 0 ? (((__mmask64)1 << left) - 1) : 0;
+    }
+    int64_t prod[QS_COLS];
+    int32_t L[QS_COLS];
+    memset(prod, 0, sizeof prod);
+    memset(L, 0, sizeof L);
+    int nq = (k + 3) / 4, lookups = !t->dconst;
+    for (int q0 = 0; q0 < nq; q0 += QK_KSTEP / 4) { /* 256 steps of k: the 16-bit sums' limit */
+        int q1 = nq - q0 < QK_KSTEP / 4 ? nq : q0 + QK_KSTEP / 4;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        __m512i w0 = a0, o0 = a0, w1 = a0, o1 = a0;
+        for (int q = q0; q < q1; q++) {
+            __m512i rb = _mm512_set1_epi32((int)rw[q]);
+            const uint8_t *p4 = P4 + (size_t)q * ld4 + (size_t)j0 * 4;
+            a0 = _mm512_dpbusd_epi32(a0, rb, _mm512_loadu_si512(p4));
+            a1 = _mm512_dpbusd_epi32(a1, rb, _mm512_loadu_si512(p4 + 64));
+            a2 = _mm512_dpbusd_epi32(a2, rb, _mm512_loadu_si512(p4 + 128));
+            a3 = _mm512_dpbusd_epi32(a3, rb, _mm512_loadu_si512(p4 + 192));
+            a4 = _mm512_dpbusd_epi32(a4, rb, _mm512_loadu_si512(p4 + 256));
+            a5 = _mm512_dpbusd_epi32(a5, rb, _mm512_loadu_si512(p4 + 320));
+            a6 = _mm512_dpbusd_epi32(a6, rb, _mm512_loadu_si512(p4 + 384));
+            a7 = _mm512_dpbusd_epi32(a7, rb, _mm512_loadu_si512(p4 + 448));
+            if (!lookups) continue;
+            int kend = 4 * q + 4 < k ? 4 * q + 4 : k;
+            for (int kk = 4 * q; kk < kend; kk++) {
+                const uint8_t *tl = dpl + ((size_t)r[kk] << 8);
+                __m512i D0 = _mm512_loadu_si512(tl), D1 = _mm512_loadu_si512(tl + 64);
+                __m512i D2 = _mm512_loadu_si512(tl + 128), D3 = _mm512_loadu_si512(tl + 192);
+                const uint8_t *p = P + (size_t)kk * ldp + j0;
+                __m512i i0 = _mm512_maskz_loadu_epi8(lm[0], p), i1 = _mm512_maskz_loadu_epi8(lm[1], p + 64);
+                __mmask64 u0 = _mm512_movepi8_mask(i0), u1 = _mm512_movepi8_mask(i1);
+                __m512i l0 = _mm512_mask2_permutex2var_epi8(D2, _mm512_mask2_permutex2var_epi8(D0, i0, ~u0, D1), u0, D3);
+                __m512i l1 = _mm512_mask2_permutex2var_epi8(D2, _mm512_mask2_permutex2var_epi8(D0, i1, ~u1, D1), u1, D3);
+                w0 = _mm512_add_epi16(w0, l0);
+                o0 = _mm512_add_epi16(o0, _mm512_srli_epi16(l0, 8));
+                w1 = _mm512_add_epi16(w1, l1);
+                o1 = _mm512_add_epi16(o1, _mm512_srli_epi16(l1, 8));
+            }
+        }
+        __m512i acc[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+        for (int v = 0; v < 8; v++) {
+            int32_t x[16];
+            _mm512_storeu_si512(x, acc[v]);
+            for (int c = 0; c < 16; c++) prod[16 * v + c] += x[c];
+        }
+        if (!lookups) continue;
+        /* the error plane's 16-bit sums into columns, as qk_row widens its planes */
+        const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+        const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+        __m512i ws[2] = {w0, w1}, os[2] = {o0, o1};
+        for (int v = 0; v < 2; v++) {
+            __m512i e = _mm512_sub_epi16(ws[v], _mm512_slli_epi16(os[v], 8));
+            __m512i ul = _mm512_unpacklo_epi16(e, os[v]), uh = _mm512_unpackhi_epi16(e, os[v]);
+            __m512i c0 = _mm512_permutex2var_epi64(ul, first, uh), c1 = _mm512_permutex2var_epi64(ul, second, uh);
+            int32_t *Lb = L + 64 * v;
+            __m512i y[4] = {_mm512_cvtepu16_epi32(_mm512_castsi512_si256(c0)),
+                            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(c0, 1)),
+                            _mm512_cvtepu16_epi32(_mm512_castsi512_si256(c1)),
+                            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(c1, 1))};
+            for (int qq = 0; qq < 4; qq++)
+                _mm512_storeu_si512(Lb + 16 * qq, _mm512_add_epi32(_mm512_loadu_si512(Lb + 16 * qq), y[qq]));
+        }
+    }
+    for (int c = 0; c < jn; c++) out[c] = prod[c] + L[c];
+}
+
+/* The split kernel over the job (as qk_vbmi): Rs / Cs the operands' sums. */
+static void qs_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, int cols, int k, const uint8_t *R,
+                    size_t ldr, const uint8_t *P, size_t ldp, const uint8_t *P4, size_t ld4, uint32_t *rws,
+                    const qside *Rs, const qside *Cs, float beta, float *C, int ldc)
+{
+    const uint8_t *dpl = t->dp ? t->dp + (swap ? 65536 : 0) : NULL;
+    int nch = (cols + QS_COLS - 1) / QS_COLS, nq = (k + 3) / 4, sg = t->is_signed;
+    long tiles = (long)rows * nch;
+    (void)threads;
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t s[QS_COLS];
+        float out[QS_COLS];
+        int me = 0;
+#ifdef _OPENMP
+        me = omp_get_thread_num();
+#endif
+        uint32_t *rw = rws + (size_t)me * (size_t)(nq + 1); /* this thread's row words */
+        int lastr = -1;
+#pragma omp for schedule(dynamic, 4)
+        for (long tI = 0; tI < tiles; tI++) {
+            int r = (int)(tI % rows), j0 = (int)(tI / rows) * QS_COLS; /* by column chunk: its codes stay cached */
+            int jn = cols - j0 < QS_COLS ? cols - j0 : QS_COLS;
+            const uint8_t *rc = R + (size_t)r * ldr;
+            if (r != lastr) { /* the row's codes, 4 to a word, adjusted for vpdpbusd's unsigned operand */
+                for (int q = 0; q < nq; q++) {
+                    uint32_t w = 0;
+                    for (int u = 0; u < 4; u++) {
+                        int kk = 4 * q + u;
+                        uint32_t c = kk < k ? (uint32_t)(uint8_t)(rc[kk] ^ (sg ? 0x80 : 0)) : 0;
+                        w |= c << (8 * u);
+                    }
+                    rw[q] = w;
+                }
+                lastr = r;
+            }
+            qs_row(t, dpl, rc, rw, k, P, ldp, P4, ld4, j0, jn, s);
+            /* back to the values' products, then the error's offset */
+            for (int c = 0; c < jn; c++) {
+                int64_t fix = sg ? -128 * Cs->sum[j0 + c] : 128 * Rs->sum[r];
+                s[c] += fix + (int64_t)k * t->dmin;
+            }
             q_epilogue(Rs, Cs, r, j0, jn, k, s, swap, ct, beta, C, ldc, out);
         }
     }
@@ -343,12 +505,50 @@ int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, in
 #endif
     if (threads < 1 || (double)m * n * k < 262144.0) threads = 1;
     qside A, B;
-    uint8_t *ta = NULL, *tb = NULL, *P = NULL;
+    uint8_t *ta = NULL, *tb = NULL, *P = NULL, *P4 = NULL;
+    uint32_t *rws = NULL;
     int rc = MTS_OK, okA = qside_make(a, m, k, t->bits, t->is_signed, &A), okB = qside_make(b, n, k, t->bits, t->is_signed, &B);
     if (!okA || !okB) {
         rc = mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory (%d x %d x %d)", m, n, k);
         goto done;
     }
+#if GEMM_VBMI && defined(__AVX512VNNI__)
+    if (!scalar_only && t->split && (t->dconst || (t->dplanes & (QK_SWAP(m, n) ? 2 : 1))) && k > 0) {
+        int swap = QK_SWAP(m, n);
+        int rows = swap ? n : m, cols = swap ? m : n, sg = t->is_signed;
+        const mts_qopd *Ro = swap ? b : a, *Co = swap ? a : b;
+        const uint8_t *R = row_major(Ro, rows, k, swap ? &tb : &ta);
+        size_t ldp = Co->kmajor ? Co->ld : (size_t)cols, ncp = ((size_t)cols + QS_COLS - 1) / QS_COLS * QS_COLS;
+        size_t nq = ((size_t)k + 3) / 4, ld4 = ncp * 4;
+        P4 = mts__gemm_ws_alloc(nq * ld4 + 64, 1);
+        rws = mts__gemm_ws_alloc(sizeof *rws * (nq + 1) * (size_t)threads, 0);
+        const uint8_t *Pc = Co->code;
+        if (!Co->kmajor) { /* [k][cols], what the error lookups read */
+            P = mts__gemm_ws_alloc((size_t)k * (size_t)cols + 64, 0);
+            if (P)
+                for (int j = 0; j < cols; j++) {
+                    const uint8_t *c = Co->code + (size_t)j * Co->ld;
+                    for (int kk = 0; kk < k; kk++) P[(size_t)kk * cols + (size_t)j] = c[kk];
+                }
+            Pc = P;
+        }
+        if (!R || !Pc || !P4 || !rws) {
+            rc = mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory packing %d x %d codes", k, cols);
+            goto done;
+        }
+        /* [k/4][columns][4], vpdpbusd's signed operand: an unsigned table's codes less 128 */
+        uint8_t flip = sg ? 0 : 0x80;
+        for (int kk = 0; kk < k; kk++) {
+            const uint8_t *src = Pc + (size_t)kk * ldp;
+            uint8_t *dst = P4 + (size_t)(kk / 4) * ld4 + (size_t)(kk % 4);
+            for (int j = 0; j < cols; j++) dst[(size_t)j * 4] = src[j] ^ flip;
+        }
+        /* past k (and past the columns) P4 stays 0, as do the row words: those products are 0 */
+        qs_vbmi(t, threads, ct, swap, rows, cols, k, R, Ro->kmajor ? (size_t)k : Ro->ld, Pc, ldp, P4, ld4, rws,
+                swap ? &B : &A, swap ? &A : &B, beta, C, ldc);
+        goto done;
+    }
+#endif
 #if GEMM_VBMI
     if (!scalar_only && (t->planes & (QK_SWAP(m, n) ? 2 : 1)) && k > 0) {
         /* the operand with more rows runs across the lanes (QK_SWAP) */
@@ -392,6 +592,8 @@ done:
     mts__gemm_ws_free(ta);
     mts__gemm_ws_free(tb);
     mts__gemm_ws_free(P);
+    mts__gemm_ws_free(P4);
+    mts__gemm_ws_free(rws);
     return rc;
 }
 
