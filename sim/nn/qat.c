@@ -301,16 +301,17 @@ int mts_qdense_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int i
 /* The TABLE backward of a dense layer: each product's factor is the table's
  * gradient at its code pair, in real units; sums in the GEMMs' order
  * (dx over o, dw over n, each from +0). */
-static void dense_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qparam *qa, int N, int in, int out,
-                              const uint8_t *cx, const uint8_t *cw, const float *dy, float *dx, float *dw, int scalar)
+static int dense_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qparam *qa, int N, int in, int out,
+                             const uint8_t *cx, const uint8_t *cw, const float *dy, float *dx, float *dw, int scalar,
+                             mts_err *err)
 {
     int T = q->threads;
     (void)T;
     float *zw = malloc(sizeof *zw * (size_t)out), *sw = malloc(sizeof *sw * (size_t)out);
-    if (!zw || !sw) { /* tiny; the caller's buffers were larger */
+    if (!zw || !sw) {
         free(zw);
         free(sw);
-        return;
+        return mts_fail(err, MTS_ENOMEM, "dense backward: out of memory");
     }
     for (int o = 0; o < out; o++) zw[o] = (float)q->qw[o].zp, sw[o] = q->qw[o].scale;
     float za = (float)qa->zp, sa = qa->scale;
@@ -328,6 +329,7 @@ static void dense_table_grads(const mts_int_grad *G, const qlayer *q, const mts_
         }
     free(zw);
     free(sw);
+    return MTS_OK;
 }
 
 int mts_qdense_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int in, int out, const float *x,
@@ -365,8 +367,8 @@ int mts_qdense_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int 
         if (rc == MTS_OK) {
             act_codes(qa, q.mask, x, nx, cx);
             weight_codes(&q, w, out, in, cw, zw, sw);
-            dense_table_grads(G, &q, qa, N, in, out, cx, cw, dy, dx, dw, ctx->fwd->scalar_only);
-            if (db) rc = mts_dense_backward(&fc, N, in, out, x, w, dy, NULL, NULL, db, err);
+            rc = dense_table_grads(G, &q, qa, N, in, out, cx, cw, dy, dx, dw, ctx->fwd->scalar_only, err);
+            if (rc == MTS_OK && db) rc = mts_dense_backward(&fc, N, in, out, x, w, dy, NULL, NULL, db, err);
         }
         mts_int_grad_free(&own);
         free(cx);
@@ -480,8 +482,13 @@ static int conv_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qp
     int K = g->cin * g->k * g->k, C = g->cout, T = q->threads;
     size_t NP = (size_t)N * g->oh * g->ow;
     (void)T;
-    float za = (float)qa->zp, sa = qa->scale, zw[1024], sw[1024];
-    if (C > 1024) return mts_fail(err, MTS_EINVAL, "conv backward: %d output channels (at most 1024 with integer tables)", C);
+    float za = (float)qa->zp, sa = qa->scale;
+    float *zw = malloc(sizeof *zw * (size_t)C), *sw = malloc(sizeof *sw * (size_t)C);
+    if (!zw || !sw) {
+        free(zw);
+        free(sw);
+        return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory");
+    }
     for (int co = 0; co < C; co++) zw[co] = (float)q->qw[co].zp, sw[co] = q->qw[co].scale;
     if (dw) /* dW[co][k] = sum over (n, p) of dyc[co][np] * dT/db: lanes k, terms np */
 #pragma omp parallel for num_threads(T) schedule(static)
@@ -489,9 +496,12 @@ static int conv_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qp
             tsum k = {G->db, q->bits, caT, (size_t)K, cw + (size_t)co * K, 0, 1, dyc + (size_t)co * NP, 1, 0, &za, &sa, 0};
             tsum_run(&k, scalar, (int)NP, K, dw + (size_t)co * K);
         }
-    if (!dx) return MTS_OK;
-    float *dcol = malloc(sizeof *dcol * (NP * K + 1));
-    if (!dcol) return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d gradients)", NP, K);
+    float *dcol = dx ? malloc(sizeof *dcol * (NP * K + 1)) : NULL;
+    if (!dx || !dcol) {
+        free(zw);
+        free(sw);
+        return dx ? mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d gradients)", NP, K) : MTS_OK;
+    }
     /* dcol[k][np] = sum over co of dyc[co][np] * dT/da: lanes np (in blocks), terms co */
     size_t nb = (NP + 255) / 256;
 #pragma omp parallel for num_threads(T) schedule(static)
@@ -503,6 +513,8 @@ static int conv_table_grads(const mts_int_grad *G, const qlayer *q, const mts_qp
     }
     int rc = mts_col2im_rows(g, N, dcol, dx, err);
     free(dcol);
+    free(zw);
+    free(sw);
     return rc;
 }
 
