@@ -490,7 +490,9 @@ TEST(QatGemm, IntProviderEqualsGemmRefOnLargeShapesAndSpecials)
                     p.scalar_only = scalar;
                     std::vector<float> A = rnd((size_t)sh.m * sh.k, seed++, -3.0f, 2.0f),
                                        B = rnd((size_t)sh.k * sh.n, seed++, -0.5f, 5.0f);
-                    A[0] = NAN, A[1] = INFINITY, A[2 % A.size()] = -0.0f, B[0] = -INFINITY, B[B.size() - 1] = 1e30f;
+                    const float specials[3] = {NAN, INFINITY, -0.0f};
+                    for (size_t e = 0; e < 3 && e < A.size(); e++) A[e] = specials[e];
+                    B[0] = -INFINITY, B[B.size() - 1] = 1e30f;
                     int lda = sh.ta ? sh.m : sh.k, ldb = sh.tb ? sh.k : sh.n, ldc = ct ? sh.m : sh.n;
                     std::vector<float> C((size_t)sh.m * sh.n, 1.0f), R = C;
                     ASSERT_EQ((ct ? mts_gemm_t : mts_gemm)(&p, sh.ta, sh.tb, sh.m, sh.n, sh.k, A.data(), lda, B.data(),
