@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "mantis/qat.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 static void code_range(int bits, int is_signed, int32_t *qmin, int32_t *qmax)
 {
@@ -39,18 +42,32 @@ void mts_qparam_symmetric(float rmin, float rmax, int bits, mts_qparam *q)
     q->zp = 0;
 }
 
-/* Finite min and max of x[0..n); 0 when there is none. */
+/* Finite min and max of x[0..n); 0 when there is none. (Min and max are
+ * exact, so the vector form's order does not matter.) */
 static int finite_minmax(const float *x, size_t n, float *lo, float *hi)
 {
     float a = INFINITY, b = -INFINITY;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    __m512 va = _mm512_set1_ps(INFINITY), vb = _mm512_set1_ps(-INFINITY);
+    const __m512 inf = _mm512_set1_ps(INFINITY);
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        __mmask16 fin = _mm512_cmp_ps_mask(_mm512_abs_ps(v), inf, _CMP_LT_OQ); /* not NaN, not +-inf */
+        va = _mm512_mask_min_ps(va, fin, va, v);
+        vb = _mm512_mask_max_ps(vb, fin, vb, v);
+    }
+    a = _mm512_reduce_min_ps(va);
+    b = _mm512_reduce_max_ps(vb);
+#endif
+    for (; i < n; i++) {
         float v = x[i];
         if (v < a && v > -INFINITY) a = v;
         if (v > b && v < INFINITY) b = v;
     }
     if (!(a <= b)) return 0;
-    *lo = a;
-    *hi = b;
+    *lo = a == 0.0f ? 0.0f : a; /* +0 for either zero, whichever the loop met first */
+    *hi = b == 0.0f ? 0.0f : b;
     return 1;
 }
 
