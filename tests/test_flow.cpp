@@ -209,6 +209,7 @@ void check_first_run(const std::string &out, const std::string &csv) {
     std::string html = slurp(out + "/report.html");
     EXPECT_NE(html.find("<svg"), std::string::npos);
     EXPECT_NE(html.find("</body>"), std::string::npos);
+    EXPECT_NE(html.find("significand (backward: table)"), std::string::npos);
     for (const char *d : {"mul_trunc", "my_mitchell", "three_inputs", "bf16_expdep", "baseline-fp32"})
         EXPECT_NE(html.find(d), std::string::npos) << d;
     std::string json = slurp(out + "/results.json");
@@ -292,12 +293,14 @@ struct Graph {
                                         std::to_string(area / 2) + "}}");
         add(d, "metrics", ST_DONE, 0, "{\"mred\": " + std::to_string(mred) + "}");
     }
-    void train(const std::string &d, int seed, double acc) {
-        char j[256];
+    // int_bwd: the "int_backward" of an integer design's training ("" none)
+    void train(const std::string &d, int seed, double acc, const char *int_bwd = "") {
+        char j[320], ib[48] = "";
+        if (*int_bwd) snprintf(ib, sizeof ib, "\"int_backward\": \"%s\", ", int_bwd);
         snprintf(j, sizeof j,
-                 "{\"epochs\": [{\"epoch\": 1, \"train_acc\": %g, \"test_acc\": %g}, {\"epoch\": 2, \"train_acc\": %g, "
+                 "{%s\"epochs\": [{\"epoch\": 1, \"train_acc\": %g, \"test_acc\": %g}, {\"epoch\": 2, \"train_acc\": %g, "
                  "\"test_acc\": %g}], \"diverged\": false, \"final_test_acc\": %g}",
-                 acc - 0.1, acc - 0.05, acc, acc, acc);
+                 ib, acc - 0.1, acc - 0.05, acc, acc, acc);
         add(d, "train-lenet300-mnist-s" + std::to_string(seed), ST_DONE, 0, j);
     }
 };
@@ -372,7 +375,7 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     G.design("exact_b", 400, 0.0);
     for (int k = 1; k <= 3; k++) G.train("exact_b", k, 0.925 + 0.005 * (k - 2));  // 92.5 +- 0.5
     G.design("cheap_c", 50, 0.05);
-    for (int k = 1; k <= 3; k++) G.train("cheap_c", k, 0.80 + 0.001 * k);  // 80.2 +- 0.1: distinguishable
+    for (int k = 1; k <= 3; k++) G.train("cheap_c", k, 0.80 + 0.001 * k, "table");  // 80.2 +- 0.1: distinguishable
     G.design("stuck_d", 70, 0.03);  // one seed learned nothing: 11.35% is "1" for every image of MNIST's test set
     G.train("stuck_d", 1, 0.91);
     G.train("stuck_d", 2, 0.1135);
@@ -416,6 +419,8 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     EXPECT_EQ(col(csv, "approx_a", "test_acc_per_epoch"), "87.00 92.00");
     EXPECT_EQ(col(csv, "approx_a", "within_noise_of_best"), "yes") << "92 +- 1 vs 92.5 +- 0.5";
     EXPECT_EQ(col(csv, "cheap_c", "within_noise_of_best"), "");
+    EXPECT_EQ(col(csv, "cheap_c", "int_backward"), "table") << "the backward its trainings used";
+    EXPECT_EQ(col(csv, "approx_a", "int_backward"), "");
     EXPECT_EQ(col(csv, "stuck_d", "state"), "ok");
     EXPECT_EQ(col(csv, "stuck_d", "status"), "ok; 1 of 3 seeds at chance (seed 2 11.35%)");
     EXPECT_EQ(col(csv, "approx_a", "status"), "ok");
@@ -428,6 +433,10 @@ TEST(FlowReport, EveryOutcomeVisibleWithSeedsAndBrowser) {
     EXPECT_EQ(col(csv, "bad_verify", "status"), "skipped: verify failed (MISMATCH (12)), not trained");
     std::string json = slurp(G.root + "/results.json");
     EXPECT_NE(json.find("\"summary\": {\"ok\": 5, \"failed\": 1, \"diverged\": 1, \"skipped\": 1}"), std::string::npos);
+    EXPECT_NE(json.find("\"design\": \"cheap_c\", \"kind\": \"significand\", \"format\": \"bf16\", \"verify\": \"bit-exact\", "
+                        "\"model\": \"lenet300\", \"dataset\": \"mnist\", \"run\": \"train\", \"state\": \"ok\", "
+                        "\"status\": \"ok\", \"int_backward\": \"table\""),
+              std::string::npos) << json;
     // the MRED chart: exact_b (MRED 0) drawn in the "0" column; the diverged
     // design in the diverged block (index 3), not among the accuracies
     std::string gp = slurp(G.root + "/charts/mred-lenet300-mnist.gp");
@@ -691,13 +700,18 @@ TEST(FlowLayers, RulesAndSignednessReachTheSteps) {
     EXPECT_NE(tj.find("\"names\": [\"dense2\", \"dense3\"]"), std::string::npos) << tj;
     std::string bj = first(d + "/out/steps/baseline-fp32/train-lenet300-mnist-s1-*.json");
     EXPECT_NE(bj.find("\"rule\": \"dense1=fp32,man-bits=23\""), std::string::npos) << bj;
+    // an integer design trains quantization-aware with the configured backward (default ste); a float row has none
+    EXPECT_NE(tj.find("\"int_backward\": \"ste\""), std::string::npos) << tj;
+    EXPECT_EQ(bj.find("int_backward"), std::string::npos) << bj;
+    EXPECT_EQ(col(csv, "smul8", "int_backward"), "ste") << csv;
     EXPECT_NE(slurp(d + "/out/report.html").find("Per-layer multipliers"), std::string::npos);
     EXPECT_NE(first(d + "/out/steps/smul8/verify-*.json").find("\"sign_source\": \"option\""), std::string::npos);
     // the override: read unsigned, the same design is a poor multiplier (its training may diverge: exit 1)
-    r = flow("unsigned.flow", "unsigned = smul8\n");
+    r = flow("unsigned.flow", "unsigned = smul8\nint_backward = table\n");
     EXPECT_TRUE(r.status == 0 || r.status == 1) << r.err;
     csv = slurp(d + "/out/results.csv");
     EXPECT_EQ(col(csv, "smul8", "format"), "u8") << csv;
+    EXPECT_EQ(col(csv, "smul8", "int_backward"), "table") << csv;
     EXPECT_GT(colf(csv, "smul8", "mred"), 1.0) << csv;
     EXPECT_EQ(slurp(d + "/out/results.json").find("\"layers\": []"), slurp(d + "/out/results.json").find("\"layers\""));
 }
@@ -735,6 +749,7 @@ TEST(FlowConfig, EveryKeyTakesGoodAndRefusesBadValues) {
         {"jobs", "0", ints},
         {"lr", "0.01", {"0", "-0.1", "abc", "0.05abc", "inf", "nan", ""}},
         {"opt", "adam", {"rmsprop", ""}},
+        {"int_backward", "table", {"stf", "", "ste table"}},
         {"mode", "both", {"inference", ""}},
         {"cross", "fp32, bf16, mbm, mitchell", {"", "nosuch", "fp32, nosuch"}},
         {"executor", "slurm", {"ssh", ""}},

@@ -1,9 +1,10 @@
 /* bench_gemm.c - `mantis bench gemm`: times, in one run, OpenBLAS SGEMM, our
  * native GEMM, our LUT GEMM (bf16 = e8m7 LUT of a C model) and our FMAq GEMM
  * (the same LUT, M7E4 product/accumulator with the paper's biases 12/10,
- * chunk 16) at n^3 for each size, on all cores by default, and prints the
- * times and the ratios against the issue's goals (LUT <= 4x OpenBLAS, FMAq
- * <= 3x LUT). Each figure is the best of --reps runs after one warm-up.
+ * chunk 16) and the INT8 table GEMM (exact unsigned 8-bit table, operands
+ * quantized per call, the code GEMM of int.c) at n^3 for each size, on all
+ * cores by default, and prints the times and the ratios against the issues'
+ * goals (LUT <= 4x OpenBLAS, FMAq <= 3x LUT, INT8 <= LUT). Each figure is the best of --reps runs after one warm-up.
  * docs/benchmarks.md. */
 #include <errno.h>
 #include <stdio.h>
@@ -22,9 +23,24 @@
 #include "mantis/rng.h"
 
 #define CMD "bench gemm"
-#define N_PROV 4 /* openblas, native, lut, fmaq: in this order */
+#define N_PROV 7 /* openblas, native, lut, fmaq, then the INT8 tables: in this order */
+#define N_INT 3   /* exact, broken-array BREAK 4, BREAK 6 (rtl/int8_bam.v) */
 
-static const char *const prov_names[N_PROV] = {"openblas", "native", "lut", "fmaq"};
+static const char *const prov_names[N_PROV] = {"openblas", "native", "lut", "fmaq", "int8", "int8bam4", "int8bam6"};
+
+/* The unsigned 8-bit broken-array multiplier of rtl/int8_bam.v: the partial
+ * products a_i b_j of columns i + j < BREAK left out. ctx: &BREAK. Its error
+ * spans 49 at BREAK 4 (the split kernel: exact products plus an error
+ * plane) and 321 at BREAK 6 (the byte-plane kernel), docs/gemm.md. */
+static int32_t bam_product(void *ctx, int32_t a, int32_t b)
+{
+    int brk = *(const int *)ctx;
+    int32_t s = 0;
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            if (i + j >= brk) s += (((a >> i) & (b >> j)) & 1) << (i + j);
+    return s;
+}
 
 typedef struct gemm_opts {
     int sizes[BENCH_MAX_SIZES], nsizes, threads, reps;
@@ -36,8 +52,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mantis bench gemm [--sizes N[,N...]] [--threads T] [--reps R] [--model exact|mbm]\n"
                "                        [--seed S]\n"
-               "  times OpenBLAS SGEMM, native, LUT (bf16) and FMAq (M7E4, biases 12/10, chunk 16)\n"
-               "  GEMMs at N^3 (default sizes 512,1024; threads 0 = all cores; reps 3; model mbm)\n"
+               "  times OpenBLAS SGEMM, native, LUT (bf16), FMAq (M7E4, biases 12/10, chunk 16) and\n"
+               "  INT8 (the exact unsigned 8-bit table and the broken-array multiplier at BREAK 4 and 6,\n"
+               "  operands quantized per call) GEMMs at N^3 (default sizes 512,1024; threads 0 = all cores; reps 3; model mbm)\n"
                "  --device cuda: the GPU providers against cuBLAS (see --device cuda --help)\n");
 }
 
@@ -87,9 +104,11 @@ static int parse_opts(int argc, char **argv, gemm_opts *o)
     return 1;
 }
 
-/* The four providers on o->threads threads, in prov_names order; lut is the
- * bf16 table of o->model both LUT providers multiply through. */
-static int make_providers(const gemm_opts *o, const mts_lut *lut, mts_provider p[N_PROV], mts_err *err)
+/* The providers on o->threads threads, in prov_names order; lut is the
+ * bf16 table of o->model both LUT providers multiply through, itab the
+ * 8-bit integer table of the INT provider. */
+static int make_providers(const gemm_opts *o, const mts_lut *lut, const mts_lut *itab, mts_provider p[N_PROV],
+                          mts_err *err)  /* itab: N_INT tables */
 {
     memset(p, 0, N_PROV * sizeof *p);
     p[0].kind = MTS_PROV_BLAS;
@@ -102,6 +121,11 @@ static int make_providers(const gemm_opts *o, const mts_lut *lut, mts_provider p
     p[3] = p[2];
     p[3].fmaq = 1;
     p[3].chunk = 16;
+    for (int q = 0; q < N_INT; q++) {
+        p[4 + q] = p[0];
+        p[4 + q].kind = MTS_PROV_INT;
+        p[4 + q].lut = &itab[q];
+    }
     int rc = mts_qfmt_parse("M7E4", 12, &p[3].qprod, err);
     return rc ? rc : mts_qfmt_parse("M7E4", 10, &p[3].qacc, err);
 }
@@ -172,13 +196,16 @@ static void print_size(int n, const double t[N_PROV], const double cpu[N_PROV])
         }
         char xb[16] = "-", xl[16] = "-";
         if (t[0] > 0) snprintf(xb, sizeof xb, "%.2f", t[q] / t[0]);
-        if (q == 3) snprintf(xl, sizeof xl, "%.2f", t[3] / t[2]);
+        if (q >= 3) snprintf(xl, sizeof xl, "%.2f", t[q] / t[2]);
         printf("%-6d %-8s %10.2f %10.2f %10.2f %9s %9s\n", n, prov_names[q], 1e3 * t[q], 1e3 * cpu[q],
                macs / t[q] * 1e-9, xb, xl);
     }
     if (t[0] > 0)
         printf("%-6d goal LUT <= 4x OpenBLAS: %.2fx %s\n", n, t[2] / t[0], t[2] <= 4 * t[0] ? "met" : "MISSED");
     printf("%-6d goal FMAq <= 3x LUT: %.2fx %s\n", n, t[3] / t[2], t[3] <= 3 * t[2] ? "met" : "MISSED");
+    for (int q = 4; q < N_PROV; q++)
+        printf("%-6d goal %s table <= LUT (time per multiply-add): %.2fx %s\n", n, prov_names[q], t[q] / t[2],
+               t[q] <= t[2] ? "met" : "MISSED");
 }
 
 int mts_bench_gemm(int argc, char **argv)
@@ -198,12 +225,18 @@ int mts_bench_gemm(int argc, char **argv)
     mts_err err;
     mts_format bf16 = mts_format_e8(7);
     mts_mulop op;
-    mts_lut lut;
+    mts_lut lut, itab[N_INT];
+    memset(itab, 0, sizeof itab);
     if (mts_mulop_model(&op, o.model, &bf16, &err) != MTS_OK || mts_lut_generate(&op, &lut, &err) != MTS_OK)
         return mts_cli_error(CMD, "%s", err.msg);
     mts_provider p[N_PROV];
-    if (make_providers(&o, &lut, p, &err) != MTS_OK) {
+    int brk[2] = {4, 6};
+    if (mts_intmul_exact_lut(8, 0, &itab[0], &err) != MTS_OK ||
+        mts_lut_generate_int(8, 0, bam_product, &brk[0], "bam4", &itab[1], &err) != MTS_OK ||
+        mts_lut_generate_int(8, 0, bam_product, &brk[1], "bam6", &itab[2], &err) != MTS_OK ||
+        make_providers(&o, &lut, itab, p, &err) != MTS_OK) {
         mts_lut_free(&lut);
+        for (int q = 0; q < N_INT; q++) mts_lut_free(&itab[q]);
         return mts_cli_error(CMD, "%s", err.msg);
     }
     int cores = 1;
@@ -211,7 +244,7 @@ int mts_bench_gemm(int argc, char **argv)
     cores = o.threads > 0 ? o.threads : omp_get_num_procs();
 #endif
     printf("mantis bench gemm: isa %s, %d thread%s, LUT %s e8m7 (bf16), FMAq M7E4 prod bias 12 / acc bias 10, "
-           "chunk 16, best of %d, load average %.2f\n",
+           "chunk 16, INT8 exact / broken-array BREAK 4, 6 (unsigned), best of %d, load average %.2f\n",
            mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, mts_cli_loadavg());
     printf("%-6s %-8s %10s %10s %10s %9s %9s\n", "size", "gemm", "wall ms", "cpu ms", "GMAC/s", "x blas", "x lut");
     int status = 0;
@@ -223,5 +256,6 @@ int mts_bench_gemm(int argc, char **argv)
             print_size(o.sizes[s], t, cpu);
     }
     mts_lut_free(&lut);
+    for (int q = 0; q < N_INT; q++) mts_lut_free(&itab[q]);
     return status;
 }

@@ -1,8 +1,9 @@
 /* bench_train.c - `mantis bench train`: one training epoch of LeNet-300-100,
  * LeNet-5 and vit-tiny (MNIST) and ResNet-20 (CIFAR-10, or CIFAR-shaped
  * synthetic data written here when no CIFAR-10 directory is given) with the
- * native FP32 kernel, OpenBLAS, the bf16 MBM LUT and FMAq M7E4 (the LUT with
- * M7E4 product/accumulator, biases 12/10, chunk 16), each a `mantis train`
+ * native FP32 kernel, OpenBLAS, the bf16 MBM LUT, FMAq M7E4 (the LUT with
+ * M7E4 product/accumulator, biases 12/10, chunk 16) and, for the LeNets, the
+ * exact INT8 table (quantization-aware, STE backward), each a `mantis train`
  * child of this binary, against the same epoch in PyTorch CPU
  * (examples/bench_torch.py, when python3-torch is importable; skipped with a
  * note otherwise), all in one run, as ratios to PyTorch with the issues'
@@ -16,21 +17,24 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/fs.h"
+#include "mantis/intmul.h"
 #include "mantis/json.h"
 #include "mantis/proc.h"
 #include "mantis/rng.h"
 
 #define CMD "bench train"
-#define N_CONF 5 /* torch, fp32, blas, lut, fmaq: in this order */
+#define N_CONF 6 /* torch, fp32, blas, lut, fmaq, int8: in this order */
 
-static const char *const conf_names[N_CONF] = {"torch", "fp32", "blas", "lut-mbm", "fmaq-M7E4"};
-/* `mantis train` options of each Mantis configuration (after --mul) */
-static const char *const conf_mul[N_CONF][12] = {
+static const char *const conf_names[N_CONF] = {"torch", "fp32", "blas", "lut-mbm", "fmaq-M7E4", "int8-ste"};
+/* `mantis train` options of each Mantis configuration ({INT8}: the exact
+ * unsigned 8-bit table, written into the run's temporary directory) */
+static const char *const conf_mul[N_CONF][13] = {
     {NULL},
-    {"fp32", NULL},
-    {"blas", NULL},
-    {"mbm", "--man-bits", "7", NULL},
-    {"mbm", "--man-bits", "7", "--acc", "M7E4", "--acc-bias", "10", "--prod", "M7E4", "--prod-bias", "12", NULL},
+    {"--mul", "fp32", NULL},
+    {"--mul", "blas", NULL},
+    {"--mul", "mbm", "--man-bits", "7", NULL},
+    {"--mul", "mbm", "--man-bits", "7", "--acc", "M7E4", "--acc-bias", "10", "--prod", "M7E4", "--prod-bias", "12", NULL},
+    {"--lut", "{INT8}", "--int-backward", "ste", NULL},
 };
 /* The models, their data, batch and default training samples (a ResNet-20
  * or vit-tiny epoch of the whole set would take many minutes per
@@ -54,8 +58,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: mantis bench train [--device cpu] [--models LIST] [--subset N] [--threads T] [--reps R]\n"
                "                          [--data-dir DIR] [--cifar-dir DIR] [--python PY] [--torch-script FILE]\n"
                "                          [--no-torch] [--mantis EXE]\n"
-               "  one training epoch of each model with fp32, blas, bf16 MBM LUT and FMAq M7E4, and the\n"
-               "  same epoch in PyTorch CPU, as ratios to PyTorch. Models (--models, default all):\n"
+               "  one training epoch of each model with fp32, blas, bf16 MBM LUT, FMAq M7E4 and (LeNets)\n"
+               "  INT8 (exact table, QAT), and the same epoch in PyTorch CPU, as ratios to PyTorch. Models (--models, default all):\n"
                "  lenet300, lenet5 (MNIST, batch 64, all 60000 samples), vit-tiny (MNIST, batch 64,\n"
                "  12800 samples), resnet20 (CIFAR-10 from --cifar-dir, else CIFAR-shaped synthetic data;\n"
                "  batch 128, 5120 samples); --subset N: the first N samples of every model. Defaults:\n"
@@ -151,7 +155,8 @@ static double run_conf(const train_bench_opts *o, const char *tmp, int mi, const
                        size_t nw)
 {
     const char *model = models[mi].name;
-    char json[1200], log[1200], subset[16], threads[16], batch[16];
+    char json[1200], log[1200], subset[16], threads[16], batch[16], int8[1200];
+    snprintf(int8, sizeof int8, "%s/int8u.lut", tmp);
     snprintf(json, sizeof json, "%s/%s-%d.json", tmp, model, q);
     snprintf(log, sizeof log, "%s/%s-%d.log", tmp, model, q);
     snprintf(subset, sizeof subset, "%d", samples_of(o, mi));
@@ -196,8 +201,7 @@ static double run_conf(const train_bench_opts *o, const char *tmp, int mi, const
         argv[n++] = threads;
         argv[n++] = "--json";
         argv[n++] = json;
-        argv[n++] = "--mul";
-        for (int i = 0; conf_mul[q][i]; i++) argv[n++] = conf_mul[q][i];
+        for (int i = 0; conf_mul[q][i]; i++) argv[n++] = strcmp(conf_mul[q][i], "{INT8}") ? conf_mul[q][i] : int8;
     }
     argv[n] = NULL;
     int rc = mts_proc_run((char *const *)argv, &io);
@@ -260,6 +264,21 @@ int mts_bench_train(int argc, char **argv)
         return mts_cli_error(CMD, "%s: no such CIFAR-10 directory (--cifar-dir)", o.cifar_dir);
     char tmp[] = "/tmp/mantis-bench-train-XXXXXX";
     if (!mkdtemp(tmp)) return mts_cli_error(CMD, "cannot create a temporary directory in /tmp");
+    if (o.run[0] || o.run[1]) { /* the INT8 rows' table */
+        char path[sizeof tmp + 16];
+        mts_lut itab;
+        mts_err err;
+        snprintf(path, sizeof path, "%s/int8u.lut", tmp);
+        int irc = mts_intmul_exact_lut(8, 0, &itab, &err);
+        if (irc == MTS_OK) {
+            irc = mts_lut_save(&itab, path, &err);
+            mts_lut_free(&itab);
+        }
+        if (irc != MTS_OK) {
+            mts_fs_rmtree(tmp);
+            return mts_cli_error(CMD, "%s", err.msg);
+        }
+    }
     char synth[sizeof tmp + 16];
     snprintf(synth, sizeof synth, "%s/cifar", tmp);
     if (o.run[2] && !o.cifar_dir) {
@@ -293,7 +312,7 @@ int mts_bench_train(int argc, char **argv)
         for (int q = 0; q < N_CONF; q++) {
             char why[1400] = "";
             t[mi][q] = -1.0;
-            if (!o.run[mi] || (q == 0 && !o.torch)) continue;
+            if (!o.run[mi] || (q == 0 && !o.torch) || (q == 5 && mi > 1)) continue; /* INT8: the LeNets */
             for (int r = 0; r < o.reps; r++) {
                 double s = run_conf(&o, tmp, mi, dir, q, why, sizeof why);
                 if (s >= 0 && (t[mi][q] < 0 || s < t[mi][q])) t[mi][q] = s;
@@ -328,6 +347,14 @@ int mts_bench_train(int argc, char **argv)
         goal("resnet20 FMAq M7E4", t[2][4], t[2][0], 3.0);
     }
     if (o.run[3]) goal("vit-tiny bf16 MBM LUT", t[3][3], t[3][0], 2.0);
+    for (int mi = 0; mi < 2; mi++) { /* an INT8 epoch (QAT forward, STE backward) against the bf16 LUT's */
+        if (!o.run[mi]) continue;
+        if (t[mi][5] <= 0 || t[mi][3] <= 0)
+            printf("goal %-8s INT8 epoch <= bf16 MBM LUT epoch: not measured\n", models[mi].name);
+        else
+            printf("goal %-8s INT8 epoch <= bf16 MBM LUT epoch: %.2fx %s\n", models[mi].name, t[mi][5] / t[mi][3],
+                   t[mi][5] <= t[mi][3] ? "met" : "MISSED");
+    }
     if (!failed) mts_fs_rmtree(tmp); /* else keep the logs the lines above name */
     return failed ? 2 : 0;
 }

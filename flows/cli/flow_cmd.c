@@ -103,6 +103,10 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, in
         a[m++] = "--checkpoint";
         a[m++] = ck;
     }
+    if (c->int_row) { /* an integer design: its backward (docs/training.md) */
+        a[m++] = "--int-backward";
+        a[m++] = c->int_bwd;
+    }
     a[m++] = "--json";
     a[m++] = "{OUT}";
     a[m] = NULL;
@@ -416,7 +420,9 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
     if (strcmp(kind, "int") && plan_cosim(g, c, dname, lut, synth, content, err)) return -1;
     const char *mul[] = {"--lut", "{DEP0}"};
     int deps[2] = {lut, verify};
-    return design_runs(g, c, dname, mul, 2, deps, 2, 2, content, err);
+    flow_cfg tc = *c;
+    tc.int_row = !strcmp(kind, "int");
+    return design_runs(g, &tc, dname, mul, 2, deps, 2, 2, content, err);
 }
 
 /* Baselines: a C model for training and the exact significand RTL for cost. */

@@ -30,6 +30,9 @@ static const char usage_text[] =
     "  --man-bits M, --format F, --lut FILE, --rtl FILE.v [--param K=V] [--kind K]\n"
     "  --mul-bwd NAME     multiplier of both backward GEMMs (a model name or a LUT file)\n"
     "  --mul-test NAME    multiplier for evaluation\n"
+    "  --int-backward B   integer tables (quantization-aware training): ste (default; FP32 backward\n"
+    "                     on the dequantized operands) | table (the multiplier's gradient tables)\n"
+    "                     | approx (every backward product through the table, per-call ranges)\n"
     "accumulator (FMAq, forward and evaluation):\n"
     "  --acc M7E4 [--acc-bias B] [--prod M7E4] [--prod-bias B] [--chunk 16] [--no-underflow]\n"
     "  --ste S            identity | rec-of | imm-of | imm-diff (dense layers; default identity)\n"
@@ -146,6 +149,7 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--mul-bwd")) o->mul_bwd = v;
     else if (!strcmp(a, "--mul-test")) o->mul_test = v;
     else if (!strcmp(a, "--ste")) c->ste = v;
+    else if (!strcmp(a, "--int-backward")) c->int_bwd = v;
     else if (!strcmp(a, "--trace-operands")) c->trace = v;
     else if (!strcmp(a, "--trace-kind")) o->trace_kind = v;
     else if (!strcmp(a, "--dump-gemm")) o->dump_gemm = v;
@@ -266,6 +270,8 @@ static void progress(void *ud, mts_train_event ev, const mts_train_info *in, int
         fprintf(stderr, ", wd %g, %s schedule, batch %d%s\n", c->wd,
                 c->sched == MTS_SCHED_COSINE ? "cosine" : c->sched == MTS_SCHED_STEP ? "step" : "constant", c->batch,
                 o->given ? "" : " (the model's recipe)");
+        if (in->int_bwd[0])
+            fprintf(stderr, "mantis train: integer table: quantization-aware forward, %s backward\n", in->int_bwd);
         break;
     case MTS_TRAIN_BATCH: {
         if (!isatty(2)) break;

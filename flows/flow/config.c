@@ -194,6 +194,9 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v, mts_e
         return 0;
     }
     if (!strcmp(k, "opt")) return strcmp(v, "sgd") && strcmp(v, "adam") ? -1 : (snprintf(c->opt, 16, "%s", v), 0);
+    if (!strcmp(k, "int_backward"))
+        return strcmp(v, "ste") && strcmp(v, "table") && strcmp(v, "approx") ? -1
+                                                                                : (snprintf(c->int_bwd, 8, "%s", v), 0);
     return -2;
 }
 
@@ -223,6 +226,7 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err)
     snprintf(c->lr, sizeof c->lr, "0.05");
     snprintf(c->opt, sizeof c->opt, "sgd");
     snprintf(c->mode, sizeof c->mode, "train");
+    snprintf(c->int_bwd, sizeof c->int_bwd, "ste");
     flow_cfg_exec_defaults(c);
     if (path) {
         struct stat st;

@@ -48,6 +48,8 @@ typedef struct flow_cfg {
     char sign[16][72];         /* "+NAME" / "-NAME": integer design NAME is signed / unsigned (overrides the
                                   inference from its sweep) */
     int nsign;
+    char int_bwd[8];           /* integer designs' backward: "ste", "table" or "approx" (--int-backward) */
+    int int_row;               /* planning only: the trainings being added are an integer design's */
     /* executors (docs/flow.md "Executors"); set in slurm.c's flow_cfg_exec_set */
     char executor[16];         /* "local" or "slurm" */
     char slurm_partition[64], slurm_account[64];

@@ -21,6 +21,7 @@ static const char *const state_name[4] = {"ok", "failed", "diverged", "skipped"}
 
 typedef struct row {
     char design[64], kind[16], format[24], verify[64], model[32], data[32], status[256];
+    char int_bwd[8]; /* an integer design's backward (its trainings' "int_backward"), else "" */
     row_state state;
     double mred, nmed, err_rate, bias, wce;
     double area, gates, delay, pw_uniform, pw_work, energy;
@@ -171,6 +172,7 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
         }
         if (s->state != ST_DONE) continue; /* skipped: the design's verdict says why */
         mts_json *j = mts_json_load(s->out);
+        if (j && !r->int_bwd[0]) snprintf(r->int_bwd, sizeof r->int_bwd, "%s", mts_json_str(j, "int_backward", ""));
         if (s->exit_code == MTS_EXIT_DIVERGED) { /* mantis train: diverged (docs/training.md) */
             size_t u = strlen(div);
             snprintf(div + u, sizeof div - u, "%sseed %d at epoch %.0f step %.0f", u ? ", " : "", c->seeds[k],
@@ -695,6 +697,7 @@ static void write_csv(FILE *f, const report *rp)
     mts_csv_str(&w, "within_noise_of_best");
     mts_csv_str(&w, "test_acc_per_seed");
     mts_csv_str(&w, "test_acc_per_epoch");
+    mts_csv_str(&w, "int_backward");
     mts_csv_end(&w);
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
@@ -719,6 +722,7 @@ static void write_csv(FILE *f, const report *rp)
         for (int e = 0; e < r->ncurve && len < sizeof list; e++)
             len += (size_t)snprintf(list + len, sizeof list - len, "%s%.2f", e ? " " : "", r->curve[e]);
         mts_csv_str(&w, list);
+        mts_csv_str(&w, r->int_bwd);
         mts_csv_end(&w);
     }
 }
@@ -763,6 +767,7 @@ static void write_json(FILE *f, const report *rp)
         mts_jw_str(&w, "run", how_name[r->how]);
         mts_jw_str(&w, "state", state_name[r->state]);
         mts_jw_str(&w, "status", r->status);
+        mts_jw_str(&w, "int_backward", r->int_bwd);
         double v[NCOLS];
         row_values(r, v);
         for (int k = 0; k < NCOLS; k++) mts_jw_num(&w, col_names[k], v[k], "%.9g");
@@ -959,9 +964,10 @@ static void html_table(FILE *f, const report *rp)
         int ok = !strcmp(r->verify, "bit-exact");
         fprintf(f, "<tr><td>%s</td><td class=\"st %s\">", r->design, r->state == R_OK ? "ok" : "bad");
         html_esc(f, r->status);
-        fprintf(f, "</td><td>%s</td><td>%s</td><td class=\"%s\">%s%s</td><td>%s</td><td>%s</td>", r->kind, r->format,
-                ok ? "ok" : r->baseline ? "" : "bad", ok ? "&#10004; " : "", r->baseline ? "C model" : r->verify,
-                r->model, r->data);
+        fprintf(f, "</td><td>%s%s%s%s</td><td>%s</td><td class=\"%s\">%s%s</td><td>%s</td><td>%s</td>", r->kind,
+                r->int_bwd[0] ? " (backward: " : "", r->int_bwd[0] ? r->int_bwd : "", r->int_bwd[0] ? ")" : "",
+                r->format, ok ? "ok" : r->baseline ? "" : "bad", ok ? "&#10004; " : "",
+                r->baseline ? "C model" : r->verify, r->model, r->data);
         fprintf(f, "<td>%s</td>", how_name[r->how]);
         if (isnan(r->test_acc)) fputs("<td>&ndash;</td>", f);
         else if (isnan(r->test_std)) fprintf(f, "<td>%.2f</td>", r->test_acc);

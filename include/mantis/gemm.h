@@ -129,6 +129,65 @@ int mts_gemm_int_quantize(int nbits, int is_signed, int threads, int transA, int
                           const float *A, int lda, const float *B, int ldb, uint32_t *ia, uint32_t *ib,
                           int64_t *suma, int64_t *sumb, mts_affine *pa, mts_affine *pb, mts_err *err);
 
+/* ------------------------------------------------ integer code GEMM
+ * The GEMM of quantization-aware training (qat.h) and of the INT provider:
+ * operands already quantized to n-bit codes, one zero point and scale per
+ * row of each (per output channel for weights, one per tensor for
+ * activations). */
+
+/* An integer table prepared for mts_qgemm: its smallest entry and, for an
+ * 8-bit table whose entries span at most 65,535, the entries minus that
+ * smallest one split into low and high byte planes, indexed [a][b] and
+ * [b][a] (what the SIMD kernel reads; other tables run the scalar kernel);
+ * or, when the table's error against the exact product spans at most 255,
+ * that error as one byte plane (the split kernel). Read-only once built;
+ * share it between calls and threads. */
+typedef struct mts_qtab {
+    const mts_lut *lut;  /* not owned: must outlive the mts_qtab */
+    int bits, is_signed;
+    int32_t tmin;
+    int planes;          /* bit 0: lo/hi hold the [a][b] planes, bit 1: the [b][a] ones (mts_qtab_init: both) */
+    uint8_t *lo, *hi;    /* 2 x 65,536 bytes each */
+    /* The split form, for tables whose error D = T(a, b) - a*b spans at most 255: the exact products
+     * by VNNI dot products, D - dmin from one byte plane (none when D is constant). */
+    int split;           /* 1: D spans at most 255 (dplanes then says which of dp's planes are built) */
+    int dconst;          /* 1: D is constant (dmin): no plane is read */
+    int32_t dmin;
+    int dplanes;         /* as planes, for dp */
+    uint8_t *dp;         /* 2 x 65,536 bytes: D - dmin, [a][b] then [b][a] */
+} mts_qtab;
+
+/* Builds t from an integer table (MTS_EINVAL for anything else; MTS_ENOMEM). */
+int mts_qtab_init(mts_qtab *t, const mts_lut *lut, mts_err *err);
+void mts_qtab_free(mts_qtab *t);
+
+/* One operand of mts_qgemm: rows x k codes (the low n bits of each operand
+ * value, two's complement when signed), element (r, kk) at code[r*ld + kk],
+ * or at code[kk*ld + r] when kmajor (a convolution's im2col layout, which
+ * the SIMD kernel reads as it is when this operand runs across its lanes);
+ * per-row zero points and scales (zp / scale NULL: zp1 / scale1 for every
+ * row). */
+typedef struct mts_qopd {
+    const uint8_t *code;
+    size_t ld;
+    const int32_t *zp;
+    int32_t zp1;
+    const double *scale;
+    double scale1;
+    int kmajor;
+} mts_qopd;
+
+/* C(i, j) = (float)((sa_i * sb_j) * (double)acc), acc = sum over kk of
+ * (qa_ikk - za_i)(qb_jkk - zb_j) with every product qa*qb the table's
+ * T(a, b) (a the first operand's value, b the second's) and the zero points
+ * corrected with exact integer sums (mts_qdot_correct): the formula of
+ * mts_qdot_float per output. Stored at C[i*ldc + j], or C[j*ldc + i] when
+ * ct, as gemm.h's beta rule says. The SIMD kernel and the scalar one (taken
+ * when scalar_only, or where the SIMD one does not apply) give the same
+ * bits; threads 0: all cores. MTS_OK, MTS_EINVAL, MTS_ENOMEM. */
+int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, int n, int k, const mts_qopd *a,
+              const mts_qopd *b, float beta, float *C, int ldc, mts_err *err);
+
 /* Which SIMD kernel family this build uses: "avx512", "avx2" or "scalar". */
 const char *mts_gemm_isa(void);
 

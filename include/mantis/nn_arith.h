@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "mantis/format.h"
 #include "mantis/gemm.h"
+#include "mantis/qat.h"
 #include "mantis/status.h"
 
 #ifdef __cplusplus
@@ -42,10 +43,17 @@ typedef struct mts_arith {
     mts_lut lut;
     mts_mulop op;
     char desc[192];       /* e.g. "lut mbm e8m7 + fmaq M4E3b5/M4E3b5 chunk 16" */
+    mts_qtab qtab;        /* integer tables: mts_arith_int_prepare's forms of p.lut */
+    mts_int_grad igrad;
 } mts_arith;
 
 int mts_arith_open(const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err);
 void mts_arith_close(mts_arith *a);
+/* For an opened integer provider (p.kind MTS_PROV_INT; nothing otherwise):
+ * the code GEMM's table (qtab) and, when grads, the gradient tables
+ * (mts_int_grad_build, default window) that the quantization-aware layers
+ * read through their context. Freed by mts_arith_close. */
+int mts_arith_int_prepare(mts_arith *a, int grads, mts_err *err);
 /* "key=value;..." text of a spec, and back (for checkpoints). */
 void mts_arith_spec_str(const mts_arith_spec *s, char *buf, size_t n);
 int mts_arith_spec_parse(const char *str, mts_arith_spec *s, mts_err *err);

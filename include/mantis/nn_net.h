@@ -31,6 +31,8 @@ typedef struct mts_layer {
     size_t poff, np;       /* parameters: net->param[poff .. poff+np) (weights then bias) */
     size_t nweight;        /* leading weights that take weight decay */
     size_t soff, ns;       /* non-trained state: BN running mean then var */
+    size_t qoff;           /* dense, conv, tokdense: the input's quantization range observer
+                              (MTS_QAT_STATE floats of net->state, after every BN state) */
     float *y, *dy;         /* activations and their gradients [batch][c*h*w] */
     float *aux;            /* BN xhat */
     float *aux2;           /* BN invstd */
@@ -46,8 +48,10 @@ typedef struct mts_net {
     int batch;             /* activation capacity (samples) */
     float *param, *grad;   /* all trainable parameters, contiguous */
     size_t nparam;
-    float *state;          /* BN running statistics */
+    float *state;          /* BN running statistics, then the QAT range observers */
     size_t nstate;
+    size_t nqstate;        /* of which the observers (the tail; a checkpoint written before them
+                              has nstate - nqstate values) */
     int built;
 } mts_net;
 
@@ -79,7 +83,12 @@ void mts_net_set_cursor(mts_net *net, int node);
 int mts_net_build(mts_net *net, int batch, uint64_t seed, mts_err *err);
 
 /* Forward of N <= batch samples x[N][c*h*w] with ctx->fwd; train selects BN
- * batch stats. Returns MTS_OK; the output is the last node's y. */
+ * batch stats. A dense, conv or tokdense node whose forward provider is an
+ * integer table runs quantization-aware (mts_qdense_forward /
+ * mts_qconv2d_forward) with its input's range observer, which every
+ * training forward updates (mts_qat_observe, whatever the provider) and
+ * evaluation leaves frozen. Returns MTS_OK; the output is the
+ * last node's y. */
 int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const float *x, mts_err *err);
 /* Backward from dlast (gradient of the last node's output) with ctx->bwd
  * (and ctx->fwd, ctx->ste for the FMAq STE of dense layers); fills net->grad. */

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mantis/gemm.h"
+#include "mantis/qat.h"
 #include "mantis/status.h"
 
 #ifdef __cplusplus
@@ -59,6 +60,25 @@ const char *mts_ste_name(mts_ste ste);
 uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const float *w, size_t n,
                       size_t ws, uint8_t *mask);
 
+/* ------------------------------------------- integer multipliers */
+
+/* The backward of a layer whose forward multiplier is an integer table
+ * (quantization-aware training, docs/training.md):
+ *  STE     both backward GEMMs in FP32 on the dequantized operands (fake-
+ *          quantized x and w), the straight-through estimator through the
+ *          quantizers (dx is 0 where x was clipped);
+ *  TABLE   the multiplier's own gradients (mts_int_grad, qat.h): dx gets
+ *          dT/da at each product's code pair, dw dT/db, scaled back to real
+ *          units; the same clip mask;
+ *  APPROX  both backward GEMMs through ctx->bwd as given (with an integer
+ *          table: quantized per call, every product from the table), the
+ *          behaviour before QAT, kept for study. */
+typedef enum { MTS_INT_BWD_STE = 0, MTS_INT_BWD_TABLE = 1, MTS_INT_BWD_APPROX = 2 } mts_int_bwd;
+
+/* "ste", "table", "approx". */
+int mts_int_bwd_parse(const char *s, mts_int_bwd *b, mts_err *err);
+const char *mts_int_bwd_name(mts_int_bwd b);
+
 /* ---------------------------------------------------------- context */
 
 /* Where the ops run. A CUDA backend (gpu/) adds its device here. */
@@ -81,6 +101,16 @@ typedef struct mts_nn_ctx {
      * (or a NULL entry) runs that node with this context. How per-layer
      * multipliers (--mul-layer) reach the ops; the ops ignore it. */
     const struct mts_nn_ctx *const *node_ctx;
+    /* Integer multipliers in dense and conv layers (fwd an INT provider):
+     * qact, set per node by the net, is the quantizer of the layer's input
+     * (NULL: the layer runs mts_gemm's per-call INT provider, as an op
+     * called on its own does); int_bwd the backward; qtab and igrad the
+     * forward table prepared (mts_qgemm) and its gradient tables (TABLE),
+     * each used only when built from fwd's table (else made per call). */
+    const mts_qparam *qact;
+    int int_bwd;             /* mts_int_bwd */
+    const mts_qtab *qtab;
+    const mts_int_grad *igrad;
 } mts_nn_ctx;
 
 /* A CPU context with providers fwd and bwd, IDENTITY STE and no tracer. */
@@ -97,6 +127,18 @@ int mts_dense_forward(const mts_nn_ctx *ctx, int N, int in, int out, const float
  * ctx->fwd) before the bwd GEMMs. */
 int mts_dense_backward(const mts_nn_ctx *ctx, int N, int in, int out, const float *x, const float *w,
                        const float *dy, float *dx, float *dw, float *db, mts_err *err);
+
+/* Quantization-aware dense forward through an integer table ctx->fwd:
+ * x[N][in] quantized per tensor with *qa, w per output channel
+ * (mts_qat_weight_params), y = the code GEMM (mts_qgemm: table products,
+ * exact sums, zero-point correction, one rescale) + b in FP32. */
+int mts_qdense_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int in, int out, const float *x,
+                       const float *w, const float *b, float *y, mts_err *err);
+/* Its backward by ctx->int_bwd (mts_int_bwd): dx (masked by the STE's
+ * clip), dw, db (as mts_dense_backward). STE and TABLE multiply in FP32
+ * through ctx->bwd when it is a float provider, else the native one. */
+int mts_qdense_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int in, int out, const float *x,
+                        const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err);
 
 /* Conv2D geometry: square kernel k, stride, zero padding. */
 typedef struct mts_conv_geom {
@@ -117,6 +159,15 @@ int mts_conv2d_forward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, con
  * order. */
 int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                         const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err);
+
+/* Quantization-aware conv forward and backward through an integer table
+ * (as mts_qdense_*): the input quantized per tensor with *qa (padding is
+ * the real 0, the zero point's code), weights per output channel. */
+int mts_qconv2d_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_conv_geom *g, int N,
+                        const float *x, const float *w, const float *b, float *y, mts_err *err);
+int mts_qconv2d_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_conv_geom *g, int N,
+                         const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                         mts_err *err);
 
 /* im2col of sample layout x[N][cin][h][w] into col[K][N*P]. MTS_OK, or
  * MTS_ENOMEM (a zero-padded copy of x is made: no copy checks bounds). */

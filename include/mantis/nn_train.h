@@ -81,6 +81,8 @@ typedef struct mts_train_info {
     int diverged_epoch, diverged_step; /* 1-based epoch and step (batch) of that batch */
     double diverged_loss;        /* its mean cross-entropy */
     char layers[1024];           /* per-layer rules: "RULE: N layers (fwd desc); ..." ("" without) */
+    char int_bwd[16];            /* the integer backward ("ste", "table", "approx") when a forward
+                                    provider is an integer table, else "" */
 } mts_train_info;
 
 /* A batch whose mean cross-entropy exceeds this (chance is ln(classes), about
@@ -102,6 +104,8 @@ typedef struct mts_train_config {
     mts_arith_open_fn open;      /* NULL: mts_arith_open */
     void *open_ud;
     const char *ste;             /* as given ("imm-diff", "immediate/diff", ...): recorded verbatim */
+    const char *int_bwd;         /* integer multipliers' backward: "ste" (NULL: the default), "table",
+                                    "approx" (mts_int_bwd); recorded when a provider is an integer table */
     uint64_t seed;
     int epochs, batch, threads;
     int device;                  /* 0: CPU; MTS_GPU_DEVICE_CUDA (gpu.h): every GEMM on the GPU (same results) */

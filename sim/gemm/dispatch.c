@@ -433,7 +433,7 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     return rc;
 }
 
-/* Providers that write C themselves (INT, the GPU) compute into a
+/* Providers that write C themselves (the GPU) compute into a
  * temporary for mts_gemm_t, which is then stored transposed with beta. */
 static int via_transpose(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                          const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
@@ -478,8 +478,8 @@ static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, in
         return ct ? mts__gemm_blas(threads, !transB, !transA, n, m, k, B, ldb, A, lda, beta, C, ldc, err)
                   : mts__gemm_blas(threads, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     if (p->kind == MTS_PROV_INT)
-        return ct ? via_transpose(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err)
-                  : mts__gemm_int(p->lut, threads, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+        return mts__gemm_int(p->lut, threads, p->scalar_only, ct, transA, transB, m, n, k, A, lda, B, ldb, beta, C,
+                             ldc, err);
 
     gemm_job g;
     memset(&g, 0, sizeof g);

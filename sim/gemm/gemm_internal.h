@@ -180,8 +180,9 @@ int mts__gemm_mulop(const gemm_job *g, mts_err *err);   /* GEMM_PROD_MULOP */
 /* Providers that bypass the float packing: they read opA/opB themselves. */
 int mts__gemm_blas(int threads, int transA, int transB, int m, int n, int k, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
-int mts__gemm_int(const mts_lut *lut, int threads, int transA, int transB, int m, int n, int k,
-                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+/* INT (int.c): ct stores C transposed as mts_gemm_t does */
+int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int transA, int transB, int m, int n,
+                  int k, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   mts_err *err);
 
 /* Shared by the LUT and FMAq kernels (lut.c). The table as floats

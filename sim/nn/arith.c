@@ -20,8 +20,20 @@ void mts_arith_spec_init(mts_arith_spec *s)
 
 void mts_arith_close(mts_arith *a)
 {
+    mts_qtab_free(&a->qtab);
+    mts_int_grad_free(&a->igrad);
     mts_lut_free(&a->lut);
     memset(a, 0, sizeof *a);
+}
+
+int mts_arith_int_prepare(mts_arith *a, int grads, mts_err *err)
+{
+    const mts_lut *t = a->p.lut;
+    if (a->p.kind != MTS_PROV_INT || !t) return MTS_OK;
+    int rc = a->qtab.lut == t ? MTS_OK : mts_qtab_init(&a->qtab, t, err);
+    if (rc == MTS_OK && grads && a->igrad.lut != t)
+        rc = mts_int_grad_build(t, mts_int_grad_default_window(t->int_bits), &a->igrad, err);
+    return rc;
 }
 
 static int open_mul(const mts_arith_spec *s, mts_arith *a, mts_err *err)

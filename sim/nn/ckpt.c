@@ -1,6 +1,7 @@
 /* ckpt.c - training checkpoints: everything a resumed run needs to
- * continue bit-identically (parameters, BN statistics, optimizer moments
- * and step count, epochs done, per-epoch history, the run's configuration).
+ * continue bit-identically (parameters, BN statistics and the integer
+ * layers' range observers, optimizer moments and step count, epochs done,
+ * per-epoch history, the run's configuration).
  *
  * Layout, little-endian:
  *   "MTSCKPT\0" | u32 version | u64 nparam | u64 nstate | u32 opt kind |
@@ -122,7 +123,9 @@ int mts_ckpt_load(const char *path, mts_net *net, mts_opt *opt, mts_ckpt_meta *m
     int rc = read_checked(path, &b, &len, err);
     if (rc != MTS_OK) return rc;
     uint64_t np = mts_get_le64(b + 12), ns = mts_get_le64(b + 20);
-    if (np != net->nparam || ns != net->nstate) {
+    /* written before the QAT range observers (the state's tail): they stay unobserved */
+    int no_qat = np == net->nparam && net->nqstate && ns == net->nstate - net->nqstate;
+    if (np != net->nparam || (ns != net->nstate && !no_qat)) {
         free(b);
         return mts_fail(err, MTS_EFORMAT, "%s: checkpoint has %llu parameters and %llu state values, model %s has %zu and %zu",
                         path, (unsigned long long)np, (unsigned long long)ns, net->name, net->nparam, net->nstate);
@@ -149,6 +152,7 @@ int mts_ckpt_load(const char *path, mts_net *net, mts_opt *opt, mts_ckpt_meta *m
             meta->hist[i] = (mts_epoch_stats){v[0], v[1], v[2], v[3], v[4], v[5]};
     }
     p = get_f32s(p, net->param, np);
+    if (no_qat) memset(net->state + ns, 0, sizeof(float) * net->nqstate);
     p = get_f32s(p, net->state, ns);
     p = get_f32s(p, opt ? opt->m : NULL, np);
     get_f32s(p, opt ? opt->v : NULL, np);

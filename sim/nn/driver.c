@@ -63,6 +63,8 @@ typedef struct run {
     mts_train_info *info;
     double lr;             /* c->lr, or the optimizer's default */
     mts_ste ste;
+    mts_int_bwd ibwd;      /* integer multipliers' backward */
+    int any_int;           /* a forward provider (the run's or a rule's) is an integer table */
     mts_dataset train, test;
     mts_arith af, ab, at;  /* forward, backward, test providers */
     mts_net net;
@@ -114,6 +116,18 @@ int mts__nn_arith_device(mts_arith *a, int device, mts_err *err)
     return MTS_OK;
 }
 
+int mts__nn_int_bwd_arith(const mts_arith *fwd, int int_bwd, int threads, mts_arith *bwd, mts_err *err)
+{
+    if (fwd->p.kind != MTS_PROV_INT || int_bwd == MTS_INT_BWD_APPROX || bwd->p.kind != MTS_PROV_INT) return MTS_OK;
+    int device = bwd->p.device;
+    mts_arith_spec native;
+    mts_arith_spec_init(&native); /* "fp32": our kernel, fixed order */
+    mts_arith_close(bwd);
+    int rc = mts_arith_open(&native, threads, bwd, err);
+    if (rc == MTS_OK) rc = mts__nn_arith_device(bwd, device, err);
+    return rc;
+}
+
 static int open_providers(run *r, mts_err *err)
 {
     const mts_train_config *c = r->c;
@@ -124,8 +138,11 @@ static int open_providers(run *r, mts_err *err)
         mts_err e2;
         int rc = mts__nn_open_arith(c->open, c->open_ud, spec[i], c->threads, a[i], &e2);
         if (rc == MTS_OK) rc = mts__nn_arith_device(a[i], c->device, &e2);
+        if (rc == MTS_OK && i == 1) rc = mts__nn_int_bwd_arith(&r->af, r->ibwd, c->threads, &r->ab, &e2);
+        if (rc == MTS_OK && i != 1) rc = mts_arith_int_prepare(a[i], i == 0 && r->ibwd == MTS_INT_BWD_TABLE, &e2);
         if (rc != MTS_OK) return mts_fail(err, rc, "%s multiplier: %s", what[i], e2.msg);
     }
+    r->any_int = r->af.p.kind == MTS_PROV_INT;
     snprintf(r->info->fwd, sizeof r->info->fwd, "%s", r->af.desc);
     snprintf(r->info->bwd, sizeof r->info->bwd, "%s", r->ab.desc);
     snprintf(r->info->test, sizeof r->info->test, "%s", r->at.desc);
@@ -152,10 +169,12 @@ static int build_model(run *r, mts_err *err)
     o->gamma = (float)c->gamma;
     o->epochs = c->epochs;
     r->info->nparam = r->net.nparam;
-    if ((rc = mts__layers_open(&r->layers, &r->net, c->layer_rules, c->nlayer_rules, 1, c->open, c->open_ud,
-                               c->threads, err)) != MTS_OK)
+    if ((rc = mts__layers_open(&r->layers, &r->net, c->layer_rules, c->nlayer_rules, 1, (int)r->ibwd, c->open,
+                               c->open_ud, c->threads, err)) != MTS_OK)
         return rc;
     snprintf(r->info->layers, sizeof r->info->layers, "%s", r->layers.desc);
+    for (int k = 0; k < r->layers.n; k++) r->any_int |= r->layers.arith[k][0].p.kind == MTS_PROV_INT;
+    if (r->any_int) snprintf(r->info->int_bwd, sizeof r->info->int_bwd, "%s", mts_int_bwd_name(r->ibwd));
     return mts_opt_init(o, r->net.nparam, err);
 }
 
@@ -182,6 +201,10 @@ static int config_str(const run *r, char *buf, size_t n, mts_err *err)
     for (int i = 0; i < c->nlayer_rules; i++) {
         size_t l = strlen(buf);
         snprintf(buf + l, n - l, "layer=%s\n", c->layer_rules[i]);
+    }
+    if (r->any_int) { /* only integer runs: float runs keep the identity of their older checkpoints */
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "int_bwd=%s\n", mts_int_bwd_name(r->ibwd));
     }
     if (strlen(buf) + 1 >= n)
         return mts_fail(err, MTS_EINVAL, "train: the run's settings do not fit a checkpoint (%zu bytes; fewer or "
@@ -241,6 +264,7 @@ static void print_json(FILE *f, void *ud)
     mts_jw_str(&w, "mul_bwd", r->ab.desc);
     mts_jw_str(&w, "mul_test", r->at.desc);
     mts_jw_str(&w, "ste", c->ste);
+    if (r->any_int) mts_jw_str(&w, "int_backward", r->info->int_bwd);
     mts_jw_arr(&w, "layers", 1);
     for (int k = 0; k < L->n; k++) {
         mts_jw_obj(&w, NULL, 0);
@@ -327,6 +351,10 @@ static int run_epoch(run *r, int e, mts_err *err)
     const mts_train_config *c = r->c;
     mts_nn_ctx train = mts_nn_ctx_cpu(&r->af.p, &r->ab.p), eval = mts_nn_ctx_cpu(&r->at.p, NULL);
     train.ste = r->ste;
+    train.int_bwd = (int)r->ibwd;
+    train.qtab = &r->af.qtab;
+    train.igrad = &r->af.igrad;
+    eval.qtab = &r->at.qtab;
     train.tracer = c->trace ? &r->tracer : NULL;
     train.tap = c->tap;
     mts__layers_bind(&r->layers, r->net.n, &train, &eval);
@@ -358,6 +386,7 @@ static int run_all(run *r, mts_err *err)
     mts_train_info *info = r->info;
     int rc;
     if ((rc = mts_ste_parse(c->ste, &r->ste, err)) != MTS_OK) return rc;
+    if ((rc = mts_int_bwd_parse(c->int_bwd ? c->int_bwd : "ste", &r->ibwd, err)) != MTS_OK) return rc;
     if ((rc = mts_dataset_load(c->data, c->data_dir, 1, &r->train, err)) != MTS_OK ||
         (rc = mts_dataset_load(c->data, c->data_dir, 0, &r->test, err)) != MTS_OK)
         return rc;

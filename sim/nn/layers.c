@@ -89,7 +89,7 @@ void mts__layers_close(mts__layers *L)
     memset(L, 0, sizeof *L);
 }
 
-int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *texts, int n, int train,
+int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *texts, int n, int train, int int_bwd,
                      mts_arith_open_fn open, void *ud, int threads, mts_err *err)
 {
     memset(L, 0, sizeof *L);
@@ -123,6 +123,8 @@ int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *text
         for (int j = train ? 0 : 2; j < 3; j++) {
             mts_err e2;
             rc = mts__nn_open_arith(open, ud, &spec[j], threads, &L->arith[r][j], &e2);
+            if (rc == MTS_OK && j == 1) rc = mts__nn_int_bwd_arith(&L->arith[r][0], int_bwd, threads, &L->arith[r][1], &e2);
+            if (rc == MTS_OK && j != 1) rc = mts_arith_int_prepare(&L->arith[r][j], j == 0 && int_bwd == MTS_INT_BWD_TABLE, &e2);
             if (rc != MTS_OK) {
                 rc = mts_fail(err, rc, "--mul-layer '%s': %s multiplier: %s", texts[r], what[j], e2.msg);
                 break;
@@ -152,12 +154,15 @@ void mts__layers_bind(mts__layers *L, int nnodes, const mts_nn_ctx *train, const
             L->train[r].fwd = &L->arith[r][0].p;
             L->train[r].bwd = &L->arith[r][1].p;
             L->train[r].node_ctx = NULL;
+            L->train[r].qtab = &L->arith[r][0].qtab;
+            L->train[r].igrad = &L->arith[r][0].igrad;
         }
         if (eval) {
             L->eval[r] = *eval;
             L->eval[r].fwd = &L->arith[r][2].p;
             L->eval[r].bwd = NULL;
             L->eval[r].node_ctx = NULL;
+            L->eval[r].qtab = &L->arith[r][2].qtab;
         }
     }
     for (int i = 0; i < nnodes; i++) {

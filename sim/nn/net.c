@@ -19,6 +19,26 @@
 
 static size_t node_size(const mts_layer *l) { return (size_t)l->c * l->h * l->w; }
 
+/* Nodes that quantize their input for an integer multiplier (qat.c). */
+static int quantized_kind(mts_layer_kind k) { return k == MTS_L_DENSE || k == MTS_L_CONV || k == MTS_L_TOKDENSE; }
+
+/* The input quantizer of node l for the integer table of ctx->fwd, or NULL
+ * when ctx->fwd is no integer table (the node then runs the ops of the other
+ * providers). When train, the node's observer is updated first, whatever
+ * the provider: a float run's checkpoint then carries calibrated ranges for
+ * evaluating it with an integer design (mantis test, the flow's infer mode). */
+static const mts_qparam *node_qact(mts_net *net, const mts_layer *l, const mts_nn_ctx *ctx, int train,
+                                   const float *x, size_t n, mts_qparam *q)
+{
+    if (!quantized_kind(l->kind)) return NULL;
+    float *st = net->state + l->qoff;
+    if (train) mts_qat_observe(st, x, n);
+    const mts_provider *p = ctx->fwd;
+    if (!p || p->kind != MTS_PROV_INT || !p->lut) return NULL;
+    mts_qat_act_param(st, x, n, p->lut->int_bits, p->lut->int_signed, q);
+    return q;
+}
+
 int mts_net_init(mts_net *net, const char *name, int c, int h, int w, mts_err *err)
 {
     memset(net, 0, sizeof *net);
@@ -385,8 +405,17 @@ int mts_net_build(mts_net *net, int batch, uint64_t seed, mts_err *err)
         net->l[i].soff = ns;
         ns += net->l[i].ns;
     }
+    /* the observers after every BN state, so an older checkpoint's state is a prefix */
+    size_t nq = 0;
+    for (int i = 0; i < net->n; i++)
+        if (quantized_kind(net->l[i].kind)) {
+            net->l[i].qoff = ns + nq;
+            nq += MTS_QAT_STATE;
+        }
     net->nparam = np;
-    net->nstate = ns;
+    net->nstate = ns + nq;
+    net->nqstate = nq;
+    ns += nq;
     net->batch = batch;
     net->param = calloc(np ? np : 1, sizeof(float));
     net->grad = calloc(np ? np : 1, sizeof(float));
@@ -446,11 +475,17 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
             ctx->tap->cur = gemm ? tapname : NULL;
             ctx->tap->batch = N;
         }
+        mts_qparam qp;
+        const mts_qparam *qa = node_qact(net, l, ctx, train, a->y, node_size(a) * (size_t)N, &qp);
         switch (l->kind) {
         case MTS_L_DENSE:
-            rc = mts_dense_forward(ctx, N, (int)node_size(a), l->units, a->y, w, w + l->nweight, l->y, err);
+            rc = qa ? mts_qdense_forward(ctx, qa, N, (int)node_size(a), l->units, a->y, w, w + l->nweight, l->y, err)
+                    : mts_dense_forward(ctx, N, (int)node_size(a), l->units, a->y, w, w + l->nweight, l->y, err);
             break;
-        case MTS_L_CONV: rc = mts_conv2d_forward(ctx, &l->g, N, a->y, w, w + l->nweight, l->y, err); break;
+        case MTS_L_CONV:
+            rc = qa ? mts_qconv2d_forward(ctx, qa, &l->g, N, a->y, w, w + l->nweight, l->y, err)
+                    : mts_conv2d_forward(ctx, &l->g, N, a->y, w, w + l->nweight, l->y, err);
+            break;
         case MTS_L_MAXPOOL: mts_maxpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y, l->argmax); break;
         case MTS_L_AVGPOOL: mts_avgpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y); break;
         case MTS_L_GAP: mts_gap_forward(N, a->c, a->h * a->w, a->y, l->y); break;
@@ -466,7 +501,8 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
             rc = mts_matmul_forward(ctx, N, a->h, a->w, l->w, a->y, net->l[l->in1].y, l->y, err);
             break;
         case MTS_L_TOKDENSE:
-            rc = mts_dense_forward(ctx, N * a->h, a->w, l->units, a->y, w, w + l->nweight, l->y, err);
+            rc = qa ? mts_qdense_forward(ctx, qa, N * a->h, a->w, l->units, a->y, w, w + l->nweight, l->y, err)
+                    : mts_dense_forward(ctx, N * a->h, a->w, l->units, a->y, w, w + l->nweight, l->y, err);
             break;
         case MTS_L_LAYERNORM:
             mts__layernorm_forward_t(mts__nn_threads(ctx), N * l->c * l->h, l->w, a->y, w, w + l->w, LN_EPS, l->y,
@@ -569,12 +605,19 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
         float *dx = l->in0 > 0 ? (direct ? a->dy : tmp) : NULL;
         const int T = mts__nn_threads(ctx);
         int pz = 0; /* the op made its direct output +0 + dx itself */
+        mts_qparam qp; /* the forward's quantizer: the observer is not moved again */
+        const mts_qparam *qa = node_qact(net, l, ctx, 0, a->y, asz, &qp);
         switch (l->kind) {
         case MTS_L_DENSE:
-            rc = mts_dense_backward(ctx, N, (int)node_size(a), l->units, a->y, w, l->dy, dx, g, g + l->nweight,
-                                    err);
+            rc = qa ? mts_qdense_backward(ctx, qa, N, (int)node_size(a), l->units, a->y, w, l->dy, dx, g,
+                                          g + l->nweight, err)
+                    : mts_dense_backward(ctx, N, (int)node_size(a), l->units, a->y, w, l->dy, dx, g, g + l->nweight,
+                                         err);
             break;
-        case MTS_L_CONV: rc = mts_conv2d_backward(ctx, &l->g, N, a->y, w, l->dy, dx, g, g + l->nweight, err); break;
+        case MTS_L_CONV:
+            rc = qa ? mts_qconv2d_backward(ctx, qa, &l->g, N, a->y, w, l->dy, dx, g, g + l->nweight, err)
+                    : mts_conv2d_backward(ctx, &l->g, N, a->y, w, l->dy, dx, g, g + l->nweight, err);
+            break;
         case MTS_L_MAXPOOL:
             if (dx) mts_maxpool_backward(N, a->c, a->h, a->w, l->k, l->stride, l->dy, l->argmax, dx);
             break;
@@ -606,7 +649,9 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             break;
         }
         case MTS_L_TOKDENSE:
-            rc = mts_dense_backward(ctx, N * a->h, a->w, l->units, a->y, w, l->dy, dx, g, g + l->nweight, err);
+            rc = qa ? mts_qdense_backward(ctx, qa, N * a->h, a->w, l->units, a->y, w, l->dy, dx, g, g + l->nweight,
+                                          err)
+                    : mts_dense_backward(ctx, N * a->h, a->w, l->units, a->y, w, l->dy, dx, g, g + l->nweight, err);
             break;
         case MTS_L_LAYERNORM:
             mts__layernorm_backward_t(T, N * l->c * l->h, l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->w);

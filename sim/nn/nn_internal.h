@@ -35,7 +35,7 @@ typedef struct mts__layers {
 /* Parses the n rules, matches them to net's multiplying layers (a rule
  * that matches none is an error) and opens their providers (train = 0:
  * only the test ones). On error everything is closed. */
-int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *texts, int n, int train,
+int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *texts, int n, int train, int int_bwd,
                      mts_arith_open_fn open, void *ud, int threads, mts_err *err);
 /* The rules' contexts: copies of train / eval (STE, tracer, device) with
  * the rule's providers; fills train_nodes / eval_nodes (either may be NULL). */
@@ -81,6 +81,13 @@ void mts__softmax_backward_t(int threads, int R, int W, const float *y, const fl
 
 /* The threads of a context's ops: its forward provider's (0: all cores). */
 int mts__nn_threads(const mts_nn_ctx *ctx);
+
+/* The backward provider next to forward provider fwd: when fwd is an
+ * integer table and the integer backward (mts_int_bwd) is not APPROX, a
+ * backward provider bwd that is an integer table too (the default: the
+ * forward multiplier) is replaced by native FP32, what the STE and TABLE
+ * backward multiply with; anything else is left as opened. (driver.c) */
+int mts__nn_int_bwd_arith(const mts_arith *fwd, int int_bwd, int threads, mts_arith *bwd, mts_err *err);
 
 /* Puts opened provider a on device (0: CPU; MTS_GPU_DEVICE_CUDA: its GEMMs
  * run on the GPU, with the same results); MTS_EUNSUPPORTED when the GPU does

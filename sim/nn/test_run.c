@@ -101,12 +101,16 @@ static int evaluate(const mts_test_config *c, const char *path, const mts_arith_
     if ((rc = mts_nn_model_build(net, r->model, test->c, test->h, test->w, test->classes, err)) != MTS_OK ||
         (rc = mts_net_build(net, 256, 0, err)) != MTS_OK || (rc = mts_ckpt_load(path, net, NULL, NULL, err)) != MTS_OK)
         return rc;
-    if ((rc = mts__layers_open(L, net, rules, nrules, 0, c->open, c->open_ud, c->threads, err)) != MTS_OK) return rc;
+    if ((rc = mts_arith_int_prepare(ar, 0, err)) != MTS_OK) return rc;
+    if ((rc = mts__layers_open(L, net, rules, nrules, 0, MTS_INT_BWD_STE, c->open, c->open_ud, c->threads, err)) !=
+        MTS_OK)
+        return rc;
     snprintf(r->layers, sizeof r->layers, "%s", L->desc);
     r->samples = c->test_subset && c->test_subset < test->n ? c->test_subset : test->n;
     snprintf(r->desc, sizeof r->desc, "%s", ar->desc);
     mts_nn_ctx ctx = mts_nn_ctx_cpu(&ar->p, NULL);
     ctx.tap = c->tap;
+    ctx.qtab = &ar->qtab;
     mts__layers_bind(L, net->n, NULL, &ctx);
     ctx.node_ctx = L->eval_nodes;
     if ((rc = mts_evaluate(net, &ctx, test, r->samples, &r->acc, err)) != MTS_OK) return rc;
