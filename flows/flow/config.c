@@ -197,6 +197,15 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v, mts_e
     return -2;
 }
 
+/* sweep = DESIGN: PARAM = VALUES (sweep.c); the line is kept for the
+ * planner's messages (a design or parameter that does not exist). */
+static int sweep_line(flow_cfg *c, const char *path, int ln, const char *v, mts_err *why)
+{
+    char where[FLOW_PATH + 16];
+    snprintf(where, sizeof where, "%.*s:%d: sweep", FLOW_PATH - 32, path, ln);
+    return flow_sweep_add(c, v, where, why) ? -3 : 0;
+}
+
 static char *trim(char *s)
 {
     while (isspace((unsigned char)*s)) s++;
@@ -259,7 +268,7 @@ int flow_cfg_load(flow_cfg *c, const char *path, int quick, mts_err *err)
             *eq = '\0';
             char *k = trim(s), *v = trim(eq + 1);
             mts_err why;
-            int bad = set(c, dir, k, v, &why);
+            int bad = !strcmp(k, "sweep") ? sweep_line(c, path, ln, v, &why) : set(c, dir, k, v, &why);
             if (bad == -3)
                 rc = mts_fail(err, MTS_EINVAL, "%s:%d: %s: %s", path, ln, k, why.msg);
             else if (bad)
