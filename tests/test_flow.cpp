@@ -605,6 +605,14 @@ TEST(FlowSweep, ParsesListsRangesAndProductsRefusesBadValues) {
         EXPECT_NE(std::string(err.msg).find(d + "/k.flow:1: " + b[1]), std::string::npos) << b[0] << ": " << err.msg;
         EXPECT_EQ(std::string(err.msg).find('\n'), std::string::npos);
     }
+    // the quick profile's sweeps: the ends and the middle of each parameter
+    ASSERT_EQ(flow_cfg_load(&c, nullptr, 0, &err), MTS_OK);
+    ASSERT_EQ(flow_sweep_add(&c, "e: M = 1..7", "t", &err), MTS_OK);
+    ASSERT_EQ(flow_sweep_add(&c, "b: BREAK = 0..10:2; W = 8, 4", "t", &err), MTS_OK);
+    flow_sweep_thin(&c, 3);
+    EXPECT_EQ(values(flow_sweep_of(&c, "e"), 0), "1 4 7");
+    EXPECT_EQ(values(flow_sweep_of(&c, "b"), 0), "0 4 10");
+    EXPECT_EQ(values(flow_sweep_of(&c, "b"), 1), "8 4");
     ASSERT_EQ(flow_cfg_load(&c, nullptr, 0, &err), MTS_OK);
     ASSERT_EQ(flow_sweep_add(&c, "m: M = 1", "t", &err), MTS_OK);
     EXPECT_EQ(flow_sweep_add(&c, "m: K = 1, x", "t", &err), MTS_EINVAL);

@@ -30,7 +30,7 @@ static const char help[] =
     "  --data-dir DIR  where the data sets lie (DIR/mnist, ...); overrides the configuration\n"
     "  -j N            steps run in parallel (default: number of cores)\n"
     "  --quick         the quick profile, a first look: one epoch on 8,000 training images with Adam\n"
-    "                  at 0.002, batch 32, the first two seeds\n"
+    "                  at 0.002, batch 32, the first two seeds; each sweep keeps its ends and middle\n"
     "  --sweep SPEC    a parameter sweep, as the configuration's sweep key: every value is a design\n"
     "                  point of its own, DESIGN[PARAM=VALUE] (e.g. 'mul_trunc: M = 2..7',\n"
     "                  'int8_bam: BREAK = 0..10:2'; PARAM = VALUES; ... for a product); repeatable;\n"
@@ -557,6 +557,7 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     int rc = match_layers(c, config);
     if (!rc) rc = cli_sweeps(o, c);
     if (rc) return rc;
+    if (o->quick) flow_sweep_thin(c, 3); /* a first look: each sweep's ends and middle */
     if (o->designs) snprintf(c->designs, sizeof c->designs, "%s", o->designs);
     if (o->out) snprintf(c->out, sizeof c->out, "%s", o->out);
     if (o->data_dir && snprintf(c->data_dir, sizeof c->data_dir, "%s", o->data_dir) >= FLOW_PATH - 32)

@@ -115,6 +115,10 @@ int flow_sweep_points(const flow_sweep *s);
  * "DESIGN[P=V,Q=W]" into name (FLOW_NAME) and its overrides "P=V" into
  * params[0..s->nparams-1]; values[i] gets parameter i's value when non-NULL. */
 void flow_sweep_point(const flow_sweep *s, int k, char name[FLOW_NAME], char params[][80], long *values);
+/* The quick profile's sweeps: every swept parameter keeps at most `keep`
+ * (>= 2) of its values, spread evenly over the list as given, its first and
+ * its last among them (M = 1..7 keeps 1, 4, 7 with keep 3). */
+void flow_sweep_thin(flow_cfg *c, int keep);
 /* The sweep of the design named `design` (file stem), or NULL. */
 const flow_sweep *flow_sweep_of(const flow_cfg *c, const char *design);
 

@@ -191,3 +191,17 @@ int flow_sweep_add(flow_cfg *c, const char *spec, const char *where, mts_err *er
     else *(flow_sweep *)flow_sweep_of(c, design) = work;
     return MTS_OK;
 }
+
+void flow_sweep_thin(flow_cfg *c, int keep)
+{
+    for (int i = 0; i < c->nsweep; i++)
+        for (int p = 0; p < c->sweep[i].nparams; p++) {
+            flow_sweep *s = &c->sweep[i];
+            int n = s->nvalues[p];
+            if (n <= keep || keep < 2) continue;
+            long kept[FLOW_SWEEP_VALUES];
+            for (int k = 0; k < keep; k++) kept[k] = s->value[p][(int)((long)k * (n - 1) / (keep - 1))];
+            memcpy(s->value[p], kept, (size_t)keep * sizeof kept[0]);
+            s->nvalues[p] = keep;
+        }
+}
