@@ -762,10 +762,12 @@ static famset group_families(const report *rp, int m, int s, int h)
     return fs;
 }
 
+/* A point at least as accurate as the exact design is within noise too. */
 static int within_noise_of(const row *r, const row *ref)
 {
+    double gap = ref->test_acc - r->test_acc;
     return !isnan(r->test_acc) && !isnan(r->test_std) && !isnan(ref->test_std) &&
-           ref->test_acc - r->test_acc < sqrt(r->test_std * r->test_std + ref->test_std * ref->test_std);
+           (gap <= 0 || gap < sqrt(r->test_std * r->test_std + ref->test_std * ref->test_std));
 }
 
 static double combined_std(const row *a, const row *b)
@@ -848,7 +850,7 @@ static void family_knee(const report *rp, family *f)
             break;
         }
         if (isnan(r->test_acc)) continue; /* failed or not verified: no accuracy to judge */
-        if (within_noise_of(r, ref)) f->knee = ri;
+        if (ri == f->ref || within_noise_of(r, ref)) f->knee = ri;
         else {
             f->beyond = ri;
             break;
@@ -1000,7 +1002,7 @@ static void family_clauses(FILE *f, const famset *fs, const char *dat, int block
  * mean dashed, the knee circled, diverged points as red crosses at the
  * bottom) and area (right axis) against the parameter. 0 drawn, 1 nothing
  * to draw, -1 failed. */
-static int family_chart(const report *rp, const family *fa, const char *title)
+static int family_chart(const report *rp, const family *fa, const char *title, const char *colour)
 {
     char dat[FLOW_PATH + 300], gp[FLOW_PATH + 300];
     if (mts_fs_pathf(dat, sizeof dat, "%s/%s.dat", rp->cdir, fa->base) ||
@@ -1062,9 +1064,8 @@ static int family_chart(const report *rp, const family *fa, const char *title)
         if (narea) CLAUSE("index 0 using 1:4 axes x1y2 with linespoints pt 5 ps 0.8 lw 1.5 lc rgb '#999999' "
                           "title 'area'");
         if (nacc) {
-            CLAUSE("index 0 using 1:2 with lines lw 2 lc rgb '%s' notitle", family_colour[0]);
-            CLAUSE("index 0 using 1:2:3 with yerrorbars pt 7 ps 1.0 lc rgb '%s' title 'test accuracy'",
-                   family_colour[0]);
+            CLAUSE("index 0 using 1:2 with lines lw 2 lc rgb '%s' notitle", colour);
+            CLAUSE("index 0 using 1:2:3 with yerrorbars pt 7 ps 1.0 lc rgb '%s' title 'test accuracy'", colour);
         }
         if (cnt[1]) CLAUSE("index 1 using 1:2 with points pt 6 ps 2.6 lw 2 lc rgb '#cc3311' title 'knee'");
         if (cnt[2]) CLAUSE("index 2 using 1:2 with points pt 2 ps 1.6 lw 2 lc rgb '#b00020' title 'diverged'");
@@ -1083,7 +1084,7 @@ static void draw_family_charts(report *rp, const famset *fs)
         char title[600];
         snprintf(title, sizeof title, "%s on %s%s: %s, test accuracy and area vs %s", rp->c->models[fa->m],
                  rp->c->datasets[fa->s], fa->h ? " (inference only)" : "", fa->label, fa->param);
-        fa->chart_rc = family_chart(rp, fa, title);
+        fa->chart_rc = family_chart(rp, fa, title, family_colour[k % 6]); /* its colour on the other charts */
     }
 }
 
