@@ -478,8 +478,8 @@ TEST(FlowReport, SweepFamiliesKneeLinesAndBrowser) {
                        "30 91.900000\n"),
               std::string::npos) << dat;
     std::string gp = slurp(G.root + "/charts/area-lenet300-mnist.gp");
-    EXPECT_NE(gp.find("index 6 using 1:2 with lines lw 2 lc rgb '#ee7733' title \"sw (M)\""), std::string::npos) << gp;
-    EXPECT_NE(gp.find("index 7 using 1:2 with lines lw 2 lc rgb '#009988' title \"tr (M)\""), std::string::npos) << gp;
+    EXPECT_NE(gp.find("index 6 using 1:2 with lines lw 7 lc rgb '#70ee7733' title \"sw (M)\""), std::string::npos) << gp;
+    EXPECT_NE(gp.find("index 7 using 1:2 with lines lw 7 lc rgb '#70009988' title \"tr (M)\""), std::string::npos) << gp;
     EXPECT_TRUE(exists(G.root + "/charts/family-lenet300-mnist-sw-M.svg"));
     EXPECT_TRUE(exists(G.root + "/charts/family-lenet300-mnist-tr-M.svg"));
     std::string fdat = slurp(G.root + "/charts/family-lenet300-mnist-sw-M.dat");

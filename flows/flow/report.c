@@ -992,8 +992,9 @@ static void family_clauses(FILE *f, const famset *fs, const char *dat, int block
     for (int k = 0; fs && k < fs->n; k++) {
         if (!drawn[k]) continue;
         fprintf(f, *first ? "plot '%s' " : ", \\\n     '' ", dat);
-        fprintf(f, "index %d using 1:2 with lines lw 2 lc rgb '%s' title \"%s\"", block0 + k, family_colour[k % 6],
-                fs->f[k].label);
+        /* a wide translucent band, so a family that is also the Pareto front stays visible under it */
+        fprintf(f, "index %d using 1:2 with lines lw 7 lc rgb '#70%s' title \"%s\"", block0 + k,
+                family_colour[k % 6] + 1, fs->f[k].label);
         *first = 0;
     }
 }
