@@ -625,8 +625,8 @@ TEST(FlowSweep, ParsesListsRangesAndProductsRefusesBadValues) {
 TEST(FlowSweep, UnknownDesignOrParameterIsOneLineBeforeAnythingRuns) {
     if (!have_tool("verilator")) GTEST_SKIP() << "verilator not installed";
     std::string d = tmpdir() + "/sweepcli";
-    sh("rm -rf " + d + " && mkdir -p " + d + "/designs " + d + "/data/mnist && cp " + src + "/rtl/int8_bam.v " + d +
-       "/designs/");
+    sh("rm -rf " + d + " && mkdir -p " + d + "/designs " + d + "/data/mnist && cp " + src + "/rtl/int8_bam.v " + src +
+       "/rtl/mul_mbm.v " + d + "/designs/");
     std::ofstream(d + "/s.flow") << "data_dir = data\n# parameters of the broken-array multiplier\n"
                                     "sweep = int8_bam: BRAKE = 0..4\n";
     auto flow = [&](const std::string &extra) {
@@ -643,13 +643,16 @@ TEST(FlowSweep, UnknownDesignOrParameterIsOneLineBeforeAnythingRuns) {
     EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.err.find("--sweep: no design 'int9' in " + d + "/designs (no " + d + "/designs/int9.v)"),
               std::string::npos) << r.err;
+    r = flow("--sweep 'int8_bam: BREAK = 0, 4' --sweep 'mul_mbm: C = 1'");  // a localparam: no override sets it
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("--sweep: mul_mbm has no parameter C (its parameters: M)"), std::string::npos) << r.err;
     r = flow("--sweep 'int8_bam: BREAK = 0, x'");
     EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.err.find("mantis flow: --sweep: int8_bam: BREAK: 'x' is not an integer"), std::string::npos) << r.err;
     // the command line's sweep of int8_bam replaces the file's (BRAKE): the dry run plans its points
     r = flow("--sweep 'int8_bam: BREAK = 0, 4'");
     EXPECT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.out.find("1 designs in " + d + "/designs (2 design points with the sweeps)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("2 designs in " + d + "/designs (3 design points with the sweeps)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("'rtl' 'info' '--rtl' '" + d + "/designs/int8_bam.v' '--json' '" + d +
                          "/out/steps/int8_bam[BREAK=4]/detect-"),
               std::string::npos) << r.out;
@@ -658,6 +661,7 @@ TEST(FlowSweep, UnknownDesignOrParameterIsOneLineBeforeAnythingRuns) {
     r = flow("--sweep none");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("# int8_bam: its other steps"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# mul_mbm: its other steps"), std::string::npos) << r.out;
 }
 
 // Every point is a design of its own: its own steps and cache keys with its
