@@ -9,4 +9,5 @@ bash flows/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 build/bin/mantis data fetch mnist
+build/bin/mantis data fetch fashion-mnist   # the default flow trains on Fashion-MNIST
 exec build/bin/mantis flow "$@"

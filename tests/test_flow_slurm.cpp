@@ -122,12 +122,13 @@ class SlurmFlow : public ::testing::Test {
         dir = mkdtemp(t);
         designs = dir + "/designs";
         mkdir(designs.c_str(), 0755);
-        // one design that runs every kind of step, one that fails its first: all the phases need
+        // one design that runs every kind of step, one that fails its first: all the phases need; the
+        // first as a sweep point (one value), whose name "mul_trunc[M=7]" reaches sbatch's paths
         sh("cp " + src + "/rtl/mul_trunc.v " + MANTIS_TEST_DATA + "/flow/three_inputs.v " + designs + "/");
         cfg = dir + "/t.flow";
         std::ofstream(cfg) << "models = lenet300\ndatasets = mnist\ndata_dir = " << src
                            << "/data\nepochs = 1\nsubset = 300\ntrace_subset = 100\ntrace_samples = 1024\n"
-                              "baselines = bf16\nslurm_poll = 1\n";
+                              "baselines = bf16\nslurm_poll = 1\nsweep = mul_trunc: M = 7\n";
         std::string err = start_cluster();
         if (!err.empty()) skip = "cannot start the test's Slurm cluster: " + err;
     }
@@ -204,6 +205,9 @@ TEST_F(SlurmFlow, SameResultsAsLocalResumeWithoutDuplicatesFailuresReported)
         }
         EXPECT_EQ(slurp(out + "/results.csv"), slurp(local + "/results.csv")) << resumed;
         EXPECT_EQ(slurp(out + "/results.json"), slurp(local + "/results.json"));
+        EXPECT_NE(slurp(out + "/results.csv").find("\nmul_trunc[M=7],significand,bf16,bit-exact,"), std::string::npos)
+            << slurp(out + "/results.csv");
+        EXPECT_TRUE(exists(out + "/logs/mul_trunc[M=7]/lutgen.slurm.log")) << "sbatch --output with the point's name";
         // the failing step is reported the same way under Slurm
         std::string all = slurp(log) + resumed;
         EXPECT_EQ(lines_with(all, "FAILED  three_inputs/detect (exit 2"), 1) << all;
@@ -238,7 +242,7 @@ TEST_F(SlurmFlow, SameResultsAsLocalResumeWithoutDuplicatesFailuresReported)
         EXPECT_TRUE(ended) << "the coordinator did not finish after its jobs were cancelled";
         std::string text = slurp(log);
         EXPECT_NE(text.find("CANCELLED"), std::string::npos) << text;
-        EXPECT_NE(text.find("FAILED  mul_trunc/detect (slurm job "), std::string::npos) << text;
+        EXPECT_NE(text.find("FAILED  mul_trunc[M=7]/detect (slurm job "), std::string::npos) << text;
         EXPECT_EQ(sh("find " + dir + "/cancel -name '*.failed' | grep -q ."), 1) << "a cancelled job was cached";
     }
     {
@@ -249,7 +253,7 @@ TEST_F(SlurmFlow, SameResultsAsLocalResumeWithoutDuplicatesFailuresReported)
                               dir + "/bad");
         EXPECT_EQ(r.status, 2);
         EXPECT_EQ(lines_with(r.err, ""), 1) << r.err;
-        EXPECT_NE(r.err.find("sbatch refused mul_trunc/detect (exit 1): "), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("sbatch refused mul_trunc[M=7]/detect (exit 1): "), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("partition"), std::string::npos) << r.err;
     }
 }

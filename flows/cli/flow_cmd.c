@@ -14,13 +14,14 @@
 #include "mantis/json.h"
 #include "mantis/nn_net.h"
 #include "mantis/nn_train.h"
+#include "mantis/rtl.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "flow.h"
 
 static const char help[] =
     "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [--data-dir DIR] [-j N] [--quick]\n"
-    "                   [--executor local|slurm] [--dry-run]\n"
+    "                   [--sweep 'DESIGN: PARAM = VALUES'] [--executor local|slurm] [--dry-run]\n"
     "Runs every Verilog design in DIR (default rtl/) through the whole Mantis flow and writes\n"
     "OUT/report.html, OUT/results.csv and OUT/results.json (default results/). Steps are\n"
     "cached by a content hash of their inputs: a re-run does only what changed, and a flow\n"
@@ -28,15 +29,21 @@ static const char help[] =
     "  --config FILE   flow configuration (default flows/default.flow; docs/flow.md)\n"
     "  --data-dir DIR  where the data sets lie (DIR/mnist, ...); overrides the configuration\n"
     "  -j N            steps run in parallel (default: number of cores)\n"
-    "  --quick         the quick profile: 2,000 training images, one epoch\n"
+    "  --quick         the quick profile, a first look: one epoch on 8,000 training images with Adam\n"
+    "                  at 0.002, batch 32, the first two seeds; each sweep keeps its ends and middle\n"
+    "  --sweep SPEC    a parameter sweep, as the configuration's sweep key: every value is a design\n"
+    "                  point of its own, DESIGN[PARAM=VALUE] (e.g. 'mul_trunc: M = 2..7',\n"
+    "                  'int8_bam: BREAK = 0..10:2'; PARAM = VALUES; ... for a product); repeatable;\n"
+    "                  replaces the configuration's sweep of that design ('none': drops them all)\n"
     "  --retry-failed  run again the steps whose failure is on record (a failure is cached like a\n"
     "                  result, keyed by the same inputs)\n"
     "  --executor E    local (default: a process pool here) or slurm (one sbatch job per step;\n"
     "                  OUT and the cache must be on a filesystem the compute nodes share)\n"
     "  --dry-run       print the step commands (with slurm: the sbatch command lines) instead of\n"
     "                  running them\n"
-    "exit status: 0 every design ok; 1 a step failed, a training diverged or a design failed\n"
-    "verification (the report says which); 2 could not run; 128+N interrupted by signal N\n";
+    "exit status: 0 every step ran (a training that diverged is a result of its design: its row says\n"
+    "diverged); 1 a step failed or a design failed verification (the report says which); 2 could\n"
+    "not run; 128+N interrupted by signal N\n";
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -279,11 +286,41 @@ static int add_trainings(flow_graph *g, const flow_cfg *c, const char *design, c
     return 0;
 }
 
+/* One design point: a design file, or one point of its sweep (docs/flow.md
+ * "Sweeps"), which the flow treats as a design of its own. */
+typedef struct flow_point {
+    const char *path;                   /* the .v file */
+    char name[FLOW_NAME];               /* the design's name, or "DESIGN[P=V,...]" */
+    char base[FLOW_NAME];               /* the design's own name: cmodels, signed, unsigned */
+    int nparams;
+    char params[FLOW_SWEEP_PARAMS][80]; /* the point's overrides, "P=V" */
+} flow_point;
+
+/* argv of a command that reads the RTL, with the point's overrides
+ * (--param P=V) and, when sign, the configured signedness option of its
+ * design appended, in buf (STEP_MAX_ARGS entries). A design that is not
+ * swept gets the same arguments (and cache keys) as before sweeps existed. */
+static const char *const *rtl_args(const flow_cfg *c, const flow_point *pt, const char *const *argv, int sign,
+                                   const char **buf)
+{
+    int n = 0;
+    while (argv[n] && n < STEP_MAX_ARGS - 2 * FLOW_SWEEP_PARAMS - 2) buf[n] = argv[n], n++;
+    for (int i = 0; i < pt->nparams; i++) {
+        buf[n++] = "--param";
+        buf[n++] = pt->params[i];
+    }
+    const char *sg = sign ? flow_sign_opt(c, pt->base) : NULL;
+    if (sg) buf[n++] = sg;
+    buf[n] = NULL;
+    return buf;
+}
+
 /* Workload power: operands recorded from a short training run with the
  * design's LUT (step lut), then synthesis with that trace. */
-static int plan_power(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, const char *kind,
-                      int lut, const char *content, mts_err *err)
+static int plan_power(flow_graph *g, const flow_cfg *c, const flow_point *pt, const char *kind, int lut,
+                      const char *content, mts_err *err)
 {
+    const char *dname = pt->name, *sb[STEP_MAX_ARGS];
     const char *argv[STEP_MAX_ARGS];
     char data[FLOW_PATH], samples[16], subset[16];
     snprintf(samples, sizeof samples, "%d", c->trace_samples);
@@ -301,7 +338,9 @@ static int plan_power(flow_graph *g, const flow_cfg *c, const char *path, const 
     if (tr < 0) return -1;
     dep[0] = tr;
     int pw = flow_add(g, dname, "power", "json",
-                      ARGV("synth", "--rtl", path, "--power-trace", "{DEP0}", "--json", "{OUT}"), dep, 1, content, err);
+                      rtl_args(c, pt, ARGV("synth", "--rtl", pt->path, "--power-trace", "{DEP0}", "--json", "{OUT}"),
+                               0, sb),
+                      dep, 1, content, err);
     return pw < 0 ? -1 : 0;
 }
 
@@ -364,38 +403,28 @@ static int plan_cosim(flow_graph *g, const flow_cfg *c, const char *dname, int l
     return 0;
 }
 
-/* argv with the configured signedness option of design dname (if any)
- * appended, in buf (STEP_MAX_ARGS entries). */
-static const char *const *with_sign(const flow_cfg *c, const char *dname, const char *const *argv, const char **buf)
-{
-    int n = 0;
-    while (argv[n] && n < STEP_MAX_ARGS - 2) buf[n] = argv[n], n++;
-    const char *sg = flow_sign_opt(c, dname);
-    if (sg) buf[n++] = sg;
-    buf[n] = NULL;
-    return buf;
-}
-
 /* Steps of one detected design. det: its `rtl info` JSON. */
-static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const char *dname, int detect,
-                       const mts_json *det, mts_err *err)
+static int plan_design(flow_graph *g, const flow_cfg *c, const flow_point *pt, int detect, const mts_json *det,
+                       mts_err *err)
 {
+    const char *path = pt->path, *dname = pt->name;
     char content[65];
     mts_sha256_file_hex(path, content, NULL); /* "" when unreadable: the steps report it */
     const char *kind = mts_json_str(det, "kind", "");
     int is_acc = !strcmp(kind, "accumulator");
     int dep[2] = {detect, 0};
-    const char *cm = flow_cmodel(c, dname);
+    const char *cm = flow_cmodel(c, pt->base);
     const char *sb[STEP_MAX_ARGS];
     int verify = cm ? flow_add(g, dname, "verify", "json",
-                               with_sign(c, dname, ARGV("verify", "--rtl", path, "--mul", cm, "--json", "{OUT}"), sb),
+                               rtl_args(c, pt, ARGV("verify", "--rtl", path, "--mul", cm, "--json", "{OUT}"), 1, sb),
                                dep, 1, content, err)
                     : flow_add(g, dname, "verify", "json",
-                               with_sign(c, dname, ARGV("verify", "--rtl", path, "--json", "{OUT}"), sb), dep, 1,
+                               rtl_args(c, pt, ARGV("verify", "--rtl", path, "--json", "{OUT}"), 1, sb), dep, 1,
                                content, err);
     if (verify < 0) return -1;
     g->s[verify].ok_exit[g->s[verify].nok++] = MTS_EXIT_MISMATCH; /* mismatches are a result */
-    int synth = flow_add(g, dname, "synth", "json", ARGV("synth", "--rtl", path, "--json", "{OUT}"), dep, 1, content, err);
+    int synth = flow_add(g, dname, "synth", "json", rtl_args(c, pt, ARGV("synth", "--rtl", path, "--json", "{OUT}"), 0, sb),
+                         dep, 1, content, err);
     if (synth < 0) return -1;
     if (is_acc) {
         char acc[16], prod[16], ab[16], pb[16];
@@ -409,14 +438,14 @@ static int plan_design(flow_graph *g, const flow_cfg *c, const char *path, const
         int deps[2] = {detect, verify};
         return design_runs(g, c, dname, mul, uf ? 12 : 13, deps, 2, 2, content, err);
     }
-    int lut = flow_add(g, dname, "lutgen", "lut", with_sign(c, dname, ARGV("lutgen", "--rtl", path, "-o", "{OUT}"), sb),
+    int lut = flow_add(g, dname, "lutgen", "lut", rtl_args(c, pt, ARGV("lutgen", "--rtl", path, "-o", "{OUT}"), 1, sb),
                        dep, 1, content, err);
     if (lut < 0) return -1;
     dep[0] = lut;
     if (flow_add(g, dname, "metrics", "json", ARGV("metrics", "--lut", "{DEP0}", "--json", "{OUT}"), dep, 1, content, err) < 0)
         return -1;
     /* the trainer records float operands; integer designs get uniform-operand power only */
-    if (strcmp(kind, "int") && plan_power(g, c, path, dname, kind, lut, content, err)) return -1;
+    if (strcmp(kind, "int") && plan_power(g, c, pt, kind, lut, content, err)) return -1;
     if (strcmp(kind, "int") && plan_cosim(g, c, dname, lut, synth, content, err)) return -1;
     const char *mul[] = {"--lut", "{DEP0}"};
     int deps[2] = {lut, verify};
@@ -456,6 +485,8 @@ typedef struct flow_opts {
     const char *config, *designs, *out, *data_dir, *executor;
     int quick, retry, dry_run;
     long jobs;
+    const char *sweep[FLOW_MAX_SWEEPS]; /* --sweep SPEC, in order */
+    int nsweep;
 } flow_opts;
 
 /* Returns 0, 1 when --help was printed, or mts_cli_error's status. */
@@ -476,7 +507,10 @@ static int parse_opts(int argc, char **argv, flow_opts *o)
         else if (!strcmp(a, "--designs")) o->designs = argv[++i];
         else if (!strcmp(a, "--out")) o->out = argv[++i];
         else if (!strcmp(a, "--data-dir")) o->data_dir = argv[++i];
-        else if (!strcmp(a, "--executor")) {
+        else if (!strcmp(a, "--sweep")) {
+            if (o->nsweep == FLOW_MAX_SWEEPS) return mts_cli_error("flow", "--sweep: at most %d", FLOW_MAX_SWEEPS);
+            o->sweep[o->nsweep++] = argv[++i];
+        } else if (!strcmp(a, "--executor")) {
             o->executor = argv[++i];
             if (strcmp(o->executor, "local") && strcmp(o->executor, "slurm"))
                 return mts_cli_error("flow", "--executor: expected local or slurm, not '%s'", o->executor);
@@ -486,6 +520,36 @@ static int parse_opts(int argc, char **argv, flow_opts *o)
         } else return mts_cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
     }
     return 0;
+}
+
+/* --sweep SPEC (as the sweep key; docs/flow.md "Sweeps"): a design swept on
+ * the command line takes its parameters from there alone, the configuration's
+ * other sweeps stay; --sweep none drops the configuration's. Returns 0 or
+ * mts_cli_error's status. */
+static int cli_sweeps(const flow_opts *o, flow_cfg *c)
+{
+    if (!o->nsweep) return 0;
+    flow_cfg *cli = calloc(1, sizeof *cli);
+    if (!cli) return mts_cli_error("flow", "out of memory");
+    mts_err err;
+    int rc = 0;
+    for (int i = 0; !rc && i < o->nsweep; i++) {
+        if (!strcmp(o->sweep[i], "none")) c->nsweep = 0;
+        else if (flow_sweep_add(cli, o->sweep[i], "--sweep", &err)) rc = mts_cli_error("flow", "--sweep: %s", err.msg);
+    }
+    for (int i = 0; !rc && i < cli->nsweep; i++) {
+        int k = 0; /* the configuration's sweep of the same design goes */
+        while (k < c->nsweep && strcmp(c->sweep[k].design, cli->sweep[i].design)) k++;
+        if (k < c->nsweep) memmove(&c->sweep[k], &c->sweep[k + 1], (size_t)(--c->nsweep - k) * sizeof c->sweep[0]);
+        if (c->nsweep == FLOW_MAX_SWEEPS) rc = mts_cli_error("flow", "--sweep: more than %d swept designs", FLOW_MAX_SWEEPS);
+        else c->sweep[c->nsweep++] = cli->sweep[i];
+    }
+    int total = 0;
+    for (int i = 0; i < c->nsweep; i++) total += flow_sweep_points(&c->sweep[i]);
+    if (!rc && total > FLOW_MAX_POINTS)
+        rc = mts_cli_error("flow", "--sweep: %d design points in all, more than %d", total, FLOW_MAX_POINTS);
+    free(cli);
+    return rc;
 }
 
 /* The configuration (flows/default.flow unless --config), then the options
@@ -499,7 +563,9 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     if (!config && access(dflt, R_OK) == 0) config = dflt;
     if (flow_cfg_load(c, config, o->quick, &err)) return mts_cli_error("flow", "%s", err.msg);
     int rc = match_layers(c, config);
+    if (!rc) rc = cli_sweeps(o, c);
     if (rc) return rc;
+    if (o->quick) flow_sweep_thin(c, 3); /* a first look: each sweep's ends and middle */
     if (o->designs) snprintf(c->designs, sizeof c->designs, "%s", o->designs);
     if (o->out) snprintf(c->out, sizeof c->out, "%s", o->out);
     if (o->data_dir && snprintf(c->data_dir, sizeof c->data_dir, "%s", o->data_dir) >= FLOW_PATH - 32)
@@ -518,20 +584,92 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     return 0;
 }
 
-/* The designs of one flow and their detect steps. */
+/* The designs of one flow: the files, their points (a file, or each point
+ * of its sweep) and the points' detect steps. */
 typedef struct flow_designs {
     char **paths;
-    char (*names)[64];
+    int npaths;
+    flow_point *pt;
     int *detect;
     int n;
 } flow_designs;
 
 static void free_designs(flow_designs *d)
 {
-    for (int i = 0; i < d->n; i++) free(d->paths[i]);
+    for (int i = 0; i < d->npaths; i++) free(d->paths[i]);
     free(d->paths);
     free(d->detect);
-    free(d->names);
+    free(d->pt);
+}
+
+/* A sweep's design and parameters exist: the design is a file of the design
+ * directory and its top module declares every swept parameter (Verilator's
+ * front end, mts_rtl_params). Returns 0 or mts_cli_error's status, one line
+ * naming where the sweep was given. */
+static int check_sweep(const flow_cfg *c, const flow_sweep *s, const flow_designs *d, int *file)
+{
+    *file = -1;
+    for (int i = 0; i < d->npaths; i++) {
+        char name[FLOW_NAME];
+        design_name(d->paths[i], name, sizeof name);
+        if (!strcmp(name, s->design)) *file = i;
+    }
+    if (*file < 0)
+        return mts_cli_error("flow", "%s: no design '%s' in %s (no %s/%s.v)", s->where, s->design, c->designs,
+                             c->designs, s->design);
+    char names[64][64];
+    int n = 0;
+    mts_err err;
+    if (mts_rtl_params(d->paths[*file], names, 64, &n, &err))
+        return mts_cli_error("flow", "%s: %s: cannot read its parameters: %s", s->where, s->design, err.msg);
+    for (int p = 0; p < s->nparams; p++) {
+        int found = 0;
+        for (int k = 0; k < n; k++) found |= !strcmp(names[k], s->param[p]);
+        if (found) continue;
+        char list[512] = "";
+        for (int k = 0; k < n; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.63s", k ? ", " : "", names[k]);
+        return mts_cli_error("flow", "%s: %s has no parameter %s (%s%s)", s->where, s->design, s->param[p],
+                             n ? "its parameters: " : "it declares none", list);
+    }
+    return 0;
+}
+
+/* The design points: every file, a swept file replaced by its points (in
+ * the order of flow_sweep_point: a family's points consecutive). Returns 0
+ * or mts_cli_error's status. */
+static int design_points(const flow_cfg *c, flow_designs *d)
+{
+    int cap = d->npaths;
+    for (int i = 0; i < c->nsweep; i++) cap += flow_sweep_points(&c->sweep[i]);
+    d->pt = calloc((size_t)cap + 1, sizeof *d->pt);
+    if (!d->pt) return mts_cli_error("flow", "out of memory");
+    int swept[FLOW_MAX_SWEEPS];
+    for (int i = 0; i < c->nsweep; i++) {
+        int rc = check_sweep(c, &c->sweep[i], d, &swept[i]);
+        if (rc) return rc;
+    }
+    d->n = 0;
+    for (int f = 0; f < d->npaths; f++) {
+        char base[FLOW_NAME];
+        design_name(d->paths[f], base, sizeof base);
+        const flow_sweep *s = NULL;
+        for (int i = 0; i < c->nsweep; i++)
+            if (swept[i] == f) s = &c->sweep[i];
+        int npts = s ? flow_sweep_points(s) : 1;
+        for (int k = 0; k < npts; k++) {
+            flow_point *p = &d->pt[d->n++];
+            p->path = d->paths[f];
+            snprintf(p->base, sizeof p->base, "%s", base);
+            if (s) {
+                p->nparams = s->nparams;
+                flow_sweep_point(s, k, p->name, p->params, NULL);
+            } else {
+                snprintf(p->name, sizeof p->name, "%s", base);
+            }
+        }
+    }
+    return 0;
 }
 
 /* Phase 1: a detect step per design (it builds the Verilated model). */
@@ -539,16 +677,14 @@ static int plan_detect(flow_graph *g, const flow_cfg *c, flow_designs *d)
 {
     mts_err err;
     d->detect = malloc((size_t)(d->n + 1) * sizeof *d->detect);
-    d->names = malloc((size_t)(d->n + 1) * sizeof *d->names);
-    if (!d->detect || !d->names) return mts_cli_error("flow", "out of memory");
+    if (!d->detect) return mts_cli_error("flow", "out of memory");
     for (int i = 0; i < d->n; i++) {
+        const flow_point *pt = &d->pt[i];
         char content[65];
-        design_name(d->paths[i], d->names[i], sizeof d->names[i]);
-        mts_sha256_file_hex(d->paths[i], content, NULL);
+        mts_sha256_file_hex(pt->path, content, NULL);
         const char *sb[STEP_MAX_ARGS];
-        d->detect[i] = flow_add(g, d->names[i], "detect", "json",
-                                with_sign(c, d->names[i], ARGV("rtl", "info", "--rtl", d->paths[i], "--json", "{OUT}"),
-                                          sb),
+        d->detect[i] = flow_add(g, pt->name, "detect", "json",
+                                rtl_args(c, pt, ARGV("rtl", "info", "--rtl", pt->path, "--json", "{OUT}"), 1, sb),
                                 NULL, 0, content, &err);
         if (d->detect[i] < 0) return mts_cli_error("flow", "%s", err.msg);
     }
@@ -566,7 +702,7 @@ static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
         if (g->s[d->detect[i]].state != ST_DONE || !mts_fs_exists(g->s[d->detect[i]].out))
             continue; /* reported as not fitting the contract (dry run: not run yet) */
         mts_json *det = mts_json_load(g->s[d->detect[i]].out);
-        int rc = plan_design(g, c, d->paths[i], d->names[i], d->detect[i], det, &err);
+        int rc = plan_design(g, c, &d->pt[i], d->detect[i], det, &err);
         mts_json_free(det);
         if (rc) return mts_cli_error("flow", "%s", err.msg);
     }
@@ -575,8 +711,8 @@ static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
     return 0;
 }
 
-/* The report; 1 when a design is not ok (a step failed, a training diverged,
- * verification failed), 0 when all are. */
+/* The report; 1 when a step failed or a design failed verification, 0 when
+ * every step ran (a diverged training is a result, not a failure). */
 static int report(const flow_cfg *c, const flow_graph *g, int argc, char **argv)
 {
     mts_err err;
@@ -595,6 +731,13 @@ int mts_cmd_flow(int argc, char **argv)
     int status = parse_opts(argc, argv, &o);
     if (status) return status == 1 ? 0 : status;
     if ((status = load_config(&o, &c))) return status;
+    flow_designs d = {0};
+    d.npaths = list_designs(c.designs, &d.paths);
+    if (d.npaths < 0) return mts_cli_error("flow", "%s: cannot read the design directory", c.designs);
+    if ((status = design_points(&c, &d))) { /* a sweep's design and parameters exist: before anything is written */
+        free_designs(&d);
+        return status;
+    }
     flow_graph g = {0};
     g.retry_failed = o.retry;
     g.t_start = mts_clock_now(); /* one elapsed-time clock for both phases */
@@ -604,14 +747,19 @@ int mts_cmd_flow(int argc, char **argv)
     snprintf(g.root, sizeof g.root, "%s", c.out);
     mts_err lerr;
     int lock = flow_lock(c.out, &lerr); /* held until exit: one flow per results directory */
-    if (lock < 0) return mts_cli_error("flow", "%s", lerr.msg);
+    if (lock < 0) {
+        free_designs(&d);
+        return mts_cli_error("flow", "%s", lerr.msg);
+    }
     ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
-    if (n <= 0) return mts_cli_error("flow", "cannot find the mantis executable");
+    if (n <= 0) {
+        free_designs(&d);
+        return mts_cli_error("flow", "cannot find the mantis executable");
+    }
     g.exe[n] = '\0';
-    flow_designs d = {0};
-    d.n = list_designs(c.designs, &d.paths);
-    if (d.n < 0) return mts_cli_error("flow", "%s: cannot read the design directory", c.designs);
-    printf("mantis flow: %d designs in %s, %d parallel steps%s%s%s -> %s/\n", d.n, c.designs, c.jobs,
+    char points[64] = "";
+    if (d.n != d.npaths) snprintf(points, sizeof points, " (%d design points with the sweeps)", d.n);
+    printf("mantis flow: %d designs in %s%s, %d parallel steps%s%s%s -> %s/\n", d.npaths, c.designs, points, c.jobs,
            c.quick ? ", quick profile" : "", g.executor ? ", slurm executor" : "", o.dry_run ? ", dry run" : "",
            c.out);
     status = plan_detect(&g, &c, &d);
@@ -620,7 +768,7 @@ int mts_cmd_flow(int argc, char **argv)
         for (int i = 0; i < d.n; i++)
             if (!mts_fs_exists(g.s[d.detect[i]].out))
                 printf("# %s: its other steps are planned from its detect step's output (run it first)\n",
-                       d.names[i]);
+                       d.pt[i].name);
     if (!status) status = plan_rest(&g, &c, &d);
     if (!status) status = flow_run(&g, c.jobs, stdout);
     if (status == 2 && g.error[0]) mts_cli_error("flow", "%s", g.error);

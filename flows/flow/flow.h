@@ -17,6 +17,24 @@
 #define FLOW_PATH 1024
 #define FLOW_ARG (2 * FLOW_PATH) /* one step argument after {DEPk} substitution */
 
+/* Parameter sweeps (docs/flow.md "Sweeps"): `sweep = DESIGN: PARAM = VALUES[; PARAM = VALUES]`
+ * makes every value (every combination, over several parameters) a design
+ * point of its own, named "DESIGN[PARAM=VALUE,...]". */
+#define FLOW_MAX_SWEEPS 16    /* swept designs */
+#define FLOW_SWEEP_PARAMS 4   /* parameters of one swept design */
+#define FLOW_SWEEP_VALUES 64  /* values of one parameter */
+#define FLOW_MAX_POINTS 128   /* design points of all sweeps together */
+#define FLOW_NAME 64          /* a design's or a point's name, NUL included */
+
+typedef struct flow_sweep {
+    char design[FLOW_NAME];   /* the design's name: its file's stem */
+    int nparams;
+    char param[FLOW_SWEEP_PARAMS][64]; /* in the order given; the first one varies within a family */
+    int nvalues[FLOW_SWEEP_PARAMS];
+    long value[FLOW_SWEEP_PARAMS][FLOW_SWEEP_VALUES];
+    char where[FLOW_PATH + 16]; /* "FILE:LINE: sweep" or "--sweep": the prefix of later messages about it */
+} flow_sweep;
+
 typedef struct flow_cfg {
     char designs[FLOW_PATH];   /* directory of .v designs */
     char out[FLOW_PATH];       /* results directory */
@@ -45,6 +63,8 @@ typedef struct flow_cfg {
     int nlayers;
     unsigned layer_mask[FLOW_MAX_LIST][FLOW_MAX_LIST]; /* [model][dataset]: bit r when layers[r] matches
                                                           a multiplying layer of that net (flow_cmd.c) */
+    flow_sweep sweep[FLOW_MAX_SWEEPS]; /* sweep = ... (and --sweep, flow_cmd.c) */
+    int nsweep;
     char sign[16][72];         /* "+NAME" / "-NAME": integer design NAME is signed / unsigned (overrides the
                                   inference from its sweep) */
     int nsign;
@@ -80,6 +100,29 @@ const char *flow_rule_design_rest(const char *rule);
 /* The signedness configured for design `name`: "--signed", "--unsigned" or
  * NULL (inferred). */
 const char *flow_sign_opt(const flow_cfg *c, const char *name);
+
+/* One sweep entry, "DESIGN: PARAM = VALUES[; PARAM = VALUES...]", VALUES a
+ * comma-separated list of integers, ranges LO..HI and LO..HI:STEP. A design
+ * already swept gets the parameters added (their product). `where` ("FILE:LINE:
+ * sweep", "--sweep") is kept as the prefix of later messages. MTS_OK, or MTS_EINVAL with
+ * one line naming the design and parameter (bad syntax, a bad or repeated
+ * value, an empty range, a repeated parameter, too many values, parameters,
+ * designs or points, a point name over FLOW_NAME - 1 characters). Whether
+ * the design and its parameters exist is the planner's check (flow_cmd.c). */
+int flow_sweep_add(flow_cfg *c, const char *spec, const char *where, mts_err *err);
+/* The number of design points of s: the product of its value counts. */
+int flow_sweep_points(const flow_sweep *s);
+/* Point k (0 <= k < flow_sweep_points) of s, the first parameter varying
+ * fastest (so a family's points are consecutive): its name
+ * "DESIGN[P=V,Q=W]" into name (FLOW_NAME) and its overrides "P=V" into
+ * params[0..s->nparams-1]; values[i] gets parameter i's value when non-NULL. */
+void flow_sweep_point(const flow_sweep *s, int k, char name[FLOW_NAME], char params[][80], long *values);
+/* The quick profile's sweeps: every swept parameter keeps at most `keep`
+ * (>= 2) of its values, spread evenly over the list as given, its first and
+ * its last among them (M = 1..7 keeps 1, 4, 7 with keep 3). */
+void flow_sweep_thin(flow_cfg *c, int keep);
+/* The sweep of the design named `design` (file stem), or NULL. */
+const flow_sweep *flow_sweep_of(const flow_cfg *c, const char *design);
 
 /* Defaults, then the file (NULL: none), then the quick profile if quick. A
  * config line is `key = value` (# comments); unknown keys, bad or partly
@@ -183,9 +226,11 @@ int flow_slurm_poll_seconds(const flow_slurm *sl);
 
 /* Writes results.csv, results.json, charts/ and report.html into g->root,
  * then the summary table and the report's path to `out` (NULL: none);
- * *not_ok (NULL: not wanted) gets the number of rows whose status is not
- * "ok". MTS_EIO/MTS_EINVAL naming the file that could not be written,
+ * *failed (NULL: not wanted) gets the number of rows that failed (a step
+ * failed) or were skipped (verification failed): the flow exits 1 when it
+ * is not 0. A diverged training is a result of its design, not counted.
+ * MTS_EIO/MTS_EINVAL naming the file that could not be written,
  * MTS_ENOMEM. */
-int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, int *not_ok, mts_err *err);
+int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, int *failed, mts_err *err);
 
 #endif

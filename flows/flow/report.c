@@ -1,6 +1,7 @@
 /* report.c - the flow's results: one row per design x model x dataset in
  * results.csv / results.json, Pareto charts drawn by gnuplot (PNG and SVG),
  * and report.html, a single self-contained page (SVG charts inline). */
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -285,16 +286,32 @@ static int pareto(const row *rows, int n, int i, int x)
 
 #define CHART_MAX 256 /* rows one chart plots */
 
+/* Sweep families (docs/flow.md "Sweeps"; defined with the report below):
+ * the accuracy charts join each family's points in parameter order. */
+typedef struct family family;
+typedef struct famset {
+    const family *f;  /* the families of one model x data set x run */
+    int n;
+    const row *rows;  /* the report's rows, which the families index */
+} famset;
+typedef struct frame frame;
+/* Appends one block per family to an open chart data file (x axis x):
+ * (x, mean) of its points in parameter order; drawn[k] 1 when family k
+ * has two points or more there. */
+static void family_blocks(FILE *f, const famset *fs, int x, const frame *fr, int *drawn);
+/* The plot clauses of those blocks, the first at index `first`. */
+static void family_clauses(FILE *f, const famset *fs, const char *dat, int block0, const int *drawn, int *first);
+
 /* A chart's frame, decided here rather than by gnuplot so that label
  * placement knows where everything lands: x on a log axis (lx = log10 x),
  * a value 0 drawn in its own column left of the rest ("0" tic), y linear. */
-typedef struct frame {
+struct frame {
     double lxlo, lxhi, lzero; /* log10 of the x range and of the "0" column */
     double lsep;              /* log10 of the rule between the "0" column and the rest */
     int has_zero;
     double lo, hi;            /* y range */
     char omitted[512];        /* designs below the y range, named instead */
-} frame;
+};
 
 static double fx(const frame *f, double x) { return x > 0 ? log10(x) : f->lzero; }
 
@@ -456,7 +473,8 @@ static int chart_data(const char *dat, const row *rows, int n, int x, const fram
  * seeds' standard deviation; diverged runs are red crosses on the bottom
  * strip, named, never at an accuracy. */
 static int chart_script(const char *gp, const char *dir, const char *base, const char *dat, const char *title,
-                        const char *xlabel, const frame *y, int nseeds, const int cnt[6])
+                        const char *xlabel, const frame *y, int nseeds, const int cnt[6], const famset *fs,
+                        const int *fam_drawn)
 {
     FILE *f = fopen(gp, "w");
     if (!f) return -1;
@@ -486,6 +504,7 @@ static int chart_script(const char *gp, const char *dir, const char *base, const
             {"index 5 using 1:2:(0):($4-$2) with vectors nohead lc rgb '#bbbbbb' notitle",
              "index 5 using 1:4:3 with labels right offset -0.7,0 font 'sans,8' notitle"}};
         int first = 1;
+        family_clauses(f, fs, dat, 6, fam_drawn, &first); /* sweep families, under the points */
         for (int b = 0; b < 6; b++)
             for (int k = 0; k < 2 && cnt[b]; k++)
                 if (clause[b][k]) {
@@ -501,7 +520,7 @@ static int chart_script(const char *gp, const char *dir, const char *base, const
 /* One chart, dir/base.{dat,gp,png,svg}: 0 drawn, 1 nothing to plot, -1
  * failed (the script stays in dir). */
 static int chart(const char *dir, const char *base, const row *rows, int n, int x, const char *title,
-                 const char *xlabel, int nseeds)
+                 const char *xlabel, int nseeds, const famset *fs)
 {
     char dat[FLOW_PATH + 64], gp[FLOW_PATH + 64];
     if (mts_fs_pathf(dat, sizeof dat, "%s/%s.dat", dir, base) || mts_fs_pathf(gp, sizeof gp, "%s/%s.gp", dir, base))
@@ -511,7 +530,13 @@ static int chart(const char *dir, const char *base, const row *rows, int n, int 
     int cnt[6] = {0};
     int pts = chart_data(dat, rows, n, x, &fr, cnt);
     if (pts <= 0) return pts < 0 ? -1 : 1;
-    if (chart_script(gp, dir, base, dat, title, xlabel, &fr, nseeds, cnt)) return -1;
+    int drawn[CHART_MAX] = {0};
+    FILE *df = fs && fs->n ? fopen(dat, "a") : NULL;
+    if (df) {
+        family_blocks(df, fs, x, &fr, drawn);
+        if (fclose(df)) return -1;
+    }
+    if (chart_script(gp, dir, base, dat, title, xlabel, &fr, nseeds, cnt, fs, drawn)) return -1;
     char *argv[] = {"gnuplot", gp, NULL}; /* its output is of no use: the files are the result */
     return mts_proc_run(argv, NULL) == 0 ? 0 : -1;
 }
@@ -603,6 +628,8 @@ typedef struct report {
     int count[4];              /* rows per row_state */
     char cdir[FLOW_PATH + 16]; /* charts/ */
     int chart_rc[FLOW_MAX_LIST][FLOW_MAX_LIST][2][NAXES + 1]; /* chart()'s result per model, dataset, how, axis */
+    family *fam;               /* sweep families, grouped by model x data set x run (find_families) */
+    int nfam;
 } report;
 
 static const char *const axis_name[NAXES + 1] = {"area", "power", "mred", "curves"};
@@ -651,6 +678,8 @@ static void mark_noise(report *rp)
     }
 }
 
+static int find_families(report *rp, mts_err *err);
+
 /* Step 1: the designs in step order, then one row per design x model x
  * dataset with its figures from the step outputs. */
 static int collect_rows(report *rp, mts_err *err)
@@ -681,7 +710,376 @@ static int collect_rows(report *rp, mts_err *err)
                 rp->count[r->state]++;
             }
     mark_noise(rp);
+    return find_families(rp, err);
+}
+
+/* ---- Sweep families (docs/flow.md "Sweeps"). A family is the points of
+ * one swept design that differ only in its first swept parameter (one
+ * family per value of the others), in one model x data set x run. Its
+ * exact design is its point with MRED 0 and the largest area (BREAK = 0 of
+ * a broken-array multiplier, the most mantissa bits of an exact
+ * multiplier), else the fp32 baseline. A point is within noise of it by the
+ * rule that tells designs apart (mark_noise): the exact design's mean
+ * exceeds the point's by less than sqrt(s^2 + s_exact^2). The knee is found
+ * walking from the exact (or least approximate) end in parameter order
+ * towards the most approximate: the last point within noise before the
+ * first that is not (or that diverged); failed points are passed over. */
+struct family {
+    char design[FLOW_NAME];       /* the swept design */
+    char param[64];               /* the parameter that varies */
+    char fixed[160];              /* the other parameters' values, "B=1,C=2" ("" for one parameter) */
+    char label[320];              /* "design (PARAM)" or "design (PARAM; B=1)": legend and headings */
+    char base[256];               /* its chart's file name, charts/BASE.svg */
+    int m, s, h;                  /* model, data set, run */
+    int n;
+    int row[FLOW_SWEEP_VALUES];   /* report rows, in parameter order */
+    long val[FLOW_SWEEP_VALUES];
+    int ref, knee, beyond;        /* rows: the exact design, the knee, the first point past it beyond
+                                     noise (-1: none) */
+    double area_save, power_save; /* fractions of the exact design's (NaN: not known) */
+    int power_kind;               /* 1 workload power, 0 uniform operands */
+    int chart_rc;                 /* family_chart()'s result */
+    char sentence[1400];          /* the knee in words and numbers (UTF-8 text) */
+};
+
+static int in_group(const report *rp, const row *r, int m, int s, int h);
+
+static famset group_families(const report *rp, int m, int s, int h)
+{
+    famset fs = {NULL, 0, rp->rows};
+    for (int i = 0; i < rp->nfam; i++)
+        if (rp->fam[i].m == m && rp->fam[i].s == s && rp->fam[i].h == h) {
+            if (!fs.f) fs.f = &rp->fam[i];
+            fs.n++;
+        }
+    return fs;
+}
+
+/* A point at least as accurate as the exact design is within noise too. */
+static int within_noise_of(const row *r, const row *ref)
+{
+    double gap = ref->test_acc - r->test_acc;
+    return !isnan(r->test_acc) && !isnan(r->test_std) && !isnan(ref->test_std) &&
+           (gap <= 0 || gap < sqrt(r->test_std * r->test_std + ref->test_std * ref->test_std));
+}
+
+static double combined_std(const row *a, const row *b)
+{
+    return sqrt(a->test_std * a->test_std + b->test_std * b->test_std);
+}
+
+/* Appends printf text to buf (size n). */
+static void say_more(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say_more(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t u = strlen(buf);
+    if (u + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + u, n - u, fmt, ap);
+    va_end(ap);
+}
+
+/* "83.91 ± 0.42%", or "83.91%" with one seed. */
+static void acc_text(const row *r, char *buf, size_t n)
+{
+    if (isnan(r->test_std)) snprintf(buf, n, "%.2f%%", r->test_acc);
+    else snprintf(buf, n, "%.2f ± %.2f%%", r->test_acc, r->test_std);
+}
+
+/* The exact design, the knee and the sentence of family f. */
+static void family_knee(const report *rp, family *f)
+{
+    const row *rows = rp->rows;
+    const flow_cfg *c = rp->c;
+    f->ref = f->knee = f->beyond = -1;
+    f->area_save = f->power_save = NAN;
+    for (int i = 0; i < f->n; i++) { /* the exact point with the largest area */
+        const row *r = &rows[f->row[i]];
+        if (isnan(r->test_acc) || r->mred != 0) continue;
+        if (f->ref < 0 || (!isnan(r->area) && (isnan(rows[f->ref].area) || r->area > rows[f->ref].area)))
+            f->ref = f->row[i];
+    }
+    if (f->ref < 0)
+        for (int i = 0; i < rp->n; i++)
+            if (!strcmp(rows[i].design, "baseline-fp32") && !strcmp(rows[i].model, c->models[f->m]) &&
+                !strcmp(rows[i].data, c->datasets[f->s]) && rows[i].how == f->h && !isnan(rows[i].test_acc))
+                f->ref = i;
+    /* the precise end: the larger area, else the smaller MRED, else the first value */
+    int lo = -1, hi = -1;
+    for (int i = 0; i < f->n; i++)
+        if (!isnan(rows[f->row[i]].area)) {
+            if (lo < 0) lo = i;
+            hi = i;
+        }
+    int from_top = lo >= 0 && rows[f->row[hi]].area > rows[f->row[lo]].area;
+    if (lo < 0 || rows[f->row[hi]].area == rows[f->row[lo]].area)
+        from_top = !isnan(rows[f->row[0]].mred) && !isnan(rows[f->row[f->n - 1]].mred) &&
+                   rows[f->row[f->n - 1]].mred < rows[f->row[0]].mred;
+    char *w = f->sentence;
+    size_t wn = sizeof f->sentence;
+    snprintf(w, wn, "%s, %s = %ld..%ld: ", f->label, f->param, f->val[0], f->val[f->n - 1]);
+    if (f->ref < 0) {
+        say_more(w, wn, "no exact design to compare with (no point with MRED 0 trained, and no fp32 baseline), so "
+                        "no knee is named.");
+        return;
+    }
+    const row *ref = &rows[f->ref];
+    char ra[64];
+    acc_text(ref, ra, sizeof ra);
+    if (c->nseeds < 2 || isnan(ref->test_std)) {
+        say_more(w, wn, "one seed measures no noise, so no knee is named (seeds = 1, 2, 3 measure it); the exact "
+                        "design %s reaches %s.", ref->design, ra);
+        return;
+    }
+    int start = 0;
+    for (int i = 0; i < f->n; i++) /* an exact point of the family: the walk starts there */
+        if (f->row[from_top ? f->n - 1 - i : i] == f->ref) start = i;
+    for (int i = start; i < f->n; i++) {
+        int ri = f->row[from_top ? f->n - 1 - i : i];
+        const row *r = &rows[ri];
+        if (r->state == R_DIVERGED) {
+            f->beyond = ri;
+            break;
+        }
+        if (isnan(r->test_acc)) continue; /* failed or not verified: no accuracy to judge */
+        if (ri == f->ref || within_noise_of(r, ref)) f->knee = ri;
+        else {
+            f->beyond = ri;
+            break;
+        }
+    }
+    char ba[64] = "";
+    const row *by = f->beyond >= 0 ? &rows[f->beyond] : NULL;
+    if (by && !isnan(by->test_acc)) acc_text(by, ba, sizeof ba);
+    if (f->knee < 0 || f->knee == f->ref) {
+        if (!by) {
+            say_more(w, wn, "no point of the family could be judged against the exact design %s (%s).", ref->design,
+                     ra);
+            return;
+        }
+        say_more(w, wn, "no point %s the exact design %s (%s) stays within noise of it: ",
+                 f->knee == f->ref ? "more approximate than" : "of the family is as accurate as", ref->design, ra);
+        if (isnan(by->test_acc)) say_more(w, wn, "%s diverged.", by->design);
+        else
+            say_more(w, wn, "%s reaches %s, %.2f points below (more than their combined standard deviation, %.2f).",
+                     by->design, ba, ref->test_acc - by->test_acc, combined_std(by, ref));
+        return;
+    }
+    const row *k = &rows[f->knee];
+    char ka[64];
+    acc_text(k, ka, sizeof ka);
+    say_more(w, wn, "the knee is %s, the most approximate point still within noise of the exact design %s: %s against "
+                    "%s. Against %s it saves ",
+             k->design, ref->design, ka, ra, ref->design);
+    if (!isnan(k->area) && !isnan(ref->area) && ref->area > 0) {
+        f->area_save = 1 - k->area / ref->area;
+        say_more(w, wn, "%.0f%% of the area (%.1f → %.1f µm²)", 100 * f->area_save, ref->area, k->area);
+    } else {
+        say_more(w, wn, "an unknown share of the area (not synthesised)");
+    }
+    double pk = k->pw_work, pr = ref->pw_work;
+    f->power_kind = 1;
+    if (isnan(pk) || isnan(pr)) pk = k->pw_uniform, pr = ref->pw_uniform, f->power_kind = 0;
+    if (!isnan(pk) && !isnan(pr) && pr > 0) {
+        f->power_save = 1 - pk / pr;
+        say_more(w, wn, " and %.0f%% of the power (%s: %.1f → %.1f µW).", 100 * f->power_save,
+                 f->power_kind ? "workload trace" : "uniform operands", pr, pk);
+    } else {
+        say_more(w, wn, "; its power is not known.");
+    }
+    if (!by) say_more(w, wn, " Every more approximate point is within noise too: the sweep does not reach the fall.");
+    else if (isnan(by->test_acc)) say_more(w, wn, " Beyond it, %s diverged.", by->design);
+    else
+        say_more(w, wn, " Beyond it, %s falls to %s, %.2f points below the exact design (more than their combined "
+                        "standard deviation, %.2f).",
+                 by->design, ba, ref->test_acc - by->test_acc, combined_std(by, ref));
+}
+
+/* A file-name-safe copy of s. */
+static void safe_name(const char *s, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (; *s && k + 1 < n; s++) buf[k++] = isalnum((unsigned char)*s) || strchr("_.-", *s) ? *s : '_';
+    buf[k] = '\0';
+}
+
+/* The families of every swept design, per model x data set x run (the
+ * order of group_families: grouped). */
+static int find_families(report *rp, mts_err *err)
+{
+    const flow_cfg *c = rp->c;
+    int cap = 0;
+    for (int i = 0; i < c->nsweep; i++) cap += flow_sweep_points(&c->sweep[i]) / c->sweep[i].nvalues[0];
+    cap *= 2 * c->nmodels * c->ndatasets;
+    if (!cap) return MTS_OK;
+    rp->fam = calloc((size_t)cap, sizeof *rp->fam);
+    if (!rp->fam) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
+    for (int h = 0; h < 2; h++)
+        for (int m = 0; m < c->nmodels && (hows(c) >> h & 1); m++)
+            for (int s = 0; s < c->ndatasets; s++)
+                for (int w = 0; w < c->nsweep; w++) {
+                    const flow_sweep *sw = &c->sweep[w];
+                    int nv = sw->nvalues[0], ncombo = flow_sweep_points(sw) / nv;
+                    for (int combo = 0; combo < ncombo; combo++) {
+                        family *f = &rp->fam[rp->nfam];
+                        memset(f, 0, sizeof *f);
+                        f->m = m, f->s = s, f->h = h;
+                        snprintf(f->design, sizeof f->design, "%s", sw->design);
+                        snprintf(f->param, sizeof f->param, "%s", sw->param[0]);
+                        for (int j = 0; j < nv; j++) {
+                            char name[FLOW_NAME], prm[FLOW_SWEEP_PARAMS][80];
+                            long vals[FLOW_SWEEP_PARAMS];
+                            flow_sweep_point(sw, combo * nv + j, name, prm, vals);
+                            if (j == 0)
+                                for (int p = 1; p < sw->nparams; p++)
+                                    say_more(f->fixed, sizeof f->fixed, "%s%s", p > 1 ? "," : "", prm[p]);
+                            for (int i = 0; i < rp->n; i++)
+                                if (!strcmp(rp->rows[i].design, name) && in_group(rp, &rp->rows[i], m, s, h)) {
+                                    int at = f->n++; /* insertion by value */
+                                    while (at > 0 && f->val[at - 1] > vals[0]) {
+                                        f->val[at] = f->val[at - 1];
+                                        f->row[at] = f->row[at - 1];
+                                        at--;
+                                    }
+                                    f->val[at] = vals[0];
+                                    f->row[at] = i;
+                                }
+                        }
+                        if (!f->n) continue;
+                        snprintf(f->label, sizeof f->label, "%s (%s%s%s)", f->design, f->param, f->fixed[0] ? "; " : "",
+                                 f->fixed);
+                        char tail[256];
+                        safe_name(f->fixed, tail, sizeof tail);
+                        snprintf(f->base, sizeof f->base, "family-%s-%s%s-%.60s-%.60s%s%.30s", c->models[m],
+                                 c->datasets[s], h ? "-infer" : "", f->design, f->param, tail[0] ? "-" : "", tail);
+                        family_knee(rp, f);
+                        rp->nfam++;
+                    }
+                }
     return MTS_OK;
+}
+
+static const char *const family_colour[6] = {"#ee7733", "#009988", "#aa3377", "#0077bb", "#997700", "#555555"};
+
+static void family_blocks(FILE *f, const famset *fs, int x, const frame *fr, int *drawn)
+{
+    for (int k = 0; k < fs->n; k++) {
+        const family *fa = &fs->f[k];
+        fprintf(f, "\n\n# %s\n", fa->label);
+        int m = 0;
+        for (int i = 0; i < fa->n; i++) {
+            const row *r = &fs->rows[fa->row[i]];
+            double v = xval(r, x);
+            if (isnan(v) || v < 0 || isnan(r->test_acc)) continue; /* diverged and failed points: no accuracy */
+            fprintf(f, "%.9g %.6f\n", pow(10, fx(fr, v)), r->test_acc);
+            m++;
+        }
+        if (!m) fprintf(f, "nan nan\n");
+        drawn[k] = m >= 2;
+    }
+}
+
+static void family_clauses(FILE *f, const famset *fs, const char *dat, int block0, const int *drawn, int *first)
+{
+    for (int k = 0; fs && k < fs->n; k++) {
+        if (!drawn[k]) continue;
+        fprintf(f, *first ? "plot '%s' " : ", \\\n     '' ", dat);
+        /* a wide translucent band, so a family that is also the Pareto front stays visible under it */
+        fprintf(f, "index %d using 1:2 with lines lw 7 lc rgb '#70%s' title \"%s\"", block0 + k,
+                family_colour[k % 6] + 1, fs->f[k].label);
+        *first = 0;
+    }
+}
+
+/* Per family: test accuracy (error bars: the seeds' std; the exact design's
+ * mean dashed, the knee circled, diverged points as red crosses at the
+ * bottom) and area (right axis) against the parameter. 0 drawn, 1 nothing
+ * to draw, -1 failed. */
+static int family_chart(const report *rp, const family *fa, const char *title, const char *colour)
+{
+    char dat[FLOW_PATH + 300], gp[FLOW_PATH + 300];
+    if (mts_fs_pathf(dat, sizeof dat, "%s/%s.dat", rp->cdir, fa->base) ||
+        mts_fs_pathf(gp, sizeof gp, "%s/%s.gp", rp->cdir, fa->base))
+        return -1;
+    const row *rows = rp->rows;
+    double lo = 101, hi = -1;
+    int nacc = 0, narea = 0;
+    for (int i = 0; i < fa->n; i++) {
+        const row *r = &rows[fa->row[i]];
+        double sd = isnan(r->test_std) ? 0 : r->test_std;
+        if (!isnan(r->test_acc)) {
+            lo = fmin(lo, r->test_acc - sd), hi = fmax(hi, r->test_acc + sd);
+            nacc++;
+        }
+        narea += !isnan(r->area);
+    }
+    const row *ref = fa->ref >= 0 ? &rows[fa->ref] : NULL;
+    if (ref) lo = fmin(lo, ref->test_acc), hi = fmax(hi, ref->test_acc);
+    if (!nacc && !narea) return 1;
+    if (lo > hi) lo = 0, hi = 100;
+    double pad = (hi - lo) * 0.12 + 0.3, ylo = lo - 2 * pad, yhi = hi + pad;
+    FILE *f = fopen(dat, "w");
+    if (!f) return -1;
+    /* blocks: 0 points (value, mean, std, area), 1 the knee, 2 diverged points at the bottom */
+    int cnt[3] = {0};
+    for (int b = 0; b < 3; b++) {
+        if (b) fprintf(f, "\n\n");
+        for (int i = 0; i < fa->n; i++) {
+            const row *r = &rows[fa->row[i]];
+            if ((b == 0 && (!isnan(r->test_acc) || !isnan(r->area))) || (b == 1 && fa->row[i] == fa->knee) ||
+                (b == 2 && r->state == R_DIVERGED)) {
+                double y = b == 2 ? ylo + 0.05 * (yhi - ylo) : r->test_acc;
+                fprintf(f, "%ld %.6f %.6f %.6f\n", fa->val[i], y, isnan(r->test_std) ? 0 : r->test_std, r->area);
+                cnt[b]++;
+            }
+        }
+        if (!cnt[b]) fprintf(f, "nan nan nan nan\n");
+    }
+    fclose(f);
+    f = fopen(gp, "w");
+    if (!f) return -1;
+    for (int t = 0; t < 2; t++) {
+        fprintf(f, t ? "set terminal svg size 760,460 dynamic font 'sans,11'\n"
+                     : "set terminal pngcairo size 1000,600 font 'sans,11'\n");
+        fprintf(f, "set output '%s/%s.%s'\nset title \"%s\"\nset xlabel \"%s\"\n"
+                   "set ylabel 'test accuracy (%%%s)'\nset y2label 'area (um^2)'\nset ytics nomirror\nset y2tics\n"
+                   "set grid\nset termoption noenhanced\nset key outside right top\nset yrange [%g:%g]\n"
+                   "set xrange [%g:%g]\nset offsets 0, 0, 0, 0\n",
+                rp->cdir, fa->base, t ? "svg" : "png", title, fa->param, rp->c->nseeds > 1 ? ", mean +- std" : "",
+                ylo, yhi, fa->val[0] - 0.5, fa->val[fa->n - 1] + 0.5);
+        if (ref)
+            fprintf(f, "set arrow 1 from graph 0, first %.6f to graph 1, first %.6f nohead dt 2 lc rgb '#228833'\n"
+                       "set label 1 \"exact: %s\" at graph 0.01, first %.6f left offset 0,0.6 font 'sans,8' "
+                       "tc rgb '#228833'\n",
+                    ref->test_acc, ref->test_acc, ref->design, ref->test_acc);
+        int first = 1;
+#define CLAUSE(...) (fprintf(f, first ? "plot '%s' " : ", \\\n     '' ", dat), fprintf(f, __VA_ARGS__), first = 0)
+        if (narea) CLAUSE("index 0 using 1:4 axes x1y2 with linespoints pt 5 ps 0.8 lw 1.5 lc rgb '#999999' "
+                          "title 'area'");
+        if (nacc) {
+            CLAUSE("index 0 using 1:2 with lines lw 2 lc rgb '%s' notitle", colour);
+            CLAUSE("index 0 using 1:2:3 with yerrorbars pt 7 ps 1.0 lc rgb '%s' title 'test accuracy'", colour);
+        }
+        if (cnt[1]) CLAUSE("index 1 using 1:2 with points pt 6 ps 2.6 lw 2 lc rgb '#cc3311' title 'knee'");
+        if (cnt[2]) CLAUSE("index 2 using 1:2 with points pt 2 ps 1.6 lw 2 lc rgb '#b00020' title 'diverged'");
+#undef CLAUSE
+        fputc('\n', f);
+    }
+    if (fclose(f)) return -1;
+    char *argv[] = {"gnuplot", gp, NULL};
+    return mts_proc_run(argv, NULL) == 0 ? 0 : -1;
+}
+
+static void draw_family_charts(report *rp, const famset *fs)
+{
+    for (int k = 0; k < fs->n; k++) {
+        family *fa = (family *)&fs->f[k];
+        char title[600];
+        snprintf(title, sizeof title, "%s on %s%s: %s, test accuracy and area vs %s", rp->c->models[fa->m],
+                 rp->c->datasets[fa->s], fa->h ? " (inference only)" : "", fa->label, fa->param);
+        fa->chart_rc = family_chart(rp, fa, title, family_colour[k % 6]); /* its colour on the other charts */
+    }
 }
 
 /* results.csv through the one CSV writer (base/csv.c: RFC 4180 quoting, a
@@ -731,6 +1129,43 @@ static void jarr(mts_jw *w, const char *k, const double *v, int n)
 {
     mts_jw_arr(w, k, 0);
     for (int i = 0; i < n; i++) mts_jw_num(w, NULL, v[i], "%.6g"); /* NaN: null */
+    mts_jw_end(w);
+}
+
+/* "families": every sweep family with its points, exact design and knee. */
+static void write_json_families(mts_jw *w, const report *rp)
+{
+    mts_jw_arr(w, "families", 1);
+    for (int k = 0; k < rp->nfam; k++) {
+        const family *fa = &rp->fam[k];
+        const row *rows = rp->rows;
+        mts_jw_obj(w, NULL, 0);
+        mts_jw_str(w, "design", fa->design);
+        mts_jw_str(w, "param", fa->param);
+        mts_jw_str(w, "fixed", fa->fixed);
+        mts_jw_str(w, "label", fa->label);
+        mts_jw_str(w, "model", rp->c->models[fa->m]);
+        mts_jw_str(w, "dataset", rp->c->datasets[fa->s]);
+        mts_jw_str(w, "run", how_name[fa->h]);
+        mts_jw_arr(w, "points", 0);
+        for (int i = 0; i < fa->n; i++) mts_jw_str(w, NULL, rows[fa->row[i]].design);
+        mts_jw_end(w);
+        mts_jw_arr(w, "values", 0);
+        for (int i = 0; i < fa->n; i++) mts_jw_int(w, NULL, fa->val[i]);
+        mts_jw_end(w);
+        const int who[3] = {fa->ref, fa->knee, fa->beyond};
+        static const char *const key[3] = {"exact", "knee", "beyond"};
+        for (int i = 0; i < 3; i++) {
+            if (who[i] < 0) mts_jw_null(w, key[i]);
+            else mts_jw_str(w, key[i], rows[who[i]].design);
+        }
+        mts_jw_num(w, "area_saving", fa->area_save, "%.9g");
+        mts_jw_num(w, "power_saving", fa->power_save, "%.9g");
+        mts_jw_str(w, "power_kind", fa->power_kind ? "workload" : "uniform");
+        mts_jw_str(w, "chart", fa->chart_rc == 0 ? fa->base : "");
+        mts_jw_str(w, "sentence", fa->sentence);
+        mts_jw_end(w);
+    }
     mts_jw_end(w);
 }
 
@@ -785,6 +1220,7 @@ static void write_json(FILE *f, const report *rp)
         mts_jw_end(&w);
     }
     mts_jw_end(&w);
+    write_json_families(&w, rp);
     mts_jw_end(&w);
 }
 
@@ -805,21 +1241,29 @@ static void draw_charts(report *rp)
                 if (!strcmp(rp->rows[i].model, c->models[m]) && !strcmp(rp->rows[i].data, c->datasets[s]) &&
                     rp->rows[i].how == h)
                     sub[ns++] = rp->rows[i];
+            famset fs = group_families(rp, m, s, h);
+            draw_family_charts(rp, &fs);
             for (int x = 0; x <= NAXES; x++) {
                 char base[128], title[160];
                 chart_names(rp, m, s, h, x, base, title);
                 rp->chart_rc[m][s][h][x] = !sub ? -1 : x == NAXES ? (h ? 1 : curves(rp->cdir, base, sub, ns, title))
                                                                : chart(rp->cdir, base, sub, ns, x, title, axis_label[x],
-                                                                       c->nseeds);
+                                                                       c->nseeds, &fs);
             }
         }
     free(sub);
 }
 
+/* The counts, then what they mean for the exit status: a diverged training
+ * is a result of its design; a failed step or verification is not. */
 static void summary_line(char *buf, size_t n, const report *rp)
 {
-    snprintf(buf, n, "%d ok, %d failed, %d diverged, %d skipped (rows: design x model x data set)", rp->count[R_OK],
-             rp->count[R_FAILED], rp->count[R_DIVERGED], rp->count[R_SKIPPED]);
+    int bad = rp->count[R_FAILED] + rp->count[R_SKIPPED];
+    snprintf(buf, n, "%d ok, %d failed, %d diverged, %d skipped (rows: design x model x data set); %s", rp->count[R_OK],
+             rp->count[R_FAILED], rp->count[R_DIVERGED], rp->count[R_SKIPPED],
+             bad ? "exit status 1: a step failed or a design failed verification"
+             : rp->count[R_DIVERGED] ? "every step ran (exit status 0: a diverged training is a result of its design)"
+                                     : "every step ran");
 }
 
 static void html_head(FILE *f, const report *rp)
@@ -853,7 +1297,7 @@ static void html_head(FILE *f, const report *rp)
         }
         fputs(".</p>\n", f);
     }
-    char sum[160];
+    char sum[256];
     summary_line(sum, sizeof sum, rp);
     fprintf(f, "<p class=\"summary\">%s</p>\n", sum);
     if (c->nseeds > 1)
@@ -918,6 +1362,39 @@ static void html_cross(FILE *f, const report *rp, int m, int s)
     fputs("</table>\n", f);
 }
 
+/* Per family of a model x data set: the knee in words and numbers. */
+static void html_knees(FILE *f, const famset *fs)
+{
+    if (!fs->n) return;
+    fputs("<p>Sweeps: each family's points are joined in parameter order on the charts. A point is <em>within "
+          "noise</em> of the family's exact design (its point with MRED 0 and the largest area, else the fp32 "
+          "baseline) when their means differ by less than their combined standard deviation; the knee is the "
+          "most approximate point still within noise, walking from the exact end.</p>\n<ul class=\"knees\">\n", f);
+    for (int k = 0; k < fs->n; k++) {
+        fputs("<li class=\"knee\">", f);
+        html_esc(f, fs->f[k].sentence);
+        fputs("</li>\n", f);
+    }
+    fputs("</ul>\n", f);
+}
+
+static void html_family_charts(FILE *f, const report *rp, const famset *fs)
+{
+    for (int k = 0; k < fs->n; k++) {
+        const family *fa = &fs->f[k];
+        if (fa->chart_rc == 0) {
+            char svg[FLOW_PATH + 300];
+            snprintf(svg, sizeof svg, "%s/%s.svg", rp->cdir, fa->base);
+            fprintf(f, "<figure class=\"chart\" id=\"%s\">", fa->base);
+            inline_file(f, svg);
+            fprintf(f, "</figure>\n");
+        } else {
+            fprintf(f, "<p class=\"nochart\">%s against %s: %s</p>\n", fa->label, fa->param,
+                    fa->chart_rc > 0 ? "no point has a figure yet" : "gnuplot failed (charts/ has the script)");
+        }
+    }
+}
+
 /* The charts inline (SVG), or why one is missing. */
 static void html_charts(FILE *f, const report *rp)
 {
@@ -929,6 +1406,8 @@ static void html_charts(FILE *f, const report *rp)
                 fprintf(f, "<h2>%s on %s%s</h2>\n", c->models[m], c->datasets[s],
                         h ? ": inference only (the fp32 baseline's checkpoint tested with each design)" : "");
                 html_noise(f, rp, m, s, h);
+                famset fs = group_families(rp, m, s, h);
+                html_knees(f, &fs);
                 fprintf(f, "<div class=\"charts\">\n");
                 for (int x = 0; x <= NAXES; x++) {
                     char base[128], title[160];
@@ -946,6 +1425,7 @@ static void html_charts(FILE *f, const report *rp)
                                        : "gnuplot failed (charts/ has the script)");
                     }
                 }
+                html_family_charts(f, rp, &fs);
                 fprintf(f, "</div>\n");
                 if (!h) html_cross(f, rp, m, s);
             }
@@ -1067,12 +1547,12 @@ static void print_summary(FILE *out, const report *rp, const char *html)
                 r->baseline ? "C model" : r->verify, md, acc, r->area, isnan(r->pw_work) ? r->pw_uniform : r->pw_work,
                 r->mred, r->status);
     }
-    char sum[160];
+    char sum[256];
     summary_line(sum, sizeof sum, rp);
     fprintf(out, "\n%s\nreport: %s\n", sum, html);
 }
 
-int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, int *not_ok, mts_err *err)
+int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FILE *out, int *failed, mts_err *err)
 {
     report *rp = calloc(1, sizeof *rp);
     if (!rp) return mts_fail(err, MTS_ENOMEM, "flow: out of memory");
@@ -1088,7 +1568,8 @@ int flow_report(const flow_cfg *c, const flow_graph *g, const char *cmdline, FIL
         rc = emit(rp, "report.html", write_html, path, sizeof path, err);
         if (out) print_summary(out, rp, path); /* the table is worth seeing even when the page failed */
     }
-    if (not_ok) *not_ok = rp->n - rp->count[R_OK];
+    if (failed) *failed = rp->count[R_FAILED] + rp->count[R_SKIPPED]; /* diverged rows are results */
+    free(rp->fam);
     free(rp->rows);
     free(rp);
     return rc;

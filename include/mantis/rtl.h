@@ -118,6 +118,15 @@ int mts_rtl_open(const mts_rtl_opts *opts, mts_rtl **out, mts_err *err);
 void mts_rtl_close(mts_rtl *r);
 const mts_rtl_info *mts_rtl_get_info(const mts_rtl *r);
 
+/* The parameters of the design's top module (chosen by the file rules, as
+ * mts_rtl_open chooses it) that an override (--param NAME=VALUE, Verilator's
+ * -G) can set, as declared: localparams are not listed. Runs only the first
+ * pass of detection (Verilator's XML front end, no overrides): nothing is
+ * elaborated or built. names gets up to max names (each < 64 characters), *n
+ * their count. MTS_EIO: the file cannot be read; MTS_ETOOL: Verilator failed
+ * (its first error); MTS_EINVAL: no top module can be chosen. */
+int mts_rtl_params(const char *path, char (*names)[64], int max, int *n, mts_err *err);
+
 /* Raw batch evaluation on port codes (any kind): y[i] = design(x0[i], x1[i]),
  * inputs masked to their port widths. Uses one instance; thread-safe. */
 void mts_rtl_eval(mts_rtl *r, size_t n, const uint32_t *x0, const uint32_t *x1, uint64_t *y);

@@ -668,3 +668,63 @@ const char *mts_rtl_kind_name(mts_rtl_kind k)
     default: return "auto";
     }
 }
+
+/* The overridable parameters of the top module: pass 1 only (the file rules
+ * choose the top; nothing is elaborated or built). */
+int mts_rtl_params(const char *path, char (*names)[64], int max, int *n, mts_err *err)
+{
+    *n = 0;
+    mts_rtl_opts o = {.path = path};
+    rtl_design *d = calloc(1, sizeof *d);
+    if (!d) return mts_fail(err, MTS_ENOMEM, "out of memory");
+    const char *tdir = getenv("TMPDIR");
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s/mantis-rtl-XXXXXX", tdir && *tdir ? tdir : "/tmp");
+    int rc = MTS_OK;
+    FILE *f = path && *path ? fopen(path, "r") : NULL;
+    if (!f) rc = mts_fail(err, MTS_EIO, "%s: cannot open the design file", path ? path : "");
+    else fclose(f);
+    if (!rc && !mkdtemp(tmp)) {
+        rc = mts_fail(err, MTS_EIO, "%s: cannot create a scratch directory", tmp);
+        tmp[0] = '\0';
+    }
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    snprintf(d->path, sizeof d->path, "%s", path);
+    snprintf(d->dir, sizeof d->dir, "%s", path);
+    char *slash = strrchr(d->dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(d->dir, sizeof d->dir, ".");
+    rtl_xml doc;
+    rc = verilator_paths(d, tmp, err);
+    if (!rc) rc = run_front_end(&o, tmp, "find-top", NULL, d, &doc, err);
+    if (!rc) {
+        char top[128];
+        rc = choose_top(&doc, d, top, sizeof top, err);
+        for (int m = 0; !rc && m < doc.n; m++) { /* the top's <var param="true"> children */
+            const rtl_xml_node *mod = &doc.node[m];
+            const char *mn = rtl_xml_attr(mod, "origName");
+            if (!mn) mn = rtl_xml_attr(mod, "name");
+            if (strcmp(mod->name, "module") || !mn || strcmp(mn, top)) continue;
+            for (int i = m + 1; i < doc.n && doc.node[i].depth > mod->depth; i++) {
+                const rtl_xml_node *nd = &doc.node[i];
+                const char *vn = rtl_xml_attr(nd, "origName"), *pa = rtl_xml_attr(nd, "param");
+                const char *lp = rtl_xml_attr(nd, "localparam");
+                if (!vn) vn = rtl_xml_attr(nd, "name");
+                if (nd->parent != m || strcmp(nd->name, "var") || !vn || !pa || strcmp(pa, "true") ||
+                    (lp && !strcmp(lp, "true")))
+                    continue;
+                int dup = 0;
+                for (int k = 0; k < *n; k++) dup |= !strcmp(names[k], vn);
+                if (!dup && *n < max) snprintf(names[(*n)++], 64, "%s", vn);
+            }
+            break;
+        }
+        rtl_xml_free(&doc);
+    }
+    mts_fs_rmtree(tmp);
+    free(d);
+    return rc;
+}
