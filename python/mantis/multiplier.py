@@ -237,7 +237,7 @@ class Multiplier:
         if a.device.type != "cpu" or b.device.type != "cpu":
             raise ValueError("mantis: mm: CPU tensors only")
         (a, ta, lda), (b, tb, ldb) = _gemm_operand(a), _gemm_operand(b)
-        m, k, n = a.shape[1] if ta else a.shape[0], b.shape[1] if tb else b.shape[0], b.shape[0] if tb else b.shape[1]
+        m, k, n = a.shape[0], a.shape[1], b.shape[1]  # logical shapes; ta/tb say how they are stored
         c = torch.empty(m, n, dtype=torch.float32)
         if m == 0 or n == 0:
             return c
