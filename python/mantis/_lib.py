@@ -7,6 +7,7 @@ no struct layout is mirrored here; the one exception is mts_err, which is a
 for the duration of every call.
 """
 import ctypes
+import ctypes.util as ctypes_util
 import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,8 +37,12 @@ def _candidates():
 
 def _load():
     tried = _candidates()
+    if not os.environ.get("MANTIS_LIB"):
+        found = ctypes_util.find_library("mantis")  # an installed libmantis.so
+        if found:
+            tried.append(found)
     for path in tried:
-        if os.path.exists(path):
+        if os.path.exists(path) or not os.path.dirname(path):
             try:
                 return ctypes.CDLL(path), path
             except OSError as e:  # e.g. an ASan build loaded without LD_PRELOAD of libasan

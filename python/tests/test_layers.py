@@ -223,15 +223,15 @@ def test_matmul_transposed_views_and_broadcast(asym, gen):
     s = mt.matmul(q, kk.transpose(-1, -2), mul=asym)
     want = ref_matmul(q.reshape(6, 5, 4), kk.transpose(-1, -2).reshape(6, 4, 5), torch.zeros(6, 5, 5), asym, asym)[0]
     assert_bits(s.reshape(6, 5, 5), want, "q k^T")
-    x, w, dc = operands(gen, 2, 7, 6), operands(gen, 6, 3), operands(gen, 2, 7, 3)
+    x, w, dc = operands(gen, 3, 40, 6), operands(gen, 6, 5), operands(gen, 3, 40, 5)
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
     c = mt.matmul(xg, wg, mul=asym)
     c.backward(dc)
-    want = ref_matmul(x.reshape(1, 14, 6), w.unsqueeze(0), dc.reshape(1, 14, 3), asym, asym)
-    assert_bits(c.reshape(1, 14, 3), want[0], "x w")
+    want = ref_matmul(x.reshape(1, 120, 6), w.unsqueeze(0), dc.reshape(1, 120, 5), asym, asym)
+    assert_bits(c.reshape(1, 120, 5), want[0], "x w")
     assert_bits(wg.grad.unsqueeze(0), want[2], "dw summed in the GEMM")
     v = operands(gen, 6)
-    assert_bits(mt.matmul(x, v, mul=asym), torch.stack([asym.mm(x[i], v[:, None], ref=True)[:, 0] for i in range(2)]),
+    assert_bits(mt.matmul(x, v, mul=asym), torch.stack([asym.mm(x[i], v[:, None], ref=True)[:, 0] for i in range(3)]),
                 "matrix x vector")
 
 
