@@ -268,3 +268,29 @@ def test_modules_use_test_multiplier_in_eval(asym, gen):
     assert torch.equal(mm(a, c), torch.matmul(a, c))
     mm.set_multipliers(asym)
     assert_bits(mm(a, c), ref_matmul(a, c, torch.zeros(2, 3, 5), asym, asym)[0], "MatMul")
+
+
+@pytest.mark.parametrize("geom", CONVS)
+def test_fp32_layers_agree_with_pytorch_numerically(gen, geom):
+    """With native FP32 products the layers are PyTorch's up to summation
+    order: an independent check of the geometry (padding, stride, dilation,
+    groups) and of which gradient goes where."""
+    fp32 = mantis.Multiplier("fp32")
+    N, cin, H, W, cout, k, s, p, d, groups = geom
+    x, w, b = operands(gen, N, cin, H, W), operands(gen, cout, cin // groups, *k), operands(gen, cout)
+    grads, dy = [], None
+    for fn in (lambda x, w, b: mt.conv2d(x, w, b, s, p, d, groups, mul=fp32),
+               lambda x, w, b: F.conv2d(x, w, b, s, p, d, groups)):
+        xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+        y = fn(xg, wg, bg)
+        dy = operands(gen, *y.shape) if dy is None else dy
+        y.backward(dy)
+        grads.append((y.detach(), xg.grad, wg.grad, bg.grad))
+    for g, r, what in zip(grads[0], grads[1], ("y", "dx", "dw", "db")):
+        tol = 1e-5 * max(1.0, float(r.abs().max())) * 10
+        assert torch.allclose(g, r, rtol=1e-4, atol=tol), "conv2d %s %s: %g" % (geom, what, (g - r).abs().max())
+    a, c = operands(gen, 3, 5, 7), operands(gen, 3, 7, 4)
+    ag, cg = a.clone().requires_grad_(), c.clone().requires_grad_()
+    mt.matmul(ag, cg, mul=fp32).sum().backward()
+    assert torch.allclose(ag.grad, torch.ones(3, 5, 4) @ c.transpose(1, 2), atol=1e-5)
+    assert torch.allclose(cg.grad, a.transpose(1, 2) @ torch.ones(3, 5, 4), atol=1e-5)

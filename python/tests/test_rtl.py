@@ -90,3 +90,25 @@ def test_design_that_is_not_a_table_is_refused():
     with pytest.raises(mantis.MantisError) as e:
         mantis.Multiplier.from_verilog(bad)
     assert e.value.code in (mantis._lib.ENOTLUT, mantis._lib.EINVAL) and "\n" not in str(e.value)
+
+
+MNIST = os.environ.get("MANTIS_MNIST", os.path.join(ROOT, "data", "mnist"))
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(MNIST, "train-images-idx3-ubyte")), reason="MNIST not fetched")
+def test_mantis_train_rtl_equals_its_verified_table(tmp_path):
+    """`mantis train --rtl` (every product through the Verilated model, the
+    library's mts_arith_open_rtl) and `--lut` of the table from_verilog
+    verified give the same training: the same loss (to the JSON's 6 decimals)
+    and test accuracy. Checks the CLI's opener, which now calls the library's."""
+    table = mantis.Multiplier.from_verilog(MBM).info["lut_path"]
+    runs = {}
+    for how, sel in (("rtl", ["--rtl", MBM]), ("lut", ["--lut", table])):
+        js = tmp_path / (how + ".json")
+        subprocess.run([MANTIS_BIN, "train", "--model", "lenet300", "--data", "mnist", "--data-dir", MNIST, "--subset",
+                        "32", "--test-subset", "32", "--batch", "16", "--epochs", "1", "--threads", "1", "--json",
+                        str(js)] + sel, check=True, capture_output=True)
+        import json
+        e = json.loads(js.read_text())["epochs"][0]
+        runs[how] = (e["train_loss"], e["test_acc"])
+    assert runs["rtl"] == runs["lut"]
