@@ -17,6 +17,7 @@ activations, losses, the optimizer) is PyTorch's own. See docs/python.md.
 import ctypes
 
 import torch
+import torch.nn.utils.parametrize
 from torch import nn
 from torch.autograd.function import once_differentiable
 
@@ -482,6 +483,8 @@ def _kind(mod):
         return "mantis"
     if isinstance(mod, nn.modules.lazy.LazyModuleMixin) and mod.has_uninitialized_params():
         return "unsupported"
+    if torch.nn.utils.parametrize.is_parametrized(mod):  # its weight is computed: a swap would lose that
+        return "unsupported" if isinstance(mod, (nn.Linear, nn.Conv2d)) else None
     if isinstance(mod, nn.Linear):
         return "linear" if type(mod).forward is nn.Linear.forward else "unsupported"
     if isinstance(mod, nn.Conv2d):
@@ -539,7 +542,8 @@ def approximate(model, mul=None, layers=None, exclude=(), *, mul_bwd=None, mul_t
 
     A layer that multiplies but cannot be approximated (Conv1d, Conv3d,
     transposed convolutions, Bilinear, MultiheadAttention, RNNs, subclasses
-    with their own forward, uninitialized lazy layers) is an error unless
+    with their own forward, parametrized layers, uninitialized lazy layers)
+    is an error unless
     excluded: nothing is left exact silently. Nothing changes when it
     raises. The new layers share the originals' parameters (optimizers keep
     working); restore(model) puts the originals back."""

@@ -108,6 +108,11 @@ def test_unsupported_layers_are_refused_not_left_exact(asym):
     assert model.qk.multipliers is None and type(model.head) is nn.Linear
     with pytest.raises(TypeError):
         mt.approximate(nn.Sequential(nn.Conv1d(2, 2, 3)), layers={"0": asym})
+    pm = nn.Sequential(nn.Linear(3, 3))
+    torch.nn.utils.parametrizations.orthogonal(pm[0])
+    with pytest.raises(TypeError) as e:
+        mt.approximate(pm, mul=asym)
+    assert "'0'" in str(e.value)
 
 
 def test_bad_patterns_are_one_line_errors(asym):
