@@ -65,6 +65,15 @@ int mts_front_mul_open_rtl(const char *path, const char *const *params, int npar
 int mts_front_mul_acc(const mts_front_mul *base, const char *acc, const char *prod, int acc_bias, int prod_bias,
                       int chunk, int no_underflow, mts_front_mul **out, mts_err *err);
 
+/* A handle with base's multiplier and the accumulation of an accumulator
+ * design (rtl.h, ports p, s -> y): the design is verified against the FMAq
+ * model (mts_rtl_acc_verified, cached) and its formats (Q_prod, Q_acc,
+ * biases, underflow) become the FMAq settings, as `mantis flow` trains an
+ * accumulator design; chunk 0: 16. MTS_EMISMATCH when the design differs
+ * from FMAq, MTS_EINVAL for a design of another kind. */
+int mts_front_mul_acc_rtl(const mts_front_mul *base, const char *path, const char *const *params, int nparams,
+                          int chunk, mts_front_mul **out, mts_err *err);
+
 void mts_front_mul_free(mts_front_mul *m);
 
 /* The provider's description (mts_arith.desc, e.g. "lut mbm e8m7 + fmaq

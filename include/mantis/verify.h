@@ -74,6 +74,15 @@ typedef struct mts_rtl_lut_report {
  * with a rename). */
 int mts_rtl_lut_verified(const mts_rtl_opts *o, mts_lut *lut, mts_rtl_lut_report *rep, mts_err *err);
 
+/* The same for an accumulator design (y = Q_acc(p + s), rtl.h): opened,
+ * verified against the FMAq model (mts_verify_rtl: every code pair up to
+ * 13 + 13 bits, else seeded samples) and the report cached the same way
+ * (no table; rep->lut_path empty). rep->info.qprod / qacc are the design's
+ * formats: accumulating with them (mts_arith_acc) runs the model the design
+ * was just proved equal to. MTS_EMISMATCH when it differs (report kept),
+ * MTS_EINVAL for a design of another kind. */
+int mts_rtl_acc_verified(const mts_rtl_opts *o, mts_rtl_lut_report *rep, mts_err *err);
+
 #ifdef __cplusplus
 }
 #endif

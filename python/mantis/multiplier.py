@@ -172,6 +172,25 @@ class Multiplier:
                                                        chunk=chunk, underflow=underflow))
         return m
 
+    def with_acc_design(self, path, *, params=None, chunk=None):
+        """The same multiplier accumulating as a Verilog accumulator design
+        (ports p, s -> y = Q_acc(p + s), docs/rtl.md) does: the library
+        verifies the design against the FMAq model (every code pair up to
+        13 + 13 bits, else seeded samples; cached like from_verilog's tables)
+        and takes its formats (Q_prod, Q_acc, biases, underflow) as this
+        multiplier's FMAq settings, as `mantis flow` trains an accumulator
+        design. .info has acc_verify_cases, acc_verify_mismatches,
+        acc_verify_report."""
+        path = os.fspath(path)
+        params = dict(params or {})
+        plist = [_lib.cstr("%s=%s" % (k, v)) for k, v in params.items()]
+        arr = (ctypes.c_char_p * max(1, len(plist)))(*plist)
+        h = ctypes.c_void_p()
+        err = _lib.err_buf()
+        _lib.check(_lib.mul_acc_rtl(self._h, _lib.cstr(path), arr, len(plist), _opt_int(chunk, "chunk", 0),
+                                    ctypes.byref(h), err), err)
+        return Multiplier._adopt(h, ("with_acc_design", (self._recipe, path), dict(params=params, chunk=chunk)))
+
     def without_acc(self):
         """The same multiplier with FP32 accumulation (what `mantis train`
         uses for the backward GEMMs by default)."""
@@ -271,6 +290,8 @@ def _rebuild(recipe):
         return Multiplier(*args, **kw)
     if how == "with_acc":
         return _rebuild(args[0]).with_acc(**kw)
+    if how == "with_acc_design":
+        return _rebuild(args[0]).with_acc_design(args[1], **kw)
     return getattr(Multiplier, how)(*args, **kw)
 
 

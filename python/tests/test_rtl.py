@@ -85,6 +85,26 @@ def test_integer_design_equals_its_eval_table(gen):
     assert_bits(mt.linear(x, w, mul=m), mt.linear(x, w, mul=ref), "int design vs eval table")
 
 
+def test_accumulator_design_sets_the_accumulation(gen):
+    """rtl/fmaq_acc.v (Q_prod M7E4 bias 8, Q_acc M7E4 bias 8) verified
+    against FMAq on every code pair: a layer through it equals one through
+    the same FMAq settings given by hand, and pickles reopen it."""
+    import pickle
+    base = mantis.Multiplier("bf16")
+    m = base.with_acc_design(os.path.join(ROOT, "rtl", "fmaq_acc.v"))
+    info = m.info
+    assert info["fmaq"] and info["acc"] == "M7E4b8" and info["prod"] == "M7E4b8"
+    assert info["acc_verify_mismatches"] == 0 and info["acc_verify_cases"] >= 2 ** 26
+    assert os.path.exists(info["acc_verify_report"])
+    by_hand = base.with_acc("M7E4", acc_bias=8, prod_bias=8)
+    x, w = operands(gen, 6, 50, special=0.05), operands(gen, 4, 50)
+    assert_bits(mt.linear(x, w, mul=m), mt.linear(x, w, mul=by_hand), "fmaq_acc.v vs M7E4")
+    assert_bits(pickle.loads(pickle.dumps(m))(x[0], x[1]), m(x[0], x[1]), "pickled")
+    with pytest.raises(mantis.MantisError) as e:
+        base.with_acc_design(MBM)
+    assert e.value.code == mantis._lib.EINVAL and "\n" not in str(e.value)
+
+
 def test_design_that_is_not_a_table_is_refused():
     bad = os.path.join(ROOT, "tests", "data", "rtl", "exp_dependent.v")
     with pytest.raises(mantis.MantisError) as e:

@@ -32,6 +32,9 @@ struct mts_front_mul {
     front_src *src;
     mts_provider p;  /* src->a.p with this handle's accumulation */
     char desc[256];
+    int acc_rtl;     /* the accumulation is an accumulator design's, verified (acc_rep) */
+    char acc_path[1024];
+    mts_rtl_lut_report acc_rep;
 };
 
 static int new_src(front_src **out, mts_err *err)
@@ -231,6 +234,45 @@ int mts_front_mul_acc(const mts_front_mul *base, const char *acc, const char *pr
     return new_handle(base->src, &s, out, err);
 }
 
+int mts_front_mul_acc_rtl(const mts_front_mul *base, const char *path, const char *const *params, int nparams,
+                          int chunk, mts_front_mul **out, mts_err *err)
+{
+    *out = NULL;
+    if (!path || !*path) return mts_fail(err, MTS_EINVAL, "no Verilog file given");
+    if (nparams < 0 || nparams > MTS_RTL_MAX_PARAMS)
+        return mts_fail(err, MTS_EINVAL, "%d parameter overrides (at most %d)", nparams, MTS_RTL_MAX_PARAMS);
+    if (chunk < 0 || chunk > (1 << 20)) return mts_fail(err, MTS_EINVAL, "chunk %d: expected 1..%d", chunk, 1 << 20);
+    mts_rtl_opts o;
+    memset(&o, 0, sizeof o);
+    o.path = path;
+    o.kind = MTS_RTL_ACC;
+    for (int i = 0; i < nparams; i++) {
+        if (!params[i] || !strchr(params[i], '='))
+            return mts_fail(err, MTS_EINVAL, "parameter '%s': expected NAME=VALUE", params[i] ? params[i] : "");
+        o.param[o.nparams++] = params[i];
+    }
+    mts_rtl_lut_report rep;
+    int rc = mts_rtl_acc_verified(&o, &rep, err);
+    if (rc != MTS_OK) return rc;
+    /* the design's formats, as the flow trains an accumulator design */
+    mts_arith_spec s;
+    mts_arith_spec_init(&s);
+    snprintf(s.acc, sizeof s.acc, "M%dE%d", rep.info.qacc.M, rep.info.qacc.E);
+    snprintf(s.prod, sizeof s.prod, "M%dE%d", rep.info.qprod.M, rep.info.qprod.E);
+    s.acc_bias = rep.info.qacc.bias;
+    s.prod_bias = rep.info.qprod.bias;
+    s.no_underflow = !rep.info.qacc.underflow;
+    s.chunk = chunk;
+    atomic_fetch_add(&base->src->refs, 1);
+    if ((rc = new_handle(base->src, &s, out, err)) != MTS_OK) return rc;
+    (*out)->acc_rtl = 1;
+    (*out)->acc_rep = rep;
+    snprintf((*out)->acc_path, sizeof (*out)->acc_path, "%s", path);
+    size_t l = strlen((*out)->desc);
+    snprintf((*out)->desc + l, sizeof (*out)->desc - l, " (rtl %.120s, verified)", path);
+    return MTS_OK;
+}
+
 void mts_front_mul_free(mts_front_mul *m)
 {
     if (!m) return;
@@ -305,6 +347,14 @@ size_t mts_front_mul_info(const mts_front_mul *m, char *buf, size_t n)
             json_key_str(f, "lut_path", s->rep.lut_path);
             json_key_str(f, "verify_report", s->rep.json_path);
         }
+    }
+    if (m->acc_rtl) {
+        json_key_str(f, "acc_rtl", m->acc_path);
+        json_key_str(f, "acc_rtl_top", m->acc_rep.info.top);
+        fprintf(f, ", \"acc_verify_cases\": %llu, \"acc_verify_mismatches\": %llu, \"acc_verify_cached\": %s",
+                (unsigned long long)m->acc_rep.cases, (unsigned long long)m->acc_rep.mismatches,
+                m->acc_rep.lut_cache_hit ? "true" : "false");
+        json_key_str(f, "acc_verify_report", m->acc_rep.json_path);
     }
     fprintf(f, "}");
     fclose(f);
