@@ -27,11 +27,13 @@ import struct
 import sys
 import time
 
-import torch
-from torch import nn
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import mantis  # noqa: E402  (before torch: it sets OMP_WAIT_POLICY=PASSIVE unless set, docs/python.md)
+import mantis.torch  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 
 def load_idx(path):
@@ -102,7 +104,6 @@ def evaluate(model, x, y, batch=1000):
 
 
 def multiplier(args):
-    import mantis
     if args.rtl:
         return mantis.Multiplier.from_verilog(args.rtl)
     return mantis.Multiplier(args.mul, man_bits=args.man_bits)
@@ -115,8 +116,6 @@ def run(args):
     model = lenet5(args.seed)
     desc = "pytorch fp32"
     if not args.native:
-        import mantis
-        import mantis.torch
         mantis.set_num_threads(args.threads)
         m = multiplier(args)
         desc = m.desc

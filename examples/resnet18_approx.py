@@ -22,14 +22,13 @@ import os
 import sys
 import time
 
-import torch
-import torchvision
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-import mantis  # noqa: E402
+import mantis  # noqa: E402  (before torch: it sets OMP_WAIT_POLICY=PASSIVE unless set, docs/python.md)
 import mantis.torch  # noqa: E402
+import torch  # noqa: E402
+import torchvision  # noqa: E402
 
 
 def main(argv=None):

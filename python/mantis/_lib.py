@@ -35,7 +35,25 @@ def _candidates():
     return [os.path.join(_ROOT, d, "lib", "libmantis.so") for d in ("build", "build-test")]
 
 
+def _gomp_loaded():
+    try:
+        with open("/proc/self/maps") as f:
+            return "libgomp" in f.read()
+    except OSError:
+        return True  # cannot tell: change nothing
+
+
+def _passive_omp():
+    """OMP_WAIT_POLICY=PASSIVE unless the environment sets it, as `mantis
+    train` does (docs/training.md): spinning OpenMP threads are ruinous on a
+    shared machine. libgomp reads it once, when it is loaded, so this only
+    works when nothing loaded it yet (mantis imported before torch)."""
+    if "OMP_WAIT_POLICY" not in os.environ and not _gomp_loaded():
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+
 def _load():
+    _passive_omp()
     tried = _candidates()
     if not os.environ.get("MANTIS_LIB"):
         found = ctypes_util.find_library("mantis")  # an installed libmantis.so

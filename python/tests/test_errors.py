@@ -132,3 +132,18 @@ def test_double_backward_is_refused(asym, gen):
 def test_library_is_found_and_named():
     assert os.path.exists(mantis.library_path)
     assert mantis.gemm_isa() in ("avx512", "avx2", "scalar")
+
+
+def test_passive_openmp_when_imported_first():
+    """Imported before torch, the package sets OMP_WAIT_POLICY=PASSIVE (as
+    mantis train does) unless the environment chose; after torch it cannot."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(mantis.__file__))
+    code = "import os, %s; print(os.environ.get('OMP_WAIT_POLICY'))"
+    run = lambda mods, e: subprocess.run([sys.executable, "-c", code % mods], env=e, capture_output=True, text=True,
+                                         check=True).stdout.strip()
+    assert run("mantis, torch", env) == "PASSIVE"
+    assert run("torch, mantis", env) == "None"
+    assert run("mantis", dict(env, OMP_WAIT_POLICY="ACTIVE")) == "ACTIVE"
