@@ -64,19 +64,22 @@ class Multiplier:
             raise TypeError("mantis: Multiplier(name): expected a multiplier name, SPEC or LUT path, not %s"
                             % type(name).__name__)
         name = os.fspath(name)
+        # One grammar for names, LUT paths and SPECs: the library's --mul-layer rule parser
+        # (mts_layer_rule_parse) decides what the text is; the keywords are its keys.
+        spec = name
+        if man_bits is not None:
+            spec += ",man-bits=%d" % _opt_int(man_bits, "man_bits")
+        if format is not None:
+            spec += ",format=%s" % format
         h = ctypes.c_void_p()
         err = _lib.err_buf()
-        if "," in name:  # a --mul-layer SPEC: its own accumulator keys
-            if man_bits is not None or format is not None:
-                raise ValueError("mantis: Multiplier(%r): give man_bits/format inside the SPEC" % name)
-            _lib.check(_lib.mul_open_rule(_lib.cstr("*=" + name), ctypes.byref(h), err), err)
-        else:
-            is_lut = "/" in name or name.endswith(".lut")
-            _lib.check(_lib.mul_open(None if is_lut else _lib.cstr(name), _lib.cstr(name) if is_lut else None,
-                                     _lib.cstr(format), _opt_int(man_bits, "man_bits"), ctypes.byref(h), err), err)
+        _lib.check(_lib.mul_open_rule(_lib.cstr("*=" + spec), ctypes.byref(h), err), err)
         self._h = h
         self._recipe = ("init", (name,), dict(man_bits=man_bits, format=format))
         if acc is not None or prod is not None:
+            if self.fmaq:
+                raise ValueError("mantis: Multiplier(%r): give the accumulator in the SPEC or as keywords, not both"
+                                 % name)
             self._set_acc(acc, prod, acc_bias, prod_bias, chunk, underflow)
             self._recipe[2].update(acc=acc, prod=prod, acc_bias=acc_bias, prod_bias=prod_bias, chunk=chunk,
                                    underflow=underflow)

@@ -77,7 +77,10 @@ def test_multiplier_errors_carry_the_library_status(tmp_path):
     one_line(e, "unknown")
     with pytest.raises(mantis.MantisError) as e:
         mantis.Multiplier("mbm", man_bits=40)
-    one_line(e, "man_bits")
+    one_line(e, "man-bits", "40")
+    with pytest.raises(ValueError) as e:
+        mantis.Multiplier("mbm,acc=M7E4", acc="M4E3")
+    one_line(e, "not both")
     with pytest.raises(mantis.MantisError) as e:
         mantis.Multiplier.from_verilog(tmp_path / "missing.v")
     one_line(e)
