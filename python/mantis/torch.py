@@ -22,7 +22,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from . import _lib
-from .multiplier import Multiplier, get_num_threads, resolve
+from .multiplier import get_num_threads, resolve
 
 __all__ = ["linear", "conv2d", "matmul", "bmm", "Linear", "Conv2d", "MatMul", "approximate", "restore",
            "layer_names"]

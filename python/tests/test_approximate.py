@@ -10,7 +10,6 @@ import torch
 from torch import nn
 import torchvision
 
-import mantis
 import mantis.torch as mt
 from conftest import assert_bits, operands
 
