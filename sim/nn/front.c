@@ -164,26 +164,33 @@ int mts_front_mul_open_int(const int32_t *products, int bits, int is_signed, con
     return new_handle(src, &none, out, err);
 }
 
+/* The Verilator options of a design: path and "NAME=VALUE" overrides. */
+static int rtl_opts(const char *path, const char *const *params, int nparams, mts_rtl_opts *o, mts_err *err)
+{
+    memset(o, 0, sizeof *o);
+    if (!path || !*path) return mts_fail(err, MTS_EINVAL, "no Verilog file given");
+    if (nparams < 0 || nparams > MTS_RTL_MAX_PARAMS)
+        return mts_fail(err, MTS_EINVAL, "%d parameter overrides (at most %d)", nparams, MTS_RTL_MAX_PARAMS);
+    o->path = path;
+    o->kind = MTS_RTL_AUTO;
+    for (int i = 0; i < nparams; i++) {
+        if (!params[i] || !strchr(params[i], '='))
+            return mts_fail(err, MTS_EINVAL, "parameter '%s': expected NAME=VALUE", params[i] ? params[i] : "");
+        o->param[o->nparams++] = params[i];
+    }
+    return MTS_OK;
+}
+
 int mts_front_mul_open_rtl(const char *path, const char *const *params, int nparams, const char *kind, int sign,
                            int per_product, mts_front_mul **out, mts_err *err)
 {
     *out = NULL;
-    if (!path || !*path) return mts_fail(err, MTS_EINVAL, "no Verilog file given");
-    if (nparams < 0 || nparams > MTS_RTL_MAX_PARAMS)
-        return mts_fail(err, MTS_EINVAL, "%d parameter overrides (at most %d)", nparams, MTS_RTL_MAX_PARAMS);
     if (sign < 0 || sign > 2) return mts_fail(err, MTS_EINVAL, "sign %d: expected 0 (auto), 1 (signed), 2 (unsigned)", sign);
     mts_rtl_opts o;
-    memset(&o, 0, sizeof o);
-    o.path = path;
-    o.kind = MTS_RTL_AUTO;
+    int rc = rtl_opts(path, params, nparams, &o, err);
+    if (rc != MTS_OK) return rc;
     o.int_sign = (mts_rtl_sign)sign;
-    int rc;
     if (kind && *kind && (rc = mts_rtl_kind_parse(kind, &o.kind, err)) != MTS_OK) return rc;
-    for (int i = 0; i < nparams; i++) {
-        if (!params[i] || !strchr(params[i], '='))
-            return mts_fail(err, MTS_EINVAL, "parameter '%s': expected NAME=VALUE", params[i] ? params[i] : "");
-        o.param[o.nparams++] = params[i];
-    }
     front_src *src = NULL;
     if ((rc = new_src(&src, err)) != MTS_OK) return rc;
     src->is_rtl = 1;
@@ -238,22 +245,13 @@ int mts_front_mul_acc_rtl(const mts_front_mul *base, const char *path, const cha
                           int chunk, mts_front_mul **out, mts_err *err)
 {
     *out = NULL;
-    if (!path || !*path) return mts_fail(err, MTS_EINVAL, "no Verilog file given");
-    if (nparams < 0 || nparams > MTS_RTL_MAX_PARAMS)
-        return mts_fail(err, MTS_EINVAL, "%d parameter overrides (at most %d)", nparams, MTS_RTL_MAX_PARAMS);
     if (chunk < 0 || chunk > (1 << 20)) return mts_fail(err, MTS_EINVAL, "chunk %d: expected 1..%d", chunk, 1 << 20);
     mts_rtl_opts o;
-    memset(&o, 0, sizeof o);
-    o.path = path;
-    o.kind = MTS_RTL_ACC;
-    for (int i = 0; i < nparams; i++) {
-        if (!params[i] || !strchr(params[i], '='))
-            return mts_fail(err, MTS_EINVAL, "parameter '%s': expected NAME=VALUE", params[i] ? params[i] : "");
-        o.param[o.nparams++] = params[i];
-    }
-    mts_rtl_lut_report rep;
-    int rc = mts_rtl_acc_verified(&o, &rep, err);
+    int rc = rtl_opts(path, params, nparams, &o, err);
     if (rc != MTS_OK) return rc;
+    o.kind = MTS_RTL_ACC;
+    mts_rtl_lut_report rep;
+    if ((rc = mts_rtl_acc_verified(&o, &rep, err)) != MTS_OK) return rc;
     /* the design's formats, as the flow trains an accumulator design */
     mts_arith_spec s;
     mts_arith_spec_init(&s);
