@@ -21,6 +21,10 @@ need_pkg libgtest-dev
 need_pkg libopenblas-dev
 need_pkg libsystemc-dev                # mantis cosim (the SystemC MAC array)
 need_pkg dataset-fashion-mnist
+# the Python package (python/mantis, docs/python.md) and its tests, with /usr/bin/python3
+need_pkg python3-torch
+need_pkg python3-torchvision
+need_pkg python3-pytest
 need_cmd clang-14 clang-14           # the fuzz targets (tests/fuzz, libFuzzer)
 need_pkg libclang-rt-14-dev          # libFuzzer's runtime
 # the flow's Slurm executor and its test (a one-node cluster the test starts itself)

@@ -97,15 +97,15 @@ int mts_mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_ar
     if (!m->sel || !m->sel->rtl || strcmp(s->mul, "rtl")) return mts_arith_open(s, threads, a, err);
     if (m->n == 3) return mts_fail(err, MTS_EINVAL, "--rtl: more than 3 instances");
     mts_mulhandle *h = &m->h[m->n++]; /* counted now: a failed open may hold a half-open handle */
+    memset(h, 0, sizeof *h);
     memset(a, 0, sizeof *a);
-    int rc = mts_mulsel_open(m->sel, h, err);
+    mts_rtl_opts o;
+    int rc = mts_mulsel_rtl_opts(m->sel, &o, err);
     if (rc) return rc;
-    a->p.kind = h->is_int ? MTS_PROV_INT : MTS_PROV_MULOP;
-    a->p.lut = &h->lut;
-    a->p.mul = &h->op;
-    a->p.threads = threads;
-    snprintf(a->desc, sizeof a->desc, "rtl %s", m->sel->rtl);
-    return MTS_OK;
+    mts_rtl *r = NULL;
+    rc = mts_arith_open_rtl(&o, threads, a, &r, err); /* the library's opener (Python's too) */
+    h->rtl = r; /* the design outlives a: closed by mts_mulsel_arith_close */
+    return rc;
 }
 
 void mts_mulsel_arith_close(mts_mulsel_arith *m)

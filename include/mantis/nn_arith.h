@@ -54,6 +54,30 @@ void mts_arith_close(mts_arith *a);
  * (mts_int_grad_build, default window) that the quantization-aware layers
  * read through their context. Freed by mts_arith_close. */
 int mts_arith_int_prepare(mts_arith *a, int grads, mts_err *err);
+
+/* Applies s's accumulator settings (acc, prod, acc_bias, prod_bias, chunk,
+ * no_underflow; the multiplier fields are ignored) to p: fmaq = 1 with the
+ * parsed formats when s->acc is non-empty, else fmaq = 0; chunk always (0:
+ * 16). Appends " + fmaq acc ... chunk C" to desc (n bytes) when it adds FMAq.
+ * MTS_EINVAL for an integer table with acc, or a bad format (p unchanged but
+ * for chunk). What mts_arith_open does after opening the multiplier. */
+int mts_arith_acc(const mts_arith_spec *s, mts_provider *p, char *desc, size_t n, mts_err *err);
+
+/* An arith over a table in memory: takes *lut (left zeroed), provider LUT
+ * for a float table or INT for an integer one, no FMAq, description what.
+ * Never fails. */
+void mts_arith_from_lut(mts_lut *lut, int threads, const char *what, mts_arith *a);
+
+/* Opens a Verilog design (rtl.h) as `mantis train --rtl` uses it: float
+ * and significand designs multiply every product through the Verilated
+ * model (provider MULOP, a serial mulop), integer designs through their
+ * exhaustive table (INT). No FMAq (apply mts_arith_acc). *rtl receives the
+ * design handle, which a->p uses: close it with mts_rtl_close after
+ * mts_arith_close. MTS_EINVAL for an accumulator design; otherwise
+ * mts_rtl_open's and mts_rtl_mulop/mts_rtl_lut's errors (*rtl NULL). */
+struct mts_rtl_opts;
+struct mts_rtl;
+int mts_arith_open_rtl(const struct mts_rtl_opts *o, int threads, mts_arith *a, struct mts_rtl **rtl, mts_err *err);
 /* "key=value;..." text of a spec, and back (for checkpoints). */
 void mts_arith_spec_str(const mts_arith_spec *s, char *buf, size_t n);
 int mts_arith_spec_parse(const char *str, mts_arith_spec *s, mts_err *err);

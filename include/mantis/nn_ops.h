@@ -169,6 +169,30 @@ int mts_qconv2d_backward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_
                          const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
                          mts_err *err);
 
+/* Conv2D of general geometry (PyTorch's nn.Conv2d): kernel kh x kw, stride
+ * sh x sw, zero padding ph x pw on each side, dilation dh x dw, groups.
+ * Weights w[cout][cin/groups][kh][kw]; group gr maps input channels
+ * [gr*cin/G, (gr+1)*cin/G) to output channels [gr*cout/G, (gr+1)*cout/G).
+ * Per group the GEMMs, operand orders and sums of mts_conv2d_* (forward
+ * col^T x W^T over K = (ci, ky, kx); dW = dY x col^T over (n, oy, ox);
+ * dcol = dY^T x W over the group's output channels, then col2im adding each
+ * input pixel's taps in (ky, kx) order from +0; db in fmath.h's blocked
+ * order over (n, p)), so a geometry mts_conv2d_* accepts gives its bits.
+ * The readable form: no chunking (sim/nn/convg.c). */
+typedef struct mts_convg_geom {
+    int cin, h, w;        /* input */
+    int cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int oh, ow;           /* output, filled by mts_convg_geom_init */
+} mts_convg_geom;
+/* Checks the geometry (positive sizes, groups dividing both channel counts,
+ * the dilated kernel within the padded input) and fills oh, ow. MTS_EINVAL. */
+int mts_convg_geom_init(mts_convg_geom *g, mts_err *err);
+int mts_convg_forward(const mts_nn_ctx *ctx, const mts_convg_geom *g, int N, const float *x, const float *w,
+                      const float *b, float *y, mts_err *err);
+/* dx overwritten (may be NULL), dw, db (may be NULL), all through ctx->bwd. */
+int mts_convg_backward(const mts_nn_ctx *ctx, const mts_convg_geom *g, int N, const float *x, const float *w,
+                       const float *dy, float *dx, float *dw, float *db, mts_err *err);
+
 /* im2col of sample layout x[N][cin][h][w] into col[K][N*P]. MTS_OK, or
  * MTS_ENOMEM (a zero-padded copy of x is made: no copy checks bounds). */
 int mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_err *err);

@@ -9,6 +9,7 @@
 
 #include "mantis/nn_arith.h"
 #include "mantis/parse.h"
+#include "mantis/rtl.h"
 
 void mts_arith_spec_init(mts_arith_spec *s)
 {
@@ -41,10 +42,11 @@ static int open_mul(const mts_arith_spec *s, mts_arith *a, mts_err *err)
     mts_provider *p = &a->p;
     int rc;
     if (s->lut[0]) {
-        if ((rc = mts_lut_load(s->lut, &a->lut, err)) != MTS_OK) return rc;
-        p->lut = &a->lut;
-        p->kind = a->lut.kind == MTS_LUT_INT ? MTS_PROV_INT : MTS_PROV_LUT;
-        snprintf(a->desc, sizeof a->desc, "lut file %.150s", s->lut);
+        mts_lut t;
+        if ((rc = mts_lut_load(s->lut, &t, err)) != MTS_OK) return rc;
+        char what[192];
+        snprintf(what, sizeof what, "lut file %.150s", s->lut);
+        mts_arith_from_lut(&t, 0, what, a);
         return MTS_OK;
     }
     if (!strcmp(s->mul, "fp32") || !strcmp(s->mul, "native")) {
@@ -97,25 +99,79 @@ int mts_arith_open(const mts_arith_spec *s, int threads, mts_arith *a, mts_err *
         return rc;
     }
     a->p.threads = threads;
-    a->p.chunk = s->chunk > 0 ? s->chunk : 16;
-    if (s->acc[0]) {
-        if (a->p.kind == MTS_PROV_INT) {
-            mts_arith_close(a);
-            return mts_fail(err, MTS_EINVAL, "--acc needs a float multiplier, not an integer table");
-        }
-        if ((rc = mts_qfmt_parse(s->acc, s->acc_bias, &a->p.qacc, err)) != MTS_OK ||
-            (rc = mts_qfmt_parse(s->prod[0] ? s->prod : s->acc, s->prod_bias, &a->p.qprod, err)) != MTS_OK) {
-            mts_arith_close(a);
-            return rc;
-        }
-        a->p.qacc.underflow = a->p.qprod.underflow = !s->no_underflow;
-        a->p.fmaq = 1;
-        char qa[48], qp[48];
-        mts_qfmt_name(&a->p.qacc, qa, sizeof qa);
-        mts_qfmt_name(&a->p.qprod, qp, sizeof qp);
-        size_t l = strlen(a->desc);
-        snprintf(a->desc + l, sizeof a->desc - l, " + fmaq acc %s prod %s chunk %d", qa, qp, a->p.chunk);
+    if ((rc = mts_arith_acc(s, &a->p, a->desc, sizeof a->desc, err)) != MTS_OK) mts_arith_close(a);
+    return rc;
+}
+
+int mts_arith_acc(const mts_arith_spec *s, mts_provider *p, char *desc, size_t n, mts_err *err)
+{
+    p->chunk = s->chunk > 0 ? s->chunk : 16;
+    p->fmaq = 0;
+    if (!s->acc[0]) return MTS_OK;
+    if (p->kind == MTS_PROV_INT)
+        return mts_fail(err, MTS_EINVAL, "--acc needs a float multiplier, not an integer table");
+    mts_qfmt qacc, qprod;
+    int rc;
+    if ((rc = mts_qfmt_parse(s->acc, s->acc_bias, &qacc, err)) != MTS_OK ||
+        (rc = mts_qfmt_parse(s->prod[0] ? s->prod : s->acc, s->prod_bias, &qprod, err)) != MTS_OK)
+        return rc;
+    p->qacc = qacc;
+    p->qprod = qprod;
+    p->qacc.underflow = p->qprod.underflow = !s->no_underflow;
+    p->fmaq = 1;
+    char qa[48], qp[48];
+    mts_qfmt_name(&p->qacc, qa, sizeof qa);
+    mts_qfmt_name(&p->qprod, qp, sizeof qp);
+    size_t l = strnlen(desc, n);
+    if (l < n) snprintf(desc + l, n - l, " + fmaq acc %s prod %s chunk %d", qa, qp, p->chunk);
+    return MTS_OK;
+}
+
+void mts_arith_from_lut(mts_lut *lut, int threads, const char *what, mts_arith *a)
+{
+    memset(a, 0, sizeof *a);
+    a->lut = *lut;
+    memset(lut, 0, sizeof *lut);
+    a->p.lut = &a->lut;
+    a->p.kind = a->lut.kind == MTS_LUT_INT ? MTS_PROV_INT : MTS_PROV_LUT;
+    a->p.threads = threads;
+    a->p.chunk = 16;
+    snprintf(a->desc, sizeof a->desc, "%s", what);
+}
+
+int mts_arith_open_rtl(const mts_rtl_opts *o, int threads, mts_arith *a, mts_rtl **rtl, mts_err *err)
+{
+    memset(a, 0, sizeof *a);
+    *rtl = NULL;
+    mts_rtl *r;
+    int rc = mts_rtl_open(o, &r, err);
+    if (rc != MTS_OK) return rc;
+    const mts_rtl_info *info = mts_rtl_get_info(r);
+    if (info->kind == MTS_RTL_ACC) {
+        mts_rtl_close(r);
+        return mts_fail(err, MTS_EINVAL,
+                        "%s: an accumulator design is not a multiplier (train it as --mul exact with --acc in its formats)",
+                        o->path);
     }
+    if (info->kind == MTS_RTL_INT) {
+        /* integer designs are exhaustively tabulated once (2^16 pairs at most) */
+        mts_lut t;
+        rc = mts_rtl_lut(r, &t, err);
+        if (rc == MTS_OK) mts_arith_from_lut(&t, threads, "", a);
+    } else {
+        rc = mts_rtl_mulop(r, &a->op, err);
+        a->p.kind = MTS_PROV_MULOP;
+        a->p.mul = &a->op;
+        a->p.threads = threads;
+        a->p.chunk = 16;
+    }
+    if (rc != MTS_OK) {
+        mts_arith_close(a);
+        mts_rtl_close(r);
+        return rc;
+    }
+    snprintf(a->desc, sizeof a->desc, "rtl %.180s", o->path);
+    *rtl = r;
     return MTS_OK;
 }
 
