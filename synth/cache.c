@@ -15,7 +15,7 @@
 #include "mantis/proc.h"
 #include "synth_int.h"
 
-int mts_synth_path(char path[PATH_MAX], const char *dir, const char *name, mts_err *err)
+int synth_path(char path[PATH_MAX], const char *dir, const char *name, mts_err *err)
 {
     if (mts_fs_pathf(path, PATH_MAX, "%s/%s", dir, name))
         return mts_fail(err, MTS_EINVAL, "%s/%s: path too long (over %d characters)", dir, name, PATH_MAX - 1);
@@ -64,7 +64,7 @@ static int hash_dir_sources(mts_hash128 *h, const char *dir, mts_err *err)
     for (int i = 0; i < n && !rc; i++) {
         char p[PATH_MAX];
         mts_hash128_str(h, names[i]);
-        rc = mts_synth_path(p, dir, names[i], err);
+        rc = synth_path(p, dir, names[i], err);
         if (!rc) rc = mts_hash128_file(h, p, err);
     }
     for (int i = 0; i < n; i++) free(names[i]);
@@ -72,12 +72,12 @@ static int hash_dir_sources(mts_hash128 *h, const char *dir, mts_err *err)
     return rc;
 }
 
-int mts_synth_key(const mts_synth_ctx *c, char hex[33], mts_err *err)
+int synth_key(const synth_ctx *c, char hex[33], mts_err *err)
 {
     const mts_synth_opts *o = c->o;
     mts_hash128 h;
     mts_hash128_init(&h);
-    mts_hash128_str(&h, MTS_SYNTH_FLOW_VERSION);
+    mts_hash128_str(&h, SYNTH_FLOW_VERSION);
     mts_hash128_str(&h, c->base);
     int rc = mts_hash128_file(&h, c->design, err);
     if (!rc) rc = hash_dir_sources(&h, c->design_dir, err);
@@ -87,7 +87,7 @@ int mts_synth_key(const mts_synth_ctx *c, char hex[33], mts_err *err)
     if (rc) return rc;
     /* The timing script and the versions of the tools that make the numbers
      * (a tool that is not there reads ""; the run then stops at its check). */
-    mts_synth_sta_hash(&h);
+    synth_sta_hash(&h);
     char *tools[][3] = {{"yosys", "-V", NULL}, {"sta", "-version", NULL}};
     for (int i = 0; i < 2; i++) {
         char version[256];
@@ -100,7 +100,7 @@ int mts_synth_key(const mts_synth_ctx *c, char hex[33], mts_err *err)
     return MTS_OK;
 }
 
-int mts_synth_meta_save(const char *dir, const mts_synth_result *r, mts_err *err)
+int synth_meta_save(const char *dir, const mts_synth_result *r, mts_err *err)
 {
     char text[2048], path[PATH_MAX];
     snprintf(text, sizeof text,
@@ -108,14 +108,14 @@ int mts_synth_meta_save(const char *dir, const mts_synth_result *r, mts_err *err
              "eq_vectors %llu\n",
              r->top, r->area_um2, r->delay_ps, r->delay_from, r->delay_to, r->eq_checked, r->eq_exhaustive,
              (unsigned long long)r->eq_vectors);
-    int rc = mts_synth_path(path, dir, "synth.txt", err);
+    int rc = synth_path(path, dir, "synth.txt", err);
     return rc ? rc : mts_fs_write_text(path, text, err);
 }
 
-int mts_synth_meta_load(const char *dir, mts_synth_result *r)
+int synth_meta_load(const char *dir, mts_synth_result *r)
 {
     char path[PATH_MAX], line[512];
-    if (mts_synth_path(path, dir, "synth.txt", NULL)) return 0;
+    if (synth_path(path, dir, "synth.txt", NULL)) return 0;
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     int got = 0;
@@ -135,7 +135,7 @@ int mts_synth_meta_load(const char *dir, mts_synth_result *r)
     return got == 15;
 }
 
-int mts_synth_publish(mts_synth_ctx *c, mts_synth_result *r, mts_err *err)
+int synth_publish(synth_ctx *c, mts_synth_result *r, mts_err *err)
 {
     char failed[PATH_MAX];
     if (!mts_fs_pathf(failed, sizeof failed, "%s.failed", c->entry))
@@ -143,12 +143,12 @@ int mts_synth_publish(mts_synth_ctx *c, mts_synth_result *r, mts_err *err)
     if (rename(c->work, c->entry) == 0) return MTS_OK;
     int e = errno; /* another process won the race: use its entry */
     mts_fs_rmtree(c->work);
-    if (!mts_synth_meta_load(c->entry, r))
+    if (!synth_meta_load(c->entry, r))
         return mts_fail(err, MTS_EIO, "%s: cannot install cache entry: %s", c->entry, strerror(e));
     return MTS_OK;
 }
 
-void mts_synth_keep_failed(mts_synth_ctx *c, mts_err *err)
+void synth_keep_failed(synth_ctx *c, mts_err *err)
 {
     struct stat sb;
     char failed[PATH_MAX];

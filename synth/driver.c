@@ -35,7 +35,7 @@ static int text_find(const char *text, const char *const *markers, char *line, s
     return 0;
 }
 
-int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *log, const mts_proc_tail *tail,
+int synth_tool_error(const synth_ctx *c, const char *tool, const char *log, const mts_proc_tail *tail,
                          const char *const *markers, mts_err *err)
 {
     char line[400] = "", cut[160] = "";
@@ -47,7 +47,7 @@ int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *l
     int found = env || (cut_short ? text_find(tail->text, markers, line, sizeof line)
                                   : mts_proc_log_find(log, markers, line, sizeof line));
     if (!found) snprintf(line, sizeof line, "failed (no error line found)");
-    /* The log lives in the work directory, which mts_synth_keep_failed moves
+    /* The log lives in the work directory, which synth_keep_failed moves
      * to <entry>.failed (rewriting the path in this message). */
     return mts_fail(err, env ? mts_status_of_text(line) : MTS_ETOOL, "%s: %s: %s (full log: %s%s)", c->base, tool,
                     line, log, cut);
@@ -62,7 +62,7 @@ int mts_synth_tool_error(const mts_synth_ctx *c, const char *tool, const char *l
  * cache's disk failed for want of room: adds "; the cache's disk is full (N
  * KiB free): No space left on device" to err and returns MTS_ENOSPC. Else
  * rc as it was. */
-static int note_full_disk(const mts_synth_ctx *c, int rc, mts_err *err)
+static int note_full_disk(const synth_ctx *c, int rc, mts_err *err)
 {
     if (rc == MTS_ENOSPC) return rc; /* said so already */
     long long left = mts_fs_free_bytes(c->root);
@@ -91,7 +91,7 @@ static int plain_param(const char *p)
 }
 
 /* The design (realpath), its directory and base name. */
-static int resolve_design(mts_synth_ctx *c, mts_err *err)
+static int resolve_design(synth_ctx *c, mts_err *err)
 {
     const char *rtl = c->o->rtl;
     if (!rtl) return mts_fail(err, MTS_EINVAL, "no design given (--rtl FILE.v)");
@@ -105,26 +105,26 @@ static int resolve_design(mts_synth_ctx *c, mts_err *err)
 }
 
 /* The flow's own files (under MANTIS_SOURCE_DIR) and the liberty. */
-static int resolve_flow_files(mts_synth_ctx *c, mts_err *err)
+static int resolve_flow_files(synth_ctx *c, mts_err *err)
 {
     const char *src = getenv("MANTIS_SOURCE_DIR");
     if (!src) src = MANTIS_SOURCE_DIR;
     char dir[PATH_MAX];
-    int rc = mts_synth_path(dir, src, "synth", err);
+    int rc = synth_path(dir, src, "synth", err);
     if (!rc && c->o->liberty && !realpath(c->o->liberty, c->liberty))
         rc = mts_fail(err, MTS_EIO, "%s: cannot open: %s", c->o->liberty, strerror(errno));
-    if (!rc && !c->o->liberty) rc = mts_synth_path(c->liberty, dir, "mantis45.lib", err);
-    if (!rc) rc = mts_synth_path(c->tpl, dir, "synth.ys", err);
-    if (!rc) rc = mts_synth_path(c->cells_v, dir, "cells.v", err);
-    if (!rc) rc = mts_synth_path(c->harness, dir, "eq_harness.cpp", err);
-    if (!rc) rc = mts_synth_path(c->adders, dir, "adders.v", err);
-    if (!rc) rc = mts_synth_path(c->equiv_vlt, dir, "equiv.vlt", err);
+    if (!rc && !c->o->liberty) rc = synth_path(c->liberty, dir, "mantis45.lib", err);
+    if (!rc) rc = synth_path(c->tpl, dir, "synth.ys", err);
+    if (!rc) rc = synth_path(c->cells_v, dir, "cells.v", err);
+    if (!rc) rc = synth_path(c->harness, dir, "eq_harness.cpp", err);
+    if (!rc) rc = synth_path(c->adders, dir, "adders.v", err);
+    if (!rc) rc = synth_path(c->equiv_vlt, dir, "equiv.vlt", err);
     return rc;
 }
 
 /* opts.cache_dir, else mts_fs_cache_dir("synth"); made absolute, because
  * the tools run inside the entry's work directory. */
-static int resolve_cache_root(mts_synth_ctx *c, mts_err *err)
+static int resolve_cache_root(synth_ctx *c, mts_err *err)
 {
     char root[PATH_MAX], cwd[PATH_MAX];
     const char *dir = c->o->cache_dir;
@@ -135,14 +135,14 @@ static int resolve_cache_root(mts_synth_ctx *c, mts_err *err)
     }
     if (dir[0] != '/') {
         if (!getcwd(cwd, sizeof cwd)) return mts_fail(err, MTS_EIO, "current directory: %s", strerror(errno));
-        return mts_synth_path(c->root, cwd, dir, err);
+        return synth_path(c->root, cwd, dir, err);
     }
     if (mts_fs_pathf(c->root, sizeof c->root, "%s", dir))
         return mts_fail(err, MTS_EINVAL, "%s: path too long (over %d characters)", dir, PATH_MAX - 1);
     return MTS_OK;
 }
 
-static int check_options(const mts_synth_ctx *c, mts_err *err)
+static int check_options(const synth_ctx *c, mts_err *err)
 {
     const mts_synth_opts *o = c->o;
     if (o->nparams < 0 || o->nparams > MTS_SYNTH_MAX_PARAMS)
@@ -167,7 +167,7 @@ static int check_options(const mts_synth_ctx *c, mts_err *err)
     return MTS_OK;
 }
 
-static int resolve_paths(mts_synth_ctx *c, mts_err *err)
+static int resolve_paths(synth_ctx *c, mts_err *err)
 {
     int rc = resolve_design(c, err);
     if (!rc) rc = resolve_flow_files(c, err);
@@ -177,10 +177,10 @@ static int resolve_paths(mts_synth_ctx *c, mts_err *err)
 }
 
 /* The cache key names the entry; the result says what was synthesized. */
-static int name_entry(mts_synth_ctx *c, mts_synth_result *r, mts_err *err)
+static int name_entry(synth_ctx *c, mts_synth_result *r, mts_err *err)
 {
-    int rc = mts_synth_key(c, r->hash, err);
-    if (!rc) rc = mts_synth_path(c->entry, c->root, r->hash, err);
+    int rc = synth_key(c, r->hash, err);
+    if (!rc) rc = synth_path(c->entry, c->root, r->hash, err);
     if (!rc && mts_fs_pathf(r->dir, sizeof r->dir, "%s", c->entry))
         rc = mts_fail(err, MTS_EINVAL, "%s: cache path too long (over %zu characters)", c->entry, sizeof r->dir - 1);
     if (rc) return rc;
@@ -193,11 +193,11 @@ static int name_entry(mts_synth_ctx *c, mts_synth_result *r, mts_err *err)
 }
 
 /* dir/netlist.blif; errors name the design. */
-static int load_netlist(const mts_synth_ctx *c, const char *dir, mts_gl *gl, mts_err *err)
+static int load_netlist(const synth_ctx *c, const char *dir, synth_gl *gl, mts_err *err)
 {
     char blif[PATH_MAX];
-    int rc = mts_synth_path(blif, dir, "netlist.blif", err);
-    if (!rc) rc = mts_gl_load(blif, &c->lib, gl, err);
+    int rc = synth_path(blif, dir, "netlist.blif", err);
+    if (!rc) rc = synth_gl_load(blif, &c->lib, gl, err);
     if (rc && err) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
@@ -207,13 +207,13 @@ static int load_netlist(const mts_synth_ctx *c, const char *dir, mts_gl *gl, mts
 }
 
 /* A cache hit (r already holds the entry's synth.txt): its netlist. */
-static int use_entry(const mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mts_err *err)
+static int use_entry(const synth_ctx *c, synth_gl *gl, mts_synth_result *r, mts_err *err)
 {
     r->cache_hit = 1;
     return load_netlist(c, c->entry, gl, err);
 }
 
-static int check_tools(const mts_synth_ctx *c, mts_err *err)
+static int check_tools(const synth_ctx *c, mts_err *err)
 {
     if (!mts_proc_which("yosys")) return mts_fail(err, MTS_ENOTOOL, "%s: yosys not found on PATH", c->base);
     if (!mts_proc_which("sta"))
@@ -229,32 +229,32 @@ static int check_tools(const mts_synth_ctx *c, mts_err *err)
 /* c->tool_design, c->tool_dir: the design as it is when its path is plain,
  * else links in the work directory: work/src -> its directory, and the file
  * as work/src/NAME or, when its own name is the problem, work/design.v. */
-static int tool_paths(mts_synth_ctx *c, mts_err *err)
+static int tool_paths(synth_ctx *c, mts_err *err)
 {
     snprintf(c->tool_design, sizeof c->tool_design, "%s", c->design);
     snprintf(c->tool_dir, sizeof c->tool_dir, "%s", c->design_dir);
     if (mts_rtl_path_plain(c->design) && mts_rtl_path_plain(c->design_dir)) return MTS_OK;
     const char *bn = strrchr(c->design, '/') + 1;
-    int rc = mts_synth_path(c->tool_dir, c->work, "src", err);
+    int rc = synth_path(c->tool_dir, c->work, "src", err);
     if (!rc && symlink(c->design_dir, c->tool_dir))
         rc = mts_fail(err, MTS_EIO, "%s: cannot create a link: %s", c->tool_dir, strerror(errno));
-    if (!rc && mts_rtl_path_plain(bn)) return mts_synth_path(c->tool_design, c->tool_dir, bn, err);
-    if (!rc) rc = mts_synth_path(c->tool_design, c->work, "design.v", err);
+    if (!rc && mts_rtl_path_plain(bn)) return synth_path(c->tool_design, c->tool_dir, bn, err);
+    if (!rc) rc = synth_path(c->tool_design, c->work, "design.v", err);
     if (!rc && symlink(c->design, c->tool_design))
         rc = mts_fail(err, MTS_EIO, "%s: cannot create a link: %s", c->tool_design, strerror(errno));
     return rc;
 }
 
 /* The links of tool_paths are not part of a cache entry. */
-static void drop_tool_links(const mts_synth_ctx *c)
+static void drop_tool_links(const synth_ctx *c)
 {
     if (strcmp(c->tool_dir, c->design_dir)) unlink(c->tool_dir);
     char p[PATH_MAX];
-    if (!mts_synth_path(p, c->work, "design.v", NULL) && !strcmp(p, c->tool_design)) unlink(p);
+    if (!synth_path(p, c->work, "design.v", NULL) && !strcmp(p, c->tool_design)) unlink(p);
 }
 
 /* <entry>.tmp.<pid>, empty: renamed into place only when everything passed. */
-static int make_work(mts_synth_ctx *c, mts_err *err)
+static int make_work(synth_ctx *c, mts_err *err)
 {
     if (mts_fs_pathf(c->work, sizeof c->work, "%s.tmp.%ld", c->entry, (long)getpid())) {
         c->work[0] = 0;
@@ -266,7 +266,7 @@ static int make_work(mts_synth_ctx *c, mts_err *err)
 
 /* What the flow handles: combinational, with inputs and outputs, and the
  * netlist's own area agreeing with Yosys' report. */
-static int check_netlist(const mts_synth_ctx *c, const mts_gl *gl, const mts_synth_result *r, mts_err *err)
+static int check_netlist(const synth_ctx *c, const synth_gl *gl, const mts_synth_result *r, mts_err *err)
 {
     if (gl->nseq)
         return mts_fail(err, MTS_EUNSUPPORTED,
@@ -282,27 +282,27 @@ static int check_netlist(const mts_synth_ctx *c, const mts_gl *gl, const mts_syn
 
 /* A cache miss: synthesize and check in the work directory, then publish it
  * as the entry; a failed run keeps its logs in <entry>.failed. */
-static int synthesize(mts_synth_ctx *c, mts_gl *gl, mts_synth_result *r, mts_err *err)
+static int synthesize(synth_ctx *c, synth_gl *gl, mts_synth_result *r, mts_err *err)
 {
     char top[128];
     int rc = check_tools(c, err);
     if (!rc) rc = make_work(c, err);
     if (!rc) rc = tool_paths(c, err);
-    if (!rc) rc = mts_synth_yosys(c, top, sizeof top, &r->area_um2, err);
+    if (!rc) rc = synth_yosys(c, top, sizeof top, &r->area_um2, err);
     if (!rc) rc = load_netlist(c, c->work, gl, err);
     if (!rc) rc = check_netlist(c, gl, r, err);
-    if (!rc) rc = mts_synth_sta(c, c->work, r, err);
+    if (!rc) rc = synth_sta(c, c->work, r, err);
     if (!rc) snprintf(r->top, sizeof r->top, "%s", top);
-    if (!rc && !c->o->no_equiv) rc = mts_synth_equiv(c, top, gl, r, err);
+    if (!rc && !c->o->no_equiv) rc = synth_equiv(c, top, gl, r, err);
     if (!rc) drop_tool_links(c);
-    if (!rc) rc = mts_synth_meta_save(c->work, r, err);
-    if (!rc) rc = mts_synth_publish(c, r, err);
-    else mts_synth_keep_failed(c, err);
+    if (!rc) rc = synth_meta_save(c->work, r, err);
+    if (!rc) rc = synth_publish(c, r, err);
+    else synth_keep_failed(c, err);
     return rc ? note_full_disk(c, rc, err) : rc;
 }
 
 /* Cell counts by type, NAND2 equivalents, depth and widths. */
-static void report_cells(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_result *r)
+static void report_cells(const synth_ctx *c, const synth_gl *gl, mts_synth_result *r)
 {
     r->ncells = 0;
     r->ntypes = 0;
@@ -319,7 +319,7 @@ static void report_cells(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_res
         if (t < r->ntypes) r->cells[t].count++;
         r->ncells++;
     }
-    const mts_lcell *nand = NULL;
+    const synth_lcell *nand = NULL;
     for (int i = 0; i < c->lib.ncells && !nand; i++)
         if (strstr(c->lib.cells[i].name, "NAND2")) nand = &c->lib.cells[i];
     r->nand2_eq = nand && nand->area > 0 ? r->area_um2 / nand->area : 0;
@@ -329,11 +329,11 @@ static void report_cells(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_res
 }
 
 /* result.json and result.csv in the entry (this call's power figures). */
-static int write_results(const mts_synth_ctx *c, const mts_synth_result *r, mts_err *err)
+static int write_results(const synth_ctx *c, const mts_synth_result *r, mts_err *err)
 {
     char json[PATH_MAX], csv[PATH_MAX];
-    int rc = mts_synth_path(json, c->entry, "result.json", err);
-    if (!rc) rc = mts_synth_path(csv, c->entry, "result.csv", err);
+    int rc = synth_path(json, c->entry, "result.json", err);
+    if (!rc) rc = synth_path(csv, c->entry, "result.csv", err);
     if (!rc) rc = mts_synth_write_json(r, json, err);
     if (!rc) rc = mts_synth_write_csv(r, csv, err);
     return rc;
@@ -342,18 +342,18 @@ static int write_results(const mts_synth_ctx *c, const mts_synth_result *r, mts_
 int mts_synth_run(const mts_synth_opts *o, mts_synth_result *r, mts_err *err)
 {
     memset(r, 0, sizeof *r);
-    mts_synth_ctx *c = calloc(1, sizeof *c);
+    synth_ctx *c = calloc(1, sizeof *c);
     if (!c) return mts_fail(err, MTS_ENOMEM, "out of memory");
     c->o = o;
-    mts_gl gl = {0};
+    synth_gl gl = {0};
     int rc = resolve_paths(c, err);
-    if (!rc) rc = mts_lib_load(c->liberty, &c->lib, err);
+    if (!rc) rc = synth_lib_load(c->liberty, &c->lib, err);
     if (!rc) rc = name_entry(c, r, err);
-    if (!rc) rc = mts_synth_meta_load(c->entry, r) ? use_entry(c, &gl, r, err) : synthesize(c, &gl, r, err);
+    if (!rc) rc = synth_meta_load(c->entry, r) ? use_entry(c, &gl, r, err) : synthesize(c, &gl, r, err);
     if (!rc) report_cells(c, &gl, r);
-    if (!rc) rc = mts_synth_power(c, &gl, r, err);
+    if (!rc) rc = synth_power(c, &gl, r, err);
     if (!rc) rc = write_results(c, r, err);
-    mts_gl_free(&gl);
+    synth_gl_free(&gl);
     free(c);
     return rc;
 }

@@ -27,22 +27,22 @@ typedef struct eqpaths {
     char vlog[PATH_MAX], build_log[PATH_MAX], eq_log[PATH_MAX], csim_log[PATH_MAX];
 } eqpaths;
 
-static int eq_paths(const mts_synth_ctx *c, eqpaths *p, mts_err *err)
+static int eq_paths(const synth_ctx *c, eqpaths *p, mts_err *err)
 {
-    int rc = mts_synth_path(p->dir, c->work, "eq", err);
-    if (!rc) rc = mts_synth_path(p->obj, p->dir, "obj", err);
-    if (!rc) rc = mts_synth_path(p->vlog, c->work, "verilator.log", err);
-    if (!rc) rc = mts_synth_path(p->build_log, c->work, "build.log", err);
-    if (!rc) rc = mts_synth_path(p->eq_log, c->work, "equivalence.log", err);
-    if (!rc) rc = mts_synth_path(p->csim_log, c->work, "csim_check.log", err);
+    int rc = synth_path(p->dir, c->work, "eq", err);
+    if (!rc) rc = synth_path(p->obj, p->dir, "obj", err);
+    if (!rc) rc = synth_path(p->vlog, c->work, "verilator.log", err);
+    if (!rc) rc = synth_path(p->build_log, c->work, "build.log", err);
+    if (!rc) rc = synth_path(p->eq_log, c->work, "equivalence.log", err);
+    if (!rc) rc = synth_path(p->csim_log, c->work, "csim_check.log", err);
     return rc;
 }
 
-static uint64_t in_mask(const mts_gl *gl) { return gl->nin_bits >= 64 ? ~0ull : (1ull << gl->nin_bits) - 1; }
+static uint64_t in_mask(const synth_gl *gl) { return gl->nin_bits >= 64 ? ~0ull : (1ull << gl->nin_bits) - 1; }
 
 /* Appends one instance "  MODULE PARAMS NAME(.port(vec[hi:lo]), ...);" of the
  * netlist's port shape, outputs on out. */
-static void append_instance(char *w, size_t cap, size_t *n, const mts_gl *gl, const char *head, const char *out)
+static void append_instance(char *w, size_t cap, size_t *n, const synth_gl *gl, const char *head, const char *out)
 {
     int k = 0;
     *n += (size_t)snprintf(w + *n, cap - *n, "%s(", head);
@@ -56,8 +56,8 @@ static void append_instance(char *w, size_t cap, size_t *n, const mts_gl *gl, co
 }
 
 /* Writes eq/mts_eq.v: the RTL top (with the parameters) and the netlist
- * (module mts_gl) on the same input vector. */
-static int write_wrapper(const mts_synth_ctx *c, const eqpaths *p, const char *top, const mts_gl *gl, mts_err *err)
+ * (module synth_gl) on the same input vector. */
+static int write_wrapper(const synth_ctx *c, const eqpaths *p, const char *top, const synth_gl *gl, mts_err *err)
 {
     char w[8192], head[2048], path[PATH_MAX];
     size_t n = (size_t)snprintf(w, sizeof w,
@@ -76,7 +76,7 @@ static int write_wrapper(const mts_synth_ctx *c, const eqpaths *p, const char *t
     if (h >= sizeof head || n + 16 >= sizeof w)
         return mts_fail(err, MTS_EINVAL, "%s: too many ports for the equivalence wrapper", c->base);
     snprintf(w + n, sizeof w - n, "endmodule\n");
-    int rc = mts_synth_path(path, p->dir, "mts_eq.v", err);
+    int rc = synth_path(path, p->dir, "mts_eq.v", err);
     return rc ? rc : mts_fs_write_text(path, w, err);
 }
 
@@ -87,7 +87,7 @@ static int write_wrapper(const mts_synth_ctx *c, const eqpaths *p, const char *t
  * it UNOPTFLAT and evaluates it once in one order: stale bits, with gate
  * optimisation on (netlist `assign O[8] = O[9]`) or off (an RTL output read
  * through an internal wire), and a right netlist reported as differing. */
-static int verilate(const mts_synth_ctx *c, const eqpaths *p, mts_err *err)
+static int verilate(const synth_ctx *c, const eqpaths *p, mts_err *err)
 {
     char *argv[] = {"verilator", "--cc", "--exe", "-O1", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTITOP",
                     "-Wno-SPLITVAR", "--top-module", "mts_eq", "-Mdir", "obj", "-o", "eqsim", "+libext+.v+.sv", "-y",
@@ -95,12 +95,12 @@ static int verilate(const mts_synth_ctx *c, const eqpaths *p, mts_err *err)
                     (char *)c->tool_design, (char *)c->harness, "-CFLAGS", "-O1", NULL};
     mts_proc_tail tail;
     mts_proc_io io = {.cwd = p->dir, .log = p->vlog, .echo = c->o->verbose ? "mantis synth" : NULL, .tail = &tail};
-    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "verilator", p->vlog, &tail, verilator_markers, err);
+    if (mts_proc_run(argv, &io)) return synth_tool_error(c, "verilator", p->vlog, &tail, verilator_markers, err);
     return MTS_OK;
 }
 
 /* Runs make on the Verilator build, appending to build.log. */
-static int run_make(const mts_synth_ctx *c, const eqpaths *p, char *const targets[], const char *what, mts_err *err)
+static int run_make(const synth_ctx *c, const eqpaths *p, char *const targets[], const char *what, mts_err *err)
 {
     char *argv[16] = {"make", "-C", (char *)p->obj, "-f", "Vmts_eq.mk"};
     int n = 5;
@@ -109,7 +109,7 @@ static int run_make(const mts_synth_ctx *c, const eqpaths *p, char *const target
     mts_proc_tail tail;
     mts_proc_io io = {.log = p->build_log, .log_append = 1, .echo = c->o->verbose ? "mantis synth" : NULL,
                       .tail = &tail};
-    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, what, p->build_log, &tail, verilator_markers, err);
+    if (mts_proc_run(argv, &io)) return synth_tool_error(c, what, p->build_log, &tail, verilator_markers, err);
     return MTS_OK;
 }
 
@@ -118,10 +118,10 @@ static const char *const runtime_objs[] = {"verilated.o", "verilated_threads.o"}
 /* Where this Verilator installation's runtime objects are shared: a key of
  * its runtime sources (VERILATOR_ROOT from the generated makefile) and the
  * flow version. 0 when the sources cannot be found (then nothing is shared). */
-static int runtime_dir(const mts_synth_ctx *c, const eqpaths *p, char shared[PATH_MAX])
+static int runtime_dir(const synth_ctx *c, const eqpaths *p, char shared[PATH_MAX])
 {
     char mk[PATH_MAX], line[1024], root[PATH_MAX] = "", inc[PATH_MAX], src[PATH_MAX];
-    if (mts_synth_path(mk, p->obj, "Vmts_eq.mk", NULL)) return 0;
+    if (synth_path(mk, p->obj, "Vmts_eq.mk", NULL)) return 0;
     FILE *f = fopen(mk, "r");
     while (f && fgets(line, sizeof line, f))
         if (!strncmp(line, "VERILATOR_ROOT = ", 17)) {
@@ -129,13 +129,13 @@ static int runtime_dir(const mts_synth_ctx *c, const eqpaths *p, char shared[PAT
             snprintf(root, sizeof root, "%s", line + 17);
         }
     if (f) fclose(f);
-    if (!root[0] || mts_synth_path(inc, root, "include", NULL)) return 0;
+    if (!root[0] || synth_path(inc, root, "include", NULL)) return 0;
     mts_hash128 h;
     mts_hash128_init(&h);
-    mts_hash128_str(&h, MTS_SYNTH_FLOW_VERSION);
+    mts_hash128_str(&h, SYNTH_FLOW_VERSION);
     const char *srcs[] = {"verilated.cpp", "verilated_threads.cpp", "verilated.h", "verilated_config.h"};
     for (int i = 0; i < 4; i++)
-        if (mts_synth_path(src, inc, srcs[i], NULL) || mts_hash128_file(&h, src, NULL)) return 0;
+        if (synth_path(src, inc, srcs[i], NULL) || mts_hash128_file(&h, src, NULL)) return 0;
     char hex[33];
     mts_hash128_hex(&h, hex);
     return mts_fs_pathf(shared, PATH_MAX, "%s/verilated-%s", c->root, hex) == 0;
@@ -147,7 +147,7 @@ static int fetch_runtime(const char *shared, const eqpaths *p)
 {
     for (int i = 0; i < 2; i++) {
         char src[PATH_MAX], dst[PATH_MAX];
-        if (mts_synth_path(src, shared, runtime_objs[i], NULL) || mts_synth_path(dst, p->obj, runtime_objs[i], NULL) ||
+        if (synth_path(src, shared, runtime_objs[i], NULL) || synth_path(dst, p->obj, runtime_objs[i], NULL) ||
             access(src, R_OK) != 0 || mts_fs_copy(src, dst, NULL))
             return 0;
     }
@@ -160,7 +160,7 @@ static void share_runtime(const char *shared, const eqpaths *p)
     if (mts_fs_mkdirs(shared, NULL)) return;
     for (int i = 0; i < 2; i++) {
         char src[PATH_MAX], dst[PATH_MAX];
-        if (!mts_synth_path(src, p->obj, runtime_objs[i], NULL) && !mts_synth_path(dst, shared, runtime_objs[i], NULL))
+        if (!synth_path(src, p->obj, runtime_objs[i], NULL) && !synth_path(dst, shared, runtime_objs[i], NULL))
             mts_fs_copy(src, dst, NULL);
     }
 }
@@ -169,7 +169,7 @@ static void share_runtime(const char *shared, const eqpaths *p)
  * verilated_threads.o) is the same for every design and is most of the
  * compile time, so it is built once per Verilator installation and flow
  * version into <cache>/verilated-<key>/ and copied in. */
-static int build_eqsim(const mts_synth_ctx *c, const eqpaths *p, mts_err *err)
+static int build_eqsim(const synth_ctx *c, const eqpaths *p, mts_err *err)
 {
     char shared[PATH_MAX];
     int known = runtime_dir(c, p, shared);
@@ -209,10 +209,10 @@ static int parse_eq_output(const char *log, uint64_t *vectors, char *first, size
  * input bits, else eq_samples seeded random vectors. */
 /* Writes eq_samples seeded random input vectors to dir/eq_vectors.bin for the
  * simulator's file mode (the one random generator: mts_rng). */
-static int write_samples(const eqpaths *p, const mts_gl *gl, uint64_t samples, mts_err *err)
+static int write_samples(const eqpaths *p, const synth_gl *gl, uint64_t samples, mts_err *err)
 {
     char path[PATH_MAX];
-    int rc = mts_synth_path(path, p->dir, "eq_vectors.bin", err);
+    int rc = synth_path(path, p->dir, "eq_vectors.bin", err);
     if (rc) return rc;
     uint64_t *vec = malloc(samples * sizeof *vec), s = EQ_SEED, mask = in_mask(gl);
     if (!vec) return mts_fail(err, MTS_ENOMEM, "out of memory for %llu equivalence vectors", (unsigned long long)samples);
@@ -224,7 +224,7 @@ static int write_samples(const eqpaths *p, const mts_gl *gl, uint64_t samples, m
     return rc;
 }
 
-static int compare(const mts_synth_ctx *c, const eqpaths *p, const mts_gl *gl, mts_synth_result *r, mts_err *err)
+static int compare(const synth_ctx *c, const eqpaths *p, const synth_gl *gl, mts_synth_result *r, mts_err *err)
 {
     uint64_t samples = c->o->eq_samples ? c->o->eq_samples : (1ull << 20);
     char bits[16];
@@ -243,7 +243,7 @@ static int compare(const mts_synth_ctx *c, const eqpaths *p, const mts_gl *gl, m
     int parsed = parse_eq_output(p->eq_log, &vectors, first, sizeof first);
     if (!r->eq_exhaustive) {
         char path[PATH_MAX];
-        if (!mts_synth_path(path, p->dir, "eq_vectors.bin", NULL)) unlink(path); /* 8 MB: not worth caching */
+        if (!synth_path(path, p->dir, "eq_vectors.bin", NULL)) unlink(path); /* 8 MB: not worth caching */
     }
     if (st == 1 && first[0]) {
         /* circular logic Verilator could not split: its model may not settle (see verilate) */
@@ -266,12 +266,12 @@ static int compare(const mts_synth_ctx *c, const eqpaths *p, const mts_gl *gl, m
 /* The C simulator (used for power) must agree with Verilator too: both
  * simulate CSIM_CHECK_VECTORS vectors (all-zeros, all-ones, then seeded
  * random ones) and the outputs are compared. */
-static int check_csim(const mts_synth_ctx *c, const eqpaths *p, const mts_gl *gl, mts_err *err)
+static int check_csim(const synth_ctx *c, const eqpaths *p, const synth_gl *gl, mts_err *err)
 {
     uint64_t nv = CSIM_CHECK_VECTORS, s = EQ_SEED ^ 1, mask = in_mask(gl);
     char vin[PATH_MAX], vout[PATH_MAX];
-    int rc = mts_synth_path(vin, p->dir, "csim_in.bin", err);
-    if (!rc) rc = mts_synth_path(vout, p->dir, "csim_out.bin", err);
+    int rc = synth_path(vin, p->dir, "csim_in.bin", err);
+    if (!rc) rc = synth_path(vout, p->dir, "csim_out.bin", err);
     if (rc) return rc;
     uint64_t *vec = malloc(nv * sizeof *vec), *out = malloc(nv * sizeof *out);
     uint8_t *raw = NULL; /* (rtl, gl) pairs from Verilator */
@@ -289,7 +289,7 @@ static int check_csim(const mts_synth_ctx *c, const eqpaths *p, const mts_gl *gl
         if (mts_proc_run(argv, &io))
             rc = mts_fail(err, MTS_ETOOL, "%s: equivalence simulator failed (log: %s)", c->base, p->csim_log);
     }
-    if (!rc) rc = mts_gl_sim(gl, vec, nv, out, NULL, err);
+    if (!rc) rc = synth_gl_sim(gl, vec, nv, out, NULL, err);
     if (!rc && (mts_fs_read(vout, &raw, &rlen, NULL) || rlen != 2 * nv * sizeof(uint64_t)))
         rc = mts_fail(err, MTS_ETOOL, "%s: %s: short output", c->base, vout);
     const uint64_t *pairs = (const uint64_t *)raw; /* malloc'd: aligned */
@@ -306,7 +306,7 @@ static int check_csim(const mts_synth_ctx *c, const eqpaths *p, const mts_gl *gl
     return rc;
 }
 
-int mts_synth_equiv(const mts_synth_ctx *c, const char *top, const mts_gl *gl, mts_synth_result *r, mts_err *err)
+int synth_equiv(const synth_ctx *c, const char *top, const synth_gl *gl, mts_synth_result *r, mts_err *err)
 {
     eqpaths p;
     int rc = eq_paths(c, &p, err);

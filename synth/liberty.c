@@ -242,10 +242,10 @@ static int f_or(fparse *p)
     return v;
 }
 
-int mts_lib_function_tt(const char *expr, int npins, const char pins[][16], uint64_t *tt, mts_err *err)
+int synth_lib_function_tt(const char *expr, int npins, const char pins[][16], uint64_t *tt, mts_err *err)
 {
-    if (npins < 0 || npins > MTS_LIB_MAX_PINS)
-        return mts_fail(err, MTS_EINVAL, "function \"%s\": %d inputs (at most %d)", expr, npins, MTS_LIB_MAX_PINS);
+    if (npins < 0 || npins > SYNTH_LIB_MAX_PINS)
+        return mts_fail(err, MTS_EINVAL, "function \"%s\": %d inputs (at most %d)", expr, npins, SYNTH_LIB_MAX_PINS);
     uint64_t t = 0;
     for (unsigned m = 0; m < (1u << npins); m++) {
         fparse p = {expr, npins, pins, m, 0};
@@ -259,7 +259,7 @@ int mts_lib_function_tt(const char *expr, int npins, const char pins[][16], uint
     return MTS_OK;
 }
 
-/* ---- tree -> mts_lib ---- */
+/* ---- tree -> synth_lib ---- */
 static double first_value(const lnode *g)
 {
     for (int i = 0; i < g->nkids; i++)
@@ -267,11 +267,11 @@ static double first_value(const lnode *g)
     return 0.0;
 }
 
-static int read_cell(const char *path, const lnode *c, mts_lcell *cell, mts_err *err)
+static int read_cell(const char *path, const lnode *c, synth_lcell *cell, mts_err *err)
 {
     memset(cell, 0, sizeof *cell);
     snprintf(cell->name, sizeof cell->name, "%.*s", (int)sizeof cell->name - 1, c->nargs ? c->args[0] : "?");
-    const char *functions[MTS_LIB_MAX_OUTS] = {NULL};
+    const char *functions[SYNTH_LIB_MAX_OUTS] = {NULL};
     int nout = 0;
     for (int i = 0; i < c->nkids; i++) {
         const lnode *k = c->kids[i];
@@ -295,16 +295,16 @@ static int read_cell(const char *path, const lnode *c, mts_lcell *cell, mts_err 
                         }
             }
             if (!strcmp(dir, "input")) {
-                if (cell->nin == MTS_LIB_MAX_PINS)
+                if (cell->nin == SYNTH_LIB_MAX_PINS)
                     return mts_fail(err, MTS_EFORMAT, "%s: cell %s has more than %d inputs", path, cell->name,
-                                    MTS_LIB_MAX_PINS);
+                                    SYNTH_LIB_MAX_PINS);
                 snprintf(cell->in[cell->nin], sizeof cell->in[0], "%.*s", (int)sizeof cell->in[0] - 1, k->args[0]);
                 cell->cap[cell->nin++] = cap;
                 if (ne) cell->e_int_fj += e / ne; /* e.g. a flip-flop's clock pin */
             } else if (!strcmp(dir, "output")) {
-                if (nout == MTS_LIB_MAX_OUTS)
+                if (nout == SYNTH_LIB_MAX_OUTS)
                     return mts_fail(err, MTS_EFORMAT, "%s: cell %s has more than %d outputs", path, cell->name,
-                                    MTS_LIB_MAX_OUTS);
+                                    SYNTH_LIB_MAX_OUTS);
                 snprintf(cell->outs[nout], sizeof cell->outs[0], "%.*s", (int)sizeof cell->outs[0] - 1, k->args[0]);
                 functions[nout] = fn;
                 cell->e_outs_fj[nout] = ne ? e / ne : 0;
@@ -324,7 +324,7 @@ static int read_cell(const char *path, const lnode *c, mts_lcell *cell, mts_err 
     for (int o = 0; o < nout; o++) {
         if (!functions[o])
             return mts_fail(err, MTS_EFORMAT, "%s: cell %s output %s has no function", path, cell->name, cell->outs[o]);
-        int rc = mts_lib_function_tt(functions[o], cell->nin, (const char(*)[16])cell->in, &cell->tts[o], err);
+        int rc = synth_lib_function_tt(functions[o], cell->nin, (const char(*)[16])cell->in, &cell->tts[o], err);
         if (rc && err) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
@@ -335,7 +335,7 @@ static int read_cell(const char *path, const lnode *c, mts_lcell *cell, mts_err 
     return MTS_OK;
 }
 
-int mts_lib_load(const char *path, mts_lib *lib, mts_err *err)
+int synth_lib_load(const char *path, synth_lib *lib, mts_err *err)
 {
     memset(lib, 0, sizeof *lib);
     uint8_t *buf;
@@ -359,8 +359,8 @@ int mts_lib_load(const char *path, mts_lib *lib, mts_err *err)
         if (!strcmp(k->name, "nom_voltage")) lib->voltage = atof(k->value);
         else if (!strcmp(k->name, "default_wire_load")) snprintf(wl_default, sizeof wl_default, "%s", k->value);
         else if (!strcmp(k->name, "cell") && k->is_group) {
-            if (lib->ncells == MTS_LIB_MAX_CELLS)
-                rc = mts_fail(err, MTS_EFORMAT, "%s: more than %d cells", path, MTS_LIB_MAX_CELLS);
+            if (lib->ncells == SYNTH_LIB_MAX_CELLS)
+                rc = mts_fail(err, MTS_EFORMAT, "%s: more than %d cells", path, SYNTH_LIB_MAX_CELLS);
             else if (!(rc = read_cell(path, k, &lib->cells[lib->ncells], err)))
                 lib->ncells++;
         }
@@ -372,7 +372,7 @@ int mts_lib_load(const char *path, mts_lib *lib, mts_err *err)
             const lnode *a = k->kids[j];
             if (!strcmp(a->name, "capacitance")) lib->wl_cap = atof(a->value);
             else if (!strcmp(a->name, "slope")) lib->wl_slope = atof(a->value);
-            else if (!strcmp(a->name, "fanout_length") && a->nargs == 2 && lib->wl_n < MTS_LIB_MAX_WL) {
+            else if (!strcmp(a->name, "fanout_length") && a->nargs == 2 && lib->wl_n < SYNTH_LIB_MAX_WL) {
                 lib->wl_fanout[lib->wl_n] = atoi(a->args[0]);
                 lib->wl_len[lib->wl_n++] = atof(a->args[1]);
             }
@@ -383,14 +383,14 @@ int mts_lib_load(const char *path, mts_lib *lib, mts_err *err)
     return rc;
 }
 
-const mts_lcell *mts_lib_find(const mts_lib *lib, const char *name)
+const synth_lcell *synth_lib_find(const synth_lib *lib, const char *name)
 {
     for (int i = 0; i < lib->ncells; i++)
         if (!strcmp(lib->cells[i].name, name)) return &lib->cells[i];
     return NULL;
 }
 
-double mts_lib_wire_cap(const mts_lib *lib, int fanout)
+double synth_lib_wire_cap(const synth_lib *lib, int fanout)
 {
     if (fanout <= 0 || !lib->wl_n) return 0.0;
     /* Liberty semantics: interpolate the fanout_length table, extrapolate

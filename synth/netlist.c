@@ -86,11 +86,11 @@ static int split_bit(const char *name, char *base, size_t cap)
 
 /* Groups the .inputs/.outputs bits into ports in order of first appearance
  * and fills bit -> net in packed order (port 0 in the low bits). */
-static int make_ports(const char *path, char **names, int *ids, int nbits, mts_gport *ports, int *nports,
+static int make_ports(const char *path, char **names, int *ids, int nbits, synth_gport *ports, int *nports,
                       int **packed, mts_err *err)
 {
     int np = 0;
-    int lo[MTS_GL_MAX_PORTS], hi[MTS_GL_MAX_PORTS];
+    int lo[SYNTH_GL_MAX_PORTS], hi[SYNTH_GL_MAX_PORTS];
     int *idx = malloc((size_t)(nbits ? nbits : 1) * sizeof *idx), *port = malloc((size_t)(nbits ? nbits : 1) * sizeof *port);
     if (!idx || !port) {
         free(idx);
@@ -103,10 +103,10 @@ static int make_ports(const char *path, char **names, int *ids, int nbits, mts_g
         int p = 0;
         while (p < np && strcmp(ports[p].name, base)) p++;
         if (p == np) {
-            if (np == MTS_GL_MAX_PORTS) {
+            if (np == SYNTH_GL_MAX_PORTS) {
                 free(idx);
                 free(port);
-                return mts_fail(err, MTS_EINVAL, "%s: more than %d ports", path, MTS_GL_MAX_PORTS);
+                return mts_fail(err, MTS_EINVAL, "%s: more than %d ports", path, SYNTH_GL_MAX_PORTS);
             }
             snprintf(ports[np].name, sizeof ports[np].name, "%s", base);
             lo[np] = hi[np] = idx[i] < 0 ? 0 : idx[i];
@@ -140,15 +140,15 @@ static int make_ports(const char *path, char **names, int *ids, int nbits, mts_g
 }
 
 typedef struct rawnode {
-    int cell, oidx, nin, in[MTS_LIB_MAX_PINS], out;
+    int cell, oidx, nin, in[SYNTH_LIB_MAX_PINS], out;
     uint64_t tt;
 } rawnode;
 
-/* What mts_gl_load builds on the way to the mts_gl. */
+/* What synth_gl_load builds on the way to the synth_gl. */
 typedef struct loader {
     const char *path;
-    const mts_lib *lib;
-    mts_gl *gl;
+    const synth_lib *lib;
+    synth_gl *gl;
     char *text;                 /* the BLIF file, tokenised in place */
     nettab nt;
     rawnode *nodes;             /* cells and covers in file order, then without buffers */
@@ -253,8 +253,8 @@ static int parse_names(loader *L, char **tok, int ntok, mts_err *err)
 {
     rawnode *n = new_node(L);
     if (!n) return oom(L, err);
-    if (ntok < 2 || ntok - 2 > MTS_LIB_MAX_PINS)
-        return mts_fail(err, MTS_EFORMAT, "%s: .names with %d inputs (at most %d)", L->path, ntok - 2, MTS_LIB_MAX_PINS);
+    if (ntok < 2 || ntok - 2 > SYNTH_LIB_MAX_PINS)
+        return mts_fail(err, MTS_EFORMAT, "%s: .names with %d inputs (at most %d)", L->path, ntok - 2, SYNTH_LIB_MAX_PINS);
     n->cell = -1;
     n->nin = ntok - 2;
     for (int k = 0; k < n->nin; k++) n->in[k] = net_id(&L->nt, tok[1 + k]);
@@ -270,7 +270,7 @@ static int parse_subckt(loader *L, char **tok, int ntok, mts_err *err)
 {
     rawnode *n = new_node(L);
     if (!n) return oom(L, err);
-    const mts_lcell *c = ntok > 1 ? mts_lib_find(L->lib, tok[1]) : NULL;
+    const synth_lcell *c = ntok > 1 ? synth_lib_find(L->lib, tok[1]) : NULL;
     if (!c)
         return mts_fail(err, MTS_EFORMAT, "%s: cell '%s' is not in the liberty file", L->path, ntok > 1 ? tok[1] : "?");
     if (c->seq) {
@@ -281,8 +281,8 @@ static int parse_subckt(loader *L, char **tok, int ntok, mts_err *err)
     }
     n->cell = (int)(c - L->lib->cells);
     n->nin = c->nin;
-    int outs[MTS_LIB_MAX_OUTS];
-    for (int o = 0; o < MTS_LIB_MAX_OUTS; o++) outs[o] = -1;
+    int outs[SYNTH_LIB_MAX_OUTS];
+    for (int o = 0; o < SYNTH_LIB_MAX_OUTS; o++) outs[o] = -1;
     for (int k = 0; k < c->nin; k++) n->in[k] = -1;
     for (int k = 2; k < ntok; k++) {
         char *eq = strchr(tok[k], '=');
@@ -315,7 +315,7 @@ static int parse_subckt(loader *L, char **tok, int ntok, mts_err *err)
     return MTS_OK;
 }
 
-#define MAX_TOKENS (2 + MTS_LIB_MAX_PINS + 64)
+#define MAX_TOKENS (2 + SYNTH_LIB_MAX_PINS + 64)
 
 /* Splits a line into words up to a '#' comment; the number of words. */
 static int tokenise(char *line, char **tok)
@@ -399,11 +399,11 @@ static int resolve_aliases(loader *L, mts_err *err)
     return MTS_OK;
 }
 
-/* The per-net and per-node arrays of the later steps and of the mts_gl. */
+/* The per-net and per-node arrays of the later steps and of the synth_gl. */
 static int alloc_arrays(loader *L, mts_err *err)
 {
     int nn = L->nt.n, nodes = L->nnodes ? L->nnodes : 1;
-    mts_gl *gl = L->gl;
+    synth_gl *gl = L->gl;
     gl->nnets = nn;
     L->driver = malloc((size_t)nn * sizeof *L->driver);
     L->state = calloc((size_t)nn, sizeof *L->state);
@@ -474,18 +474,18 @@ static int topo_sort(loader *L, mts_err *err)
     return rc;
 }
 
-/* Copies the nodes into the mts_gl in topological order and annotates the
+/* Copies the nodes into the synth_gl in topological order and annotates the
  * nets: load capacitance (fanout pins, primary-output load, wire load),
  * energy per toggle (0.5 C V^2 + the driving cell's internal energy),
  * logic depth; and the cells' area and leakage. */
 static void annotate(loader *L)
 {
-    mts_gl *gl = L->gl;
-    const mts_lib *lib = L->lib;
+    synth_gl *gl = L->gl;
+    const synth_lib *lib = L->lib;
     gl->nnodes = L->nnodes;
     for (int k = 0; k < L->nnodes; k++) {
         const rawnode *n = &L->nodes[L->order[k]];
-        struct mts_gnode *g = &gl->nodes[k];
+        struct synth_gnode *g = &gl->nodes[k];
         g->cell = n->cell;
         g->oidx = n->oidx;
         g->nin = n->nin;
@@ -514,7 +514,7 @@ static void annotate(loader *L)
     double v2 = lib->voltage * lib->voltage;
     for (int i = 0; i < L->nt.n; i++) {
         if (uf_find(L->parent, i) != i) continue;
-        gl->cap_ff[i] += mts_lib_wire_cap(lib, L->fanout[i]);
+        gl->cap_ff[i] += synth_lib_wire_cap(lib, L->fanout[i]);
         gl->e_tog_fj[i] = 0.5 * gl->cap_ff[i] * v2;
         int d = L->driver[i];
         if (d >= 0 && L->nodes[d].cell >= 0) gl->e_tog_fj[i] += lib->cells[L->nodes[d].cell].e_outs_fj[L->nodes[d].oidx];
@@ -524,7 +524,7 @@ static void annotate(loader *L)
 /* The input and output ports and their packed bit -> net maps. */
 static int build_ports(loader *L, mts_err *err)
 {
-    mts_gl *gl = L->gl;
+    synth_gl *gl = L->gl;
     int bits = make_ports(L->path, L->in_names, L->in_ids, L->nin, gl->in_ports, &gl->nin_ports, &gl->in_net, err);
     if (bits < 0) return bits;
     gl->nin_bits = bits;
@@ -538,7 +538,7 @@ static int build_ports(loader *L, mts_err *err)
     return MTS_OK;
 }
 
-int mts_gl_load(const char *path, const mts_lib *lib, mts_gl *gl, mts_err *err)
+int synth_gl_load(const char *path, const synth_lib *lib, synth_gl *gl, mts_err *err)
 {
     memset(gl, 0, sizeof *gl);
     loader L = {.path = path, .lib = lib, .gl = gl};
@@ -551,11 +551,11 @@ int mts_gl_load(const char *path, const mts_lib *lib, mts_gl *gl, mts_err *err)
     if (!rc) annotate(&L);
     if (!rc) rc = build_ports(&L, err);
     loader_free(&L);
-    if (rc) mts_gl_free(gl);
+    if (rc) synth_gl_free(gl);
     return rc;
 }
 
-void mts_gl_free(mts_gl *gl)
+void synth_gl_free(synth_gl *gl)
 {
     free(gl->in_net);
     free(gl->out_net);
@@ -579,7 +579,7 @@ static uint64_t eval_tt(uint64_t tt, int k, const uint64_t *x)
     return v[0];
 }
 
-int mts_gl_sim(const mts_gl *gl, const uint64_t *vecs, uint64_t n, uint64_t *outs, uint64_t *toggles, mts_err *err)
+int synth_gl_sim(const synth_gl *gl, const uint64_t *vecs, uint64_t n, uint64_t *outs, uint64_t *toggles, mts_err *err)
 {
     uint64_t *val = calloc((size_t)gl->nnets, sizeof *val);
     uint64_t *last = calloc((size_t)gl->nnets, sizeof *last);
@@ -596,8 +596,8 @@ int mts_gl_sim(const mts_gl *gl, const uint64_t *vecs, uint64_t n, uint64_t *out
             val[gl->in_net[b]] = w;
         }
         for (int k = 0; k < gl->nnodes; k++) {
-            const struct mts_gnode *g = &gl->nodes[k];
-            uint64_t x[MTS_LIB_MAX_PINS];
+            const struct synth_gnode *g = &gl->nodes[k];
+            uint64_t x[SYNTH_LIB_MAX_PINS];
             for (int j = 0; j < g->nin; j++) x[j] = val[g->in[j]];
             val[g->out] = eval_tt(g->tt, g->nin, x);
         }

@@ -15,7 +15,7 @@
 
 /* The operands of a trace file, packed as the netlist's input vector (a in
  * port 0, b in port 1). MTS_EINVAL when its widths do not fit the design. */
-static int trace_stream(const mts_synth_ctx *c, const mts_gl *gl, uint64_t **vec, uint64_t *n, mts_err *err)
+static int trace_stream(const synth_ctx *c, const synth_gl *gl, uint64_t **vec, uint64_t *n, mts_err *err)
 {
     const char *path = c->o->power_trace;
     mts_trace t;
@@ -39,7 +39,7 @@ static int trace_stream(const mts_synth_ctx *c, const mts_gl *gl, uint64_t **vec
 }
 
 /* power_ops uniform random input vectors (splitmix64 from opts.seed). */
-static int uniform_stream(const mts_synth_ctx *c, const mts_gl *gl, uint64_t **vec, uint64_t *n, mts_err *err)
+static int uniform_stream(const synth_ctx *c, const synth_gl *gl, uint64_t **vec, uint64_t *n, mts_err *err)
 {
     *n = c->o->power_ops ? c->o->power_ops : DEFAULT_POWER_OPS;
     if (*n < 2) return mts_fail(err, MTS_EINVAL, "power stream of %llu operations (need >= 2)", (unsigned long long)*n);
@@ -52,7 +52,7 @@ static int uniform_stream(const mts_synth_ctx *c, const mts_gl *gl, uint64_t **v
 }
 
 /* Energy per operation and power from the per-net toggle counts. */
-static void account(const mts_gl *gl, const uint64_t *tog, uint64_t n, mts_synth_result *r)
+static void account(const synth_gl *gl, const uint64_t *tog, uint64_t n, mts_synth_result *r)
 {
     double e_fj = 0, tsum = 0;
     for (int i = 0; i < gl->nnets; i++) {
@@ -68,7 +68,7 @@ static void account(const mts_gl *gl, const uint64_t *tog, uint64_t n, mts_synth
     r->total_uw = r->dyn_uw + r->leak_uw;
 }
 
-int mts_synth_power(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_result *r, mts_err *err)
+int synth_power(const synth_ctx *c, const synth_gl *gl, mts_synth_result *r, mts_err *err)
 {
     const mts_synth_opts *o = c->o;
     uint64_t n = 0, *vec = NULL;
@@ -79,7 +79,7 @@ int mts_synth_power(const mts_synth_ctx *c, const mts_gl *gl, mts_synth_result *
     r->seed = o->power_trace ? 0 : o->seed;
     uint64_t *tog = calloc((size_t)gl->nnets, sizeof *tog);
     if (!vec || !tog) rc = mts_fail(err, MTS_ENOMEM, "out of memory for %llu operand vectors", (unsigned long long)n);
-    if (!rc) rc = mts_gl_sim(gl, vec, n, NULL, tog, err);
+    if (!rc) rc = synth_gl_sim(gl, vec, n, NULL, tog, err);
     if (!rc) account(gl, tog, n, r);
     free(vec);
     free(tog);

@@ -22,13 +22,13 @@
  * gate of the surrounding logic would drive them; without one, ideal edges),
  * every output carries one X1 inverter input (MTS_SYNTH_PO_LOAD_FF, as in the
  * power model), nets the liberty's default wire-load model. In the cache key
- * with the period and the load (mts_synth_sta_hash); the driving cell follows
+ * with the period and the load (synth_sta_hash); the driving cell follows
  * from the liberty, which is in the key too. */
 static const char *const sta_script =
     "# sta.tcl - written by mantis synth (synth/sta.c): OpenSTA times netlist.v\n"
     "read_liberty {%s}\n"
     "read_verilog netlist.v\n"
-    "link_design mts_gl\n"
+    "link_design synth_gl\n"
     "create_clock -name mts_vclk -period %.1f\n"
     "set_input_delay 0 -clock mts_vclk [all_inputs]\n"
     "set_output_delay 0 -clock mts_vclk [all_outputs]\n"
@@ -44,27 +44,27 @@ static const char *const sta_script =
 static const char *const sta_markers[] = {"Error:", "Creating black box", NULL};
 
 /* The cheapest non-inverting one-input cell of the liberty; NULL if none. */
-static const mts_lcell *driving_cell(const mts_lib *lib)
+static const synth_lcell *driving_cell(const synth_lib *lib)
 {
-    const mts_lcell *best = NULL;
+    const synth_lcell *best = NULL;
     for (int i = 0; i < lib->ncells; i++) {
-        const mts_lcell *k = &lib->cells[i];
+        const synth_lcell *k = &lib->cells[i];
         if (!k->seq && k->nin == 1 && k->nout == 1 && k->tt == 2 && (!best || k->area < best->area)) best = k;
     }
     return best;
 }
 
-void mts_synth_sta_hash(mts_hash128 *h)
+void synth_sta_hash(mts_hash128 *h)
 {
     double nums[2] = {STA_PERIOD_NS, MTS_SYNTH_PO_LOAD_FF};
     mts_hash128_str(h, sta_script);
     mts_hash128_add(h, nums, sizeof nums);
 }
 
-int mts_synth_sta_write(const mts_synth_ctx *c, const char *path, mts_err *err)
+int synth_sta_write(const synth_ctx *c, const char *path, mts_err *err)
 {
     char drive[256] = "", script[4096];
-    const mts_lcell *b = driving_cell(&c->lib);
+    const synth_lcell *b = driving_cell(&c->lib);
     if (b) snprintf(drive, sizeof drive, "set_driving_cell -lib_cell %s -pin %s [all_inputs]\n", b->name, b->out);
     int n = snprintf(script, sizeof script, sta_script, c->liberty, STA_PERIOD_NS, drive,
                      MTS_SYNTH_PO_LOAD_FF);
@@ -95,19 +95,19 @@ static int read_sta_log(const char *log, double *slack, char *from, char *to, si
     return got;
 }
 
-int mts_synth_sta(const mts_synth_ctx *c, const char *dir, mts_synth_result *r, mts_err *err)
+int synth_sta(const synth_ctx *c, const char *dir, mts_synth_result *r, mts_err *err)
 {
     char tcl[PATH_MAX], log[PATH_MAX], line[400];
-    int rc = mts_synth_path(tcl, dir, "sta.tcl", err);
-    if (!rc) rc = mts_synth_path(log, dir, "sta.log", err);
-    if (!rc) rc = mts_synth_sta_write(c, tcl, err);
+    int rc = synth_path(tcl, dir, "sta.tcl", err);
+    if (!rc) rc = synth_path(log, dir, "sta.log", err);
+    if (!rc) rc = synth_sta_write(c, tcl, err);
     if (rc) return rc;
     char *argv[] = {"sta", "-no_init", "-no_splash", "-exit", "sta.tcl", NULL};
     mts_proc_tail tail;
     mts_proc_io io = {.cwd = dir, .log = log, .echo = c->o->verbose ? "mantis synth" : NULL, .tail = &tail};
     int st = mts_proc_run(argv, &io);
     if (st || mts_proc_log_find(log, sta_markers, line, sizeof line))
-        return mts_synth_tool_error(c, "sta", log, &tail, sta_markers, err);
+        return synth_tool_error(c, "sta", log, &tail, sta_markers, err);
     double slack = 0;
     if (!read_sta_log(log, &slack, r->delay_from, r->delay_to, sizeof r->delay_from) || isnan(slack))
         return mts_fail(err, MTS_ETOOL, "%s: sta: no worst slack in its output (log: %s)", c->base, log);

@@ -72,7 +72,7 @@ static int declares_module(const char *text, const char *name)
 
 /* The Yosys script for this design: the template with its @FIELDS@ set. The
  * top is the module named like the file, else the one nothing instantiates. */
-static int make_script(const mts_synth_ctx *c, const char *out, int adders, char **script, mts_err *err)
+static int make_script(const synth_ctx *c, const char *out, int adders, char **script, mts_err *err)
 {
     uint8_t *tpl, *src;
     size_t len;
@@ -141,13 +141,13 @@ static double read_area(const char *stat)
 }
 
 /* One Yosys run of the flow into dir (flow.ys, yosys.log, stat.txt, netlists). */
-static int run_variant(const mts_synth_ctx *c, const char *dir, int adders, char *top, size_t topcap,
+static int run_variant(const synth_ctx *c, const char *dir, int adders, char *top, size_t topcap,
                        double *area_um2, mts_err *err)
 {
     char script_path[PATH_MAX], log[PATH_MAX], stat[PATH_MAX], *script;
-    int rc = mts_synth_path(script_path, dir, "flow.ys", err);
-    if (!rc) rc = mts_synth_path(log, dir, "yosys.log", err);
-    if (!rc) rc = mts_synth_path(stat, dir, "stat.txt", err);
+    int rc = synth_path(script_path, dir, "flow.ys", err);
+    if (!rc) rc = synth_path(log, dir, "yosys.log", err);
+    if (!rc) rc = synth_path(stat, dir, "stat.txt", err);
     if (!rc) rc = make_script(c, dir, adders, &script, err);
     if (rc) return rc;
     rc = mts_fs_write_text(script_path, script, err);
@@ -157,7 +157,7 @@ static int run_variant(const mts_synth_ctx *c, const char *dir, int adders, char
     char *argv[] = {"yosys", "-s", "flow.ys", NULL};
     mts_proc_tail tail;
     mts_proc_io io = {.cwd = dir, .log = log, .echo = c->o->verbose ? "mantis synth" : NULL, .tail = &tail};
-    if (mts_proc_run(argv, &io)) return mts_synth_tool_error(c, "yosys", log, &tail, yosys_markers, err);
+    if (mts_proc_run(argv, &io)) return synth_tool_error(c, "yosys", log, &tail, yosys_markers, err);
     read_log(log, top, topcap);
     *area_um2 = read_area(stat);
     return MTS_OK;
@@ -166,12 +166,12 @@ static int run_variant(const mts_synth_ctx *c, const char *dir, int adders, char
 /* 1 when dir/netlist.blif computes what work/netlist.blif does, by the C
  * gate-level simulator: every input vector up to 22 input bits, else 2^16
  * seeded ones. (The equivalence check against the RTL still follows.) */
-static int same_function(const mts_synth_ctx *c, const char *dir)
+static int same_function(const synth_ctx *c, const char *dir)
 {
     char a[PATH_MAX], b[PATH_MAX];
-    mts_gl ga = {0}, gb = {0};
-    int same = !mts_synth_path(a, c->work, "netlist.blif", NULL) && !mts_synth_path(b, dir, "netlist.blif", NULL) &&
-               !mts_gl_load(a, &c->lib, &ga, NULL) && !mts_gl_load(b, &c->lib, &gb, NULL) &&
+    synth_gl ga = {0}, gb = {0};
+    int same = !synth_path(a, c->work, "netlist.blif", NULL) && !synth_path(b, dir, "netlist.blif", NULL) &&
+               !synth_gl_load(a, &c->lib, &ga, NULL) && !synth_gl_load(b, &c->lib, &gb, NULL) &&
                ga.nin_bits == gb.nin_bits && ga.nout_bits == gb.nout_bits && ga.nin_bits <= 64;
     uint64_t n = same && ga.nin_bits <= 22 ? 1ull << ga.nin_bits : 1ull << 16, s = 0xFA;
     uint64_t *v = same ? malloc(3 * n * sizeof *v) : NULL;
@@ -179,12 +179,12 @@ static int same_function(const mts_synth_ctx *c, const char *dir)
     if (same) {
         uint64_t mask = ga.nin_bits >= 64 ? ~0ull : (1ull << ga.nin_bits) - 1;
         for (uint64_t i = 0; i < n; i++) v[i] = ga.nin_bits <= 22 ? i : mts_rng_splitmix64(&s) & mask;
-        same = !mts_gl_sim(&ga, v, n, v + n, NULL, NULL) && !mts_gl_sim(&gb, v, n, v + 2 * n, NULL, NULL) &&
+        same = !synth_gl_sim(&ga, v, n, v + n, NULL, NULL) && !synth_gl_sim(&gb, v, n, v + 2 * n, NULL, NULL) &&
                !memcmp(v + n, v + 2 * n, n * sizeof *v);
     }
     free(v);
-    mts_gl_free(&ga);
-    mts_gl_free(&gb);
+    synth_gl_free(&ga);
+    synth_gl_free(&gb);
     return same;
 }
 
@@ -192,13 +192,13 @@ static int same_function(const mts_synth_ctx *c, const char *dir)
  * the 26-input accumulator. The variant is tried up to ADDERS_MAX_IN_BITS
  * input bits (every multiplier up to 12x12). */
 #define ADDERS_MAX_IN_BITS 24
-static int adders_worth_trying(const mts_synth_ctx *c)
+static int adders_worth_trying(const synth_ctx *c)
 {
     char blif[PATH_MAX];
-    mts_gl gl = {0};
-    int ok = !mts_synth_path(blif, c->work, "netlist.blif", NULL) && !mts_gl_load(blif, &c->lib, &gl, NULL) &&
+    synth_gl gl = {0};
+    int ok = !synth_path(blif, c->work, "netlist.blif", NULL) && !synth_gl_load(blif, &c->lib, &gl, NULL) &&
              gl.nin_bits <= ADDERS_MAX_IN_BITS;
-    mts_gl_free(&gl);
+    synth_gl_free(&gl);
     return ok;
 }
 
@@ -206,19 +206,19 @@ static int adders_worth_trying(const mts_synth_ctx *c)
  * replace the plain ones. Full adders pay off in adder trees (NanGate's FA
  * is smaller than its gates) but cut ABC's optimisation across them, so the
  * smaller netlist is kept (docs/synth.md). */
-static int try_adders(const mts_synth_ctx *c, double *area_um2, mts_err *err)
+static int try_adders(const synth_ctx *c, double *area_um2, mts_err *err)
 {
     char dir[PATH_MAX], top[128];
     double area = -1;
-    int rc = mts_synth_path(dir, c->work, "fa", err);
+    int rc = synth_path(dir, c->work, "fa", err);
     if (!rc) rc = mts_fs_mkdirs(dir, err);
     if (!rc) rc = run_variant(c, dir, 1, top, sizeof top, &area, err);
     if (!rc && area >= 0 && area < *area_um2 - 1e-9 && same_function(c, dir)) {
         static const char *const files[] = {"flow.ys", "yosys.log", "stat.txt", "netlist.v", "netlist.blif"};
         for (size_t i = 0; i < sizeof files / sizeof files[0] && !rc; i++) {
             char from[PATH_MAX], to[PATH_MAX];
-            rc = mts_synth_path(from, dir, files[i], err);
-            if (!rc) rc = mts_synth_path(to, c->work, files[i], err);
+            rc = synth_path(from, dir, files[i], err);
+            if (!rc) rc = synth_path(to, c->work, files[i], err);
             if (!rc && rename(from, to)) rc = mts_fail(err, MTS_EIO, "%s: cannot move into place", to);
         }
         if (!rc) *area_um2 = area;
@@ -227,10 +227,10 @@ static int try_adders(const mts_synth_ctx *c, double *area_um2, mts_err *err)
     return rc;
 }
 
-int mts_synth_yosys(const mts_synth_ctx *c, char *top, size_t topcap, double *area_um2, mts_err *err)
+int synth_yosys(const synth_ctx *c, char *top, size_t topcap, double *area_um2, mts_err *err)
 {
     char log[PATH_MAX];
-    int rc = mts_synth_path(log, c->work, "yosys.log", err);
+    int rc = synth_path(log, c->work, "yosys.log", err);
     if (!rc) rc = run_variant(c, c->work, 0, top, topcap, area_um2, err);
     if (rc) return rc;
     for (const char *t = top; *t; t++) /* it goes into the generated wrapper */

@@ -78,8 +78,8 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
     g.swap = swap;
     gemm_lutpack f, s;
     mts_err err;
-    int rf = mts__gemm_lutpack_make(&g, NR, vbmi, 0, &f, &err);
-    int rs = mts__gemm_lutpack_make_scalar(&g, NR, vbmi, 0, &s, &err);
+    int rf = gemm_lutpack_make(&g, NR, vbmi, 0, &f, &err);
+    int rs = gemm_lutpack_make_scalar(&g, NR, vbmi, 0, &s, &err);
     ASSERT_EQ(rf, rs) << what;
     if (rf != MTS_OK) return;
     int npan = (n + NR - 1) / NR;
@@ -155,25 +155,25 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
         size_t rows = ((size_t)1 << lut->fmt.M) + 1;
         ASSERT_EQ(first_diff(f.TB, s.TB, rows * 128), -1) << at;
     }
-    mts__gemm_lutpack_free(&s);
+    gemm_lutpack_free(&s);
 #if GEMM_VBMI
     int byte_table = f.TB != nullptr;
-    mts__gemm_lutpack_free(&f);
+    gemm_lutpack_free(&f);
     if (!lut) return;
     // Unpacked B (gemm_lutpack.rawb): with B's operands made clean, the
     // fields the byte-table kernels derive in registers (vbmi_raw_b) from a
     // masked load of B must equal the packed Bi and Bs lane for lane
     // (padding lanes included), and A must pack as before.
     for (auto &x : B)
-        if (!mts__gemm_exp_ok(x)) x = (x & 0x80000000u) | 0x3F800000u | (x & 0x7F0000u);
+        if (!gemm_exp_ok(x)) x = (x & 0x80000000u) | 0x3F800000u | (x & 0x7F0000u);
     g.bbad = 0;
     gemm_lutpack pk, raw;
-    ASSERT_EQ(mts__gemm_lutpack_make(&g, NR, 1, 0, &pk, &err), MTS_OK); // the per-vector layout the raw kernels derive
-    ASSERT_EQ(mts__gemm_lutpack_make(&g, NR, vbmi, 1, &raw, &err), MTS_OK);
+    ASSERT_EQ(gemm_lutpack_make(&g, NR, 1, 0, &pk, &err), MTS_OK); // the per-vector layout the raw kernels derive
+    ASSERT_EQ(gemm_lutpack_make(&g, NR, vbmi, 1, &raw, &err), MTS_OK);
     ASSERT_EQ(raw.rawb, byte_table) << at; // granted for byte tables only
     if (!byte_table) {
-        mts__gemm_lutpack_free(&pk);
-        mts__gemm_lutpack_free(&raw);
+        gemm_lutpack_free(&pk);
+        gemm_lutpack_free(&raw);
         return;
     }
     ASSERT_TRUE(!raw.Bi && !raw.Bs && !raw.panbad) << at;
@@ -198,10 +198,10 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
                     ASSERT_EQ(gs[l], mts_f2u(pk.Bs[o + l])) << at << " raw Bs panel " << p << " k " << kk << " lane " << 16 * v + l;
                 }
             }
-    mts__gemm_lutpack_free(&pk);
-    mts__gemm_lutpack_free(&raw);
+    gemm_lutpack_free(&pk);
+    gemm_lutpack_free(&raw);
 #else
-    mts__gemm_lutpack_free(&f);
+    gemm_lutpack_free(&f);
 #endif
 }
 
@@ -309,11 +309,11 @@ TEST(GemmPack, RangeFlagsFollowTheJobsExponents)
             g.fmaq = c.fmaq;
             gemm_lutpack f, s;
             mts_err err;
-            ASSERT_EQ(mts__gemm_lutpack_make(&g, 64, vbmi, c.rawb, &f, &err), MTS_OK);
-            ASSERT_EQ(mts__gemm_lutpack_make_scalar(&g, 64, vbmi, c.rawb, &s, &err), MTS_OK);
+            ASSERT_EQ(gemm_lutpack_make(&g, 64, vbmi, c.rawb, &f, &err), MTS_OK);
+            ASSERT_EQ(gemm_lutpack_make_scalar(&g, 64, vbmi, c.rawb, &s, &err), MTS_OK);
             if (c.rawb && !f.rawb) { // raw B granted for byte tables only
-                mts__gemm_lutpack_free(&f);
-                mts__gemm_lutpack_free(&s);
+                gemm_lutpack_free(&f);
+                gemm_lutpack_free(&s);
                 continue;
             }
             for (int i = 0; i < m; i++) {
@@ -323,8 +323,8 @@ TEST(GemmPack, RangeFlagsFollowTheJobsExponents)
                 ASSERT_EQ(f.rowbad[i] != 0, want != 0) << c.what << " vbmi " << vbmi << " row " << i;
             }
             for (int p = 0; !f.rawb && p < 2; p++) ASSERT_EQ(f.panbad[p], s.panbad[p]) << c.what << " panel " << p;
-            mts__gemm_lutpack_free(&f);
-            mts__gemm_lutpack_free(&s);
+            gemm_lutpack_free(&f);
+            gemm_lutpack_free(&s);
         }
     mts_lut_free(&lut);
 }

@@ -161,9 +161,9 @@ TEST(SynthReport, JsonAndCsvReadBackWhateverTheNames)
 
 TEST(SynthLiberty, CellFunctionsMatchAnIndependentTable)
 {
-    mts_lib lib;
+    synth_lib lib;
     mts_err err{};
-    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(synth_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, &err), MTS_OK) << err.msg;
     using F = std::function<int(int, int, int)>;
     const std::map<std::string, F> expect = {
         {"MTS45_INV", [](int a, int, int) { return !a; }},
@@ -182,7 +182,7 @@ TEST(SynthLiberty, CellFunctionsMatchAnIndependentTable)
     };
     int combinational = 0;
     for (int i = 0; i < lib.ncells; i++) {
-        const mts_lcell &c = lib.cells[i];
+        const synth_lcell &c = lib.cells[i];
         EXPECT_GT(c.area, 0.0) << c.name;
         EXPECT_GT(c.leak_nw, 0.0) << c.name;
         EXPECT_GT(c.e_int_fj, 0.0) << c.name;
@@ -198,7 +198,7 @@ TEST(SynthLiberty, CellFunctionsMatchAnIndependentTable)
     }
     EXPECT_EQ(combinational, (int)expect.size());
     // the adders: two outputs each, sum and carry of an independent restatement
-    const mts_lcell *ha = mts_lib_find(&lib, "MTS45_HA"), *fa = mts_lib_find(&lib, "MTS45_FA");
+    const synth_lcell *ha = synth_lib_find(&lib, "MTS45_HA"), *fa = synth_lib_find(&lib, "MTS45_FA");
     ASSERT_NE(ha, nullptr);
     ASSERT_NE(fa, nullptr);
     ASSERT_EQ(ha->nout, 2);
@@ -216,50 +216,50 @@ TEST(SynthLiberty, CellFunctionsMatchAnIndependentTable)
     }
     EXPECT_GT(fa->e_outs_fj[1], 0.0);
     // the full adder is what makes adder trees smaller than their gates (NanGate FA_X1 < 2 XOR2 + carry)
-    EXPECT_LT(fa->area, 2 * mts_lib_find(&lib, "MTS45_XOR2")->area + mts_lib_find(&lib, "MTS45_AOI21")->area +
-                            mts_lib_find(&lib, "MTS45_INV")->area + mts_lib_find(&lib, "MTS45_NAND2")->area);
+    EXPECT_LT(fa->area, 2 * synth_lib_find(&lib, "MTS45_XOR2")->area + synth_lib_find(&lib, "MTS45_AOI21")->area +
+                            synth_lib_find(&lib, "MTS45_INV")->area + synth_lib_find(&lib, "MTS45_NAND2")->area);
     EXPECT_NEAR(lib.voltage, 1.1, 1e-9);
     // NAND2 is the gate-equivalent unit and must be the smallest 2-input cell.
-    EXPECT_LE(mts_lib_find(&lib, "MTS45_NAND2")->area, mts_lib_find(&lib, "MTS45_AND2")->area);
+    EXPECT_LE(synth_lib_find(&lib, "MTS45_NAND2")->area, synth_lib_find(&lib, "MTS45_AND2")->area);
 }
 
 TEST(SynthLiberty, FunctionSyntaxVariants)
 {
     const char pins[3][16] = {"A", "B", "C"};
     uint64_t t1, t2, t3;
-    ASSERT_EQ(mts_lib_function_tt("!(A & B) | C", 3, pins, &t1, nullptr), MTS_OK);
-    ASSERT_EQ(mts_lib_function_tt("(A B)' + C", 3, pins, &t2, nullptr), MTS_OK);
-    ASSERT_EQ(mts_lib_function_tt("(A*B)'+C", 3, pins, &t3, nullptr), MTS_OK);
+    ASSERT_EQ(synth_lib_function_tt("!(A & B) | C", 3, pins, &t1, nullptr), MTS_OK);
+    ASSERT_EQ(synth_lib_function_tt("(A B)' + C", 3, pins, &t2, nullptr), MTS_OK);
+    ASSERT_EQ(synth_lib_function_tt("(A*B)'+C", 3, pins, &t3, nullptr), MTS_OK);
     EXPECT_EQ(t1, t2);
     EXPECT_EQ(t1, t3);
     for (unsigned m = 0; m < 8; m++) EXPECT_EQ((t1 >> m) & 1, (uint64_t)(!((m & 1) && (m & 2)) || (m & 4)));
     mts_err err{};
-    EXPECT_NE(mts_lib_function_tt("A & D", 3, pins, &t1, &err), MTS_OK);
+    EXPECT_NE(synth_lib_function_tt("A & D", 3, pins, &t1, &err), MTS_OK);
 }
 
 TEST(SynthLiberty, WireLoadFollowsTheTable)
 {
-    mts_lib lib;
-    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
-    EXPECT_NEAR(mts_lib_wire_cap(&lib, 1), 0.1774 * 1.7460, 1e-9);
-    EXPECT_NEAR(mts_lib_wire_cap(&lib, 10), 0.1774 * (25.4842 + 27.0320) / 2, 1e-9);
-    EXPECT_NEAR(mts_lib_wire_cap(&lib, 13), 0.1774 * (27.0320 + 2 * 5.0), 1e-9);
-    for (int f = 1; f < 20; f++) EXPECT_LT(mts_lib_wire_cap(&lib, f), mts_lib_wire_cap(&lib, f + 1));
+    synth_lib lib;
+    ASSERT_EQ(synth_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
+    EXPECT_NEAR(synth_lib_wire_cap(&lib, 1), 0.1774 * 1.7460, 1e-9);
+    EXPECT_NEAR(synth_lib_wire_cap(&lib, 10), 0.1774 * (25.4842 + 27.0320) / 2, 1e-9);
+    EXPECT_NEAR(synth_lib_wire_cap(&lib, 13), 0.1774 * (27.0320 + 2 * 5.0), 1e-9);
+    for (int f = 1; f < 20; f++) EXPECT_LT(synth_lib_wire_cap(&lib, f), synth_lib_wire_cap(&lib, f + 1));
 }
 
 // ------------------------------------------------- gate-level simulator
 
 TEST(SynthNetlist, TogglesAndEnergyMatchAHandComputedReference)
 {
-    mts_lib lib;
-    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
-    mts_gl gl;
+    synth_lib lib;
+    ASSERT_EQ(synth_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
+    synth_gl gl;
     mts_err err{};
-    ASSERT_EQ(mts_gl_load((kData + "/synth/tiny.blif").c_str(), &lib, &gl, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(synth_gl_load((kData + "/synth/tiny.blif").c_str(), &lib, &gl, &err), MTS_OK) << err.msg;
     ASSERT_EQ(gl.nin_bits, 2);
     ASSERT_EQ(gl.nout_bits, 2);
     EXPECT_EQ(gl.depth_max, 2);
-    const mts_lcell *nand = mts_lib_find(&lib, "MTS45_NAND2"), *inv = mts_lib_find(&lib, "MTS45_INV");
+    const synth_lcell *nand = synth_lib_find(&lib, "MTS45_NAND2"), *inv = synth_lib_find(&lib, "MTS45_INV");
     EXPECT_NEAR(gl.area, nand->area + inv->area, 1e-12);
     EXPECT_NEAR(gl.leak_nw, nand->leak_nw + inv->leak_nw, 1e-12);
 
@@ -268,7 +268,7 @@ TEST(SynthNetlist, TogglesAndEnergyMatchAHandComputedReference)
     std::vector<uint64_t> vec;
     for (int i = 0; i < 200; i++) vec.push_back(pattern[(i * 7 + i / 9) % 8]);
     std::vector<uint64_t> out(vec.size()), tog(gl.nnets, 0);
-    ASSERT_EQ(mts_gl_sim(&gl, vec.data(), vec.size(), out.data(), tog.data(), &err), MTS_OK);
+    ASSERT_EQ(synth_gl_sim(&gl, vec.data(), vec.size(), out.data(), tog.data(), &err), MTS_OK);
 
     // Slow reference: evaluate each vector by hand and count changes.
     uint64_t ta = 0, tb = 0, tn = 0, ty = 0;
@@ -300,37 +300,37 @@ TEST(SynthNetlist, TogglesAndEnergyMatchAHandComputedReference)
     // Energy per toggle: 0.5 C V^2 with C = pins + wire load + output load,
     // plus the driving cell's internal energy.
     const double v2 = 1.1 * 1.1, po = 1.70;
-    EXPECT_NEAR(gl.e_tog_fj[na], 0.5 * (nand->cap[0] + mts_lib_wire_cap(&lib, 1)) * v2, 1e-9);
-    EXPECT_NEAR(gl.e_tog_fj[nn], 0.5 * (inv->cap[0] + po + mts_lib_wire_cap(&lib, 2)) * v2 + nand->e_int_fj, 1e-9);
-    EXPECT_NEAR(gl.e_tog_fj[ny], 0.5 * (po + mts_lib_wire_cap(&lib, 1)) * v2 + inv->e_int_fj, 1e-9);
-    mts_gl_free(&gl);
+    EXPECT_NEAR(gl.e_tog_fj[na], 0.5 * (nand->cap[0] + synth_lib_wire_cap(&lib, 1)) * v2, 1e-9);
+    EXPECT_NEAR(gl.e_tog_fj[nn], 0.5 * (inv->cap[0] + po + synth_lib_wire_cap(&lib, 2)) * v2 + nand->e_int_fj, 1e-9);
+    EXPECT_NEAR(gl.e_tog_fj[ny], 0.5 * (po + synth_lib_wire_cap(&lib, 1)) * v2 + inv->e_int_fj, 1e-9);
+    synth_gl_free(&gl);
 }
 
 // Loads BLIF text with the shipped liberty; MTS_OK or the loader's code.
-int LoadBlifText(const std::string &text, const mts_lib &lib, mts_gl *gl, mts_err *err)
+int LoadBlifText(const std::string &text, const synth_lib &lib, synth_gl *gl, mts_err *err)
 {
     static int n = 0;
     std::string p = TmpPath("net" + std::to_string(n++) + ".blif");
     std::ofstream(p) << text;
-    int rc = mts_gl_load(p.c_str(), &lib, gl, err);
+    int rc = synth_gl_load(p.c_str(), &lib, gl, err);
     unlink(p.c_str());
     return rc;
 }
 
 // Every vector of nin input bits through gl; outs[v] the packed outputs.
-std::vector<uint64_t> SimAll(const mts_gl &gl, int nin)
+std::vector<uint64_t> SimAll(const synth_gl &gl, int nin)
 {
     std::vector<uint64_t> vec(1ull << nin), out(vec.size());
     for (size_t v = 0; v < vec.size(); v++) vec[v] = v;
     mts_err err{};
-    EXPECT_EQ(mts_gl_sim(&gl, vec.data(), vec.size(), out.data(), nullptr, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(synth_gl_sim(&gl, vec.data(), vec.size(), out.data(), nullptr, &err), MTS_OK) << err.msg;
     return out;
 }
 
 TEST(SynthNetlist, OutputsReadingOutputsSettleInAnyLineOrder)
 {
-    mts_lib lib;
-    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
+    synth_lib lib;
+    ASSERT_EQ(synth_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
     // Each line one net, as Yosys writes them: an output bit that is the XOR of two
     // others, one that repeats it, an output feeding an internal net that feeds
     // another output, constants, a full adder reading outputs, an input copy.
@@ -367,14 +367,14 @@ TEST(SynthNetlist, OutputsReadingOutputsSettleInAnyLineOrder)
         std::string text = head;
         for (auto &x : l) text += x;
         text += ".end\n";
-        mts_gl gl;
+        synth_gl gl;
         mts_err err{};
         ASSERT_EQ(LoadBlifText(text, lib, &gl, &err), MTS_OK) << err.msg << "\n" << text;
         ASSERT_EQ(gl.nout_bits, 13);
         std::vector<uint64_t> out = SimAll(gl, 4);
         for (unsigned v = 0; v < 16; v++)
             ASSERT_EQ(out[v], expect(v)) << std::hex << "in=0x" << v << " order " << order << "\n" << text;
-        mts_gl_free(&gl);
+        synth_gl_free(&gl);
     }
 }
 
@@ -497,15 +497,15 @@ struct RandNet {
 
 TEST(SynthNetlist, RandomNetlistsMatchAFixedPointReference)
 {
-    mts_lib lib;
-    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
+    synth_lib lib;
+    ASSERT_EQ(synth_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
     int out_reads_out = 0;
     for (uint64_t seed = 1; seed <= 200; seed++) {
         RandNet n(seed);
         for (auto &g : n.gates)
             for (auto &i : g.in) out_reads_out += i[0] == 'y';
         std::string text = n.Blif();
-        mts_gl gl;
+        synth_gl gl;
         mts_err err{};
         ASSERT_EQ(LoadBlifText(text, lib, &gl, &err), MTS_OK) << err.msg << "\n" << text;
         ASSERT_EQ(gl.nin_bits, n.nin);
@@ -514,15 +514,15 @@ TEST(SynthNetlist, RandomNetlistsMatchAFixedPointReference)
         for (uint64_t v = 0; v < out.size(); v++)
             ASSERT_EQ(out[v], n.Reference(v)) << std::hex << "seed " << seed << " in=0x" << v << " C sim=0x"
                                               << out[v] << " reference=0x" << n.Reference(v) << "\n" << text;
-        mts_gl_free(&gl);
+        synth_gl_free(&gl);
     }
     EXPECT_GT(out_reads_out, 200) << "the generator must make outputs read outputs";
 }
 
 TEST(SynthNetlist, CombinationalLoopIsNamed)
 {
-    mts_lib lib;
-    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
+    synth_lib lib;
+    ASSERT_EQ(synth_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
     const char *head = ".model m\n.inputs a\n.outputs O[0] O[1]\n";
     // through two outputs; through an internal net and a wire copy
     const std::string loops[] = {
@@ -531,7 +531,7 @@ TEST(SynthNetlist, CombinationalLoopIsNamed)
                             ".names a O[1]\n1 1\n.end\n"};
     const char *named[] = {"through net O[", "through net "};
     for (int i = 0; i < 2; i++) {
-        mts_gl gl;
+        synth_gl gl;
         mts_err err{};
         EXPECT_EQ(LoadBlifText(loops[i], lib, &gl, &err), MTS_EUNSUPPORTED) << loops[i];
         std::string msg = err.msg;
@@ -553,18 +553,18 @@ struct StaRun {
 
 StaRun RunSta(const std::string &name, const std::string &netlist)
 {
-    static mts_synth_ctx c; // large: not on the stack
+    static synth_ctx c; // large: not on the stack
     static mts_synth_opts o{};
     c.o = &o;
     snprintf(c.liberty, sizeof c.liberty, "%s/synth/mantis45.lib", kSrc.c_str());
     snprintf(c.base, sizeof c.base, "%s", name.c_str());
     StaRun run{};
     mts_err err{};
-    EXPECT_EQ(mts_lib_load(c.liberty, &c.lib, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(synth_lib_load(c.liberty, &c.lib, &err), MTS_OK) << err.msg;
     run.dir = tmpdir() + "/sta-" + name;
     mkdir(run.dir.c_str(), 0755);
     std::ofstream(run.dir + "/netlist.v") << netlist;
-    run.rc = mts_synth_sta(&c, run.dir.c_str(), &run.r, &err);
+    run.rc = synth_sta(&c, run.dir.c_str(), &run.r, &err);
     run.msg = err.msg;
     return run;
 }
@@ -573,7 +573,7 @@ StaRun RunSta(const std::string &name, const std::string &netlist)
 std::string FaChain(int k)
 {
     std::ostringstream v;
-    v << "module mts_gl(A, B, C, S, CO);\n  input [" << k - 1 << ":0] A;\n  input [" << k - 1 << ":0] B;\n"
+    v << "module synth_gl(A, B, C, S, CO);\n  input [" << k - 1 << ":0] A;\n  input [" << k - 1 << ":0] B;\n"
       << "  input C;\n  output [" << k - 1 << ":0] S;\n  output CO;\n  wire [" << k << ":0] c;\n"
       << "  assign c[0] = C;\n";
     for (int i = 0; i < k; i++)
@@ -614,8 +614,8 @@ TEST(SynthDelay, StaErrorsAreToolErrors)
     if (!have_tool("sta")) GTEST_SKIP() << "sta (opensta) not installed";
     // a cell the liberty does not have (OpenSTA would time around a black box); a
     // netlist OpenSTA cannot parse
-    const std::string bad[] = {"module mts_gl(a, y);\n input a;\n output y;\n NO_SUCH_CELL u (.A(a), .Y(y));\nendmodule\n",
-                               "module mts_gl(a, y);\n input a;\n output y;\n assign {y} = {a};\nendmodule\n"};
+    const std::string bad[] = {"module synth_gl(a, y);\n input a;\n output y;\n NO_SUCH_CELL u (.A(a), .Y(y));\nendmodule\n",
+                               "module synth_gl(a, y);\n input a;\n output y;\n assign {y} = {a};\nendmodule\n"};
     for (int i = 0; i < 2; i++) {
         StaRun run = RunSta("bad" + std::to_string(i), bad[i]);
         EXPECT_EQ(run.rc, MTS_ETOOL) << run.msg;
@@ -624,7 +624,7 @@ TEST(SynthDelay, StaErrorsAreToolErrors)
         EXPECT_EQ(run.msg.find('\n'), std::string::npos) << run.msg;
     }
     // ports named like the words an error line has are not errors
-    StaRun ok = RunSta("named", "module mts_gl(error, found);\n input error;\n output found;\n"
+    StaRun ok = RunSta("named", "module synth_gl(error, found);\n input error;\n output found;\n"
                                 " MTS45_INV u (.A(error), .Y(found));\nendmodule\n");
     EXPECT_EQ(ok.rc, MTS_OK) << ok.msg;
     EXPECT_STREQ(ok.r.delay_from, "error");
@@ -1056,21 +1056,21 @@ TEST(SynthFlow, OutputsFeedingOutputsAreNotRejected)
                                o9 << 9);
          }},
     };
-    mts_lib lib;
-    ASSERT_EQ(mts_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
+    synth_lib lib;
+    ASSERT_EQ(synth_lib_load((kSrc + "/synth/mantis45.lib").c_str(), &lib, nullptr), MTS_OK);
     for (const Case &k : cases) {
         const SynthRun &run = Synth(kData + "/synth/" + k.file);
         ASSERT_EQ(run.rc, MTS_OK) << k.file << ": " << run.msg;
         EXPECT_TRUE(run.r.eq_exhaustive) << k.file;
         EXPECT_EQ(run.r.eq_vectors, 1ull << run.r.in_bits) << k.file;
-        mts_gl gl;
+        synth_gl gl;
         mts_err err{};
-        ASSERT_EQ(mts_gl_load((std::string(run.r.dir) + "/netlist.blif").c_str(), &lib, &gl, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(synth_gl_load((std::string(run.r.dir) + "/netlist.blif").c_str(), &lib, &gl, &err), MTS_OK) << err.msg;
         std::vector<uint64_t> out = SimAll(gl, gl.nin_bits);
         for (uint64_t v = 0; v < out.size(); v++)
             ASSERT_EQ(out[v], k.ref(v)) << std::hex << k.file << " in=0x" << v << " netlist=0x" << out[v]
                                         << " reference=0x" << k.ref(v);
-        mts_gl_free(&gl);
+        synth_gl_free(&gl);
     }
 }
 

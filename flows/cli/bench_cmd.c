@@ -6,23 +6,23 @@
 #include "cli_util.h"
 #include "commands.h"
 
-static const mts_command benches[] = {
-    {"core", mts_bench_core, "scalar AMSim, C models and FMAq vs native FP32 multiply and add"},
-    {"gemm", mts_bench_gemm, "GEMM providers (native, LUT, FMAq) vs OpenBLAS SGEMM"},
-    {"train", mts_bench_train, "one MNIST epoch of LeNet-300-100 / LeNet-5 per provider vs PyTorch CPU"},
-    {"rtl", mts_bench_rtl, "Verilated RTL sweeps and mantis verify throughput vs the C models"},
-    {"cosim", mts_bench_cosim, "SystemC MAC array PE-cycles/s (lut, rtl) and LeNet-5 conv2 replay vs mts_gemm"},
+static const cli_command benches[] = {
+    {"core", cmd_bench_core, "scalar AMSim, C models and FMAq vs native FP32 multiply and add"},
+    {"gemm", cmd_bench_gemm, "GEMM providers (native, LUT, FMAq) vs OpenBLAS SGEMM"},
+    {"train", cmd_bench_train, "one MNIST epoch of LeNet-300-100 / LeNet-5 per provider vs PyTorch CPU"},
+    {"rtl", cmd_bench_rtl, "Verilated RTL sweeps and mantis verify throughput vs the C models"},
+    {"cosim", cmd_bench_cosim, "SystemC MAC array PE-cycles/s (lut, rtl) and LeNet-5 conv2 replay vs mts_gemm"},
 };
 
-int mts_cmd_bench(int argc, char **argv)
+int cmd_bench(int argc, char **argv)
 {
     size_t n = sizeof benches / sizeof benches[0];
-    if (argc < 2 || mts_is_help(argv[1])) {
+    if (argc < 2 || cli_is_help(argv[1])) {
         printf("usage: mantis bench WHAT [options]\n\n");
         for (size_t i = 0; i < n; i++) printf("  %-6s %s\n", benches[i].name, benches[i].summary);
         return argc < 2 ? 2 : 0;
     }
     for (size_t i = 0; i < n; i++)
         if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
-    return mts_cli_error("bench", "unknown benchmark '%s' (see mantis bench --help)", argv[1]);
+    return cli_error("bench", "unknown benchmark '%s' (see mantis bench --help)", argv[1]);
 }

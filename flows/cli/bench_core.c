@@ -79,18 +79,18 @@ static double best(uint32_t (*k)(const ctx *), const ctx *x, int reps, uint32_t 
 static int parse_opts(int argc, char **argv, long *n, long *reps)
 {
     for (int i = 1; i < argc; i++) {
-        if (mts_is_help(argv[i])) {
+        if (cli_is_help(argv[i])) {
             printf("usage: mantis bench core [--n N] [--reps R]\n"
                    "Scalar throughput (one core) of AMSim (bf16 LUT from mbm), the mbm C model and FMAq\n"
                    "(M7E4 products/accumulator), as ns/op and as ratios to native FP32 multiply / add.\n");
             return 0;
         }
         if (!strcmp(argv[i], "--n") && i + 1 < argc) {
-            if (mts_parse_int(argv[++i], 1024, 1L << 28, n)) return mts_cli_error("bench", "--n: expected 1024..2^28");
+            if (mts_parse_int(argv[++i], 1024, 1L << 28, n)) return cli_error("bench", "--n: expected 1024..2^28");
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (mts_parse_int(argv[++i], 1, 1000, reps)) return mts_cli_error("bench", "--reps: expected 1..1000");
+            if (mts_parse_int(argv[++i], 1, 1000, reps)) return cli_error("bench", "--reps: expected 1..1000");
         } else {
-            return mts_cli_error("bench", "unknown option '%s'", argv[i]);
+            return cli_error("bench", "unknown option '%s'", argv[i]);
         }
     }
     return 1;
@@ -131,7 +131,7 @@ static void run_kernels(const ctx *x, long reps)
         printf("%-36s %10.3f %9.1fx %s\n", rows[i].name, rows[i].t, rows[i].t / rows[i].bt, rows[i].base);
 }
 
-int mts_bench_core(int argc, char **argv)
+int cmd_bench_core(int argc, char **argv)
 {
     long n = 1 << 22, reps = 5;
     int rc = parse_opts(argc, argv, &n, &reps);
@@ -141,13 +141,13 @@ int mts_bench_core(int argc, char **argv)
     mts_mulop op;
     mts_lut lut;
     if (mts_mulop_model(&op, "mbm", &bf16, &err) || mts_lut_generate(&op, &lut, &err))
-        return mts_cli_error("bench", "%s", err.msg);
+        return cli_error("bench", "%s", err.msg);
     mts_qfmt qp, qa;
     uint32_t *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *c = malloc((size_t)n * 4);
     if (mts_qfmt_parse("M7E4", 12, &qp, &err) || mts_qfmt_parse("M7E4", 10, &qa, &err))
-        rc = mts_cli_error("bench", "%s", err.msg);
+        rc = cli_error("bench", "%s", err.msg);
     else if (!a || !b || !c)
-        rc = mts_cli_error("bench", "out of memory for %ld operands", n);
+        rc = cli_error("bench", "out of memory for %ld operands", n);
     if (rc == 1) {
         fill_operands(n, a, b);
         ctx x = {(size_t)n, a, b, c, &lut, &op, &qp, &qa};

@@ -39,16 +39,16 @@ static int measure(const char *what, const mts_provider *p, const mts_gemmdump *
     double t0 = mts_clock_now();
     int rc = mts_cosim_run(&c, g, NULL, &r, &err);
     double wall = mts_clock_now() - t0;
-    if (rc) return mts_cli_fail(CMD, rc, &err);
+    if (rc) return cli_fail(CMD, rc, &err);
     float *out = malloc(sizeof(float) * (size_t)g->m * g->n);
-    if (!out) return mts_cli_error(CMD, "out of memory");
+    if (!out) return cli_error(CMD, "out of memory");
     mts_provider q = *p;
     q.chunk = R, q.threads = 1;
     t0 = mts_clock_now();
     rc = mts_gemm(&q, 0, 0, g->m, g->n, g->k, g->A, g->k, g->B, g->n, 0.0f, out, g->n, &err);
     double tg = mts_clock_now() - t0;
     free(out);
-    if (rc) return mts_cli_fail(CMD, rc, &err);
+    if (rc) return cli_fail(CMD, rc, &err);
     double mpes = (double)r.pe_cycles / r.seconds / 1e6;
     printf("%-28s %dx%dx%d on %dx%d: %llu cycles, %.3g M PE-cycles in %.3f s = %.2f M PE-cycles/s; "
            "whole run %.3f s; mts_gemm %.4f s (array / gemm %.0fx); %s",
@@ -104,21 +104,21 @@ static int lenet_conv2(const mts_provider *p, mts_gemmdump *g, mts_err *err)
     return rc;
 }
 
-int mts_bench_cosim(int argc, char **argv)
+int cmd_bench_cosim(int argc, char **argv)
 {
     const char *rtl = MANTIS_SOURCE_DIR "/rtl/mul_mbm.v";
     for (int i = 1; i < argc; i++) {
-        if (mts_is_help(argv[i])) {
+        if (cli_is_help(argv[i])) {
             printf("usage: mantis bench cosim [--rtl MUL.v (default rtl/mul_mbm.v)]\n"
                    "  PE-cycles/s of the SystemC array in lut and rtl mode, and a 16x16 array\n"
                    "  replaying LeNet-5 conv2 (batch 64) in lut mode, each next to mts_gemm\n");
             return 0;
         }
         if (!strcmp(argv[i], "--rtl") && i + 1 < argc) rtl = argv[++i];
-        else return mts_cli_error(CMD, "cosim: unknown option %s", argv[i]);
+        else return cli_error(CMD, "cosim: unknown option %s", argv[i]);
     }
     if (!mts_cosim_available()) {
-        mts_cli_error(CMD, "cosim: built without SystemC (install libsystemc-dev and rebuild)");
+        cli_error(CMD, "cosim: built without SystemC (install libsystemc-dev and rebuild)");
         return 2;
     }
     double load[3] = {0, 0, 0};
@@ -133,13 +133,13 @@ int mts_bench_cosim(int argc, char **argv)
     mts_lut lut;
     mts_format bf16 = mts_format_e8(7);
     if (mts_mulop_model(&op, "mbm", &bf16, &err) || mts_lut_generate(&op, &lut, &err))
-        return mts_cli_error(CMD, "%s", err.msg);
+        return cli_error(CMD, "%s", err.msg);
     mts_provider p;
     memset(&p, 0, sizeof p);
     p.kind = MTS_PROV_LUT, p.lut = &lut, p.threads = 1;
     mts_gemmdump g;
     int bad = 0;
-    if (synthetic(&g, 1024, 64, 64, 1)) return mts_cli_error(CMD, "out of memory");
+    if (synthetic(&g, 1024, 64, 64, 1)) return cli_error(CMD, "out of memory");
     bad |= measure("lut mode (mbm bf16 LUT)", &p, &g, 16, 16, 5.0, 0);
     mts_gemmdump_free(&g);
 
@@ -153,7 +153,7 @@ int mts_bench_cosim(int argc, char **argv)
     } else {
         mts_provider pr = p;
         pr.kind = MTS_PROV_MULOP, pr.mul = &rop, pr.lut = NULL;
-        if (synthetic(&g, 256, 32, 32, 2)) return mts_cli_error(CMD, "out of memory");
+        if (synthetic(&g, 256, 32, 32, 2)) return cli_error(CMD, "out of memory");
         char what[96];
         snprintf(what, sizeof what, "rtl mode (%s)", mts_rtl_get_info(r)->name);
         bad |= measure(what, &pr, &g, 8, 8, 0.5, 0);
@@ -162,7 +162,7 @@ int mts_bench_cosim(int argc, char **argv)
     if (r) mts_rtl_close(r);
 
     int rc = lenet_conv2(&p, &g, &err);
-    if (rc) return mts_cli_fail(CMD, rc, &err);
+    if (rc) return cli_fail(CMD, rc, &err);
     bad |= measure("LeNet-5 conv2, batch 64, lut", &p, &g, 16, 16, 0, 10.0);
     mts_gemmdump_free(&g);
     mts_lut_free(&lut);

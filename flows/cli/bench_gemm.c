@@ -64,8 +64,8 @@ static int parse_sizes(const char *v, gemm_opts *o)
 {
     long x[BENCH_MAX_SIZES];
     int n = mts_parse_int_list(v, 0, 1, 8192, x, BENCH_MAX_SIZES, NULL);
-    if (n == -2) return mts_cli_error(CMD, "--sizes '%s': at most %d sizes", v, BENCH_MAX_SIZES);
-    if (n < 0) return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..8192 separated by commas", v);
+    if (n == -2) return cli_error(CMD, "--sizes '%s': at most %d sizes", v, BENCH_MAX_SIZES);
+    if (n < 0) return cli_error(CMD, "--sizes '%s': expected sizes 1..8192 separated by commas", v);
     for (int i = 0; i < n; i++) o->sizes[i] = (int)x[i];
     o->nsizes = n;
     return 0;
@@ -78,26 +78,26 @@ static int parse_opts(int argc, char **argv, gemm_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
-        if (mts_is_help(a)) {
+        if (cli_is_help(a)) {
             usage(stdout);
             return 0;
         }
-        if (!v) return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
+        if (!v) return cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         if (!strcmp(a, "--sizes")) {
             if (parse_sizes(v, o)) return 2;
         } else if (!strcmp(a, "--threads")) {
             if (mts_parse_int(v, 0, 1024, &x))
-                return mts_cli_error(CMD, "--threads '%s': expected 0 (all cores) .. 1024", v);
+                return cli_error(CMD, "--threads '%s': expected 0 (all cores) .. 1024", v);
             o->threads = (int)x;
         } else if (!strcmp(a, "--reps")) {
-            if (mts_parse_int(v, 1, 1000, &x)) return mts_cli_error(CMD, "--reps '%s': expected 1 .. 1000", v);
+            if (mts_parse_int(v, 1, 1000, &x)) return cli_error(CMD, "--reps '%s': expected 1 .. 1000", v);
             o->reps = (int)x;
         } else if (!strcmp(a, "--model")) {
             o->model = v;
         } else if (!strcmp(a, "--seed")) {
-            if (mts_parse_u64(v, &o->seed)) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
+            if (mts_parse_u64(v, &o->seed)) return cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
         } else {
-            return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
+            return cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         }
         i++;
     }
@@ -208,14 +208,14 @@ static void print_size(int n, const double t[N_PROV], const double cpu[N_PROV])
                t[q] <= t[2] ? "met" : "MISSED");
 }
 
-int mts_bench_gemm(int argc, char **argv)
+int cmd_bench_gemm(int argc, char **argv)
 {
     gemm_opts o;
     /* --device cuda: the GPU benchmark (bench_gemm_gpu.c); --device cpu: this one */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--device")) {
-            if (!strcmp(argv[i + 1], "cuda")) return mts_bench_gemm_cuda(argc, argv);
-            if (strcmp(argv[i + 1], "cpu")) return mts_cli_error(CMD, "--device '%s': expected cpu or cuda", argv[i + 1]);
+            if (!strcmp(argv[i + 1], "cuda")) return cmd_bench_gemm_cuda(argc, argv);
+            if (strcmp(argv[i + 1], "cpu")) return cli_error(CMD, "--device '%s': expected cpu or cuda", argv[i + 1]);
             memmove(argv + i, argv + i + 2, sizeof *argv * (size_t)(argc - i - 2));
             argc -= 2;
             break;
@@ -228,7 +228,7 @@ int mts_bench_gemm(int argc, char **argv)
     mts_lut lut, itab[N_INT];
     memset(itab, 0, sizeof itab);
     if (mts_mulop_model(&op, o.model, &bf16, &err) != MTS_OK || mts_lut_generate(&op, &lut, &err) != MTS_OK)
-        return mts_cli_error(CMD, "%s", err.msg);
+        return cli_error(CMD, "%s", err.msg);
     mts_provider p[N_PROV];
     int brk[2] = {4, 6};
     if (mts_intmul_exact_lut(8, 0, &itab[0], &err) != MTS_OK ||
@@ -237,7 +237,7 @@ int mts_bench_gemm(int argc, char **argv)
         make_providers(&o, &lut, itab, p, &err) != MTS_OK) {
         mts_lut_free(&lut);
         for (int q = 0; q < N_INT; q++) mts_lut_free(&itab[q]);
-        return mts_cli_error(CMD, "%s", err.msg);
+        return cli_error(CMD, "%s", err.msg);
     }
     int cores = 1;
 #ifdef _OPENMP
@@ -245,13 +245,13 @@ int mts_bench_gemm(int argc, char **argv)
 #endif
     printf("mantis bench gemm: isa %s, %d thread%s, LUT %s e8m7 (bf16), FMAq M7E4 prod bias 12 / acc bias 10, "
            "chunk 16, INT8 exact / broken-array BREAK 4, 6 (unsigned), best of %d, load average %.2f\n",
-           mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, mts_cli_loadavg());
+           mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, cli_loadavg());
     printf("%-6s %-8s %10s %10s %10s %9s %9s\n", "size", "gemm", "wall ms", "cpu ms", "GMAC/s", "x blas", "x lut");
     int status = 0;
     for (int s = 0; s < o.nsizes && !status; s++) {
         double t[N_PROV], cpu[N_PROV];
         if (time_size(&o, p, o.sizes[s], t, cpu, &err) != MTS_OK)
-            status = mts_cli_error(CMD, "%s", err.msg);
+            status = cli_error(CMD, "%s", err.msg);
         else
             print_size(o.sizes[s], t, cpu);
     }

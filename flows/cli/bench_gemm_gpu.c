@@ -43,38 +43,38 @@ static int time_one(int idx, const mts_gpu_gemm_plan *pl, const mts_provider *pi
     return MTS_OK;
 }
 
-int mts_bench_gemm_cuda(int argc, char **argv)
+int cmd_bench_gemm_cuda(int argc, char **argv)
 {
     int sizes[BENCH_MAX_SIZES] = {1024, 4096, 8192}, nsizes = 3, reps = 1;
     const char *model = "mbm";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
-        if (mts_is_help(a)) {
+        if (cli_is_help(a)) {
             printf("usage: mantis bench gemm --device cuda [--sizes N[,N...]] [--reps R] [--model mbm|exact]\n"
                    "  cuBLAS SGEMM (TF32 off) vs our GPU NATIVE, LUT bf16, LUT e8m10, FMAq M7E4, INT8\n"
                    "  (default sizes 1024,4096,8192; reps 1 after a warm-up)\n");
             return 0;
         }
-        if (!v) return mts_cli_error(CMD, "option '%s' needs a value", a);
+        if (!v) return cli_error(CMD, "option '%s' needs a value", a);
         i++;
         if (!strcmp(a, "--device")) continue; /* "cuda": how we got here */
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--reps")) {
-            if (mts_parse_int(v, 1, 100, &x)) return mts_cli_error(CMD, "--reps '%s': expected 1..100", v);
+            if (mts_parse_int(v, 1, 100, &x)) return cli_error(CMD, "--reps '%s': expected 1..100", v);
             reps = (int)x;
         } else if (!strcmp(a, "--sizes")) {
             long y[BENCH_MAX_SIZES];
             nsizes = mts_parse_int_list(v, 0, 1, 16384, y, BENCH_MAX_SIZES, NULL);
-            if (nsizes == -2) return mts_cli_error(CMD, "--sizes '%s': at most %d sizes", v, BENCH_MAX_SIZES);
-            if (nsizes < 0) return mts_cli_error(CMD, "--sizes '%s': expected sizes 1..16384 separated by commas", v);
+            if (nsizes == -2) return cli_error(CMD, "--sizes '%s': at most %d sizes", v, BENCH_MAX_SIZES);
+            if (nsizes < 0) return cli_error(CMD, "--sizes '%s': expected sizes 1..16384 separated by commas", v);
             for (int k = 0; k < nsizes; k++) sizes[k] = (int)y[k];
         } else
-            return mts_cli_error(CMD, "unknown option '%s' (see --help)", a);
+            return cli_error(CMD, "unknown option '%s' (see --help)", a);
     }
     mts_err err;
     mts_gpu_info info;
-    if (mts_gpu_probe(&info, &err) != MTS_OK) return mts_cli_error(CMD, "%s", err.msg);
+    if (mts_gpu_probe(&info, &err) != MTS_OK) return cli_error(CMD, "%s", err.msg);
 
     /* the providers: tables built once on the host, plans upload them */
     mts_lut l7, l10, i8;
@@ -84,7 +84,7 @@ int mts_bench_gemm_cuda(int argc, char **argv)
     if (mts_mulop_model(&op, model, &f7, &err) || mts_lut_generate(&op, &l7, &err) ||
         mts_mulop_model(&op, model, &f10, &err) || mts_lut_generate(&op, &l10, &err) ||
         mts_intmul_exact_lut(8, 1, &i8, &err))
-        return mts_cli_error(CMD, "%s", err.msg);
+        return cli_error(CMD, "%s", err.msg);
     mts_provider p[N_GPU];
     memset(p, 0, sizeof p);
     p[1].kind = MTS_PROV_NATIVE;
@@ -101,7 +101,7 @@ int mts_bench_gemm_cuda(int argc, char **argv)
     mts_gpu_gemm_plan *pl[N_GPU] = {0};
     int status = 0;
     for (int i = 1; i < 5 && !status; i++)
-        if (mts_gpu_plan_open(&p[i], &pl[i], &err)) status = mts_cli_error(CMD, "%s: %s", names[i], err.msg);
+        if (mts_gpu_plan_open(&p[i], &pl[i], &err)) status = cli_error(CMD, "%s: %s", names[i], err.msg);
 
     printf("mantis bench gemm --device cuda: %s (sm_%d%d, %d SMs, %.1f GiB), LUT model %s, best of %d\n", info.name,
            info.cc_major, info.cc_minor, info.sm_count, (double)info.mem_total / (1u << 30), model, reps);
@@ -112,7 +112,7 @@ int mts_bench_gemm_cuda(int argc, char **argv)
         float *h = malloc(3 * nn * sizeof(float));
         void *d[3] = {0};
         if (!h) {
-            status = mts_cli_error(CMD, "out of host memory for %zu-element operands", nn);
+            status = cli_error(CMD, "out of host memory for %zu-element operands", nn);
             break;
         }
         mts_rng rng = {1};
@@ -120,7 +120,7 @@ int mts_bench_gemm_cuda(int argc, char **argv)
         for (int j = 0; j < 3 && !status; j++)
             if (mts_gpu_alloc(&d[j], nn * sizeof(float), &err) ||
                 (j < 2 && mts_gpu_upload(d[j], h + j * nn, nn * sizeof(float), &err)))
-                status = mts_cli_error(CMD, "%s", err.msg);
+                status = cli_error(CMD, "%s", err.msg);
         double t[N_GPU];
         for (int i = 0; i < N_GPU && !status; i++) {
             int rc = time_one(i, pl[i], &p[5], n, reps, d[0], d[1], d[2], h, h + nn, h + 2 * nn, &t[i], &err);
@@ -130,7 +130,7 @@ int mts_bench_gemm_cuda(int argc, char **argv)
                 continue;
             }
             if (rc != MTS_OK) {
-                status = mts_cli_error(CMD, "%s at %d: %s", names[i], n, err.msg);
+                status = cli_error(CMD, "%s at %d: %s", names[i], n, err.msg);
                 break;
             }
             double macs = (double)n * n * n;

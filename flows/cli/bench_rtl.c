@@ -26,7 +26,7 @@ static int open_design(const char *dir, const char *file, const char *param, mts
     mts_err err;
     double t0 = mts_clock_now();
     int rc = mts_rtl_open(&o, r, &err);
-    if (rc) return mts_cli_fail("bench", rc, &err);
+    if (rc) return cli_fail("bench", rc, &err);
     *secs = mts_clock_now() - t0;
     return 0;
 }
@@ -140,18 +140,18 @@ static int bench_verify(const designs *d)
         mts_err err;
         double v0 = mts_clock_now();
         int rc = mts_verify_rtl(runs[k].r, &vo, &res, &err);
-        if (rc) return mts_cli_fail("bench", rc, &err);
+        if (rc) return cli_fail("bench", rc, &err);
         double vt = mts_clock_now() - v0;
         line(runs[k].what, (double)res.cases, vt, res.mismatches ? "MISMATCHES" : "bit-exact");
     }
     return 0;
 }
 
-int mts_bench_rtl(int argc, char **argv)
+int cmd_bench_rtl(int argc, char **argv)
 {
     const char *dir = MANTIS_SOURCE_DIR "/rtl";
     for (int i = 1; i < argc; i++) {
-        if (mts_is_help(argv[i])) {
+        if (cli_is_help(argv[i])) {
             printf("usage: mantis bench rtl [--rtl-dir DIR]\n"
                    "Times exhaustive sweeps of Verilated designs (rtl/mul_exact.v at M = 7 and 11,\n"
                    "rtl/fmaq_acc.v at 13+13 bits) and `mantis verify` throughput, next to the C\n"
@@ -162,13 +162,13 @@ int mts_bench_rtl(int argc, char **argv)
             dir = argv[++i];
             continue;
         }
-        return mts_cli_error("bench", "unknown option '%s' (see mantis bench rtl --help)", argv[i]);
+        return cli_error("bench", "unknown option '%s' (see mantis bench rtl --help)", argv[i]);
     }
     designs d;
     memset(&d, 0, sizeof d);
     int rc = open_designs(dir, &d);
     uint64_t *y = rc ? NULL : malloc(((size_t)1 << 22) * sizeof *y);
-    if (!rc && !y) rc = mts_cli_error("bench", "out of memory");
+    if (!rc && !y) rc = cli_error("bench", "out of memory");
     if (!rc) {
         printf("mantis bench rtl: Verilated models, 2 instances on 2 threads (open: %.2f s, %.2f s, %.2f s, %.2f s;"
                " %s)\n",

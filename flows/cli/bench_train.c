@@ -72,19 +72,19 @@ static void usage(FILE *f)
 static int parse_models(const char *v, int run[N_MODELS])
 {
     char buf[256];
-    if (strlen(v) >= sizeof buf) return mts_cli_error(CMD, "--models '%s': too long", v);
+    if (strlen(v) >= sizeof buf) return cli_error(CMD, "--models '%s': too long", v);
     snprintf(buf, sizeof buf, "%s", v);
     memset(run, 0, sizeof(int) * N_MODELS);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int i = 0;
         while (i < N_MODELS && strcmp(t, models[i].name)) i++;
         if (i == N_MODELS)
-            return mts_cli_error(CMD, "--models: unknown model '%s' (expected lenet300, lenet5, resnet20, vit-tiny)", t);
+            return cli_error(CMD, "--models: unknown model '%s' (expected lenet300, lenet5, resnet20, vit-tiny)", t);
         run[i] = 1;
     }
     for (int i = 0; i < N_MODELS; i++)
         if (run[i]) return 0;
-    return mts_cli_error(CMD, "--models '%s': no model named", v);
+    return cli_error(CMD, "--models '%s': no model named", v);
 }
 
 /* Fills o from argv: 1 parsed, 0 help printed, 2 error printed. */
@@ -96,7 +96,7 @@ static int parse_opts(int argc, char **argv, train_bench_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
-        if (mts_is_help(a)) {
+        if (cli_is_help(a)) {
             usage(stdout);
             return 0;
         }
@@ -104,17 +104,17 @@ static int parse_opts(int argc, char **argv, train_bench_opts *o)
             o->torch = 0;
             continue;
         }
-        if (!v) return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
+        if (!v) return cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         if (!strcmp(a, "--device")) {
-            if (strcmp(v, "cpu")) return mts_cli_error(CMD, "--device '%s': only cpu is benchmarked here", v);
+            if (strcmp(v, "cpu")) return cli_error(CMD, "--device '%s': only cpu is benchmarked here", v);
         } else if (!strcmp(a, "--subset")) {
-            if (mts_parse_int(v, 0, 60000, &x)) return mts_cli_error(CMD, "--subset '%s': expected 0 .. 60000", v);
+            if (mts_parse_int(v, 0, 60000, &x)) return cli_error(CMD, "--subset '%s': expected 0 .. 60000", v);
             o->subset = (int)x;
         } else if (!strcmp(a, "--threads")) {
-            if (mts_parse_int(v, 1, 1024, &x)) return mts_cli_error(CMD, "--threads '%s': expected 1 .. 1024", v);
+            if (mts_parse_int(v, 1, 1024, &x)) return cli_error(CMD, "--threads '%s': expected 1 .. 1024", v);
             o->threads = (int)x;
         } else if (!strcmp(a, "--reps")) {
-            if (mts_parse_int(v, 1, 100, &x)) return mts_cli_error(CMD, "--reps '%s': expected 1 .. 100", v);
+            if (mts_parse_int(v, 1, 100, &x)) return cli_error(CMD, "--reps '%s': expected 1 .. 100", v);
             o->reps = (int)x;
         } else if (!strcmp(a, "--models")) {
             if (parse_models(v, o->run)) return 2;
@@ -129,7 +129,7 @@ static int parse_opts(int argc, char **argv, train_bench_opts *o)
         } else if (!strcmp(a, "--torch-script")) {
             o->script = v;
         } else {
-            return mts_cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
+            return cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         }
         i++;
     }
@@ -252,18 +252,18 @@ static void goal(const char *what, double t, double torch, double limit)
     printf("goal %-28s <= %.1fx PyTorch: %.2fx %s\n", what, limit, t / torch, t <= limit * torch ? "met" : "MISSED");
 }
 
-int mts_bench_train(int argc, char **argv)
+int cmd_bench_train(int argc, char **argv)
 {
     train_bench_opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc != 1) return rc;
     int mnist = o.run[0] || o.run[1] || o.run[3];
     if (mnist && !mts_fs_exists(o.data_dir))
-        return mts_cli_error(CMD, "%s: no MNIST here (mantis data fetch mnist, or --data-dir)", o.data_dir);
+        return cli_error(CMD, "%s: no MNIST here (mantis data fetch mnist, or --data-dir)", o.data_dir);
     if (o.run[2] && o.cifar_dir && !mts_fs_exists(o.cifar_dir))
-        return mts_cli_error(CMD, "%s: no such CIFAR-10 directory (--cifar-dir)", o.cifar_dir);
+        return cli_error(CMD, "%s: no such CIFAR-10 directory (--cifar-dir)", o.cifar_dir);
     char tmp[] = "/tmp/mantis-bench-train-XXXXXX";
-    if (!mkdtemp(tmp)) return mts_cli_error(CMD, "cannot create a temporary directory in /tmp");
+    if (!mkdtemp(tmp)) return cli_error(CMD, "cannot create a temporary directory in /tmp");
     if (o.run[0] || o.run[1]) { /* the INT8 rows' table */
         char path[sizeof tmp + 16];
         mts_lut itab;
@@ -276,7 +276,7 @@ int mts_bench_train(int argc, char **argv)
         }
         if (irc != MTS_OK) {
             mts_fs_rmtree(tmp);
-            return mts_cli_error(CMD, "%s", err.msg);
+            return cli_error(CMD, "%s", err.msg);
         }
     }
     char synth[sizeof tmp + 16];
@@ -285,7 +285,7 @@ int mts_bench_train(int argc, char **argv)
         mts_err err;
         if (mts_fs_mkdirs(synth, &err) != MTS_OK || write_synthetic_cifar(synth, &err) != MTS_OK) {
             mts_fs_rmtree(tmp);
-            return mts_cli_error(CMD, "synthetic CIFAR-10 data: %s", err.msg);
+            return cli_error(CMD, "synthetic CIFAR-10 data: %s", err.msg);
         }
     }
     if (o.torch && !mts_fs_exists(o.script)) {
@@ -294,7 +294,7 @@ int mts_bench_train(int argc, char **argv)
         o.torch = 0;
     }
     printf("mantis bench train: %d thread%s, best of %d, load average %.2f; seconds of one epoch\n", o.threads,
-           o.threads == 1 ? "" : "s", o.reps, mts_cli_loadavg());
+           o.threads == 1 ? "" : "s", o.reps, cli_loadavg());
     for (int mi = 0; mi < N_MODELS; mi++) {
         if (!o.run[mi]) continue;
         char ns[32] = "all";

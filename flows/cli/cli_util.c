@@ -8,9 +8,9 @@
 #include "cli_util.h"
 #include "mantis/fs.h"
 
-int mts_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
+int cli_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
 
-int mts_cli_error(const char *cmd, const char *fmt, ...)
+int cli_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     fprintf(stderr, "mantis %s: ", cmd);
@@ -21,42 +21,42 @@ int mts_cli_error(const char *cmd, const char *fmt, ...)
     return 2;
 }
 
-int mts_cli_exit(int rc) { return mts_status_exit(rc); }
+int cli_exit(int rc) { return mts_status_exit(rc); }
 
-int mts_cli_fail(const char *cmd, int code, const mts_err *err)
+int cli_fail(const char *cmd, int code, const mts_err *err)
 {
-    mts_cli_error(cmd, "%s", err->msg);
-    return mts_cli_exit(code);
+    cli_error(cmd, "%s", err->msg);
+    return cli_exit(code);
 }
 
-int mts_cli_output(const char *cmd, const char *out, void (*fn)(FILE *f, void *ctx), void *ctx)
+int cli_output(const char *cmd, const char *out, void (*fn)(FILE *f, void *ctx), void *ctx)
 {
     if (!out) return 0;
     if (!strcmp(out, "-")) {
-        fn(stdout, ctx); /* a failed write shows in mts_cli_finish */
+        fn(stdout, ctx); /* a failed write shows in cli_finish */
         return 0;
     }
     mts_err err;
     int rc = mts_fs_write_stream(out, fn, ctx, &err);
-    return rc ? mts_cli_fail(cmd, rc, &err) : 0;
+    return rc ? cli_fail(cmd, rc, &err) : 0;
 }
 
-FILE *mts_cli_text(const char *out1, const char *out2)
+FILE *cli_text(const char *out1, const char *out2)
 {
     return (out1 && !strcmp(out1, "-")) || (out2 && !strcmp(out2, "-")) ? stderr : stdout;
 }
 
-int mts_cli_finish(const char *cmd, int rc)
+int cli_finish(const char *cmd, int rc)
 {
     /* A report that did not reach stdout (a full disk, a closed pipe) is a failure, not a success. */
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        mts_cli_error(cmd, "cannot write to standard output: %s", strerror(errno ? errno : EIO));
+        cli_error(cmd, "cannot write to standard output: %s", strerror(errno ? errno : EIO));
         return rc ? rc : MTS_EXIT_ENV;
     }
     return rc;
 }
 
-double mts_cli_loadavg(void)
+double cli_loadavg(void)
 {
     double l = -1.0;
     FILE *f = fopen("/proc/loadavg", "r");

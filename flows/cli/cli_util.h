@@ -9,38 +9,38 @@
 #include "mantis/status.h"
 
 /* 1 if s is "--help" or "-h". */
-int mts_is_help(const char *s);
+int cli_is_help(const char *s);
 
 /* Prints "mantis CMD: message" on one line to stderr; returns 2
  * (MTS_EXIT_INPUT: for errors in the options and arguments). */
-int mts_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The exit status for a library status code (mts_status_exit, status.h):
  * 0 MTS_OK, 1 MTS_EMISMATCH, 2 the input's fault, 4 the environment's.
  * Decided on the code, never the message. */
-int mts_cli_exit(int rc);
+int cli_exit(int rc);
 
 /* A library call failed with code: prints "mantis CMD: err->msg" and
  * returns the exit status of code. */
-int mts_cli_fail(const char *cmd, int code, const mts_err *err);
+int cli_fail(const char *cmd, int code, const mts_err *err);
 
 /* The one convention for a command's machine-readable outputs (--json
  * OUT|-, --csv OUT|-): fn(f, ctx) goes to OUT atomically
  * (mts_fs_write_stream), or to stdout when OUT is "-". 0, or the exit
  * status of the one-line error it printed. */
-int mts_cli_output(const char *cmd, const char *out, void (*fn)(FILE *f, void *ctx), void *ctx);
+int cli_output(const char *cmd, const char *out, void (*fn)(FILE *f, void *ctx), void *ctx);
 
 /* Where a command prints its text for people: stderr when one of its
  * outputs is "-" (stdout then holds that output alone), else stdout. */
-FILE *mts_cli_text(const char *out1, const char *out2);
+FILE *cli_text(const char *out1, const char *out2);
 
 /* The 1-minute load average (-1 if unknown), so a reader can tell a busy
  * machine's benchmark figures. */
-double mts_cli_loadavg(void);
+double cli_loadavg(void);
 
 /* Called with a command's exit status when it returns: flushes stdout and
  * turns a failed write (ENOSPC, EIO, EPIPE) into one line and exit 4
  * (MTS_EXIT_ENV) when the command had succeeded. */
-int mts_cli_finish(const char *cmd, int rc);
+int cli_finish(const char *cmd, int rc);
 
 #endif

@@ -38,7 +38,7 @@ static const char usage_text[] =
     "Exit status: 0 bit-exact, 1 a mismatch against mts_gemm, 2 could not run.\n";
 
 typedef struct cosim_opts {
-    mts_mulsel sel;
+    mulsel sel;
     const char *gemm, *acc, *fmaq, *fmaq_prod, *synth, *vcd, *json, *mode, *dataflow;
     int rows, cols, acc_bias, prod_bias, chunk, batch;
 } cosim_opts;
@@ -59,19 +59,19 @@ static int parse(int argc, char **argv, cosim_opts *o, int *help)
 {
     mts_err err;
     memset(o, 0, sizeof *o);
-    mts_mulsel_init(&o->sel);
+    mulsel_init(&o->sel);
     o->mode = "lut", o->dataflow = "ws", o->acc_bias = o->prod_bias = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (mts_is_help(a)) {
+        if (cli_is_help(a)) {
             fputs(usage_text, stdout);
             *help = 1;
             return 0;
         }
-        int r = mts_mulsel_arg(&o->sel, argc, argv, &i, &err);
-        if (r < 0) return mts_cli_error(CMD, "%s", err.msg);
+        int r = mulsel_arg(&o->sel, argc, argv, &i, &err);
+        if (r < 0) return cli_error(CMD, "%s", err.msg);
         if (r > 0) continue;
-        if (i + 1 >= argc) return mts_cli_error(CMD, "option %s needs a value (see mantis cosim --help)", a);
+        if (i + 1 >= argc) return cli_error(CMD, "option %s needs a value (see mantis cosim --help)", a);
         const char *v = argv[++i];
         long l;
         if (!strcmp(a, "--gemm")) o->gemm = v;
@@ -85,32 +85,32 @@ static int parse(int argc, char **argv, cosim_opts *o, int *help)
         else if (!strcmp(a, "--dataflow")) o->dataflow = v;
         else if (!strcmp(a, "--array")) {
             if (parse_array(v, &o->rows, &o->cols))
-                return mts_cli_error(CMD, "--array '%s': expected RxC with 1 <= R, C <= 256", v);
+                return cli_error(CMD, "--array '%s': expected RxC with 1 <= R, C <= 256", v);
         } else if (!strcmp(a, "--acc-bias") || !strcmp(a, "--prod-bias") || !strcmp(a, "--chunk") ||
                    !strcmp(a, "--batch")) {
             if (mts_parse_int(v, !strcmp(a, "--chunk") || !strcmp(a, "--batch") ? 1 : 0, 1 << 20, &l))
-                return mts_cli_error(CMD, "%s '%s': expected a non-negative integer", a, v);
+                return cli_error(CMD, "%s '%s': expected a non-negative integer", a, v);
             if (!strcmp(a, "--acc-bias")) o->acc_bias = (int)l;
             else if (!strcmp(a, "--prod-bias")) o->prod_bias = (int)l;
             else if (!strcmp(a, "--chunk")) o->chunk = (int)l;
             else o->batch = (int)l;
         } else
-            return mts_cli_error(CMD, "unknown option %s (see mantis cosim --help)", a);
+            return cli_error(CMD, "unknown option %s (see mantis cosim --help)", a);
     }
-    if (!o->gemm || !o->rows) return mts_cli_error(CMD, "--gemm FILE and --array RxC are required (see mantis cosim --help)");
+    if (!o->gemm || !o->rows) return cli_error(CMD, "--gemm FILE and --array RxC are required (see mantis cosim --help)");
     if (!!o->sel.mul + !!o->sel.lut + !!o->sel.rtl != 1)
-        return mts_cli_error(CMD, "give exactly one multiplier: --rtl MUL.v, --mul NAME or --lut FILE");
-    if (strcmp(o->mode, "lut") && strcmp(o->mode, "rtl")) return mts_cli_error(CMD, "--mode '%s': expected lut or rtl", o->mode);
-    if (!strcmp(o->mode, "rtl") && !o->sel.rtl) return mts_cli_error(CMD, "--mode rtl needs --rtl MUL.v");
+        return cli_error(CMD, "give exactly one multiplier: --rtl MUL.v, --mul NAME or --lut FILE");
+    if (strcmp(o->mode, "lut") && strcmp(o->mode, "rtl")) return cli_error(CMD, "--mode '%s': expected lut or rtl", o->mode);
+    if (!strcmp(o->mode, "rtl") && !o->sel.rtl) return cli_error(CMD, "--mode rtl needs --rtl MUL.v");
     if (strcmp(o->dataflow, "ws") && strcmp(o->dataflow, "os"))
-        return mts_cli_error(CMD, "--dataflow '%s': expected ws or os", o->dataflow);
-    if (o->acc && o->fmaq) return mts_cli_error(CMD, "give --acc ACC.v or --fmaq FMT, not both");
+        return cli_error(CMD, "--dataflow '%s': expected ws or os", o->dataflow);
+    if (o->acc && o->fmaq) return cli_error(CMD, "give --acc ACC.v or --fmaq FMT, not both");
     return 0;
 }
 
 /* What the run opened; closed by close_all. */
 typedef struct opened {
-    mts_mulhandle h;
+    mulhandle h;
     mts_rtl *acc;
     mts_provider p;
     char desc[160];
@@ -120,7 +120,7 @@ static uint32_t acc_rtl(void *ud, uint32_t prod, uint32_t s) { return mts_rtl_ac
 
 static void close_all(opened *x)
 {
-    mts_mulhandle_close(&x->h);
+    mulhandle_close(&x->h);
     if (x->acc) mts_rtl_close(x->acc);
 }
 
@@ -132,7 +132,7 @@ static int open_mul(const cosim_opts *o, opened *x, mts_err *err)
     memset(&x->p, 0, sizeof x->p);
     x->p.threads = 1;
     if (!o->sel.rtl) {
-        if ((rc = mts_mulsel_open(&o->sel, &x->h, err))) return rc;
+        if ((rc = mulsel_open(&o->sel, &x->h, err))) return rc;
         if (x->h.is_int) return mts_fail(err, MTS_EINVAL, "an integer table does not fit the float MAC array");
         if (x->h.lut.entry) {
             x->p.kind = MTS_PROV_LUT, x->p.lut = &x->h.lut;
@@ -145,7 +145,7 @@ static int open_mul(const cosim_opts *o, opened *x, mts_err *err)
     }
     mts_rtl_opts ro;
     mts_rtl *r;
-    if ((rc = mts_mulsel_rtl_opts(&o->sel, &ro, err)) || (rc = mts_rtl_open(&ro, &r, err))) return rc;
+    if ((rc = mulsel_rtl_opts(&o->sel, &ro, err)) || (rc = mts_rtl_open(&ro, &r, err))) return rc;
     x->h.rtl = r;
     const mts_rtl_info *in = mts_rtl_get_info(r);
     if (in->kind != MTS_RTL_SIG && in->kind != MTS_RTL_FLOAT)
@@ -235,18 +235,18 @@ static void write_json(FILE *f, void *ud)
     mts_jw_end(&w);
 }
 
-int mts_cmd_cosim(int argc, char **argv)
+int cmd_cosim(int argc, char **argv)
 {
     cosim_opts o;
     int help = 0, rc = parse(argc, argv, &o, &help);
     if (rc || help) return rc;
     mts_err err;
     if (!mts_cosim_available()) {
-        mts_cli_error(CMD, "built without SystemC (install libsystemc-dev and rebuild)");
-        return mts_cli_exit(MTS_EUNSUPPORTED);
+        cli_error(CMD, "built without SystemC (install libsystemc-dev and rebuild)");
+        return cli_exit(MTS_EUNSUPPORTED);
     }
     mts_gemmdump g;
-    if ((rc = mts_gemmdump_read(o.gemm, &g, &err))) return mts_cli_fail(CMD, rc, &err);
+    if ((rc = mts_gemmdump_read(o.gemm, &g, &err))) return cli_fail(CMD, rc, &err);
     opened x;
     memset(&x, 0, sizeof x);
     mts_cosim_config c;
@@ -267,7 +267,7 @@ int mts_cmd_cosim(int argc, char **argv)
     if (rc != MTS_OK) {
         close_all(&x);
         mts_gemmdump_free(&g);
-        return mts_cli_fail(CMD, rc, &err);
+        return cli_fail(CMD, rc, &err);
     }
     int batch = o.batch ? o.batch : (g.batch ? g.batch : 1);
     char qn[64] = "FP32", qp[64];
@@ -275,7 +275,7 @@ int mts_cmd_cosim(int argc, char **argv)
         mts_qfmt_name(&x.p.qacc, qn, sizeof qn);
         mts_qfmt_name(&x.p.qprod, qp, sizeof qp);
     }
-    FILE *t = mts_cli_text(o.json, NULL); /* stderr when the JSON goes to stdout */
+    FILE *t = cli_text(o.json, NULL); /* stderr when the JSON goes to stdout */
     fprintf(t, "cosim: %s GEMM %dx%dx%d (batch %d) on a %dx%d %s array, %s; accumulation %s%s%s%s\n",
            g.layer[0] ? g.layer : "?", g.m, g.n, g.k, batch, o.rows, o.cols, o.dataflow, x.desc,
            x.p.fmaq ? "FMAq acc " : "", qn, x.p.fmaq ? " prod " : "", x.p.fmaq ? qp : "");
@@ -300,9 +300,9 @@ int mts_cmd_cosim(int argc, char **argv)
            r.seconds > 0 ? (double)r.pe_cycles / r.seconds / 1e6 : 0.0);
     if (o.vcd) fprintf(t, "waveforms: %s.vcd\n", vcdbase);
     const void *ud[5] = {&o, &r, &energy, &g, x.desc};
-    int st = mts_cli_output(CMD, o.json, write_json, (void *)ud);
+    int st = cli_output(CMD, o.json, write_json, (void *)ud);
     close_all(&x);
     mts_gemmdump_free(&g);
     if (st) return st;
-    return r.mismatches ? mts_cli_exit(MTS_EMISMATCH) : 0;
+    return r.mismatches ? cli_exit(MTS_EMISMATCH) : 0;
 }

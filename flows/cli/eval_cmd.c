@@ -17,23 +17,23 @@ static const char help[] =
     "Accumulator designs: the product p and the partial sum s in, Q_acc(Q_prod(p) + s) out (hex FP32).\n"
     "Integer tables and designs: decimal integers in and out.\n\noptions:\n";
 
-int mts_cmd_eval(int argc, char **argv)
+int cmd_eval(int argc, char **argv)
 {
-    mts_mulsel sel;
-    mts_mulsel_init(&sel);
+    mulsel sel;
+    mulsel_init(&sel);
     mts_err err;
     for (int i = 1; i < argc; i++) {
-        if (mts_is_help(argv[i])) {
-            printf("%s%s", help, mts_mulsel_help);
+        if (cli_is_help(argv[i])) {
+            printf("%s%s", help, mulsel_help);
             return 0;
         }
-        int rc = mts_mulsel_arg(&sel, argc, argv, &i, &err);
-        if (rc < 0) return mts_cli_error("eval", "%s", err.msg);
-        if (rc == 0) return mts_cli_error("eval", "unknown option '%s' (see mantis eval --help)", argv[i]);
+        int rc = mulsel_arg(&sel, argc, argv, &i, &err);
+        if (rc < 0) return cli_error("eval", "%s", err.msg);
+        if (rc == 0) return cli_error("eval", "unknown option '%s' (see mantis eval --help)", argv[i]);
     }
-    mts_mulhandle h;
-    int st = mts_mulsel_open(&sel, &h, &err);
-    if (st) return mts_cli_fail("eval", st, &err);
+    mulhandle h;
+    int st = mulsel_open(&sel, &h, &err);
+    if (st) return cli_fail("eval", st, &err);
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;
@@ -52,7 +52,7 @@ int mts_cmd_eval(int argc, char **argv)
         if (h.is_int) {
             long a, b;
             if (!y || extra || mts_parse_int(x, lo, hi, &a) || mts_parse_int(y, lo, hi, &b)) {
-                status = mts_cli_error("eval", "stdin line %ld: expected two integers in [%ld, %ld]", lineno, lo, hi);
+                status = cli_error("eval", "stdin line %ld: expected two integers in [%ld, %ld]", lineno, lo, hi);
                 break;
             }
             uint32_t mask = (1u << t->int_bits) - 1u;
@@ -61,14 +61,14 @@ int mts_cmd_eval(int argc, char **argv)
         } else {
             uint32_t a, b;
             if (!y || extra || mts_parse_hex32(x, &a) || mts_parse_hex32(y, &b)) {
-                status = mts_cli_error("eval", "stdin line %ld: expected two hex FP32 bit patterns", lineno);
+                status = cli_error("eval", "stdin line %ld: expected two hex FP32 bit patterns", lineno);
                 break;
             }
             printf("%08x\n", h.is_acc ? mts_rtl_acc(h.rtl, a, b) : h.op.fn(&h.op, a, b));
         }
     }
     free(line);
-    mts_mulhandle_close(&h);
-    if (fflush(stdout) != 0 && !status) status = mts_cli_error("eval", "cannot write results");
+    mulhandle_close(&h);
+    if (fflush(stdout) != 0 && !status) status = cli_error("eval", "cannot write results");
     return status;
 }

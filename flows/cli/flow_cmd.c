@@ -170,7 +170,7 @@ static int layer_args(const flow_cfg *c, int m, int d, const char *const *mul, i
 
 /* Which rules match which model x data set (c->layer_mask), built once
  * before planning; a rule that matches no multiplying layer of any of the
- * flow's nets is a configuration error. Returns 0 or mts_cli_error's status. */
+ * flow's nets is a configuration error. Returns 0 or cli_error's status. */
 static int match_layers(flow_cfg *c, const char *config)
 {
     memset(c->layer_mask, 0, sizeof c->layer_mask);
@@ -182,11 +182,11 @@ static int match_layers(flow_cfg *c, const char *config)
             mts_net net;
             mts_err err;
             if (mts_nn_model_build(&net, c->models[m], cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, &err))
-                return mts_cli_error("flow", "%s: models: %s", config ? config : "flow", err.msg);
+                return cli_error("flow", "%s: models: %s", config ? config : "flow", err.msg);
             int *match = calloc((size_t)net.n, sizeof(int));
             if (!match) {
                 mts_net_free(&net);
-                return mts_cli_error("flow", "out of memory");
+                return cli_error("flow", "out of memory");
             }
             for (int r = 0; r < c->nlayers; r++) {
                 char pattern[256]; /* the rule up to '=' (the config reader checked it) */
@@ -200,7 +200,7 @@ static int match_layers(flow_cfg *c, const char *config)
         }
     for (int r = 0; r < c->nlayers; r++)
         if (!(any & (1u << r)))
-            return mts_cli_error("flow", "%s: layers rule '%s' matches no multiplying layer of the models (see mantis "
+            return cli_error("flow", "%s: layers rule '%s' matches no multiplying layer of the models (see mantis "
                                  "train --model M --list-layers)", config ? config : "flow", c->layers[r]);
     return 0;
 }
@@ -489,35 +489,35 @@ typedef struct flow_opts {
     int nsweep;
 } flow_opts;
 
-/* Returns 0, 1 when --help was printed, or mts_cli_error's status. */
+/* Returns 0, 1 when --help was printed, or cli_error's status. */
 static int parse_opts(int argc, char **argv, flow_opts *o)
 {
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (mts_is_help(a)) {
+        if (cli_is_help(a)) {
             printf("%s", help);
             return 1;
         }
         if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
         if (!strcmp(a, "--retry-failed")) { o->retry = 1; continue; }
         if (!strcmp(a, "--dry-run")) { o->dry_run = 1; continue; }
-        if (i + 1 >= argc) return mts_cli_error("flow", "unknown option or missing value: '%s'", a);
+        if (i + 1 >= argc) return cli_error("flow", "unknown option or missing value: '%s'", a);
         if (!strcmp(a, "--config")) o->config = argv[++i];
         else if (!strcmp(a, "--designs")) o->designs = argv[++i];
         else if (!strcmp(a, "--out")) o->out = argv[++i];
         else if (!strcmp(a, "--data-dir")) o->data_dir = argv[++i];
         else if (!strcmp(a, "--sweep")) {
-            if (o->nsweep == FLOW_MAX_SWEEPS) return mts_cli_error("flow", "--sweep: at most %d", FLOW_MAX_SWEEPS);
+            if (o->nsweep == FLOW_MAX_SWEEPS) return cli_error("flow", "--sweep: at most %d", FLOW_MAX_SWEEPS);
             o->sweep[o->nsweep++] = argv[++i];
         } else if (!strcmp(a, "--executor")) {
             o->executor = argv[++i];
             if (strcmp(o->executor, "local") && strcmp(o->executor, "slurm"))
-                return mts_cli_error("flow", "--executor: expected local or slurm, not '%s'", o->executor);
+                return cli_error("flow", "--executor: expected local or slurm, not '%s'", o->executor);
         }
         else if (!strcmp(a, "-j")) {
-            if (mts_parse_int(argv[++i], 1, 256, &o->jobs)) return mts_cli_error("flow", "-j: expected 1..256");
-        } else return mts_cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
+            if (mts_parse_int(argv[++i], 1, 256, &o->jobs)) return cli_error("flow", "-j: expected 1..256");
+        } else return cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
     }
     return 0;
 }
@@ -525,29 +525,29 @@ static int parse_opts(int argc, char **argv, flow_opts *o)
 /* --sweep SPEC (as the sweep key; docs/flow.md "Sweeps"): a design swept on
  * the command line takes its parameters from there alone, the configuration's
  * other sweeps stay; --sweep none drops the configuration's. Returns 0 or
- * mts_cli_error's status. */
+ * cli_error's status. */
 static int cli_sweeps(const flow_opts *o, flow_cfg *c)
 {
     if (!o->nsweep) return 0;
     flow_cfg *cli = calloc(1, sizeof *cli);
-    if (!cli) return mts_cli_error("flow", "out of memory");
+    if (!cli) return cli_error("flow", "out of memory");
     mts_err err;
     int rc = 0;
     for (int i = 0; !rc && i < o->nsweep; i++) {
         if (!strcmp(o->sweep[i], "none")) c->nsweep = 0;
-        else if (flow_sweep_add(cli, o->sweep[i], "--sweep", &err)) rc = mts_cli_error("flow", "--sweep: %s", err.msg);
+        else if (flow_sweep_add(cli, o->sweep[i], "--sweep", &err)) rc = cli_error("flow", "--sweep: %s", err.msg);
     }
     for (int i = 0; !rc && i < cli->nsweep; i++) {
         int k = 0; /* the configuration's sweep of the same design goes */
         while (k < c->nsweep && strcmp(c->sweep[k].design, cli->sweep[i].design)) k++;
         if (k < c->nsweep) memmove(&c->sweep[k], &c->sweep[k + 1], (size_t)(--c->nsweep - k) * sizeof c->sweep[0]);
-        if (c->nsweep == FLOW_MAX_SWEEPS) rc = mts_cli_error("flow", "--sweep: more than %d swept designs", FLOW_MAX_SWEEPS);
+        if (c->nsweep == FLOW_MAX_SWEEPS) rc = cli_error("flow", "--sweep: more than %d swept designs", FLOW_MAX_SWEEPS);
         else c->sweep[c->nsweep++] = cli->sweep[i];
     }
     int total = 0;
     for (int i = 0; i < c->nsweep; i++) total += flow_sweep_points(&c->sweep[i]);
     if (!rc && total > FLOW_MAX_POINTS)
-        rc = mts_cli_error("flow", "--sweep: %d design points in all, more than %d", total, FLOW_MAX_POINTS);
+        rc = cli_error("flow", "--sweep: %d design points in all, more than %d", total, FLOW_MAX_POINTS);
     free(cli);
     return rc;
 }
@@ -561,7 +561,7 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     const char *config = o->config;
     snprintf(dflt, sizeof dflt, "%s/flows/default.flow", MANTIS_SOURCE_DIR);
     if (!config && access(dflt, R_OK) == 0) config = dflt;
-    if (flow_cfg_load(c, config, o->quick, &err)) return mts_cli_error("flow", "%s", err.msg);
+    if (flow_cfg_load(c, config, o->quick, &err)) return cli_error("flow", "%s", err.msg);
     int rc = match_layers(c, config);
     if (!rc) rc = cli_sweeps(o, c);
     if (rc) return rc;
@@ -569,11 +569,11 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     if (o->designs) snprintf(c->designs, sizeof c->designs, "%s", o->designs);
     if (o->out) snprintf(c->out, sizeof c->out, "%s", o->out);
     if (o->data_dir && snprintf(c->data_dir, sizeof c->data_dir, "%s", o->data_dir) >= FLOW_PATH - 32)
-        return mts_cli_error("flow", "--data-dir: path too long");
+        return cli_error("flow", "--data-dir: path too long");
     for (int i = 0; i < c->ndatasets; i++) { /* a flow without its data would fail every training */
         char d[FLOW_PATH];
         if (mts_fs_pathf(d, sizeof d, "%s/%s", c->data_dir, c->datasets[i]) || !mts_fs_exists(d))
-            return mts_cli_error("flow", "%s: no %s data set here (mantis data fetch %s, or --data-dir / data_dir)",
+            return cli_error("flow", "%s: no %s data set here (mantis data fetch %s, or --data-dir / data_dir)",
                                  d, c->datasets[i], c->datasets[i]);
     }
     if (o->executor) snprintf(c->executor, sizeof c->executor, "%s", o->executor);
@@ -604,7 +604,7 @@ static void free_designs(flow_designs *d)
 
 /* A sweep's design and parameters exist: the design is a file of the design
  * directory and its top module declares every swept parameter (Verilator's
- * front end, mts_rtl_params). Returns 0 or mts_cli_error's status, one line
+ * front end, mts_rtl_params). Returns 0 or cli_error's status, one line
  * naming where the sweep was given. */
 static int check_sweep(const flow_cfg *c, const flow_sweep *s, const flow_designs *d, int *file)
 {
@@ -615,13 +615,13 @@ static int check_sweep(const flow_cfg *c, const flow_sweep *s, const flow_design
         if (!strcmp(name, s->design)) *file = i;
     }
     if (*file < 0)
-        return mts_cli_error("flow", "%s: no design '%s' in %s (no %s/%s.v)", s->where, s->design, c->designs,
+        return cli_error("flow", "%s: no design '%s' in %s (no %s/%s.v)", s->where, s->design, c->designs,
                              c->designs, s->design);
     char names[64][64];
     int n = 0;
     mts_err err;
     if (mts_rtl_params(d->paths[*file], names, 64, &n, &err))
-        return mts_cli_error("flow", "%s: %s: cannot read its parameters: %s", s->where, s->design, err.msg);
+        return cli_error("flow", "%s: %s: cannot read its parameters: %s", s->where, s->design, err.msg);
     for (int p = 0; p < s->nparams; p++) {
         int found = 0;
         for (int k = 0; k < n; k++) found |= !strcmp(names[k], s->param[p]);
@@ -629,7 +629,7 @@ static int check_sweep(const flow_cfg *c, const flow_sweep *s, const flow_design
         char list[512] = "";
         for (int k = 0; k < n; k++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.63s", k ? ", " : "", names[k]);
-        return mts_cli_error("flow", "%s: %s has no parameter %s (%s%s)", s->where, s->design, s->param[p],
+        return cli_error("flow", "%s: %s has no parameter %s (%s%s)", s->where, s->design, s->param[p],
                              n ? "its parameters: " : "it declares none", list);
     }
     return 0;
@@ -637,13 +637,13 @@ static int check_sweep(const flow_cfg *c, const flow_sweep *s, const flow_design
 
 /* The design points: every file, a swept file replaced by its points (in
  * the order of flow_sweep_point: a family's points consecutive). Returns 0
- * or mts_cli_error's status. */
+ * or cli_error's status. */
 static int design_points(const flow_cfg *c, flow_designs *d)
 {
     int cap = d->npaths;
     for (int i = 0; i < c->nsweep; i++) cap += flow_sweep_points(&c->sweep[i]);
     d->pt = calloc((size_t)cap + 1, sizeof *d->pt);
-    if (!d->pt) return mts_cli_error("flow", "out of memory");
+    if (!d->pt) return cli_error("flow", "out of memory");
     int swept[FLOW_MAX_SWEEPS];
     for (int i = 0; i < c->nsweep; i++) {
         int rc = check_sweep(c, &c->sweep[i], d, &swept[i]);
@@ -677,7 +677,7 @@ static int plan_detect(flow_graph *g, const flow_cfg *c, flow_designs *d)
 {
     mts_err err;
     d->detect = malloc((size_t)(d->n + 1) * sizeof *d->detect);
-    if (!d->detect) return mts_cli_error("flow", "out of memory");
+    if (!d->detect) return cli_error("flow", "out of memory");
     for (int i = 0; i < d->n; i++) {
         const flow_point *pt = &d->pt[i];
         char content[65];
@@ -686,7 +686,7 @@ static int plan_detect(flow_graph *g, const flow_cfg *c, flow_designs *d)
         d->detect[i] = flow_add(g, pt->name, "detect", "json",
                                 rtl_args(c, pt, ARGV("rtl", "info", "--rtl", pt->path, "--json", "{OUT}"), 1, sb),
                                 NULL, 0, content, &err);
-        if (d->detect[i] < 0) return mts_cli_error("flow", "%s", err.msg);
+        if (d->detect[i] < 0) return cli_error("flow", "%s", err.msg);
     }
     return 0;
 }
@@ -697,17 +697,17 @@ static int plan_rest(flow_graph *g, const flow_cfg *c, const flow_designs *d)
     mts_err err;
     int first = !strcmp(c->mode, "train") ? 0 : 1; /* infer needs the fp32 trainings planned first */
     for (int i = 0; first && i < c->nbaselines; i++)
-        if (plan_baseline(g, c, c->baselines[i], &err)) return mts_cli_error("flow", "%s", err.msg);
+        if (plan_baseline(g, c, c->baselines[i], &err)) return cli_error("flow", "%s", err.msg);
     for (int i = 0; i < d->n; i++) {
         if (g->s[d->detect[i]].state != ST_DONE || !mts_fs_exists(g->s[d->detect[i]].out))
             continue; /* reported as not fitting the contract (dry run: not run yet) */
         mts_json *det = mts_json_load(g->s[d->detect[i]].out);
         int rc = plan_design(g, c, &d->pt[i], d->detect[i], det, &err);
         mts_json_free(det);
-        if (rc) return mts_cli_error("flow", "%s", err.msg);
+        if (rc) return cli_error("flow", "%s", err.msg);
     }
     for (int i = 0; !first && i < c->nbaselines; i++)
-        if (plan_baseline(g, c, c->baselines[i], &err)) return mts_cli_error("flow", "%s", err.msg);
+        if (plan_baseline(g, c, c->baselines[i], &err)) return cli_error("flow", "%s", err.msg);
     return 0;
 }
 
@@ -720,11 +720,11 @@ static int report(const flow_cfg *c, const flow_graph *g, int argc, char **argv)
     for (int i = 0; i < argc; i++)
         snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
     int bad = 0;
-    if (flow_report(c, g, cmdline, stdout, &bad, &err)) return mts_cli_error("flow", "%s", err.msg);
+    if (flow_report(c, g, cmdline, stdout, &bad, &err)) return cli_error("flow", "%s", err.msg);
     return bad ? 1 : 0;
 }
 
-int mts_cmd_flow(int argc, char **argv)
+int cmd_flow(int argc, char **argv)
 {
     flow_opts o;
     flow_cfg c;
@@ -733,7 +733,7 @@ int mts_cmd_flow(int argc, char **argv)
     if ((status = load_config(&o, &c))) return status;
     flow_designs d = {0};
     d.npaths = list_designs(c.designs, &d.paths);
-    if (d.npaths < 0) return mts_cli_error("flow", "%s: cannot read the design directory", c.designs);
+    if (d.npaths < 0) return cli_error("flow", "%s: cannot read the design directory", c.designs);
     if ((status = design_points(&c, &d))) { /* a sweep's design and parameters exist: before anything is written */
         free_designs(&d);
         return status;
@@ -749,12 +749,12 @@ int mts_cmd_flow(int argc, char **argv)
     int lock = flow_lock(c.out, &lerr); /* held until exit: one flow per results directory */
     if (lock < 0) {
         free_designs(&d);
-        return mts_cli_error("flow", "%s", lerr.msg);
+        return cli_error("flow", "%s", lerr.msg);
     }
     ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
     if (n <= 0) {
         free_designs(&d);
-        return mts_cli_error("flow", "cannot find the mantis executable");
+        return cli_error("flow", "cannot find the mantis executable");
     }
     g.exe[n] = '\0';
     char points[64] = "";
@@ -771,7 +771,7 @@ int mts_cmd_flow(int argc, char **argv)
                        d.pt[i].name);
     if (!status) status = plan_rest(&g, &c, &d);
     if (!status) status = flow_run(&g, c.jobs, stdout);
-    if (status == 2 && g.error[0]) mts_cli_error("flow", "%s", g.error);
+    if (status == 2 && g.error[0]) cli_error("flow", "%s", g.error);
     if (!status && !o.dry_run) status = report(&c, &g, argc, argv);
     free_designs(&d);
     flow_free(&g);

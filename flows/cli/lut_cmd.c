@@ -43,11 +43,11 @@ static void print_header(FILE *f, const char *path, const mts_lut *lut)
 
 static void metrics_json(FILE *f, void *m) { mts_metrics_print_json(f, m); }
 
-int mts_cmd_lut(int argc, char **argv)
+int cmd_lut(int argc, char **argv)
 {
     /* --help anywhere (also after `info`) prints the usage: it is never a file name. */
     for (int i = 1; i < argc; i++)
-        if (mts_is_help(argv[i])) {
+        if (cli_is_help(argv[i])) {
             printf("%s", help);
             return 0;
         }
@@ -55,32 +55,32 @@ int mts_cmd_lut(int argc, char **argv)
         printf("%s", help);
         return 2;
     }
-    if (strcmp(argv[1], "info")) return mts_cli_error("lut", "expected 'mantis lut info FILE.lut [--json OUT|-]'");
+    if (strcmp(argv[1], "info")) return cli_error("lut", "expected 'mantis lut info FILE.lut [--json OUT|-]'");
     const char *path = NULL, *json = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
-            if (i + 1 >= argc) return mts_cli_error("lut", "--json needs OUT or - (stdout)");
+            if (i + 1 >= argc) return cli_error("lut", "--json needs OUT or - (stdout)");
             json = argv[++i];
         } else if (!path && argv[i][0] != '-')
             path = argv[i];
         else
-            return mts_cli_error("lut", "unexpected argument '%s'", argv[i]);
+            return cli_error("lut", "unexpected argument '%s'", argv[i]);
     }
-    if (!path) return mts_cli_error("lut", "expected 'mantis lut info FILE.lut [--json OUT|-]'");
+    if (!path) return cli_error("lut", "expected 'mantis lut info FILE.lut [--json OUT|-]'");
     mts_lut lut;
     mts_err err;
     int rc = mts_lut_load(path, &lut, &err);
-    if (rc) return mts_cli_fail("lut", rc, &err);
+    if (rc) return cli_fail("lut", rc, &err);
     mts_metrics m;
     rc = mts_metrics_lut(&lut, MTS_REF_EXACT, &m, &err);
     if (rc) {
         mts_lut_free(&lut);
-        return mts_cli_fail("lut", rc, &err);
+        return cli_fail("lut", rc, &err);
     }
-    FILE *txt = mts_cli_text(json, NULL);
+    FILE *txt = cli_text(json, NULL);
     print_header(txt, path, &lut);
     fprintf(txt, "\nerror metrics (exhaustive, docs/metrics.md):\n");
     mts_metrics_print_text(txt, &m);
     mts_lut_free(&lut);
-    return mts_cli_output("lut", json, metrics_json, &m);
+    return cli_output("lut", json, metrics_json, &m);
 }

@@ -23,7 +23,7 @@ static const char help[] =
     "                    size decides only where no other (size, M) layout fits the file.\n";
 
 typedef struct lutgen_args {
-    mts_mulsel sel;
+    mulsel sel;
     const char *out, *imp_at, *imp_8, *exp_at, *exp_8, *int_exact, *entry_bytes;
     int is_signed;
 } lutgen_args;
@@ -32,12 +32,12 @@ typedef struct lutgen_args {
 static int parse_args(int argc, char **argv, lutgen_args *a)
 {
     memset(a, 0, sizeof *a);
-    mts_mulsel_init(&a->sel);
+    mulsel_init(&a->sel);
     mts_err err;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        if (mts_is_help(s)) {
-            printf("%s%s", help, mts_mulsel_help);
+        if (cli_is_help(s)) {
+            printf("%s%s", help, mulsel_help);
             return 0;
         }
         const char **slot = !strcmp(s, "-o") ? &a->out
@@ -50,7 +50,7 @@ static int parse_args(int argc, char **argv, lutgen_args *a)
                                                           : NULL;
         if (slot) {
             if (i + 1 >= argc) {
-                mts_cli_error("lutgen", "option %s needs a value", s);
+                cli_error("lutgen", "option %s needs a value", s);
                 return -1;
             }
             *slot = argv[++i];
@@ -61,12 +61,12 @@ static int parse_args(int argc, char **argv, lutgen_args *a)
             a->sel.int_sign = MTS_RTL_SIGN_SIGNED;
             continue;
         }
-        int rc = mts_mulsel_arg(&a->sel, argc, argv, &i, &err);
+        int rc = mulsel_arg(&a->sel, argc, argv, &i, &err);
         if (rc <= 0) {
             if (rc < 0)
-                mts_cli_error("lutgen", "%s", err.msg);
+                cli_error("lutgen", "%s", err.msg);
             else
-                mts_cli_error("lutgen", "unknown option '%s' (see mantis lutgen --help)", s);
+                cli_error("lutgen", "unknown option '%s' (see mantis lutgen --help)", s);
             return -1;
         }
     }
@@ -78,12 +78,12 @@ static int run_export(const lutgen_args *a)
 {
     mts_lut lut;
     mts_err err;
-    if (!a->sel.lut) return mts_cli_error("lutgen", "--export-* needs --lut FILE.lut");
+    if (!a->sel.lut) return cli_error("lutgen", "--export-* needs --lut FILE.lut");
     int rc = mts_lut_load(a->sel.lut, &lut, &err);
-    if (rc) return mts_cli_fail("lutgen", rc, &err);
+    if (rc) return cli_fail("lutgen", rc, &err);
     rc = a->exp_at ? mts_lut_export_approxtrain(&lut, a->exp_at, &err) : mts_lut_export_8bit(&lut, a->exp_8, &err);
     mts_lut_free(&lut);
-    return rc ? mts_cli_fail("lutgen", rc, &err) : 0;
+    return rc ? cli_fail("lutgen", rc, &err) : 0;
 }
 
 /* --import-approxtrain: reads the entry size given (or the one only the file
@@ -107,8 +107,8 @@ static int import_approxtrain(const lutgen_args *a, mts_lut *lut, mts_err *err)
  * mantissa depends on the exponents or signs. */
 static int sweep(const lutgen_args *a, mts_lut *lut, mts_err *err)
 {
-    mts_mulhandle h;
-    int rc = mts_mulsel_open(&a->sel, &h, err);
+    mulhandle h;
+    int rc = mulsel_open(&a->sel, &h, err);
     if (rc) return rc;
     if (h.is_acc) {
         rc = mts_fail(err, MTS_EINVAL, "%s: accumulator designs have no LUT or multiplier metrics; use mantis verify",
@@ -121,7 +121,7 @@ static int sweep(const lutgen_args *a, mts_lut *lut, mts_err *err)
     } else {
         rc = mts_lut_generate(&h.op, lut, err);
     }
-    mts_mulhandle_close(&h);
+    mulhandle_close(&h);
     return rc;
 }
 
@@ -139,13 +139,13 @@ static int build(const lutgen_args *a, mts_lut *lut, mts_err *err)
     return sweep(a, lut, err);
 }
 
-int mts_cmd_lutgen(int argc, char **argv)
+int cmd_lutgen(int argc, char **argv)
 {
     lutgen_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc <= 0) return rc ? 2 : 0;
     if (a.exp_at || a.exp_8) return run_export(&a);
-    if (!a.out) return mts_cli_error("lutgen", "missing -o FILE.lut (see mantis lutgen --help)");
+    if (!a.out) return cli_error("lutgen", "missing -o FILE.lut (see mantis lutgen --help)");
     mts_lut lut;
     mts_err err;
     memset(&lut, 0, sizeof lut);
@@ -154,8 +154,8 @@ int mts_cmd_lutgen(int argc, char **argv)
         fprintf(stderr, "mantis lutgen: %s\n", err.msg);
         return 1;
     }
-    if (rc) return mts_cli_fail("lutgen", rc, &err);
+    if (rc) return cli_fail("lutgen", rc, &err);
     rc = mts_lut_save(&lut, a.out, &err);
     mts_lut_free(&lut);
-    return rc ? mts_cli_fail("lutgen", rc, &err) : 0;
+    return rc ? cli_fail("lutgen", rc, &err) : 0;
 }

@@ -7,21 +7,21 @@
 #include "cli_util.h"
 #include "commands.h"
 
-static const mts_command commands[] = {
-    {"flow", mts_cmd_flow, "the whole flow: every design in rtl/ to verified LUTs, synthesis, training and a report"},
-    {"models", mts_cmd_models, "list the registered C multiplier models and formats"},
-    {"rtl", mts_cmd_rtl, "detect a Verilog design's drop-in shape and build its Verilated model (rtl info)"},
-    {"eval", mts_cmd_eval, "multiply operand pairs read from stdin with a model, LUT or RTL design"},
-    {"lutgen", mts_cmd_lutgen, "sweep a multiplier into a mantissa LUT file, or import a peer's table"},
-    {"lut", mts_cmd_lut, "inspect a LUT file (lut info FILE)"},
-    {"metrics", mts_cmd_metrics, "error metrics of a multiplier from an exhaustive sweep"},
-    {"verify", mts_cmd_verify, "check a Verilog design bit for bit against its LUT and C models"},
-    {"bench", mts_cmd_bench, "throughput benchmarks (bench core)"},
-    {"synth", mts_cmd_synth, "area, delay, gate-level equivalence and switching power of a Verilog design"},
-    {"train", mts_cmd_train, "train a model with the chosen multipliers and accumulator (docs/training.md)"},
-    {"test", mts_cmd_test, "evaluate a training checkpoint, optionally with another multiplier"},
-    {"data", mts_cmd_data, "fetch and check the MNIST / Fashion-MNIST data sets"},
-    {"cosim", mts_cmd_cosim, "replay a layer GEMM on a SystemC systolic MAC array: bit-exact check, cycles, energy"},
+static const cli_command commands[] = {
+    {"flow", cmd_flow, "the whole flow: every design in rtl/ to verified LUTs, synthesis, training and a report"},
+    {"models", cmd_models, "list the registered C multiplier models and formats"},
+    {"rtl", cmd_rtl, "detect a Verilog design's drop-in shape and build its Verilated model (rtl info)"},
+    {"eval", cmd_eval, "multiply operand pairs read from stdin with a model, LUT or RTL design"},
+    {"lutgen", cmd_lutgen, "sweep a multiplier into a mantissa LUT file, or import a peer's table"},
+    {"lut", cmd_lut, "inspect a LUT file (lut info FILE)"},
+    {"metrics", cmd_metrics, "error metrics of a multiplier from an exhaustive sweep"},
+    {"verify", cmd_verify, "check a Verilog design bit for bit against its LUT and C models"},
+    {"bench", cmd_bench, "throughput benchmarks (bench core)"},
+    {"synth", cmd_synth, "area, delay, gate-level equivalence and switching power of a Verilog design"},
+    {"train", cmd_train, "train a model with the chosen multipliers and accumulator (docs/training.md)"},
+    {"test", cmd_test, "evaluate a training checkpoint, optionally with another multiplier"},
+    {"data", cmd_data, "fetch and check the MNIST / Fashion-MNIST data sets"},
+    {"cosim", cmd_cosim, "replay a layer GEMM on a SystemC systolic MAC array: bit-exact check, cycles, energy"},
 };
 
 static void usage(FILE *out)
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return mts_cli_finish(argv[1], commands[i].run(argc - 1, argv + 1));
+            return cli_finish(argv[1], commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "mantis: unknown command '%s' (see mantis --help)\n", argv[1]);
     return 2;
 }

@@ -19,20 +19,20 @@ static const char help[] =
 
 static void metrics_json(FILE *f, void *m) { mts_metrics_print_json(f, m); }
 
-int mts_cmd_metrics(int argc, char **argv)
+int cmd_metrics(int argc, char **argv)
 {
-    mts_mulsel sel;
-    mts_mulsel_init(&sel);
+    mulsel sel;
+    mulsel_init(&sel);
     mts_err err;
     const char *json = NULL;
     mts_metric_ref ref = MTS_REF_EXACT;
     for (int i = 1; i < argc; i++) {
-        if (mts_is_help(argv[i])) {
-            printf("%s%s", help, mts_mulsel_help);
+        if (cli_is_help(argv[i])) {
+            printf("%s%s", help, mulsel_help);
             return 0;
         }
         if (!strcmp(argv[i], "--json")) {
-            if (i + 1 >= argc) return mts_cli_error("metrics", "--json needs OUT or - (stdout)");
+            if (i + 1 >= argc) return cli_error("metrics", "--json needs OUT or - (stdout)");
             json = argv[++i];
             continue;
         }
@@ -43,25 +43,25 @@ int mts_cmd_metrics(int argc, char **argv)
             else if (!strcmp(v, "rne"))
                 ref = MTS_REF_RNE;
             else
-                return mts_cli_error("metrics", "--ref '%s': expected exact or rne", v);
+                return cli_error("metrics", "--ref '%s': expected exact or rne", v);
             continue;
         }
-        int rc = mts_mulsel_arg(&sel, argc, argv, &i, &err);
-        if (rc < 0) return mts_cli_error("metrics", "%s", err.msg);
-        if (rc == 0) return mts_cli_error("metrics", "unknown option '%s' (see mantis metrics --help)", argv[i]);
+        int rc = mulsel_arg(&sel, argc, argv, &i, &err);
+        if (rc < 0) return cli_error("metrics", "%s", err.msg);
+        if (rc == 0) return cli_error("metrics", "unknown option '%s' (see mantis metrics --help)", argv[i]);
     }
-    mts_mulhandle h;
-    int rc = mts_mulsel_open(&sel, &h, &err);
-    if (rc) return mts_cli_fail("metrics", rc, &err);
+    mulhandle h;
+    int rc = mulsel_open(&sel, &h, &err);
+    if (rc) return cli_fail("metrics", rc, &err);
     if (h.is_acc) {
-        mts_mulhandle_close(&h);
-        return mts_cli_error("metrics", "%s: accumulator designs have no LUT or multiplier metrics; use mantis verify",
+        mulhandle_close(&h);
+        return cli_error("metrics", "%s: accumulator designs have no LUT or multiplier metrics; use mantis verify",
                              sel.rtl);
     }
     mts_metrics m;
     rc = h.is_int ? mts_metrics_int_lut(&h.lut, &m, &err) : mts_metrics_mulop(&h.op, ref, &m, &err);
-    mts_mulhandle_close(&h);
-    if (rc) return mts_cli_fail("metrics", rc, &err);
-    mts_metrics_print_text(mts_cli_text(json, NULL), &m);
-    return mts_cli_output("metrics", json, metrics_json, &m);
+    mulhandle_close(&h);
+    if (rc) return cli_fail("metrics", rc, &err);
+    mts_metrics_print_text(cli_text(json, NULL), &m);
+    return cli_output("metrics", json, metrics_json, &m);
 }

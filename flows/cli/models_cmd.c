@@ -5,13 +5,13 @@
 #include "commands.h"
 #include "mantis/mul.h"
 
-int mts_cmd_models(int argc, char **argv)
+int cmd_models(int argc, char **argv)
 {
-    if (argc > 1 && mts_is_help(argv[1])) {
+    if (argc > 1 && cli_is_help(argv[1])) {
         printf("usage: mantis models\nLists the C multiplier models (for --mul) and the named formats.\n");
         return 0;
     }
-    if (argc > 1) return mts_cli_error("models", "unexpected argument '%s'", argv[1]);
+    if (argc > 1) return cli_error("models", "unexpected argument '%s'", argv[1]);
     static const char *prec[] = {"RNE at M", "RTZ at M", "all bits"};
     printf("%-12s %-6s %-9s %s\n", "model", "M", "output", "definition");
     for (int i = 0; mts_model_at(i); i++) {

@@ -6,7 +6,7 @@
 #include "cli_util.h"
 #include "mul_opts.h"
 
-const char mts_mulsel_help[] =
+const char mulsel_help[] =
     "  --mul NAME        a C model (mantis models lists them)\n"
     "  --man-bits M      mantissa bits of the (1,8,M) format (default 7 = bfloat16; fp32: 23)\n"
     "  --format F        format instead of --man-bits: fp32 bf16 fp16 fp8e4m3 fp8e5m2 eXmY\n"
@@ -17,7 +17,7 @@ const char mts_mulsel_help[] =
     "  --signed, --unsigned  how an integer design's operands are read (default: declared\n"
     "                    MANTIS_SIGNED, else the reading closer to the exact product)\n";
 
-void mts_mulsel_init(mts_mulsel *s)
+void mulsel_init(mulsel *s)
 {
     memset(s, 0, sizeof *s);
     s->man_bits = -1;
@@ -30,7 +30,7 @@ static int value(int argc, char **argv, int *i, const char **out, mts_err *err)
     return 1;
 }
 
-int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err)
+int mulsel_arg(mulsel *s, int argc, char **argv, int *i, mts_err *err)
 {
     const char *a = argv[*i], *v = NULL;
     if (!strcmp(a, "--mul")) return value(argc, argv, i, &s->mul, err);
@@ -63,7 +63,7 @@ int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err)
 }
 
 
-int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
+int mulsel_open(const mulsel *s, mulhandle *h, mts_err *err)
 {
     memset(h, 0, sizeof *h);
     int given = !!s->mul + !!s->lut + !!s->rtl;
@@ -78,7 +78,7 @@ int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
             mts_mulop_lut(&h->op, &h->lut);
         return MTS_OK;
     }
-    if (s->rtl) return mts_mulsel_rtl_open(s, h, err);
+    if (s->rtl) return mulsel_rtl_open(s, h, err);
     mts_format f;
     if (s->format && s->man_bits >= 0)
         return mts_fail(err, MTS_EINVAL, "give --format or --man-bits, not both");
@@ -91,30 +91,30 @@ int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
     return mts_mulop_model(&h->op, s->mul, &f, err);
 }
 
-int mts_mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err)
+int mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err)
 {
-    mts_mulsel_arith *m = ud;
+    mulsel_arith *m = ud;
     if (!m->sel || !m->sel->rtl || strcmp(s->mul, "rtl")) return mts_arith_open(s, threads, a, err);
     if (m->n == 3) return mts_fail(err, MTS_EINVAL, "--rtl: more than 3 instances");
-    mts_mulhandle *h = &m->h[m->n++]; /* counted now: a failed open may hold a half-open handle */
+    mulhandle *h = &m->h[m->n++]; /* counted now: a failed open may hold a half-open handle */
     memset(h, 0, sizeof *h);
     memset(a, 0, sizeof *a);
     mts_rtl_opts o;
-    int rc = mts_mulsel_rtl_opts(m->sel, &o, err);
+    int rc = mulsel_rtl_opts(m->sel, &o, err);
     if (rc) return rc;
     mts_rtl *r = NULL;
     rc = mts_arith_open_rtl(&o, threads, a, &r, err); /* the library's opener (Python's too) */
-    h->rtl = r; /* the design outlives a: closed by mts_mulsel_arith_close */
+    h->rtl = r; /* the design outlives a: closed by mulsel_arith_close */
     return rc;
 }
 
-void mts_mulsel_arith_close(mts_mulsel_arith *m)
+void mulsel_arith_close(mulsel_arith *m)
 {
-    for (int i = 0; i < m->n; i++) mts_mulhandle_close(&m->h[i]);
+    for (int i = 0; i < m->n; i++) mulhandle_close(&m->h[i]);
     m->n = 0;
 }
 
-int mts_mul_layers_arg(mts_mul_layers *m, int argc, char **argv, int *i, mts_err *err)
+int mul_layers_arg(mul_layers *m, int argc, char **argv, int *i, mts_err *err)
 {
     const char *v = NULL;
     if (strcmp(argv[*i], "--mul-layer")) return 0;

@@ -13,64 +13,64 @@
 #include "mantis/nn_train.h"
 
 
-typedef struct mts_mulsel {
+typedef struct mulsel {
     const char *mul, *lut, *rtl, *format, *kind;
     int man_bits; /* -1: not given */
     const char *params[MTS_RTL_MAX_PARAMS];
     int nparams;
     mts_rtl_sign int_sign; /* --signed / --unsigned (integer designs); AUTO: declared or inferred */
-} mts_mulsel;
+} mulsel;
 
 /* The selected multiplier, opened. */
-typedef struct mts_mulhandle {
+typedef struct mulhandle {
     mts_mulop op;      /* valid for float multipliers */
     mts_lut lut;       /* owned table when --lut (or an integer design) */
     int is_int;        /* integer table: use lut, not op */
     int is_acc;        /* RTL accumulator: y = Q_acc(p + s) via mts_rtl_acc, no op */
     void *rtl;         /* owned RTL handle, if any */
-} mts_mulhandle;
+} mulhandle;
 
-void mts_mulsel_init(mts_mulsel *s);
+void mulsel_init(mulsel *s);
 
 /* Consumes argv[*i] (and its value) if it is a selection option: returns 1,
  * 0 if not one, -1 (message in err) if its value is missing or bad. */
-int mts_mulsel_arg(mts_mulsel *s, int argc, char **argv, int *i, mts_err *err);
+int mulsel_arg(mulsel *s, int argc, char **argv, int *i, mts_err *err);
 
 /* Opens what s selects. Exactly one of --mul, --lut, --rtl must be given. */
-int mts_mulsel_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err);
-void mts_mulhandle_close(mts_mulhandle *h);
+int mulsel_open(const mulsel *s, mulhandle *h, mts_err *err);
+void mulhandle_close(mulhandle *h);
 
 /* The Verilator options --rtl/--kind/--param select (o->path = s->rtl, kind
  * parsed, parameters copied; everything else zero). MTS_EINVAL for a bad --kind. */
-int mts_mulsel_rtl_opts(const mts_mulsel *s, mts_rtl_opts *o, mts_err *err);
+int mulsel_rtl_opts(const mulsel *s, mts_rtl_opts *o, mts_err *err);
 /* Opens an --rtl selection into h (mul_opts_rtl.c): a mulop for float and
  * significand designs, the exhaustive table for integer ones, nothing more for
  * accumulators (h->is_acc). */
-int mts_mulsel_rtl_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err);
+int mulsel_rtl_open(const mulsel *s, mulhandle *h, mts_err *err);
 
 /* The opener the training drivers take (mts_arith_open_fn, nn_arith.h): a
  * spec whose mul is "rtl" opens sel's --rtl design (a new instance each
  * time, at most 3), anything else goes to mts_arith_open. Close with
- * mts_mulsel_arith_close after the mts_arith it filled. */
-typedef struct mts_mulsel_arith {
-    const mts_mulsel *sel;
-    mts_mulhandle h[3];
+ * mulsel_arith_close after the mts_arith it filled. */
+typedef struct mulsel_arith {
+    const mulsel *sel;
+    mulhandle h[3];
     int n;
-} mts_mulsel_arith;
-int mts_mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err);
-void mts_mulsel_arith_close(mts_mulsel_arith *m);
+} mulsel_arith;
+int mulsel_arith_open(void *ud, const mts_arith_spec *s, int threads, mts_arith *a, mts_err *err);
+void mulsel_arith_close(mulsel_arith *m);
 
 /* --mul-layer PATTERN=SPEC, repeatable (train and test): the rule texts,
  * each checked with mts_layer_rule_parse (nn_train.h) as it is read. */
-typedef struct mts_mul_layers {
+typedef struct mul_layers {
     const char *rule[MTS_MAX_LAYER_RULES];
     int n;
-} mts_mul_layers;
+} mul_layers;
 /* Consumes argv[*i] and its value if it is --mul-layer: 1, 0 if not, -1
  * (message in err) for a missing or bad value. */
-int mts_mul_layers_arg(mts_mul_layers *m, int argc, char **argv, int *i, mts_err *err);
+int mul_layers_arg(mul_layers *m, int argc, char **argv, int *i, mts_err *err);
 
 /* Help text for the options above. */
-extern const char mts_mulsel_help[];
+extern const char mulsel_help[];
 
 #endif

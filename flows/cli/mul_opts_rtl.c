@@ -4,7 +4,7 @@
 #include "mantis/rtl.h"
 #include "mul_opts.h"
 
-int mts_mulsel_rtl_opts(const mts_mulsel *s, mts_rtl_opts *o, mts_err *err)
+int mulsel_rtl_opts(const mulsel *s, mts_rtl_opts *o, mts_err *err)
 {
     memset(o, 0, sizeof *o);
     o->path = s->rtl;
@@ -18,10 +18,10 @@ int mts_mulsel_rtl_opts(const mts_mulsel *s, mts_rtl_opts *o, mts_err *err)
     return MTS_OK;
 }
 
-int mts_mulsel_rtl_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
+int mulsel_rtl_open(const mulsel *s, mulhandle *h, mts_err *err)
 {
     mts_rtl_opts o;
-    int rc = mts_mulsel_rtl_opts(s, &o, err);
+    int rc = mulsel_rtl_opts(s, &o, err);
     if (rc) return rc;
     mts_rtl *r;
     rc = mts_rtl_open(&o, &r, err);
@@ -39,11 +39,11 @@ int mts_mulsel_rtl_open(const mts_mulsel *s, mts_mulhandle *h, mts_err *err)
     } else {
         rc = mts_rtl_mulop(r, &h->op, err);
     }
-    if (rc) mts_mulhandle_close(h);
+    if (rc) mulhandle_close(h);
     return rc;
 }
 
-void mts_mulhandle_close(mts_mulhandle *h)
+void mulhandle_close(mulhandle *h)
 {
     mts_lut_free(&h->lut);
     if (h->rtl) mts_rtl_close(h->rtl);

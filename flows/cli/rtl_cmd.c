@@ -96,45 +96,45 @@ static void write_info_fn(FILE *f, void *ctx)
     write_info(f, ij->in, ij->path);
 }
 
-int mts_cmd_rtl(int argc, char **argv)
+int cmd_rtl(int argc, char **argv)
 {
-    if (argc < 2 || mts_is_help(argv[1])) {
+    if (argc < 2 || cli_is_help(argv[1])) {
         fputs(usage, stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (strcmp(argv[1], "info")) return mts_cli_error("rtl", "unknown subcommand '%s' (expected info)", argv[1]);
-    mts_mulsel sel;
-    mts_mulsel_init(&sel);
+    if (strcmp(argv[1], "info")) return cli_error("rtl", "unknown subcommand '%s' (expected info)", argv[1]);
+    mulsel sel;
+    mulsel_init(&sel);
     mts_err err;
     const char *json = NULL;
     for (int i = 2; i < argc; i++) {
-        if (mts_is_help(argv[i])) {
+        if (cli_is_help(argv[i])) {
             fputs(usage, stdout);
             return 0;
         }
         if (!strcmp(argv[i], "--json")) {
-            if (i + 1 >= argc) return mts_cli_error("rtl", "--json needs OUT or - (stdout)");
+            if (i + 1 >= argc) return cli_error("rtl", "--json needs OUT or - (stdout)");
             json = argv[++i];
             continue;
         }
-        int rc = mts_mulsel_arg(&sel, argc, argv, &i, &err);
-        if (rc < 0) return mts_cli_error("rtl", "%s", err.msg);
+        int rc = mulsel_arg(&sel, argc, argv, &i, &err);
+        if (rc < 0) return cli_error("rtl", "%s", err.msg);
         if (rc == 0 && i == 2 && argv[i][0] != '-') { /* `rtl info FILE.v` */
             sel.rtl = argv[i];
             continue;
         }
-        if (rc == 0) return mts_cli_error("rtl", "unknown option '%s'", argv[i]);
+        if (rc == 0) return cli_error("rtl", "unknown option '%s'", argv[i]);
     }
-    if (!sel.rtl) return mts_cli_error("rtl", "missing --rtl FILE.v");
+    if (!sel.rtl) return cli_error("rtl", "missing --rtl FILE.v");
     mts_rtl_opts o;
-    int rc = mts_mulsel_rtl_opts(&sel, &o, &err);
-    if (rc) return mts_cli_fail("rtl", rc, &err);
+    int rc = mulsel_rtl_opts(&sel, &o, &err);
+    if (rc) return cli_fail("rtl", rc, &err);
     mts_rtl *r;
-    if ((rc = mts_rtl_open(&o, &r, &err))) return mts_cli_fail("rtl", rc, &err);
+    if ((rc = mts_rtl_open(&o, &r, &err))) return cli_fail("rtl", rc, &err);
     const mts_rtl_info *in = mts_rtl_get_info(r);
-    print_info(mts_cli_text(json, NULL), in, sel.rtl);
+    print_info(cli_text(json, NULL), in, sel.rtl);
     info_json ij = {in, sel.rtl};
-    int status = mts_cli_output("rtl", json, write_info_fn, &ij);
+    int status = cli_output("rtl", json, write_info_fn, &ij);
     mts_rtl_close(r);
     return status;
 }

@@ -35,17 +35,17 @@ static int number_option(mts_synth_opts *o, const char *a, const char *v)
 {
     if (!strcmp(a, "--clock-ghz")) {
         if (mts_parse_double(v, 1e-9, 999, &o->clock_ghz))
-            return mts_cli_error("synth", "--clock-ghz '%s': expected a frequency in GHz > 0", v);
+            return cli_error("synth", "--clock-ghz '%s': expected a frequency in GHz > 0", v);
         return 0;
     }
     uint64_t x;
-    if (mts_parse_u64(v, &x)) return mts_cli_error("synth", "%s '%s': expected a non-negative integer", a, v);
+    if (mts_parse_u64(v, &x)) return cli_error("synth", "%s '%s': expected a non-negative integer", a, v);
     if (!strcmp(a, "--seed")) {
         o->seed = x;
     } else {
         /* each operation is one 8-byte input vector in memory: refuse before allocating */
         if (x < 2 || x > (1ull << 27))
-            return mts_cli_error("synth", "--ops '%s': expected 2 .. 134217728 operations (%.3g GiB of input vectors "
+            return cli_error("synth", "--ops '%s': expected 2 .. 134217728 operations (%.3g GiB of input vectors "
                                  "asked; at most 1 GiB)", v, (double)x * 8 / (1 << 30));
         o->power_ops = x;
     }
@@ -68,12 +68,12 @@ _Static_assert(MTS_RTL_MAX_PARAMS <= MTS_SYNTH_MAX_PARAMS, "every --param the sh
 /* Parses argv into o; 0, 1 after --help (printed), 2 after an error (printed). */
 static int parse_args(int argc, char **argv, mts_synth_opts *o, const char **json, const char **csv)
 {
-    mts_mulsel sel; /* --rtl and --param mean what they mean for every command */
-    mts_mulsel_init(&sel);
+    mulsel sel; /* --rtl and --param mean what they mean for every command */
+    mulsel_init(&sel);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst;
         mts_err err = {{0}};
-        if (mts_is_help(a)) {
+        if (cli_is_help(a)) {
             usage(stdout);
             return 1;
         } else if (!strcmp(a, "--no-equiv")) {
@@ -81,18 +81,18 @@ static int parse_args(int argc, char **argv, mts_synth_opts *o, const char **jso
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             o->verbose = 1;
         } else if (!strcmp(a, "--rtl") || !strcmp(a, "--param")) {
-            if (mts_mulsel_arg(&sel, argc, argv, &i, &err) < 0)
-                return mts_cli_error("synth", "%s (see mantis synth --help)", err.msg);
+            if (mulsel_arg(&sel, argc, argv, &i, &err) < 0)
+                return cli_error("synth", "%s (see mantis synth --help)", err.msg);
         } else if ((dst = string_option(o, a, json, csv)) || is_number_option(a)) {
-            if (i + 1 >= argc) return mts_cli_error("synth", "option %s needs a value (see mantis synth --help)", a);
+            if (i + 1 >= argc) return cli_error("synth", "option %s needs a value (see mantis synth --help)", a);
             const char *v = argv[++i];
             if (dst) *dst = v;
             else if (number_option(o, a, v)) return 2;
         } else {
-            return mts_cli_error("synth", "unknown option '%s' (see mantis synth --help)", a);
+            return cli_error("synth", "unknown option '%s' (see mantis synth --help)", a);
         }
     }
-    if (!sel.rtl) return mts_cli_error("synth", "--rtl FILE.v is required (see mantis synth --help)");
+    if (!sel.rtl) return cli_error("synth", "--rtl FILE.v is required (see mantis synth --help)");
     o->rtl = sel.rtl;
     o->nparams = sel.nparams;
     for (int i = 0; i < sel.nparams; i++) o->param[i] = sel.params[i];
@@ -102,7 +102,7 @@ static int parse_args(int argc, char **argv, mts_synth_opts *o, const char **jso
 static void json_fn(FILE *f, void *r) { mts_synth_print_json(f, r); }
 static void csv_fn(FILE *f, void *r) { mts_synth_print_csv(f, r); }
 
-int mts_cmd_synth(int argc, char **argv)
+int cmd_synth(int argc, char **argv)
 {
     mts_synth_opts o = {0};
     o.seed = 1;
@@ -112,8 +112,8 @@ int mts_cmd_synth(int argc, char **argv)
     mts_synth_result r;
     mts_err err = {{0}};
     int rc = mts_synth_run(&o, &r, &err);
-    if (rc) return mts_cli_fail("synth", rc, &err);
-    FILE *t = mts_cli_text(json, csv);
+    if (rc) return cli_fail("synth", rc, &err);
+    FILE *t = cli_text(json, csv);
     fprintf(t, "design       %s (top %s%s%s)%s\n", r.design, r.top, r.params[0] ? ", " : "", r.params,
             r.cache_hit ? "  [cached]" : "");
     fprintf(t, "area         %.2f um^2  (%.1f NAND2-eq, %d cells)\n", r.area_um2, r.nand2_eq, r.ncells);
@@ -135,6 +135,6 @@ int mts_cmd_synth(int argc, char **argv)
     fprintf(t, "%.4f pJ/op, %.2f net toggles/op\n", r.energy_pj, r.toggles_per_op);
     fprintf(t, "             %.2f uW dynamic @ %g GHz + %.3f uW leakage = %.2f uW\n", r.dyn_uw, r.clock_ghz, r.leak_uw,
             r.total_uw);
-    st = mts_cli_output("synth", json, json_fn, &r);
-    return st ? st : mts_cli_output("synth", csv, csv_fn, &r);
+    st = cli_output("synth", json, json_fn, &r);
+    return st ? st : cli_output("synth", csv, csv_fn, &r);
 }

@@ -31,42 +31,42 @@ static const char usage_text[] =
     "  --dump-gemm LAYER:FILE  write the first test batch's forward GEMM of LAYER\n"
     "                     for `mantis cosim` (format: docs/cosim.md)\n";
 
-int mts_cmd_test(int argc, char **argv)
+int cmd_test(int argc, char **argv)
 {
     long l;
-    mts_mulsel sel;
+    mulsel sel;
     mts_arith_spec acc, spec;
     mts_err err;
     mts_test_config c;
     mts_gemm_tap tap;
     memset(&c, 0, sizeof c);
-    mts_mulsel_init(&sel);
+    mulsel_init(&sel);
     mts_arith_spec_init(&acc);
     int any_acc = 0;
-    mts_mul_layers layers = {{0}, 0};
+    mul_layers layers = {{0}, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (mts_is_help(a)) {
+        if (cli_is_help(a)) {
             fputs(usage_text, stdout);
             return 0;
         }
-        int r = mts_mulsel_arg(&sel, argc, argv, &i, &err);
-        if (r == 0) r = mts_mul_layers_arg(&layers, argc, argv, &i, &err);
-        if (r < 0) return mts_cli_error(CMD, "%s", err.msg);
+        int r = mulsel_arg(&sel, argc, argv, &i, &err);
+        if (r == 0) r = mul_layers_arg(&layers, argc, argv, &i, &err);
+        if (r < 0) return cli_error(CMD, "%s", err.msg);
         if (r > 0) continue;
         if (!strcmp(a, "--no-underflow")) { acc.no_underflow = 1; any_acc = 1; continue; }
-        if (i + 1 >= argc) return mts_cli_error(CMD, "option %s needs a value (see mantis test --help)", a);
+        if (i + 1 >= argc) return cli_error(CMD, "option %s needs a value (see mantis test --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--checkpoint")) c.ckdir = v;
         else if (!strcmp(a, "--data-dir")) c.data_dir = v;
         else if (!strcmp(a, "--json")) c.json = v; /* "-": stdout, below */
         else if (!strcmp(a, "--dump-gemm")) {
             int st = mts_gemm_tap_init(&tap, v, &err);
-            if (st) return mts_cli_fail(CMD, st, &err);
+            if (st) return cli_fail(CMD, st, &err);
             c.tap = &tap;
         }
         else if (!strcmp(a, "--device")) {
-            if (mts_gpu_resolve_device(v, &c.device, &err) != MTS_OK) return mts_cli_error(CMD, "%s", err.msg);
+            if (mts_gpu_resolve_device(v, &c.device, &err) != MTS_OK) return cli_error(CMD, "%s", err.msg);
         }
         else if (!strcmp(a, "--acc")) snprintf(acc.acc, sizeof acc.acc, "%s", v), any_acc = 1;
         else if (!strcmp(a, "--prod")) snprintf(acc.prod, sizeof acc.prod, "%s", v), any_acc = 1;
@@ -77,17 +77,17 @@ int mts_cmd_test(int argc, char **argv)
             long hi = !strcmp(a, "--threads") ? 1024 : !strcmp(a, "--test-subset") ? 100000000
                       : !strcmp(a, "--chunk") ? 1 << 20 : 126;
             if (mts_parse_int(v, lo, hi, &l))
-                return mts_cli_error(CMD, "%s '%s': expected an integer in [%ld, %ld]", a, v, lo, hi);
+                return cli_error(CMD, "%s '%s': expected an integer in [%ld, %ld]", a, v, lo, hi);
             if (!strcmp(a, "--threads")) c.threads = (int)l;
             else if (!strcmp(a, "--test-subset")) c.test_subset = (int)l;
             else if (!strcmp(a, "--chunk")) acc.chunk = (int)l, any_acc = 1;
             else if (!strcmp(a, "--acc-bias")) acc.acc_bias = (int)l, any_acc = 1;
             else acc.prod_bias = (int)l, any_acc = 1;
         } else
-            return mts_cli_error(CMD, "unknown option %s (see mantis test --help)", a);
+            return cli_error(CMD, "unknown option %s (see mantis test --help)", a);
     }
-    if (!c.ckdir) return mts_cli_error(CMD, "--checkpoint DIR is required (see mantis test --help)");
-    FILE *t = mts_cli_text(c.json, NULL); /* stdout holds the JSON alone with --json - */
+    if (!c.ckdir) return cli_error(CMD, "--checkpoint DIR is required (see mantis test --help)");
+    FILE *t = cli_text(c.json, NULL); /* stdout holds the JSON alone with --json - */
     if (c.json && !strcmp(c.json, "-")) c.json = NULL, c.json_out = stdout;
     /* --mul / --lut: that multiplier with the given FMAq settings; --rtl: the
      * design; neither: the run's own, with the FMAq settings if any given */
@@ -105,14 +105,14 @@ int mts_cmd_test(int argc, char **argv)
     }
     c.layer_rules = layers.rule;
     c.nlayer_rules = layers.n;
-    mts_mulsel_arith rtl = {.sel = &sel};
-    c.open = mts_mulsel_arith_open;
+    mulsel_arith rtl = {.sel = &sel};
+    c.open = mulsel_arith_open;
     c.open_ud = &rtl;
     mts_test_result r;
     int rc = mts_test_run(&c, &r, &err);
-    mts_mulsel_arith_close(&rtl);
+    mulsel_arith_close(&rtl);
     if (rc == MTS_OK && c.tap) rc = mts_gemm_tap_result(c.tap, &err);
-    if (rc != MTS_OK) return mts_cli_fail(CMD, rc, &err);
+    if (rc != MTS_OK) return cli_fail(CMD, rc, &err);
     fprintf(t, "test accuracy %.4f (%s, %d samples, %s)\n", r.acc, r.model, r.samples, r.desc);
     if (r.layers[0]) fprintf(t, "per layer: %s\n", r.layers);
     return 0;

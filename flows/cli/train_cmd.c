@@ -94,14 +94,14 @@ typedef struct train_opts {
     unsigned given;                       /* MTS_GIVEN_*: optimizer settings given (the rest: the model's recipe) */
     int help;
     int list_layers;
-    mts_mul_layers layers;
+    mul_layers layers;
 } train_opts;
 
 static int num(const char *opt, const char *v, double lo, double hi, double *out)
 {
     double d;
     if (mts_parse_double(v, lo, hi, &d))
-        return mts_cli_error(CMD, "%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
+        return cli_error(CMD, "%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
     *out = d;
     return 0;
 }
@@ -122,7 +122,7 @@ static void alt_spec(const mts_arith_spec *base, const char *v, int keep_acc, mt
 
 /* Backward: the forward multiplier without FMAq; test: the forward one;
  * --mul-bwd / --mul-test replace them; an --rtl design is spec "rtl". */
-static void resolve_specs(train_opts *o, const mts_mulsel *sel)
+static void resolve_specs(train_opts *o, const mulsel *sel)
 {
     mts_train_config *c = &o->c;
     c->fwd = c->bwd = c->test = o->spec;
@@ -164,7 +164,7 @@ static int option(train_opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--wd")) return o->given |= MTS_GIVEN_WD, num(a, v, 0, 1, &c->wd) ? 2 : 0;
     else if (!strcmp(a, "--gamma")) return o->given |= MTS_GIVEN_GAMMA, num(a, v, 0, 1, &c->gamma) ? 2 : 0;
     else if (!strcmp(a, "--seed")) {
-        if (mts_parse_u64(v, &c->seed)) return mts_cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
+        if (mts_parse_u64(v, &c->seed)) return cli_error(CMD, "--seed '%s': expected an unsigned integer", v);
     } else {
         static const struct { const char *name; long lo, hi; size_t off; } ints[] = {
             {"--epochs", 1, 1024, offsetof(train_opts, c) + offsetof(mts_train_config, epochs)},
@@ -182,9 +182,9 @@ static int option(train_opts *o, const char *a, const char *v)
         for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
             if (!strcmp(a, ints[k].name)) break;
         if (k == sizeof ints / sizeof ints[0])
-            return mts_cli_error(CMD, "unknown option %s (see mantis train --help)", a);
+            return cli_error(CMD, "unknown option %s (see mantis train --help)", a);
         if (mts_parse_int(v, ints[k].lo, ints[k].hi, &l))
-            return mts_cli_error(CMD, "%s '%s': expected an integer in [%ld, %ld]%s", a, v, ints[k].lo, ints[k].hi,
+            return cli_error(CMD, "%s '%s': expected an integer in [%ld, %ld]%s", a, v, ints[k].lo, ints[k].hi,
                                  !strcmp(a, "--trace-samples") ? " (each sample holds 8 bytes: at most 512 MiB)" : "");
         *(int *)((char *)o + ints[k].off) = (int)l;
         if (!strcmp(a, "--batch")) o->given |= MTS_GIVEN_BATCH;
@@ -195,59 +195,59 @@ static int option(train_opts *o, const char *a, const char *v)
 
 /* Fills o from argv; 0, or the exit status (o->help: --help was printed,
  * the command returns 0 without running). */
-static int parse(int argc, char **argv, train_opts *o, mts_mulsel *sel)
+static int parse(int argc, char **argv, train_opts *o, mulsel *sel)
 {
     mts_err err;
     memset(o, 0, sizeof *o);
     mts_train_config_init(&o->c);
     mts_arith_spec_init(&o->spec);
-    mts_mulsel_init(sel);
+    mulsel_init(sel);
     o->opt = o->sched = NULL; /* not given: the model's recipe */
     o->trace_kind = "sig";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (mts_is_help(a)) {
+        if (cli_is_help(a)) {
             fputs(usage_text, stdout);
             print_recipes(stdout);
             o->help = 1;
             return 0;
         }
-        int r = mts_mulsel_arg(sel, argc, argv, &i, &err);
-        if (r == 0) r = mts_mul_layers_arg(&o->layers, argc, argv, &i, &err);
-        if (r < 0) return mts_cli_error(CMD, "%s", err.msg);
+        int r = mulsel_arg(sel, argc, argv, &i, &err);
+        if (r == 0) r = mul_layers_arg(&o->layers, argc, argv, &i, &err);
+        if (r < 0) return cli_error(CMD, "%s", err.msg);
         if (r > 0) continue;
         if (!strcmp(a, "--resume")) { o->c.resume = 1; continue; }
         if (!strcmp(a, "--list-layers")) { o->list_layers = 1; continue; }
         if (!strcmp(a, "--no-underflow")) { o->spec.no_underflow = 1; continue; }
-        if (i + 1 >= argc) return mts_cli_error(CMD, "option %s needs a value (see mantis train --help)", a);
+        if (i + 1 >= argc) return cli_error(CMD, "option %s needs a value (see mantis train --help)", a);
         int rc = option(o, a, argv[++i]);
         if (rc) return rc;
     }
     o->c.layer_rules = o->layers.rule;
     o->c.nlayer_rules = o->layers.n;
     if (o->list_layers) {
-        if (!o->c.model) return mts_cli_error(CMD, "--list-layers needs --model (see mantis train --help)");
+        if (!o->c.model) return cli_error(CMD, "--list-layers needs --model (see mantis train --help)");
         return 0;
     }
-    if (!o->c.model || !o->c.data) return mts_cli_error(CMD, "--model and --data are required (see mantis train --help)");
+    if (!o->c.model || !o->c.data) return cli_error(CMD, "--model and --data are required (see mantis train --help)");
     if (o->opt && mts_opt_parse(o->opt, &o->c.opt))
-        return mts_cli_error(CMD, "--opt '%s': expected sgd or adam", o->opt);
+        return cli_error(CMD, "--opt '%s': expected sgd or adam", o->opt);
     if (o->sched && mts_sched_parse(o->sched, &o->c.sched))
-        return mts_cli_error(CMD, "--sched '%s': expected const, step or cosine", o->sched);
+        return cli_error(CMD, "--sched '%s': expected const, step or cosine", o->sched);
     int rc = mts_train_recipe_apply(&o->c, o->given, &err); /* what was not given: the model's recipe */
-    if (rc != MTS_OK) return mts_cli_fail(CMD, rc, &err);
-    if (o->c.resume && !o->c.ckdir) return mts_cli_error(CMD, "--resume needs --checkpoint DIR");
+    if (rc != MTS_OK) return cli_fail(CMD, rc, &err);
+    if (o->c.resume && !o->c.ckdir) return cli_error(CMD, "--resume needs --checkpoint DIR");
     if (strcmp(o->trace_kind, "sig") && strcmp(o->trace_kind, "float"))
-        return mts_cli_error(CMD, "--trace-kind '%s': expected sig or float", o->trace_kind);
+        return cli_error(CMD, "--trace-kind '%s': expected sig or float", o->trace_kind);
     o->c.trace_kind = !strcmp(o->trace_kind, "sig") ? MTS_TRACE_SIG : MTS_TRACE_FLOAT;
     rc = mts_gpu_resolve_device(o->device ? o->device : "cpu", &o->c.device, &err);
-    if (rc != MTS_OK) return mts_cli_fail(CMD, rc, &err);
+    if (rc != MTS_OK) return cli_fail(CMD, rc, &err);
     /* the main multiplier selection, through the shared options (mul_opts.h) */
     if (sel->lut) snprintf(o->spec.lut, sizeof o->spec.lut, "%s", sel->lut), o->spec.mul[0] = 0;
     else if (sel->mul) snprintf(o->spec.mul, sizeof o->spec.mul, "%s", sel->mul);
     if (sel->format) snprintf(o->spec.format, sizeof o->spec.format, "%s", sel->format);
     o->spec.man_bits = sel->man_bits;
-    if (!!sel->mul + !!sel->lut + !!sel->rtl > 1) return mts_cli_error(CMD, "give one of --mul, --lut or --rtl");
+    if (!!sel->mul + !!sel->lut + !!sel->rtl > 1) return cli_error(CMD, "give one of --mul, --lut or --rtl");
     return 0;
 }
 
@@ -302,20 +302,20 @@ static int list_layers(const train_opts *o)
     const char *data = o->c.data ? o->c.data : "mnist";
     int cifar = !strcmp(data, "cifar10");
     if (!cifar && strcmp(data, "mnist") && strcmp(data, "fashion-mnist"))
-        return mts_cli_error(CMD, "--data '%s': expected mnist, fashion-mnist or cifar10", data);
+        return cli_error(CMD, "--data '%s': expected mnist, fashion-mnist or cifar10", data);
     mts_net net;
     mts_err err;
     int rc = mts_nn_model_build(&net, o->c.model, cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, &err);
     if (rc != MTS_OK) {
-        mts_cli_error(CMD, "%s", err.msg);
-        return mts_cli_exit(rc);
+        cli_error(CMD, "%s", err.msg);
+        return cli_exit(rc);
     }
     int *rule = malloc(sizeof(int) * (size_t)net.n), *match = calloc((size_t)net.n, sizeof(int));
     if (!rule || !match) {
         free(rule);
         free(match);
         mts_net_free(&net);
-        return mts_cli_error(CMD, "out of memory");
+        return cli_error(CMD, "out of memory");
     }
     for (int i = 0; i < net.n; i++) rule[i] = -1;
     for (int r = 0; r < o->layers.n; r++) {
@@ -344,38 +344,38 @@ static int list_layers(const train_opts *o)
     return 0;
 }
 
-int mts_cmd_train(int argc, char **argv)
+int cmd_train(int argc, char **argv)
 {
     train_opts o;
-    mts_mulsel sel;
+    mulsel sel;
     mts_err err;
     int rc = parse(argc, argv, &o, &sel);
     if (rc || o.help) return rc;
     if (o.list_layers) return list_layers(&o);
-    if (sel.rtl && (o.spec.acc[0])) return mts_cli_error(CMD, "--acc with --rtl is not supported; use --lut of the design");
+    if (sel.rtl && (o.spec.acc[0])) return cli_error(CMD, "--acc with --rtl is not supported; use --lut of the design");
     resolve_specs(&o, &sel);
-    mts_mulsel_arith rtl = {.sel = &sel};
-    o.c.open = mts_mulsel_arith_open;
+    mulsel_arith rtl = {.sel = &sel};
+    o.c.open = mulsel_arith_open;
     o.c.open_ud = &rtl;
     o.c.progress = progress;
     o.c.progress_ud = &o;
     mts_gemm_tap tap;
     char spec[1100];
-    if (o.dump_layer && !o.dump_gemm) return mts_cli_error(CMD, "--dump-layer needs --dump-gemm FILE");
+    if (o.dump_layer && !o.dump_gemm) return cli_error(CMD, "--dump-layer needs --dump-gemm FILE");
     if (o.dump_gemm) {
         /* the flow passes the file as its own argument ({OUT}) */
         if (o.dump_layer) snprintf(spec, sizeof spec, "%s:%s", o.dump_layer, o.dump_gemm);
         else snprintf(spec, sizeof spec, "%s", o.dump_gemm);
-        if ((rc = mts_gemm_tap_init(&tap, spec, &err))) return mts_cli_fail(CMD, rc, &err);
+        if ((rc = mts_gemm_tap_init(&tap, spec, &err))) return cli_fail(CMD, rc, &err);
         o.c.tap = &tap;
     }
-    FILE *t = mts_cli_text(o.c.json, NULL); /* stdout holds the JSON alone with --json - */
+    FILE *t = cli_text(o.c.json, NULL); /* stdout holds the JSON alone with --json - */
     if (o.c.json && !strcmp(o.c.json, "-")) o.c.json = NULL, o.c.json_out = stdout;
     mts_train_info info;
     rc = mts_train_run(&o.c, &info, &err);
-    mts_mulsel_arith_close(&rtl);
+    mulsel_arith_close(&rtl);
     if (rc == MTS_OK && o.dump_gemm) rc = mts_gemm_tap_result(&tap, &err);
-    if (rc != MTS_OK) return mts_cli_fail(CMD, rc, &err);
+    if (rc != MTS_OK) return cli_fail(CMD, rc, &err);
     if (info.diverged) { /* its own status: neither a result nor a failure to run (docs/training.md) */
         fprintf(stderr, "mantis train: diverged at epoch %d step %d: batch loss %g (limit %g); stopped\n",
                 info.diverged_epoch, info.diverged_step, info.diverged_loss, MTS_DIVERGE_LOSS);

@@ -25,10 +25,10 @@ static const char usage[] =
 
 
 /* What the command line gives: the design and its references (--rtl,
- * --param, --kind, --mul, --lut: the shared mts_mulsel options), then the
+ * --param, --kind, --mul, --lut: the shared mulsel options), then the
  * RTL and verification options. */
 typedef struct {
-    mts_mulsel sel;
+    mulsel sel;
     mts_rtl_opts ro;
     mts_verify_opts vo;
 } verify_args;
@@ -38,9 +38,9 @@ static int count_arg(verify_args *a, const char *opt, const char *val)
 {
     uint64_t x;
     if (mts_parse_u64(val, &x))
-        return mts_cli_error("verify", "%s '%s': expected a non-negative integer", opt, val);
+        return cli_error("verify", "%s '%s': expected a non-negative integer", opt, val);
     if (!strcmp(opt, "--max-report") && x > 100000)
-        return mts_cli_error("verify", "--max-report '%s': expected 0 .. 100000", val);
+        return cli_error("verify", "--max-report '%s': expected 0 .. 100000", val);
     if (!strcmp(opt, "--max-report")) a->vo.max_report = (int)x;
     else if (!strcmp(opt, "--seed")) a->vo.seed = x;
     else a->vo.samples = x;
@@ -53,17 +53,17 @@ static int one_arg(verify_args *a, int argc, char **argv, int *i)
     const char *opt = argv[*i];
     if (!strcmp(opt, "--signed") || !strcmp(opt, "--unsigned")) { /* the shared flags without a value */
         mts_err err;
-        return mts_mulsel_arg(&a->sel, argc, argv, i, &err) > 0 ? 0 : mts_cli_error("verify", "%s", err.msg);
+        return mulsel_arg(&a->sel, argc, argv, i, &err) > 0 ? 0 : cli_error("verify", "%s", err.msg);
     }
     if (*i + 1 >= argc) {
-        if (!strncmp(opt, "--", 2)) return mts_cli_error("verify", "%s needs a value (see mantis verify --help)", opt);
-        return mts_cli_error("verify", "unexpected argument '%s' (see mantis verify --help)", opt);
+        if (!strncmp(opt, "--", 2)) return cli_error("verify", "%s needs a value (see mantis verify --help)", opt);
+        return cli_error("verify", "unexpected argument '%s' (see mantis verify --help)", opt);
     }
     /* the format is the design's: --format and --man-bits of the shared options do not apply */
     if (strcmp(opt, "--format") && strcmp(opt, "--man-bits")) {
         mts_err err;
-        int rc = mts_mulsel_arg(&a->sel, argc, argv, i, &err);
-        if (rc < 0) return mts_cli_error("verify", "%s", err.msg);
+        int rc = mulsel_arg(&a->sel, argc, argv, i, &err);
+        if (rc < 0) return cli_error("verify", "%s", err.msg);
         if (rc > 0) return 0;
     }
     const char *val = argv[++*i];
@@ -71,19 +71,19 @@ static int one_arg(verify_args *a, int argc, char **argv, int *i)
     else if (!strcmp(opt, "--cache")) a->ro.cache_dir = val;
     else if (!strcmp(opt, "--max-report") || !strcmp(opt, "--seed") || !strcmp(opt, "--samples"))
         return count_arg(a, opt, val);
-    else return mts_cli_error("verify", "unknown option '%s' (see mantis verify --help)", opt);
+    else return cli_error("verify", "unknown option '%s' (see mantis verify --help)", opt);
     return 0;
 }
 
-int mts_cmd_verify(int argc, char **argv)
+int cmd_verify(int argc, char **argv)
 {
     verify_args a;
     memset(&a, 0, sizeof a);
-    mts_mulsel_init(&a.sel);
+    mulsel_init(&a.sel);
     a.vo.max_report = 20;
     a.vo.out = stdout;
     for (int i = 1; i < argc; i++) {
-        if (mts_is_help(argv[i])) {
+        if (cli_is_help(argv[i])) {
             fputs(usage, stdout);
             return 0;
         }
@@ -96,11 +96,11 @@ int mts_cmd_verify(int argc, char **argv)
     }
     mts_err err;
     mts_rtl_opts given = a.ro; /* --cache and --verbose, set while parsing */
-    int rc = mts_mulsel_rtl_opts(&a.sel, &a.ro, &err);
-    if (rc) return mts_cli_fail("verify", rc, &err);
+    int rc = mulsel_rtl_opts(&a.sel, &a.ro, &err);
+    if (rc) return cli_fail("verify", rc, &err);
     a.ro.cache_dir = given.cache_dir;
     a.ro.verbose = given.verbose;
-    if (!a.sel.rtl) return mts_cli_error("verify", "no design given: --rtl FILE.v (see mantis verify --help)");
+    if (!a.sel.rtl) return cli_error("verify", "no design given: --rtl FILE.v (see mantis verify --help)");
     a.vo.model = a.sel.mul;
     a.vo.lut_path = a.sel.lut;
     a.vo.design = a.sel.rtl;
@@ -111,10 +111,10 @@ int mts_cmd_verify(int argc, char **argv)
     }
     mts_rtl *r;
     rc = mts_rtl_open(&a.ro, &r, &err);
-    if (rc) return mts_cli_fail("verify", rc, &err);
+    if (rc) return cli_fail("verify", rc, &err);
     mts_verify_result res;
     rc = mts_verify_rtl(r, &a.vo, &res, &err);
     mts_rtl_close(r);
-    if (rc) return mts_cli_fail("verify", rc, &err);
-    return mts_cli_exit(res.mismatches || res.not_representable ? MTS_EMISMATCH : MTS_OK);
+    if (rc) return cli_fail("verify", rc, &err);
+    return cli_exit(res.mismatches || res.not_representable ? MTS_EMISMATCH : MTS_OK);
 }

@@ -45,7 +45,7 @@ inline uint32_t product(const mts_provider *p, uint32_t a, uint32_t b)
 inline uint32_t fadd(uint32_t s, uint32_t p) { return mts_f2u(mts_u2f(s) + mts_u2f(p)); }
 
 struct Run {
-    mts__cosim_job *j;
+    cosim_job *j;
     const mts_cosim_config *c;
     const mts_provider *p;
     int R, C, M, N, K;
@@ -306,9 +306,9 @@ void elaborate()
 
 } // namespace
 
-extern "C" int mts__cosim_have_systemc(void) { return 1; }
+extern "C" int cosim_have_systemc(void) { return 1; }
 
-extern "C" int mts__cosim_sim(mts__cosim_job *j, mts_err *err)
+extern "C" int cosim_sim(cosim_job *j, mts_err *err)
 {
     std::lock_guard<std::mutex> guard(lock);
     Run run;

@@ -11,7 +11,7 @@
 #include "mantis/json.h"
 #include "mantis/nn_arith.h"
 
-int mts_cosim_available(void) { return mts__cosim_have_systemc(); }
+int mts_cosim_available(void) { return cosim_have_systemc(); }
 
 uint64_t mts_cosim_cycles(int dataflow, int rows, int cols, int m, int n, int k, uint64_t *fill, uint64_t *compute,
                           uint64_t *drain)
@@ -80,7 +80,7 @@ int mts_cosim_run(const mts_cosim_config *c, const mts_gemmdump *g, float *C, mt
     memset(r, 0, sizeof *r);
     int rc = check_config(c, g, err);
     if (rc) return rc;
-    if (!mts__cosim_have_systemc())
+    if (!cosim_have_systemc())
         return mts_fail(err, MTS_EUNSUPPORTED, "cosim: built without SystemC (install libsystemc-dev and rebuild)");
     const mts_provider *p = c->p;
     size_t na = (size_t)g->m * g->k, nb = (size_t)g->k * g->n, nc = (size_t)g->m * g->n;
@@ -94,10 +94,10 @@ int mts_cosim_run(const mts_cosim_config *c, const mts_gemmdump *g, float *C, mt
     uint32_t *A = ops, *B = A + na, *Ac = B + nb, *Bc = Ac + na;
     for (size_t i = 0; i < na; i++) A[i] = mts_prov_operand(p, mts_f2u(g->A[i])), Ac[i] = mts_fmt_encode(&f, A[i]);
     for (size_t i = 0; i < nb; i++) B[i] = mts_prov_operand(p, mts_f2u(g->B[i])), Bc[i] = mts_fmt_encode(&f, B[i]);
-    mts__cosim_job j = {.c = c, .R = c->rows, .C = c->cols, .M = g->m, .N = g->n, .K = g->k,
+    cosim_job j = {.c = c, .R = c->rows, .C = c->cols, .M = g->m, .N = g->n, .K = g->k,
                         .chunk = p->chunk > 0 ? p->chunk : 16, .A = A, .B = B, .Acode = Ac, .Bcode = Bc,
                         .man_mask = f.M >= 32 ? ~0u : (1u << f.M) - 1u, .out = out, .r = r};
-    if ((rc = mts__cosim_sim(&j, err)) != MTS_OK) goto out;
+    if ((rc = cosim_sim(&j, err)) != MTS_OK) goto out;
     r->m = g->m, r->n = g->n, r->k = g->k;
     r->macs = (uint64_t)g->m * (uint64_t)g->n * (uint64_t)g->k;
     r->pe_cycles = r->cycles * (uint64_t)c->rows * (uint64_t)c->cols;

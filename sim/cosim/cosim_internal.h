@@ -12,7 +12,7 @@ extern "C" {
 
 /* One replay: operands already quantized as the provider's multiplier
  * receives them (mts_prov_operand), and their codes for toggle counting. */
-typedef struct mts__cosim_job {
+typedef struct cosim_job {
     const mts_cosim_config *c;
     int R, C, M, N, K;
     int chunk;                 /* OS with FMAq: terms per chunk */
@@ -21,10 +21,10 @@ typedef struct mts__cosim_job {
     uint32_t man_mask;         /* mantissa field of a code */
     uint32_t *out;             /* M x N result bits (NaN not yet canonical) */
     mts_cosim_result *r;       /* cycles, fill, compute, drain, toggles, products, seconds */
-} mts__cosim_job;
+} cosim_job;
 
-int mts__cosim_sim(mts__cosim_job *j, mts_err *err);
-int mts__cosim_have_systemc(void);
+int cosim_sim(cosim_job *j, mts_err *err);
+int cosim_have_systemc(void);
 
 #ifdef __cplusplus
 }

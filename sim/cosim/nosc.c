@@ -2,9 +2,9 @@
  * answers "built without SystemC" (cosim.c checks this before simulating). */
 #include "cosim_internal.h"
 
-int mts__cosim_have_systemc(void) { return 0; }
+int cosim_have_systemc(void) { return 0; }
 
-int mts__cosim_sim(mts__cosim_job *j, mts_err *err)
+int cosim_sim(cosim_job *j, mts_err *err)
 {
     (void)j;
     return mts_fail(err, MTS_EUNSUPPORTED, "cosim: built without SystemC (install libsystemc-dev and rebuild)");

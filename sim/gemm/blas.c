@@ -12,7 +12,7 @@ void openblas_set_num_threads(int num_threads);
 
 int mts_gemm_have_blas(void) { return 1; }
 
-int mts__gemm_blas(int threads, int transA, int transB, int m, int n, int k, const float *A, int lda,
+int gemm_blas(int threads, int transA, int transB, int m, int n, int k, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
     (void)err;
@@ -24,7 +24,7 @@ int mts__gemm_blas(int threads, int transA, int transB, int m, int n, int k, con
 #else
 int mts_gemm_have_blas(void) { return 0; }
 
-int mts__gemm_blas(int threads, int transA, int transB, int m, int n, int k, const float *A, int lda,
+int gemm_blas(int threads, int transA, int transB, int m, int n, int k, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
     (void)threads; (void)transA; (void)transB; (void)m; (void)n; (void)k;

@@ -101,7 +101,7 @@ static void quantize_row_e8(uint32_t *dst, const float *src, int cols, int M)
 static int is_e8(const mts_format *f) { return f->E == 8 && f->bias == 127 && f->ieee; }
 
 /* 1 if any of the n words is an operand the SIMD kernels do not take
- * (mts__gemm_exp_ok), written so that it vectorises. */
+ * (gemm_exp_ok), written so that it vectorises. */
 static int any_bad(const uint32_t *x, size_t n)
 {
     unsigned bad = 0;
@@ -114,7 +114,7 @@ static int any_bad(const uint32_t *x, size_t n)
 
 /* 1 when some of the n floats of X, rounded to an E8 format (RNE, as the
  * quantize pass), may be an operand the SIMD kernels do not take
- * (mts__gemm_exp_ok), read without writing them: the check a deferred B
+ * (gemm_exp_ok), read without writing them: the check a deferred B
  * (gemm_job.bround) still needs. Rounding may raise the exponent by one,
  * so a nonzero exponent outside [65, 188] counts: exact but for 189 that
  * does not carry and 64 that does, whose false alarms only send B through
@@ -289,7 +289,7 @@ static double padded(int x, int t) { return (double)((x + t - 1) / t) * t; }
  * padded(n, 16) / 16 of them for each of padded(m, 4) rows, plus a row's
  * own loads (its A element, its table row: about ROW_COST products), plus
  * writing its B panel when B is packed (many row blocks; see
- * mts__gemm_want_rawb), plus the operands the quantize pass reads across
+ * gemm_want_rawb), plus the operands the quantize pass reads across
  * rows (tA: A stored [k][m]; tB: B stored [n][k]) at about TRANSPOSE_COST
  * products an element. The constants were fitted on LeNet-5's GEMMs
  * (AVX-512 LUT kernel, 2026-11-23); the choice never changes a result.
@@ -327,10 +327,10 @@ static double layout_cost(int m, int n, int k, int tA, int tB, int quad)
  * problem reads neither. */
 static int swap_pays(const gemm_job *g, int transA, int transB)
 {
-    int nr = g->fmaq ? mts__gemm_fmaq_nr() : g->prod == GEMM_PROD_LUT ? mts__gemm_lut_nr() : mts__gemm_native_nr();
+    int nr = g->fmaq ? gemm_fmaq_nr() : g->prod == GEMM_PROD_LUT ? gemm_lut_nr() : gemm_native_nr();
     if (nr == 0) return 0; /* scalar build: one output at a time either way */
     /* the LUT kernel's quad form: a bf16-class table on a VBMI build */
-    int quad = !g->fmaq && g->prod == GEMM_PROD_LUT && mts__gemm_lut_quad() && g->lut->fmt.E == 8 && g->lut->fmt.M <= 7;
+    int quad = !g->fmaq && g->prod == GEMM_PROD_LUT && gemm_lut_quad() && g->lut->fmt.E == 8 && g->lut->fmt.M <= 7;
     double plain = layout_cost(g->m, g->n, g->k, transA, transB, quad);
     double swapped = layout_cost(g->n, g->m, g->k, !transB, !transA, quad);
     /* the layout that stores C's columns (gemm_out) pays per output */
@@ -391,11 +391,11 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
         na = nb;
         nb = t;
     }
-    uint32_t *Aq = adefer ? NULL : mts__gemm_ws_alloc(na * sizeof *Aq, 0);
-    uint32_t *Bq = defer ? NULL : mts__gemm_ws_alloc(nb * sizeof *Bq, 0);
+    uint32_t *Aq = adefer ? NULL : gemm_ws_alloc(na * sizeof *Aq, 0);
+    uint32_t *Bq = defer ? NULL : gemm_ws_alloc(nb * sizeof *Bq, 0);
     if ((!adefer && !Aq) || (!defer && !Bq)) {
-        mts__gemm_ws_free(Aq);
-        mts__gemm_ws_free(Bq);
+        gemm_ws_free(Aq);
+        gemm_ws_free(Bq);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing %zu + %zu operands", na, nb);
     }
     if (swap) {
@@ -423,13 +423,13 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
         g->B = Bq;
     }
 
-    if (g->prod == GEMM_PROD_MULOP) rc = mts__gemm_mulop(g, err);
-    else if (p->scalar_only) rc = mts__gemm_scalar(g, err);
-    else if (g->fmaq) rc = mts__gemm_fmaq(g, err);
-    else if (g->prod == GEMM_PROD_LUT) rc = mts__gemm_lut(g, err);
-    else rc = mts__gemm_native(g, err);
-    mts__gemm_ws_free(Aq);
-    mts__gemm_ws_free(Bq);
+    if (g->prod == GEMM_PROD_MULOP) rc = gemm_mulop(g, err);
+    else if (p->scalar_only) rc = gemm_scalar(g, err);
+    else if (g->fmaq) rc = gemm_fmaq(g, err);
+    else if (g->prod == GEMM_PROD_LUT) rc = gemm_lut(g, err);
+    else rc = gemm_native(g, err);
+    gemm_ws_free(Aq);
+    gemm_ws_free(Bq);
     return rc;
 }
 
@@ -475,10 +475,10 @@ static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, in
         return MTS_OK;
     }
     if (p->kind == MTS_PROV_BLAS && !p->fmaq) /* C^T = op(B)^T op(A)^T; FP32 products commute */
-        return ct ? mts__gemm_blas(threads, !transB, !transA, n, m, k, B, ldb, A, lda, beta, C, ldc, err)
-                  : mts__gemm_blas(threads, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+        return ct ? gemm_blas(threads, !transB, !transA, n, m, k, B, ldb, A, lda, beta, C, ldc, err)
+                  : gemm_blas(threads, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     if (p->kind == MTS_PROV_INT)
-        return mts__gemm_int(p->lut, threads, p->scalar_only, ct, transA, transB, m, n, k, A, lda, B, ldb, beta, C,
+        return gemm_int(p->lut, threads, p->scalar_only, ct, transA, transB, m, n, k, A, lda, B, ldb, beta, C,
                              ldc, err);
 
     gemm_job g;
@@ -565,9 +565,9 @@ int mts_gemm_batch(const mts_provider *p, int count, int transA, int transB, int
         }
     }
     for (int t = 0; t < T; t++) {
-        mts__gemm_ws_free(tabs[t].tb[0]);
-        mts__gemm_ws_free(tabs[t].tb[1]);
-        mts__gemm_ws_free(tabs[t].tf);
+        gemm_ws_free(tabs[t].tb[0]);
+        gemm_ws_free(tabs[t].tb[1]);
+        gemm_ws_free(tabs[t].tf);
     }
     return rc;
 }

@@ -28,7 +28,7 @@
 #endif
 #define NR (2 * GW)
 
-int mts__gemm_fmaq_nr(void) { return NR; }
+int gemm_fmaq_nr(void) { return NR; }
 
 typedef struct fmaq_ctx {
     const gemm_job *g;
@@ -144,7 +144,7 @@ static void fmaq_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, 
     const fmaq_ctx *c = vctx;
     int bad = c->lp->rawb ? 0 : c->lp->panbad[panel]; /* raw B: none in B (g->bbad) */
     for (int i = i0; i < i1; i++) bad |= c->lp->rowbad[i];
-    if (bad) mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+    if (bad) gemm_tile_scalar(g, i0, i1, j0, j1);
 #if GEMM_VBMI
     else if (c->mode == FQ_VBMI && c->g->qprod.M >= 7) fmaq_tile_body(c, i0, i1, panel, j0, j1, FQ_VBMI, 0);
     else if (c->mode == FQ_VBMI) fmaq_tile_body(c, i0, i1, panel, j0, j1, FQ_VBMI, 1);
@@ -162,15 +162,15 @@ static void qconsts(const mts_qfmt *q, uint32_t *keep, uint32_t *rof, uint32_t *
     if (GEMM_Q_KEEP_SIGN) *lo <<= 1;                 /* compared with the magnitude shifted left */
 }
 
-int mts__gemm_fmaq(const gemm_job *g, mts_err *err)
+int gemm_fmaq(const gemm_job *g, mts_err *err)
 {
     gemm_lutpack lp;
     int rc;
 
     if (g->qprod.rnd != MTS_RTZ || g->qacc.rnd != MTS_RTZ || (g->prod != GEMM_PROD_LUT && g->prod != GEMM_PROD_FP32M))
-        return mts__gemm_scalar(g, err);
-    rc = mts__gemm_lutpack_make(g, NR, GEMM_VBMI, mts__gemm_want_rawb(g, MR, NR), &lp, err);
-    if (rc == 1) return mts__gemm_scalar(g, err); /* LUT without an exact SIMD form */
+        return gemm_scalar(g, err);
+    rc = gemm_lutpack_make(g, NR, GEMM_VBMI, gemm_want_rawb(g, MR, NR), &lp, err);
+    if (rc == 1) return gemm_scalar(g, err); /* LUT without an exact SIMD form */
     if (rc != MTS_OK) return rc;
     fmaq_ctx c;
     memset(&c, 0, sizeof c);
@@ -179,11 +179,11 @@ int mts__gemm_fmaq(const gemm_job *g, mts_err *err)
     c.mode = g->prod == GEMM_PROD_FP32M ? FQ_NATIVE : lp.TB ? FQ_VBMI : FQ_GATHER;
     qconsts(&g->qprod, &c.pkeep, &c.prof, &c.plo);
     qconsts(&g->qacc, &c.akeep, &c.arof, &c.alo);
-    mts__gemm_tiles(g, MR, NR, fmaq_tile, &c);
-    mts__gemm_lutpack_free(&lp);
+    gemm_tiles(g, MR, NR, fmaq_tile, &c);
+    gemm_lutpack_free(&lp);
     return MTS_OK;
 }
 #else
-int mts__gemm_fmaq_nr(void) { return 0; }
-int mts__gemm_fmaq(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
+int gemm_fmaq_nr(void) { return 0; }
+int gemm_fmaq(const gemm_job *g, mts_err *err) { return gemm_scalar(g, err); }
 #endif

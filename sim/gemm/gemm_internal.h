@@ -54,7 +54,7 @@ typedef struct gemm_job {
      * (gemm_prod_rc) and the output goes to C^T (gemm_out): bits unchanged. */
     int swap;
     /* 1 when some element of B is one the SIMD kernels do not take
-     * (mts__gemm_exp_ok); 0 lets a kernel read B without per-panel flags. */
+     * (gemm_exp_ok); 0 lets a kernel read B without per-panel flags. */
     int bbad;
     /* 0: B holds the quantized operand. M (1..22): B is the caller's FP32
      * array itself (op(B) contiguous, [k][n]) and every reader rounds each
@@ -159,39 +159,39 @@ static inline void gemm_start_row(const gemm_job *g, int i, int j0, int j1, floa
 
 /* Scalar dot product of row i of A and column j of B in the documented
  * order (plain FP32 or FMAq chunks); the portable kernel. */
-uint32_t mts__gemm_dot(const gemm_job *g, int i, int j);
+uint32_t gemm_dot(const gemm_job *g, int i, int j);
 
-/* Scalar kernel for outputs [i0,i1) x [j0,j1): mts__gemm_dot + store. */
-void mts__gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1);
+/* Scalar kernel for outputs [i0,i1) x [j0,j1): gemm_dot + store. */
+void gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1);
 
 /* Runs fn over all MR x NR tiles of the m x n output on g->threads threads
  * (OpenMP, dynamic schedule); tiles of one column panel are consecutive so
  * the threads share one B panel at a time. ctx is the kernel's packed data. */
 typedef void (*gemm_tile_fn)(const gemm_job *g, void *ctx, int i0, int i1, int panel, int j0, int j1);
-void mts__gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx);
+void gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx);
 
 /* Kernels (each file one family). Return MTS_OK or MTS_ENOMEM. */
-int mts__gemm_scalar(const gemm_job *g, mts_err *err);  /* any job (tile.c) */
-int mts__gemm_native(const gemm_job *g, mts_err *err);  /* GEMM_PROD_F32, no FMAq */
-int mts__gemm_lut(const gemm_job *g, mts_err *err);     /* GEMM_PROD_LUT, no FMAq */
-int mts__gemm_fmaq(const gemm_job *g, mts_err *err);    /* FMAq with FP32M or LUT products */
-int mts__gemm_mulop(const gemm_job *g, mts_err *err);   /* GEMM_PROD_MULOP */
+int gemm_scalar(const gemm_job *g, mts_err *err);  /* any job (tile.c) */
+int gemm_native(const gemm_job *g, mts_err *err);  /* GEMM_PROD_F32, no FMAq */
+int gemm_lut(const gemm_job *g, mts_err *err);     /* GEMM_PROD_LUT, no FMAq */
+int gemm_fmaq(const gemm_job *g, mts_err *err);    /* FMAq with FP32M or LUT products */
+int gemm_mulop(const gemm_job *g, mts_err *err);   /* GEMM_PROD_MULOP */
 
 /* Providers that bypass the float packing: they read opA/opB themselves. */
-int mts__gemm_blas(int threads, int transA, int transB, int m, int n, int k, const float *A, int lda,
+int gemm_blas(int threads, int transA, int transB, int m, int n, int k, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
 /* INT (int.c): ct stores C transposed as mts_gemm_t does */
-int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int transA, int transB, int m, int n,
+int gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int transA, int transB, int m, int n,
                   int k, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   mts_err *err);
 
 /* Shared by the LUT and FMAq kernels (lut.c). The table as floats
  * Tf = 2^adj (1.man) (0 for zero entries), or NULL when the format is not
  * E8 IEEE or an adjustment is outside [-2, 1]. */
-float *mts__gemm_lut_table(const mts_lut *lut);
+float *gemm_lut_table(const mts_lut *lut);
 /* x's index part (ma << M for the row operand, mb for the column operand)
  * and its power of two sign * 2^(e-127) (signed 0 for zero). */
-static inline void mts__gemm_lut_split(uint32_t x, int M, int as_row, uint32_t *idx, float *s)
+static inline void gemm_lut_split(uint32_t x, int M, int as_row, uint32_t *idx, float *s)
 {
     uint32_t ma = (x & MTS_F32_MAN) >> (23 - M);
     *idx = as_row ? ma << M : ma;
@@ -200,7 +200,7 @@ static inline void mts__gemm_lut_split(uint32_t x, int M, int as_row, uint32_t *
 /* 1 if x is zero or normal with |unbiased exponent| <= 62: then products of
  * such operands (times a table value in [2^-2, 2^2)) stay exact in FP32's
  * normal range. */
-static inline int mts__gemm_exp_ok(uint32_t x)
+static inline int gemm_exp_ok(uint32_t x)
 {
     uint32_t e = mts_f32_exp(x);
     return e == 0 ? (x & MTS_F32_MAN) == 0 : (e >= 127 - 62 && e <= 127 + 62);
@@ -209,7 +209,7 @@ static inline int mts__gemm_exp_ok(uint32_t x)
 /* Byte form of an E8 LUT with M <= 7 whose entries are all adj 0/1 with 7
  * mantissa bits and no zero flag: 2^M rows of 128 bytes adj << 7 | man7,
  * then one all-zero row (used for a = 0); NULL otherwise. */
-unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed);
+unsigned char *gemm_lut_bytes(const mts_lut *lut, int transposed);
 /* transposed: row mb holds the entries (ma, mb) for all ma (the row operand
  * of a swapped job is the caller's b). */
 
@@ -257,20 +257,20 @@ typedef struct gemm_lutpack {
 
 /* Why a row or panel is flagged: GEMM_BAD_SPECIAL for inf, NaN or a
  * subnormal (never taken), GEMM_BAD_RANGE for a normal outside
- * mts__gemm_exp_ok's fixed range (taken after all when the job's exponent
+ * gemm_exp_ok's fixed range (taken after all when the job's exponent
  * ranges allow it, which the packing can tell only with B packed). */
 #define GEMM_BAD_SPECIAL 1
 #define GEMM_BAD_RANGE 2
 
 /* Packs g's operands (LUT or FP32M products), vectorised where the build
- * has SIMD (mts__gemm_lutpack_make_scalar is the readable reference, same
+ * has SIMD (gemm_lutpack_make_scalar is the readable reference, same
  * bits: tests/test_gemm_pack.cpp). vbmi: 0 gather table, 1 byte table when
  * the LUT has one, 2 also the quad layout when B is packed and NR is 64.
  * rawb asks to leave B unpacked; it is granted (lp->rawb) for byte tables
  * when g->bbad is 0. Returns MTS_OK, 1 when the LUT has no exact SIMD form
  * (use the scalar kernel), or MTS_ENOMEM. */
-int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
-int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
+int gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
+int gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
 
 /* Whether a kernel with MR-row tiles and NR-lane panels should leave B
  * unpacked: packing a B panel pays when many row blocks reuse it from the
@@ -283,25 +283,25 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
  * from memory: 1024 x 1024 x 2048 took 317 ms unpacked and 113 ms packed,
  * 64 x 576 x 8192 53 ms and 44 ms, while 20 x 300 x 4096 (5 row blocks)
  * took 2.8 ms unpacked and 4.0 ms packed (LUT kernel, 2026-11-26). */
-static inline int mts__gemm_want_rawb(const gemm_job *g, int MR, int NR)
+static inline int gemm_want_rawb(const gemm_job *g, int MR, int NR)
 {
     int blocks = (g->m + MR - 1) / MR;
     return blocks <= 4 || (blocks <= 8 && (double)g->k * NR * 8.0 > 512.0 * 1024.0);
 }
-void mts__gemm_lutpack_free(gemm_lutpack *lp);
+void gemm_lutpack_free(gemm_lutpack *lp);
 
 /* Register tile widths of the SIMD kernels (0 on a scalar build), which
  * mts_gemm uses to decide whether to run the transposed problem. */
-int mts__gemm_lut_nr(void);
+int gemm_lut_nr(void);
 /* 1 when this build has the LUT kernel's quad form (AVX-512 VBMI, lut.c). */
-int mts__gemm_lut_quad(void);
-int mts__gemm_fmaq_nr(void);
-int mts__gemm_native_nr(void);
+int gemm_lut_quad(void);
+int gemm_fmaq_nr(void);
+int gemm_native_nr(void);
 
 /* Workspace for packed operands (ws.c): like malloc / calloc (zero)
  * and free, but freed blocks are kept for the next call. */
-void *mts__gemm_ws_alloc(size_t bytes, int zero);
-void mts__gemm_ws_free(void *p);
+void *gemm_ws_alloc(size_t bytes, int zero);
+void gemm_ws_free(void *p);
 
 /* Operand element (r, c) of opX where X is stored [rows][ld] or transposed. */
 static inline float gemm_at(const float *X, int ld, int trans, int r, int c)

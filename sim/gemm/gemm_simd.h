@@ -156,7 +156,7 @@ static inline vf vf_lut_byte_q(__m512i tlo, __m512i thi, __m512i bidx, __m512i s
  * of each lane (the M mantissa bits, shifted down to bit 16 and masked) and
  * the power of two sign 2^(e-127) (x with its mantissa cleared; a zero x
  * gives its signed zero). Same values as pack.c's Bi and Bs for operands
- * that pass mts__gemm_exp_ok. */
+ * that pass gemm_exp_ok. */
 #define RAW_PF 8 /* rows of an unpacked B prefetched ahead of the one in use */
 typedef struct vbmi_rawb_k {
     unsigned shift; /* 7 - M: the right shift that brings the mantissa (bits 23-M..22) to bit 16 */

@@ -21,7 +21,7 @@
  * the transposed planes serve the second operand, so a product is always
  * T(a, b) with a from the first operand, whatever the layout.
  *
- * mts__gemm_int is the INT provider of mts_gemm (TFApprox): each float
+ * gemm_int is the INT provider of mts_gemm (TFApprox): each float
  * operand is quantized per call with the affine map of intmul.h over its own
  * finite min/max (NaN -> zero point, +-inf -> the end codes,
  * mts_affine_quantize), then mts_qgemm with one scale and zero point per
@@ -76,7 +76,7 @@ static int qtab_build(mts_qtab *t, const mts_lut *lut, int want, mts_err *err)
         t->dmin = dlo;
         t->dconst = dhi == dlo;
         if (t->dconst) return MTS_OK;
-        t->dp = mts__gemm_ws_alloc(2 * 65536, 0);
+        t->dp = gemm_ws_alloc(2 * 65536, 0);
         if (!t->dp) {
             mts_qtab_free(t);
             return mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory for the table's error plane");
@@ -92,8 +92,8 @@ static int qtab_build(mts_qtab *t, const mts_lut *lut, int want, mts_err *err)
         return MTS_OK;
     }
     if ((int64_t)hi - lo > 65535) return MTS_OK; /* the scalar kernel only */
-    t->lo = mts__gemm_ws_alloc(2 * 65536, 0);
-    t->hi = mts__gemm_ws_alloc(2 * 65536, 0);
+    t->lo = gemm_ws_alloc(2 * 65536, 0);
+    t->hi = gemm_ws_alloc(2 * 65536, 0);
     if (!t->lo || !t->hi) {
         mts_qtab_free(t);
         return mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory for the table's byte planes");
@@ -120,9 +120,9 @@ int mts_qtab_init(mts_qtab *t, const mts_lut *lut, mts_err *err) { return qtab_b
 
 void mts_qtab_free(mts_qtab *t)
 {
-    mts__gemm_ws_free(t->lo);
-    mts__gemm_ws_free(t->hi);
-    mts__gemm_ws_free(t->dp);
+    gemm_ws_free(t->lo);
+    gemm_ws_free(t->hi);
+    gemm_ws_free(t->dp);
     memset(t, 0, sizeof *t);
 }
 
@@ -182,7 +182,7 @@ static const uint8_t *row_major(const mts_qopd *o, int rows, int k, uint8_t **tm
 {
     *tmp = NULL;
     if (!o->kmajor) return o->code;
-    uint8_t *t = mts__gemm_ws_alloc((size_t)rows * (size_t)k + 1, 0);
+    uint8_t *t = gemm_ws_alloc((size_t)rows * (size_t)k + 1, 0);
     if (!t) return NULL;
     for (int kk = 0; kk < k; kk++)
         for (int r = 0; r < rows; r++) t[(size_t)r * k + kk] = o->code[(size_t)kk * o->ld + r];
@@ -520,11 +520,11 @@ int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, in
         const uint8_t *R = row_major(Ro, rows, k, swap ? &tb : &ta);
         size_t ldp = Co->kmajor ? Co->ld : (size_t)cols, ncp = ((size_t)cols + QS_COLS - 1) / QS_COLS * QS_COLS;
         size_t nq = ((size_t)k + 3) / 4, ld4 = ncp * 4;
-        P4 = mts__gemm_ws_alloc(nq * ld4 + 64, 1);
-        rws = mts__gemm_ws_alloc(sizeof *rws * (nq + 1) * (size_t)threads, 0);
+        P4 = gemm_ws_alloc(nq * ld4 + 64, 1);
+        rws = gemm_ws_alloc(sizeof *rws * (nq + 1) * (size_t)threads, 0);
         const uint8_t *Pc = Co->code;
         if (!Co->kmajor) { /* [k][cols], what the error lookups read */
-            P = mts__gemm_ws_alloc((size_t)k * (size_t)cols + 64, 0);
+            P = gemm_ws_alloc((size_t)k * (size_t)cols + 64, 0);
             if (P)
                 for (int j = 0; j < cols; j++) {
                     const uint8_t *c = Co->code + (size_t)j * Co->ld;
@@ -559,7 +559,7 @@ int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, in
         size_t ldr = Ro->kmajor ? (size_t)k : Ro->ld, ldp = Co->ld;
         const uint8_t *Pc = Co->code;
         if (!Co->kmajor) { /* pack [k][cols] */
-            P = mts__gemm_ws_alloc((size_t)k * (size_t)cols + 1, 0);
+            P = gemm_ws_alloc((size_t)k * (size_t)cols + 1, 0);
             if (P)
                 for (int j = 0; j < cols; j++) {
                     const uint8_t *c = Co->code + (size_t)j * Co->ld;
@@ -589,11 +589,11 @@ int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, in
 done:
     qside_free(&A);
     qside_free(&B);
-    mts__gemm_ws_free(ta);
-    mts__gemm_ws_free(tb);
-    mts__gemm_ws_free(P);
-    mts__gemm_ws_free(P4);
-    mts__gemm_ws_free(rws);
+    gemm_ws_free(ta);
+    gemm_ws_free(tb);
+    gemm_ws_free(P);
+    gemm_ws_free(P4);
+    gemm_ws_free(rws);
     return rc;
 }
 
@@ -715,7 +715,7 @@ static void quant_line(const mts_affine *p, const float *x, size_t n, uint8_t *o
     for (; i < n; i++) out[i] = (uint8_t)((uint32_t)mts_affine_quantize(p, x[i]) & mask);
 }
 
-int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int transA, int transB, int m, int n,
+int gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int transA, int transB, int m, int n,
                   int k, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   mts_err *err)
 {
@@ -727,7 +727,7 @@ int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int 
      * (then k-major), op(B) k-major unless transB */
     size_t ra = transA ? K : (size_t)m, la = transA ? (size_t)m : K;
     size_t rb = transB ? (size_t)n : K, lb = transB ? K : (size_t)n;
-    uint8_t *ca = mts__gemm_ws_alloc(ra * la + 1, 0), *cb = mts__gemm_ws_alloc(rb * lb + 1, 0);
+    uint8_t *ca = gemm_ws_alloc(ra * la + 1, 0), *cb = gemm_ws_alloc(rb * lb + 1, 0);
     memset(&t, 0, sizeof t);
     if (!ca || !cb) {
         rc = mts_fail(err, MTS_ENOMEM, "gemm: out of memory quantizing INT operands (%d x %d x %d)", m, n, k);
@@ -753,7 +753,7 @@ int mts__gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int 
     rc = mts_qgemm(&t, threads, scalar_only, ct, m, n, k, &qa, &qb, beta, C, ldc, err);
 done:
     mts_qtab_free(&t);
-    mts__gemm_ws_free(ca);
-    mts__gemm_ws_free(cb);
+    gemm_ws_free(ca);
+    gemm_ws_free(cb);
     return rc;
 }

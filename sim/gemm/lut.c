@@ -103,11 +103,11 @@ static void tc_put(int kind, const mts_lut *lut, const void *tab, size_t bytes)
 
 static float *lut_table_build(const mts_lut *lut, float *Tf);
 
-float *mts__gemm_lut_table(const mts_lut *lut)
+float *gemm_lut_table(const mts_lut *lut)
 {
     const mts_format *f = &lut->fmt;
     if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 11) return NULL;
-    float *Tf = mts__gemm_ws_alloc(lut->n * sizeof *Tf, 0);
+    float *Tf = gemm_ws_alloc(lut->n * sizeof *Tf, 0);
     if (!Tf || tc_get(TC_FLOAT, lut, Tf, lut->n * sizeof *Tf)) return Tf;
     if (!lut_table_build(lut, Tf)) return NULL;
     tc_put(TC_FLOAT, lut, Tf, lut->n * sizeof *Tf);
@@ -125,7 +125,7 @@ static float *lut_table_build(const mts_lut *lut, float *Tf)
             continue;
         }
         if (adj < -2 || adj > 1) {
-            mts__gemm_ws_free(Tf);
+            gemm_ws_free(Tf);
             return NULL;
         }
         Tf[i] = mts_u2f(((uint32_t)(adj + 127) << 23) | (e & MTS_LUT_MAN));
@@ -143,15 +143,15 @@ static inline unsigned char lut_byte(uint32_t x) { return (unsigned char)(((x >>
  * (c, r) one at a time when transposed (10 us). */
 static unsigned char *lut_bytes_build(const mts_lut *lut, int transposed);
 
-unsigned char *mts__gemm_lut_bytes(const mts_lut *lut, int transposed)
+unsigned char *gemm_lut_bytes(const mts_lut *lut, int transposed)
 {
     const mts_format *f = &lut->fmt;
     if (f->E != 8 || f->bias != 127 || !f->ieee || f->M > 7) return NULL;
     const size_t bytes = (((size_t)1 << f->M) + 1) * 128;
     int kind = transposed ? TC_BYTES_T : TC_BYTES;
-    unsigned char *tb = mts__gemm_ws_alloc(bytes, 0);
+    unsigned char *tb = gemm_ws_alloc(bytes, 0);
     if (tb && tc_get(kind, lut, tb, bytes)) return tb;
-    mts__gemm_ws_free(tb);
+    gemm_ws_free(tb);
     if ((tb = lut_bytes_build(lut, transposed))) tc_put(kind, lut, tb, bytes);
     return tb;
 }
@@ -164,7 +164,7 @@ static unsigned char *lut_bytes_build(const mts_lut *lut, int transposed)
     uint32_t bad = 0;
     for (size_t i = 0; i < rows * rows; i++) bad |= e[i] & 0xFE80FFFFu;
     if (bad) return NULL;
-    unsigned char *tb = mts__gemm_ws_alloc((rows + 1) * 128, 1); /* last row: all zero, for a = 0 */
+    unsigned char *tb = gemm_ws_alloc((rows + 1) * 128, 1); /* last row: all zero, for a = 0 */
     if (!tb) return NULL;
     const size_t rs = transposed ? 1 : rows, cs = transposed ? rows : 1; /* entry (r, c) at e[r*rs + c*cs] */
     for (size_t r = 0; r < rows; r++) {
@@ -204,8 +204,8 @@ static unsigned char *lut_bytes_build(const mts_lut *lut, int transposed)
 #endif
 #define LUT_INLINE static inline __attribute__((always_inline))
 
-int mts__gemm_lut_nr(void) { return NR_MAX; }
-int mts__gemm_lut_quad(void) { return GEMM_VBMI; }
+int gemm_lut_nr(void) { return NR_MAX; }
+int gemm_lut_quad(void) { return GEMM_VBMI; }
 
 /* The tile (vectors nv, rows mr) of fewest instructions for a job: per k,
  * each vector of B costs about 4 loaded packed, 7 read unpacked (load,
@@ -228,7 +228,7 @@ static void pick_tile(const gemm_job *g, int *nv_out, int *mr_out)
     double cost = 1e300;
     for (size_t q = 0; q < sizeof cand / sizeof cand[0]; q++) {
         int nv = cand[q][0], mr = cand[q][1];
-        int raw = mts__gemm_want_rawb(g, mr, nv * GW), quad = GEMM_VBMI && nv == 4 && !raw;
+        int raw = gemm_want_rawb(g, mr, nv * GW), quad = GEMM_VBMI && nv == 4 && !raw;
         double per_k = quad ? 1 + mr * (6 + 11) : (raw ? 7 : 4) * nv + mr * (3 + 4 * nv);
         double c = (double)((n + nv * GW - 1) / (nv * GW)) * (double)((m + mr - 1) / mr) * per_k;
         if (c < cost) {
@@ -429,7 +429,7 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
  * 2026-11-26), hence GEMM_SPARSE_FRAC. Two rows run side by side (their
  * lists in step, then the longer one's rest), which measured 4% faster
  * than one. Tiles of SPARSE_MR rows keep a transposed store's rows
- * together (mts__gemm_tiles). */
+ * together (gemm_tiles). */
 #define SPARSE_MR 16
 
 /* The state shared by one tile's rows. */
@@ -469,7 +469,7 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
     const gemm_lutpack *c = vctx;
     const size_t K = (size_t)g->k;
     if (c->panbad[panel]) {
-        mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+        gemm_tile_scalar(g, i0, i1, j0, j1);
         return;
     }
     sparse_k s;
@@ -479,7 +479,7 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
     quad_ctl(s.ctl);
     for (int i = i0; i < i1;) {
         if (c->rowbad[i]) {
-            mts__gemm_tile_scalar(g, i, i + 1, j0, j1);
+            gemm_tile_scalar(g, i, i + 1, j0, j1);
             i++;
             continue;
         }
@@ -528,7 +528,7 @@ static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, i
     int bad = c->rawb ? 0 : c->panbad[panel]; /* raw B: none in B (g->bbad) */
     for (int i = i0; i < i1; i++) bad |= c->rowbad[i];
     if (bad) {
-        mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+        gemm_tile_scalar(g, i0, i1, j0, j1);
         return;
     }
     const int nv = c->NR / GW, mr = c->mr;
@@ -554,35 +554,35 @@ static int range_rows(const gemm_lutpack *lp, int m)
     return 0;
 }
 
-int mts__gemm_lut(const gemm_job *g, mts_err *err)
+int gemm_lut(const gemm_job *g, mts_err *err)
 {
     gemm_lutpack lp;
     int nv, mr;
     pick_tile(g, &nv, &mr);
     int nr = nv * GW;
-    int rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, mts__gemm_want_rawb(g, mr, nr), &lp, err);
-    if (rc == 1) return mts__gemm_scalar(g, err); /* format or table outside the exact-product condition */
+    int rc = gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, gemm_want_rawb(g, mr, nr), &lp, err);
+    if (rc == 1) return gemm_scalar(g, err); /* format or table outside the exact-product condition */
     if (rc != MTS_OK) return rc;
     if (lp.rawb && range_rows(&lp, g->m)) {
         /* rows only the fixed exponent rule rejects (a gradient of 2^-70):
          * pack B after all, so the packing learns B's range and can take
          * them, instead of the scalar kernel */
-        mts__gemm_lutpack_free(&lp);
-        rc = mts__gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, 0, &lp, err);
+        gemm_lutpack_free(&lp);
+        rc = gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, 0, &lp, err);
         if (rc != MTS_OK) return rc; /* 1 is not possible: the table passed above */
     }
     lp.mr = mr;
 #if GEMM_VBMI
     if (lp.nzt) /* A sparse enough: the quad kernel's sparse form */
-        mts__gemm_tiles(g, SPARSE_MR, nr, lut_tile_sparse, &lp);
+        gemm_tiles(g, SPARSE_MR, nr, lut_tile_sparse, &lp);
     else
 #endif
-        mts__gemm_tiles(g, mr, nr, lut_tile, &lp);
-    mts__gemm_lutpack_free(&lp);
+        gemm_tiles(g, mr, nr, lut_tile, &lp);
+    gemm_lutpack_free(&lp);
     return MTS_OK;
 }
 #else
-int mts__gemm_lut_nr(void) { return 0; }
-int mts__gemm_lut_quad(void) { return 0; }
-int mts__gemm_lut(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
+int gemm_lut_nr(void) { return 0; }
+int gemm_lut_quad(void) { return 0; }
+int gemm_lut(const gemm_job *g, mts_err *err) { return gemm_scalar(g, err); }
 #endif

@@ -3,13 +3,13 @@
  * the scalar kernel runs it, in parallel unless the mulop is serial. */
 #include "gemm_internal.h"
 
-int mts__gemm_mulop(const gemm_job *g, mts_err *err)
+int gemm_mulop(const gemm_job *g, mts_err *err)
 {
     /* an RTL model instance is one piece of hardware: never call it from two threads */
     if (g->mul->serial) {
         gemm_job one = *g;
         one.threads = 1;
-        return mts__gemm_scalar(&one, err);
+        return gemm_scalar(&one, err);
     }
-    return mts__gemm_scalar(g, err);
+    return gemm_scalar(g, err);
 }

@@ -11,10 +11,10 @@
 #define MR 4
 #define NR (2 * GW)
 
-int mts__gemm_native_nr(void) { return NR; }
+int gemm_native_nr(void) { return NR; }
 
 typedef struct native_ctx {
-    const float *Bp; /* [panel][k][NR], zero-padded past n; NULL: B read as it is (mts__gemm_want_rawb) */
+    const float *Bp; /* [panel][k][NR], zero-padded past n; NULL: B read as it is (gemm_want_rawb) */
 } native_ctx;
 
 /* One row of B's panel: packed, or the lanes of B's row inside [j0, j1)
@@ -83,13 +83,13 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
     }
 }
 
-int mts__gemm_native(const gemm_job *g, mts_err *err)
+int gemm_native(const gemm_job *g, mts_err *err)
 {
     int npan = (g->n + NR - 1) / NR;
     size_t K = (size_t)g->k;
     float *Bp = NULL;
-    if (!mts__gemm_want_rawb(g, MR, NR)) {
-        if (!(Bp = mts__gemm_ws_alloc((size_t)npan * K * NR * sizeof *Bp, 0)))
+    if (!gemm_want_rawb(g, MR, NR)) {
+        if (!(Bp = gemm_ws_alloc((size_t)npan * K * NR * sizeof *Bp, 0)))
             return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing B (%d x %d)", g->k, g->n);
         int threads = (double)npan * K * NR < 65536.0 ? 1 : g->threads; /* waking a team costs more */
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
@@ -103,11 +103,11 @@ int mts__gemm_native(const gemm_job *g, mts_err *err)
         }
     }
     native_ctx c = {Bp};
-    mts__gemm_tiles(g, MR, NR, native_tile, &c);
-    mts__gemm_ws_free(Bp);
+    gemm_tiles(g, MR, NR, native_tile, &c);
+    gemm_ws_free(Bp);
     return MTS_OK;
 }
 #else
-int mts__gemm_native_nr(void) { return 0; }
-int mts__gemm_native(const gemm_job *g, mts_err *err) { return mts__gemm_scalar(g, err); }
+int gemm_native_nr(void) { return 0; }
+int gemm_native(const gemm_job *g, mts_err *err) { return gemm_scalar(g, err); }
 #endif

@@ -17,21 +17,21 @@
 #include "gemm_internal.h"
 #include "gemm_simd.h"
 
-void mts__gemm_lutpack_free(gemm_lutpack *lp)
+void gemm_lutpack_free(gemm_lutpack *lp)
 {
     if (!lp->shared) {
-        mts__gemm_ws_free(lp->Tf);
-        mts__gemm_ws_free(lp->TB);
+        gemm_ws_free(lp->Tf);
+        gemm_ws_free(lp->TB);
     }
-    mts__gemm_ws_free(lp->Ai);
-    mts__gemm_ws_free(lp->As);
-    mts__gemm_ws_free(lp->Bi);
-    mts__gemm_ws_free(lp->Bq);
-    mts__gemm_ws_free(lp->Bs);
-    mts__gemm_ws_free(lp->rowbad);
-    mts__gemm_ws_free(lp->panbad);
-    mts__gemm_ws_free(lp->nnz);
-    mts__gemm_ws_free(lp->nzt);
+    gemm_ws_free(lp->Ai);
+    gemm_ws_free(lp->As);
+    gemm_ws_free(lp->Bi);
+    gemm_ws_free(lp->Bq);
+    gemm_ws_free(lp->Bs);
+    gemm_ws_free(lp->rowbad);
+    gemm_ws_free(lp->panbad);
+    gemm_ws_free(lp->nnz);
+    gemm_ws_free(lp->nzt);
     memset(lp, 0, sizeof *lp);
 }
 
@@ -48,40 +48,40 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
         gemm_tabs *t = g->tabs;
         lp->shared = 1;
         if (vbmi && !t->tried_tb[g->swap]) {
-            t->tb[g->swap] = mts__gemm_lut_bytes(g->lut, g->swap);
+            t->tb[g->swap] = gemm_lut_bytes(g->lut, g->swap);
             t->tried_tb[g->swap] = 1;
         }
         if (vbmi) lp->TB = t->tb[g->swap];
         if (!lp->TB && !t->tried_tf) {
-            t->tf = mts__gemm_lut_table(g->lut);
+            t->tf = gemm_lut_table(g->lut);
             t->tried_tf = 1;
         }
         if (!lp->TB && !(lp->Tf = t->tf)) return 1;
     } else if (lut) {
-        if (vbmi) lp->TB = mts__gemm_lut_bytes(g->lut, g->swap);
-        if (!lp->TB && !(lp->Tf = mts__gemm_lut_table(g->lut))) return 1; /* no exact SIMD form */
+        if (vbmi) lp->TB = gemm_lut_bytes(g->lut, g->swap);
+        if (!lp->TB && !(lp->Tf = gemm_lut_table(g->lut))) return 1; /* no exact SIMD form */
     }
     lp->rawb = rawb && lp->TB && !g->bbad;
     lp->quad = vbmi == 2 && lp->TB && !lp->rawb && NR == 64;
     if (lp->quad) nb *= 2; /* Bs holds Sb and 2 Sb */
-    lp->As = mts__gemm_ws_alloc(m * K * sizeof *lp->As, 0);
-    lp->rowbad = mts__gemm_ws_alloc(m, 1);
+    lp->As = gemm_ws_alloc(m * K * sizeof *lp->As, 0);
+    lp->rowbad = gemm_ws_alloc(m, 1);
     int ok = lp->As && lp->rowbad;
     if (!lp->rawb) {
-        lp->Bs = mts__gemm_ws_alloc(nb * sizeof *lp->Bs, 0);
-        lp->panbad = mts__gemm_ws_alloc((size_t)npan, 1);
+        lp->Bs = gemm_ws_alloc(nb * sizeof *lp->Bs, 0);
+        lp->panbad = gemm_ws_alloc((size_t)npan, 1);
         ok = ok && lp->Bs && lp->panbad;
     }
     if (lut) {
-        lp->Ai = mts__gemm_ws_alloc(m * K * sizeof *lp->Ai, 0);
+        lp->Ai = gemm_ws_alloc(m * K * sizeof *lp->Ai, 0);
         ok = ok && lp->Ai;
         if (lp->quad)
-            ok = ok && (lp->Bq = mts__gemm_ws_alloc((size_t)npan * K * 64, 0)) &&
-                 (lp->nnz = mts__gemm_ws_alloc(m * sizeof *lp->nnz, 1));
-        else if (!lp->rawb) ok = ok && (lp->Bi = mts__gemm_ws_alloc(nb * sizeof *lp->Bi, 0));
+            ok = ok && (lp->Bq = gemm_ws_alloc((size_t)npan * K * 64, 0)) &&
+                 (lp->nnz = gemm_ws_alloc(m * sizeof *lp->nnz, 1));
+        else if (!lp->rawb) ok = ok && (lp->Bi = gemm_ws_alloc(nb * sizeof *lp->Bi, 0));
     }
     if (!ok) {
-        mts__gemm_lutpack_free(lp);
+        gemm_lutpack_free(lp);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing operands (%d x %d x %d)", g->m, g->n, g->k);
     }
     return MTS_OK;
@@ -144,8 +144,8 @@ static int sparse_lists(const gemm_job *g, gemm_lutpack *lp, int simd, mts_err *
     if (!lp->nnz) return MTS_OK;
     for (size_t i = 0; i < m; i++) total += lp->nnz[i];
     if (total > GEMM_SPARSE_FRAC * (double)m * (double)K) return MTS_OK;
-    if (K > UINT32_MAX / 512 || !(lp->nzt = mts__gemm_ws_alloc(3 * plane * sizeof *lp->nzt, 0))) {
-        mts__gemm_lutpack_free(lp);
+    if (K > UINT32_MAX / 512 || !(lp->nzt = gemm_ws_alloc(3 * plane * sizeof *lp->nzt, 0))) {
+        gemm_lutpack_free(lp);
         return mts_fail(err, MTS_ENOMEM, "gemm: out of memory listing nonzeros (%d x %d)", g->m, g->k);
     }
     lp->nzb = lp->nzt + plane;
@@ -171,7 +171,7 @@ static inline int op_flag(uint32_t x)
     uint32_t e = mts_f32_exp(x);
     if (e == 0) return (x & MTS_F32_MAN) ? GEMM_BAD_SPECIAL : 0;
     if (e == 255) return GEMM_BAD_SPECIAL;
-    return mts__gemm_exp_ok(x) ? 0 : GEMM_BAD_RANGE;
+    return gemm_exp_ok(x) ? 0 : GEMM_BAD_RANGE;
 }
 
 /* Biased exponent bounds of a job's nonzero normal operands (empty: lo >
@@ -217,7 +217,7 @@ static inline void pack_a1(const gemm_job *g, gemm_lutpack *lp, size_t o, uint32
         lp->As[o] = mts_u2f(x);
         return;
     }
-    mts__gemm_lut_split(x, M, !g->swap, &lp->Ai[o], &lp->As[o]);
+    gemm_lut_split(x, M, !g->swap, &lp->Ai[o], &lp->As[o]);
     if (lp->TB) /* byte offset of the table row, or the all-zero row */
         lp->Ai[o] = mts_f32_exp(x) ? ((x & MTS_F32_MAN) >> (23 - M)) * 128u : (uint32_t)(((size_t)1 << M) * 128u);
     if (lp->quad && mts_f32_exp(x)) { /* the exponent's low bit moves from As to Ai's bit 0 */
@@ -226,7 +226,7 @@ static inline void pack_a1(const gemm_job *g, gemm_lutpack *lp, size_t o, uint32
     }
 }
 
-int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
+int gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
 {
     int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc != MTS_OK) return rc;
@@ -255,7 +255,7 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
                 if (lp->quad) { /* lane jj is lane jj % 16 of vector jj / 16: byte 4 (jj % 16) + jj / 16 */
                     uint32_t idx;
                     float sb;
-                    mts__gemm_lut_split(x, M, 0, &idx, &sb);
+                    gemm_lut_split(x, M, 0, &idx, &sb);
                     lp->Bq[((size_t)p * K + kk) * 64 + (size_t)(4 * (jj % 16) + jj / 16)] =
                         (unsigned char)((x & MTS_F32_MAN) >> (23 - M));
                     lp->Bs[2 * o + (size_t)jj] = sb;
@@ -266,7 +266,7 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
                     lp->Bs[o + (size_t)jj] = mts_u2f(x);
                     continue;
                 }
-                mts__gemm_lut_split(x, M, g->swap, &lp->Bi[o + (size_t)jj], &lp->Bs[o + (size_t)jj]);
+                gemm_lut_split(x, M, g->swap, &lp->Bi[o + (size_t)jj], &lp->Bs[o + (size_t)jj]);
                 if (lp->TB) /* byte 2 of the lane holds the column operand's mantissa: the byte the permute reads */
                     lp->Bi[o + (size_t)jj] = ((x & MTS_F32_MAN) >> (23 - M)) << 16;
             }
@@ -278,7 +278,7 @@ int mts__gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb,
 }
 
 #if GEMM_SIMD && GW == 16
-/* 16 operands at once: the vector forms of op_flag, mts__gemm_lut_split and
+/* 16 operands at once: the vector forms of op_flag, gemm_lut_split and
  * the byte-table fields. */
 typedef struct pack_k {
     __m512i man, expm, sgn, zero_row;
@@ -305,7 +305,7 @@ static inline void v_flags(const pack_k *c, __m512i x, __mmask16 ld, __mmask16 *
  * bounds of its normal operands (lo > hi: none) */
 static inline unsigned char flag_of(__mmask16 spec, int lo, int hi)
 {
-    int range = lo < 127 - 62 || hi > 127 + 62; /* mts__gemm_exp_ok's range */
+    int range = lo < 127 - 62 || hi > 127 + 62; /* gemm_exp_ok's range */
     return (unsigned char)((spec ? GEMM_BAD_SPECIAL : 0) | (range ? GEMM_BAD_RANGE : 0));
 }
 
@@ -432,13 +432,13 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
 }
 #endif
 
-int mts__gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
+int gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
 {
 #if GEMM_SIMD && GW == 16
     int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc == MTS_OK) pack_fast(g, lp, NR);
     return rc == MTS_OK ? sparse_lists(g, lp, 1, err) : rc;
 #else
-    return mts__gemm_lutpack_make_scalar(g, NR, vbmi, rawb, lp, err);
+    return gemm_lutpack_make_scalar(g, NR, vbmi, rawb, lp, err);
 #endif
 }

@@ -4,7 +4,7 @@
  * tiles whose operands they do not handle (NaN, inf, extreme exponents). */
 #include "gemm_internal.h"
 
-uint32_t mts__gemm_dot(const gemm_job *g, int i, int j)
+uint32_t gemm_dot(const gemm_job *g, int i, int j)
 {
     size_t a = (size_t)i * (size_t)g->k, n = (size_t)g->n;
 
@@ -27,14 +27,14 @@ uint32_t mts__gemm_dot(const gemm_job *g, int i, int j)
     return y;
 }
 
-void mts__gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1)
+void gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1)
 {
     for (int i = i0; i < i1; i++)
         for (int j = j0; j < j1; j++)
-            gemm_store(gemm_out(g, i, j), g->beta, mts_u2f(mts__gemm_dot(g, i, j)));
+            gemm_store(gemm_out(g, i, j), g->beta, mts_u2f(gemm_dot(g, i, j)));
 }
 
-void mts__gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx)
+void gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx)
 {
     int nrb = (g->m + MR - 1) / MR, npan = (g->n + NR - 1) / NR;
     long ntiles = (long)nrb * npan;
@@ -64,12 +64,12 @@ static void scalar_tile(const gemm_job *g, void *ctx, int i0, int i1, int panel,
 {
     (void)ctx;
     (void)panel;
-    mts__gemm_tile_scalar(g, i0, i1, j0, j1);
+    gemm_tile_scalar(g, i0, i1, j0, j1);
 }
 
-int mts__gemm_scalar(const gemm_job *g, mts_err *err)
+int gemm_scalar(const gemm_job *g, mts_err *err)
 {
     (void)err;
-    mts__gemm_tiles(g, 4, 16, scalar_tile, NULL);
+    gemm_tiles(g, 4, 16, scalar_tile, NULL);
     return MTS_OK;
 }

@@ -26,7 +26,7 @@ typedef struct ws_block {
 static _Atomic(ws_block *) slots[SLOTS];
 static _Atomic size_t caps[SLOTS]; /* capacity of the block in slots[i] when it was put there */
 
-void *mts__gemm_ws_alloc(size_t bytes, int zero)
+void *gemm_ws_alloc(size_t bytes, int zero)
 {
     ws_block *b = NULL;
     if (bytes == 0) bytes = 1;
@@ -43,7 +43,7 @@ void *mts__gemm_ws_alloc(size_t bytes, int zero)
         ws_block *c = atomic_exchange(&slots[best], NULL);
         atomic_store(&caps[best], 0);
         if (c && c->cap >= bytes) b = c;
-        else if (c) mts__gemm_ws_free(c->pad); /* changed meanwhile: back into the cache */
+        else if (c) gemm_ws_free(c->pad); /* changed meanwhile: back into the cache */
     }
     if (!b) {
         size_t total = sizeof *b + bytes;
@@ -56,7 +56,7 @@ void *mts__gemm_ws_alloc(size_t bytes, int zero)
     return b->pad;
 }
 
-void mts__gemm_ws_free(void *p)
+void gemm_ws_free(void *p)
 {
     if (!p) return;
     ws_block *b = (ws_block *)((char *)p - offsetof(ws_block, pad));

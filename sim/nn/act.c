@@ -81,7 +81,7 @@ void mts__plus_zero_t(int threads, size_t n, float *dst)
 #define GELU_A 0.044715f
 
 /* The readable definitions, one element: the value and the derivative. */
-static inline float gelu_tanh(float v) { return mts__nn_tanhf(GELU_C * (v + GELU_A * v * v * v)); }
+static inline float gelu_tanh(float v) { return nn_tanhf(GELU_C * (v + GELU_A * v * v * v)); }
 static inline float gelu_one(float v)
 {
     float t = gelu_tanh(v);

@@ -20,7 +20,7 @@ void mts_softmax_forward(int R, int W, const float *x, float *y)
         float mx = xr[0], s = 0.0f;
         for (int j = 1; j < W; j++)
             if (xr[j] > mx) mx = xr[j];
-        for (int j = 0; j < W; j++) s += yr[j] = mts__nn_expf(xr[j] - mx);
+        for (int j = 0; j < W; j++) s += yr[j] = nn_expf(xr[j] - mx);
         for (int j = 0; j < W; j++) yr[j] /= s;
     }
 }

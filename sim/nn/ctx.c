@@ -12,7 +12,7 @@ mts_nn_ctx mts_nn_ctx_cpu(const mts_provider *fwd, const mts_provider *bwd)
     return c;
 }
 
-int mts__nn_threads(const mts_nn_ctx *ctx)
+int nn_threads(const mts_nn_ctx *ctx)
 {
     int t = ctx && ctx->fwd ? ctx->fwd->threads : 1;
 #ifdef _OPENMP

@@ -76,13 +76,13 @@ typedef struct run {
     int32_t *order;
     uint8_t *labels;
     int prev_done;
-    mts__layers layers;    /* per-layer multipliers (--mul-layer) */
+    nn_layers layers;    /* per-layer multipliers (--mul-layer) */
 } run;
 
 static void run_free(run *r)
 {
     mts_nn_tracer_free(&r->tracer);
-    mts__layers_close(&r->layers);
+    nn_layers_close(&r->layers);
     mts_opt_free(&r->opt);
     mts_net_free(&r->net);
     mts_arith_close(&r->af);
@@ -100,13 +100,13 @@ static void report(const run *r, mts_train_event ev, int done, int total)
     if (r->c->progress) r->c->progress(r->c->progress_ud, ev, r->info, done, total);
 }
 
-int mts__nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s, int threads, mts_arith *a,
+int nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s, int threads, mts_arith *a,
                        mts_err *err)
 {
     return open ? open(ud, s, threads, a, err) : mts_arith_open(s, threads, a, err);
 }
 
-int mts__nn_arith_device(mts_arith *a, int device, mts_err *err)
+int nn_arith_device(mts_arith *a, int device, mts_err *err)
 {
     if (device) {
         int rc = mts_gpu_supports(&a->p, err);
@@ -116,7 +116,7 @@ int mts__nn_arith_device(mts_arith *a, int device, mts_err *err)
     return MTS_OK;
 }
 
-int mts__nn_int_bwd_arith(const mts_arith *fwd, int int_bwd, int threads, mts_arith *bwd, mts_err *err)
+int nn_int_bwd_arith(const mts_arith *fwd, int int_bwd, int threads, mts_arith *bwd, mts_err *err)
 {
     if (fwd->p.kind != MTS_PROV_INT || int_bwd == MTS_INT_BWD_APPROX || bwd->p.kind != MTS_PROV_INT) return MTS_OK;
     int device = bwd->p.device;
@@ -124,7 +124,7 @@ int mts__nn_int_bwd_arith(const mts_arith *fwd, int int_bwd, int threads, mts_ar
     mts_arith_spec_init(&native); /* "fp32": our kernel, fixed order */
     mts_arith_close(bwd);
     int rc = mts_arith_open(&native, threads, bwd, err);
-    if (rc == MTS_OK) rc = mts__nn_arith_device(bwd, device, err);
+    if (rc == MTS_OK) rc = nn_arith_device(bwd, device, err);
     return rc;
 }
 
@@ -136,9 +136,9 @@ static int open_providers(run *r, mts_err *err)
     static const char *const what[3] = {"forward", "backward", "test"};
     for (int i = 0; i < 3; i++) {
         mts_err e2;
-        int rc = mts__nn_open_arith(c->open, c->open_ud, spec[i], c->threads, a[i], &e2);
-        if (rc == MTS_OK) rc = mts__nn_arith_device(a[i], c->device, &e2);
-        if (rc == MTS_OK && i == 1) rc = mts__nn_int_bwd_arith(&r->af, r->ibwd, c->threads, &r->ab, &e2);
+        int rc = nn_open_arith(c->open, c->open_ud, spec[i], c->threads, a[i], &e2);
+        if (rc == MTS_OK) rc = nn_arith_device(a[i], c->device, &e2);
+        if (rc == MTS_OK && i == 1) rc = nn_int_bwd_arith(&r->af, r->ibwd, c->threads, &r->ab, &e2);
         if (rc == MTS_OK && i != 1) rc = mts_arith_int_prepare(a[i], i == 0 && r->ibwd == MTS_INT_BWD_TABLE, &e2);
         if (rc != MTS_OK) return mts_fail(err, rc, "%s multiplier: %s", what[i], e2.msg);
     }
@@ -169,7 +169,7 @@ static int build_model(run *r, mts_err *err)
     o->gamma = (float)c->gamma;
     o->epochs = c->epochs;
     r->info->nparam = r->net.nparam;
-    if ((rc = mts__layers_open(&r->layers, &r->net, c->layer_rules, c->nlayer_rules, 1, (int)r->ibwd, c->open,
+    if ((rc = nn_layers_open(&r->layers, &r->net, c->layer_rules, c->nlayer_rules, 1, (int)r->ibwd, c->open,
                                c->open_ud, c->threads, err)) != MTS_OK)
         return rc;
     snprintf(r->info->layers, sizeof r->info->layers, "%s", r->layers.desc);
@@ -252,7 +252,7 @@ static void print_json(FILE *f, void *ud)
     const run *r = ud;
     const mts_train_config *c = r->c;
     const mts_ckpt_meta *m = r->meta;
-    const mts__layers *L = &r->layers;
+    const nn_layers *L = &r->layers;
     mts_jw w;
     mts_jw_init(&w, f);
     mts_jw_obj(&w, NULL, 1);
@@ -357,7 +357,7 @@ static int run_epoch(run *r, int e, mts_err *err)
     eval.qtab = &r->at.qtab;
     train.tracer = c->trace ? &r->tracer : NULL;
     train.tap = c->tap;
-    mts__layers_bind(&r->layers, r->net.n, &train, &eval);
+    nn_layers_bind(&r->layers, r->net.n, &train, &eval);
     train.node_ctx = r->layers.train_nodes;
     eval.node_ctx = r->layers.eval_nodes;
     mts_epoch_stats st;

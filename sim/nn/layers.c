@@ -78,7 +78,7 @@ int mts_layer_rule_parse(const char *text, mts_layer_rule *r, mts_err *err)
     return MTS_OK;
 }
 
-void mts__layers_close(mts__layers *L)
+void nn_layers_close(nn_layers *L)
 {
     for (int i = 0; i < L->n; i++)
         for (int j = 0; j < 3; j++) mts_arith_close(&L->arith[i][j]);
@@ -89,7 +89,7 @@ void mts__layers_close(mts__layers *L)
     memset(L, 0, sizeof *L);
 }
 
-int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *texts, int n, int train, int int_bwd,
+int nn_layers_open(nn_layers *L, const mts_net *net, const char *const *texts, int n, int train, int int_bwd,
                      mts_arith_open_fn open, void *ud, int threads, mts_err *err)
 {
     memset(L, 0, sizeof *L);
@@ -119,11 +119,11 @@ int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *text
         mts_arith_spec spec[3] = {L->rule[r].spec, L->rule[r].spec, L->rule[r].spec};
         spec[1].acc[0] = 0;
         static const char *const what[3] = {"forward", "backward", "test"};
-        L->n = r + 1; /* closed by mts__layers_close even if half open (zeroed by calloc) */
+        L->n = r + 1; /* closed by nn_layers_close even if half open (zeroed by calloc) */
         for (int j = train ? 0 : 2; j < 3; j++) {
             mts_err e2;
-            rc = mts__nn_open_arith(open, ud, &spec[j], threads, &L->arith[r][j], &e2);
-            if (rc == MTS_OK && j == 1) rc = mts__nn_int_bwd_arith(&L->arith[r][0], int_bwd, threads, &L->arith[r][1], &e2);
+            rc = nn_open_arith(open, ud, &spec[j], threads, &L->arith[r][j], &e2);
+            if (rc == MTS_OK && j == 1) rc = nn_int_bwd_arith(&L->arith[r][0], int_bwd, threads, &L->arith[r][1], &e2);
             if (rc == MTS_OK && j != 1) rc = mts_arith_int_prepare(&L->arith[r][j], j == 0 && int_bwd == MTS_INT_BWD_TABLE, &e2);
             if (rc != MTS_OK) {
                 rc = mts_fail(err, rc, "--mul-layer '%s': %s multiplier: %s", texts[r], what[j], e2.msg);
@@ -142,11 +142,11 @@ int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *text
     }
 done:
     free(match);
-    if (rc != MTS_OK) mts__layers_close(L);
+    if (rc != MTS_OK) nn_layers_close(L);
     return rc;
 }
 
-void mts__layers_bind(mts__layers *L, int nnodes, const mts_nn_ctx *train, const mts_nn_ctx *eval)
+void nn_layers_bind(nn_layers *L, int nnodes, const mts_nn_ctx *train, const mts_nn_ctx *eval)
 {
     for (int r = 0; r < L->n; r++) {
         if (train) {

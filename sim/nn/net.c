@@ -489,13 +489,13 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
         case MTS_L_MAXPOOL: mts_maxpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y, l->argmax); break;
         case MTS_L_AVGPOOL: mts_avgpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y); break;
         case MTS_L_GAP: mts_gap_forward(N, a->c, a->h * a->w, a->y, l->y); break;
-        case MTS_L_RELU: mts__relu_forward_t(mts__nn_threads(ctx), sz, a->y, l->y); break;
+        case MTS_L_RELU: mts__relu_forward_t(nn_threads(ctx), sz, a->y, l->y); break;
         case MTS_L_BN:
-            mts__bn_forward_t(mts__nn_threads(ctx), train, N, l->c, l->h * l->w, a->y, w, w + l->c,
+            mts__bn_forward_t(nn_threads(ctx), train, N, l->c, l->h * l->w, a->y, w, w + l->c,
                               net->state + l->soff, net->state + l->soff + l->c, BN_MOMENTUM, BN_EPS, l->y, l->aux,
                               l->aux2);
             break;
-        case MTS_L_ADD: mts__add_t(mts__nn_threads(ctx), sz, a->y, net->l[l->in1].y, l->y); break;
+        case MTS_L_ADD: mts__add_t(nn_threads(ctx), sz, a->y, net->l[l->in1].y, l->y); break;
         case MTS_L_FLATTEN: memcpy(l->y, a->y, sizeof(float) * sz); break;
         case MTS_L_MATMUL:
             rc = mts_matmul_forward(ctx, N, a->h, a->w, l->w, a->y, net->l[l->in1].y, l->y, err);
@@ -505,11 +505,11 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
                     : mts_dense_forward(ctx, N * a->h, a->w, l->units, a->y, w, w + l->nweight, l->y, err);
             break;
         case MTS_L_LAYERNORM:
-            mts__layernorm_forward_t(mts__nn_threads(ctx), N * l->c * l->h, l->w, a->y, w, w + l->w, LN_EPS, l->y,
+            mts__layernorm_forward_t(nn_threads(ctx), N * l->c * l->h, l->w, a->y, w, w + l->w, LN_EPS, l->y,
                                      l->aux, l->aux2);
             break;
-        case MTS_L_GELU: mts__gelu_forward_t(mts__nn_threads(ctx), sz, a->y, l->y); break;
-        case MTS_L_SOFTMAX: mts__softmax_forward_t(mts__nn_threads(ctx), N * l->c * l->h, l->w, a->y, l->y); break;
+        case MTS_L_GELU: mts__gelu_forward_t(nn_threads(ctx), sz, a->y, l->y); break;
+        case MTS_L_SOFTMAX: mts__softmax_forward_t(nn_threads(ctx), N * l->c * l->h, l->w, a->y, l->y); break;
         case MTS_L_ATTN_QK: {
             int dh = a->w / 3 / l->units;
             rc = mts_attn_qk_forward(ctx, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), a->y, l->y, err);
@@ -603,7 +603,7 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
          * straight into the input's dy (not when the node reads it twice) */
         int direct = l->in0 > 0 && !seen[l->in0] && l->in1 != l->in0;
         float *dx = l->in0 > 0 ? (direct ? a->dy : tmp) : NULL;
-        const int T = mts__nn_threads(ctx);
+        const int T = nn_threads(ctx);
         int pz = 0; /* the op made its direct output +0 + dx itself */
         mts_qparam qp; /* the forward's quantizer: the observer is not moved again */
         const mts_qparam *qa = node_qact(net, l, ctx, 0, a->y, asz, &qp);

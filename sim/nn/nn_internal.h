@@ -13,16 +13,16 @@
 
 /* mts_prov_mul with fp32 = mts_model_find("fp32") looked up once by the
  * caller, for the STE replay's inner loop (prov.c). */
-uint32_t mts__prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a, uint32_t b);
+uint32_t nn_prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a, uint32_t b);
 
 /* Opens spec s with the caller's opener, or mts_arith_open when open is
  * NULL (driver.c; the train and test drivers). */
-int mts__nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s, int threads, mts_arith *a,
+int nn_open_arith(mts_arith_open_fn open, void *ud, const mts_arith_spec *s, int threads, mts_arith *a,
                        mts_err *err);
 
 /* Per-layer multipliers (layers.c): the rules, a provider set per rule
  * (forward, backward, test), and per-node contexts for mts_nn_ctx.node_ctx. */
-typedef struct mts__layers {
+typedef struct nn_layers {
     int n;                                  /* rules opened */
     mts_layer_rule rule[MTS_MAX_LAYER_RULES];
     mts_arith (*arith)[3];                  /* [rule][fwd, bwd, test] */
@@ -30,22 +30,22 @@ typedef struct mts__layers {
     int *assign;                            /* per node: the rule, or -1 */
     const mts_nn_ctx **train_nodes, **eval_nodes; /* per node: its context, or NULL */
     char desc[1024];                        /* "RULE: N layers (desc); ..." */
-} mts__layers;
+} nn_layers;
 
 /* Parses the n rules, matches them to net's multiplying layers (a rule
  * that matches none is an error) and opens their providers (train = 0:
  * only the test ones). On error everything is closed. */
-int mts__layers_open(mts__layers *L, const mts_net *net, const char *const *texts, int n, int train, int int_bwd,
+int nn_layers_open(nn_layers *L, const mts_net *net, const char *const *texts, int n, int train, int int_bwd,
                      mts_arith_open_fn open, void *ud, int threads, mts_err *err);
 /* The rules' contexts: copies of train / eval (STE, tracer, device) with
  * the rule's providers; fills train_nodes / eval_nodes (either may be NULL). */
-void mts__layers_bind(mts__layers *L, int nnodes, const mts_nn_ctx *train, const mts_nn_ctx *eval);
-void mts__layers_close(mts__layers *L);
+void nn_layers_bind(nn_layers *L, int nnodes, const mts_nn_ctx *train, const mts_nn_ctx *eval);
+void nn_layers_close(nn_layers *L);
 
 /* The transcendental functions of the transformer ops (GELU, softmax): the
  * shared definitions of fmath.h, so that CPU and GPU agree bit for bit. */
-static inline float mts__nn_expf(float x) { return mts_fm_expf(x); }
-static inline float mts__nn_tanhf(float x) { return mts_fm_tanhf(x); }
+static inline float nn_expf(float x) { return mts_fm_expf(x); }
+static inline float nn_tanhf(float x) { return mts_fm_tanhf(x); }
 
 /* mts_bn_forward / mts_bn_backward with channels split among threads
  * (same bits for any count; one thread below 2^16 elements) (bn.c); pz:
@@ -80,18 +80,18 @@ void mts__softmax_forward_t(int threads, int R, int W, const float *x, float *y)
 void mts__softmax_backward_t(int threads, int R, int W, const float *y, const float *dy, float *dx);
 
 /* The threads of a context's ops: its forward provider's (0: all cores). */
-int mts__nn_threads(const mts_nn_ctx *ctx);
+int nn_threads(const mts_nn_ctx *ctx);
 
 /* The backward provider next to forward provider fwd: when fwd is an
  * integer table and the integer backward (mts_int_bwd) is not APPROX, a
  * backward provider bwd that is an integer table too (the default: the
  * forward multiplier) is replaced by native FP32, what the STE and TABLE
  * backward multiply with; anything else is left as opened. (driver.c) */
-int mts__nn_int_bwd_arith(const mts_arith *fwd, int int_bwd, int threads, mts_arith *bwd, mts_err *err);
+int nn_int_bwd_arith(const mts_arith *fwd, int int_bwd, int threads, mts_arith *bwd, mts_err *err);
 
 /* Puts opened provider a on device (0: CPU; MTS_GPU_DEVICE_CUDA: its GEMMs
  * run on the GPU, with the same results); MTS_EUNSUPPORTED when the GPU does
  * not take this provider (driver.c). */
-int mts__nn_arith_device(mts_arith *a, int device, mts_err *err);
+int nn_arith_device(mts_arith *a, int device, mts_err *err);
 
 #endif

@@ -41,7 +41,7 @@ uint32_t mts_prov_operand(const mts_provider *p, uint32_t x)
     return x;
 }
 
-uint32_t mts__prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a, uint32_t b)
+uint32_t nn_prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a, uint32_t b)
 {
     static const mts_format f32 = {8, 23, 127, 1};
     switch (p->kind) {
@@ -65,5 +65,5 @@ uint32_t mts__prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a,
 
 uint32_t mts_prov_mul(const mts_provider *p, uint32_t a, uint32_t b)
 {
-    return mts__prov_mul(p, mts_model_find("fp32"), a, b);
+    return nn_prov_mul(p, mts_model_find("fp32"), a, b);
 }

@@ -52,7 +52,7 @@ uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const 
         uint32_t s = 0;
         size_t last_of = 0; /* recursive: terms [c0, last_of) zeroed */
         for (size_t i = c0; i < c1; i++) {
-            uint32_t pr = mts__prov_mul(p, fp32, mts_f2u(x[i]), mts_f2u(w[i * ws]));
+            uint32_t pr = nn_prov_mul(p, fp32, mts_f2u(x[i]), mts_f2u(w[i * ws]));
             uint32_t qp = mts_q(&p->qprod, pr);
             uint32_t z = mts_qadd(&p->qacc, qp, s); /* = mts_fmaq(qprod, qacc, pr, s) */
             int keep = 1;

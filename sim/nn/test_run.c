@@ -91,18 +91,18 @@ static void print_json(FILE *f, void *ud)
 
 /* Opens the provider, loads the model and evaluates the test split. */
 static int evaluate(const mts_test_config *c, const char *path, const mts_arith_spec *spec, const char *const *rules,
-                    int nrules, const mts_dataset *test, mts_arith *ar, mts__layers *L, mts_net *net,
+                    int nrules, const mts_dataset *test, mts_arith *ar, nn_layers *L, mts_net *net,
                     mts_test_result *r, mts_err *err)
 {
     int rc;
-    if ((rc = mts__nn_open_arith(c->open, c->open_ud, spec, c->threads, ar, err)) != MTS_OK ||
-        (rc = mts__nn_arith_device(ar, c->device, err)) != MTS_OK)
+    if ((rc = nn_open_arith(c->open, c->open_ud, spec, c->threads, ar, err)) != MTS_OK ||
+        (rc = nn_arith_device(ar, c->device, err)) != MTS_OK)
         return rc;
     if ((rc = mts_nn_model_build(net, r->model, test->c, test->h, test->w, test->classes, err)) != MTS_OK ||
         (rc = mts_net_build(net, 256, 0, err)) != MTS_OK || (rc = mts_ckpt_load(path, net, NULL, NULL, err)) != MTS_OK)
         return rc;
     if ((rc = mts_arith_int_prepare(ar, 0, err)) != MTS_OK) return rc;
-    if ((rc = mts__layers_open(L, net, rules, nrules, 0, MTS_INT_BWD_STE, c->open, c->open_ud, c->threads, err)) !=
+    if ((rc = nn_layers_open(L, net, rules, nrules, 0, MTS_INT_BWD_STE, c->open, c->open_ud, c->threads, err)) !=
         MTS_OK)
         return rc;
     snprintf(r->layers, sizeof r->layers, "%s", L->desc);
@@ -111,7 +111,7 @@ static int evaluate(const mts_test_config *c, const char *path, const mts_arith_
     mts_nn_ctx ctx = mts_nn_ctx_cpu(&ar->p, NULL);
     ctx.tap = c->tap;
     ctx.qtab = &ar->qtab;
-    mts__layers_bind(L, net->n, NULL, &ctx);
+    nn_layers_bind(L, net->n, NULL, &ctx);
     ctx.node_ctx = L->eval_nodes;
     if ((rc = mts_evaluate(net, &ctx, test, r->samples, &r->acc, err)) != MTS_OK) return rc;
     if (c->json_out) print_json(c->json_out, r);
@@ -142,10 +142,10 @@ int mts_test_run(const mts_test_config *c, mts_test_result *r, mts_err *err)
     memset(&net, 0, sizeof net);
     mts_arith ar;
     memset(&ar, 0, sizeof ar);
-    mts__layers L;
+    nn_layers L;
     memset(&L, 0, sizeof L);
     rc = evaluate(c, path, &spec, rules, nrules, &test, &ar, &L, &net, r, err);
-    mts__layers_close(&L);
+    nn_layers_close(&L);
     mts_net_free(&net);
     mts_arith_close(&ar);
     mts_dataset_free(&test);

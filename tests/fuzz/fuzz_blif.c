@@ -9,19 +9,19 @@
 #include "mantis/rng.h"
 #include "synth_int.h"
 
-static mts_lib lib;
+static synth_lib lib;
 static int have_lib;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!have_lib) {
         mts_err e;
-        if (mts_lib_load(MANTIS_SOURCE_DIR "/synth/mantis45.lib", &lib, &e)) abort();
+        if (synth_lib_load(MANTIS_SOURCE_DIR "/synth/mantis45.lib", &lib, &e)) abort();
         have_lib = 1;
     }
-    mts_gl gl;
+    synth_gl gl;
     mts_err err;
-    if (mts_gl_load(fuzz_file(0, data, size), &lib, &gl, &err) != MTS_OK) return 0;
+    if (synth_gl_load(fuzz_file(0, data, size), &lib, &gl, &err) != MTS_OK) return 0;
     int *at = malloc((size_t)(gl.nnets ? gl.nnets : 1) * sizeof *at); /* net -> the node that drives it */
     if (!at) abort();
     for (int i = 0; i < gl.nnets; i++) at[i] = INT_MAX;
@@ -39,9 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t *tog = calloc((size_t)(gl.nnets ? gl.nnets : 1), sizeof *tog);
     if (!tog) abort();
     for (int r = 0; r < 2; r++)
-        if (mts_gl_sim(&gl, vec, 130, out[r], r ? tog : NULL, &err) != MTS_OK) abort();
+        if (synth_gl_sim(&gl, vec, 130, out[r], r ? tog : NULL, &err) != MTS_OK) abort();
     if (memcmp(out[0], out[1], sizeof out[0])) abort();
     free(tog);
-    mts_gl_free(&gl);
+    synth_gl_free(&gl);
     return 0;
 }
