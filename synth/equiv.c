@@ -56,7 +56,7 @@ static void append_instance(char *w, size_t cap, size_t *n, const synth_gl *gl, 
 }
 
 /* Writes eq/mts_eq.v: the RTL top (with the parameters) and the netlist
- * (module synth_gl) on the same input vector. */
+ * (module mts_gl) on the same input vector. */
 static int write_wrapper(const synth_ctx *c, const eqpaths *p, const char *top, const synth_gl *gl, mts_err *err)
 {
     char w[8192], head[2048], path[PATH_MAX];

@@ -28,7 +28,7 @@ static const char *const sta_script =
     "# sta.tcl - written by mantis synth (synth/sta.c): OpenSTA times netlist.v\n"
     "read_liberty {%s}\n"
     "read_verilog netlist.v\n"
-    "link_design synth_gl\n"
+    "link_design mts_gl\n"
     "create_clock -name mts_vclk -period %.1f\n"
     "set_input_delay 0 -clock mts_vclk [all_inputs]\n"
     "set_output_delay 0 -clock mts_vclk [all_outputs]\n"

@@ -573,7 +573,7 @@ StaRun RunSta(const std::string &name, const std::string &netlist)
 std::string FaChain(int k)
 {
     std::ostringstream v;
-    v << "module synth_gl(A, B, C, S, CO);\n  input [" << k - 1 << ":0] A;\n  input [" << k - 1 << ":0] B;\n"
+    v << "module mts_gl(A, B, C, S, CO);\n  input [" << k - 1 << ":0] A;\n  input [" << k - 1 << ":0] B;\n"
       << "  input C;\n  output [" << k - 1 << ":0] S;\n  output CO;\n  wire [" << k << ":0] c;\n"
       << "  assign c[0] = C;\n";
     for (int i = 0; i < k; i++)
@@ -614,8 +614,8 @@ TEST(SynthDelay, StaErrorsAreToolErrors)
     if (!have_tool("sta")) GTEST_SKIP() << "sta (opensta) not installed";
     // a cell the liberty does not have (OpenSTA would time around a black box); a
     // netlist OpenSTA cannot parse
-    const std::string bad[] = {"module synth_gl(a, y);\n input a;\n output y;\n NO_SUCH_CELL u (.A(a), .Y(y));\nendmodule\n",
-                               "module synth_gl(a, y);\n input a;\n output y;\n assign {y} = {a};\nendmodule\n"};
+    const std::string bad[] = {"module mts_gl(a, y);\n input a;\n output y;\n NO_SUCH_CELL u (.A(a), .Y(y));\nendmodule\n",
+                               "module mts_gl(a, y);\n input a;\n output y;\n assign {y} = {a};\nendmodule\n"};
     for (int i = 0; i < 2; i++) {
         StaRun run = RunSta("bad" + std::to_string(i), bad[i]);
         EXPECT_EQ(run.rc, MTS_ETOOL) << run.msg;
@@ -624,7 +624,7 @@ TEST(SynthDelay, StaErrorsAreToolErrors)
         EXPECT_EQ(run.msg.find('\n'), std::string::npos) << run.msg;
     }
     // ports named like the words an error line has are not errors
-    StaRun ok = RunSta("named", "module synth_gl(error, found);\n input error;\n output found;\n"
+    StaRun ok = RunSta("named", "module mts_gl(error, found);\n input error;\n output found;\n"
                                 " MTS45_INV u (.A(error), .Y(found));\nendmodule\n");
     EXPECT_EQ(ok.rc, MTS_OK) << ok.msg;
     EXPECT_STREQ(ok.r.delay_from, "error");

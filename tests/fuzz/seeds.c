@@ -190,7 +190,7 @@ int main(int argc, char **argv)
     snprintf(tmp2, sizeof tmp2, "%s/tests/data/synth/tiny.blif", argv[2]);
     put_file("blif", "tiny.blif", tmp2, 0, 0);
     const char *blif =
-        ".model synth_gl\n.inputs A[0] A[1] B[0]\n.outputs O[0] O[1] O[2] O[3] O[4]\n.names $false\n.names $true\n1\n"
+        ".model mts_gl\n.inputs A[0] A[1] B[0]\n.outputs O[0] O[1] O[2] O[3] O[4]\n.names $false\n.names $true\n1\n"
         ".subckt MTS45_XOR2 A=O[0] B=O[3] Y=O[1]\n.subckt MTS45_NAND2 A=A[0] B=B[0] Y=n1\n"
         ".subckt MTS45_INV A=n1 Y=O[0]\n.names O[1] O[2]\n1 1\n.names $true O[3]\n1 1\n"
         ".subckt MTS45_FA A=O[2] B=A[1] CI=O[0] S=O[4] CO=c\n.names c n2\n0 1\n.end\n";
