@@ -136,12 +136,15 @@ static int parse_opts(int argc, char **argv, train_bench_opts *o)
     return 1;
 }
 
-/* The seconds of the first epoch in mantis train's JSON at path, or -1. */
+/* The seconds of the first epoch in mantis train's JSON at path (its
+ * "epochs"), or bench_torch.py's (a top-level "seconds"), or -1. */
 static double epoch_seconds(const char *path)
 {
     mts_json *j = mts_json_load(path);
     const mts_json *e = mts_json_get(j, "epochs");
-    double v = e && e->type == MTS_JARR && e->child ? mts_json_num(e->child, "seconds", -1.0) : -1.0;
+    double v = e && e->type == MTS_JARR && e->child ? mts_json_num(e->child, "seconds", -1.0)
+               : j && !e                        ? mts_json_num(j, "seconds", -1.0)
+                                                : -1.0;
     mts_json_free(j);
     return v;
 }
@@ -193,8 +196,10 @@ static double run_conf(const train_bench_opts *o, const char *tmp, int mi, const
         argv[n++] = "1";
         argv[n++] = "--batch";
         argv[n++] = batch;
-        argv[n++] = "--subset";
-        argv[n++] = subset;
+        if (samples_of(o, mi)) { /* 0: every sample, mantis train's default */
+            argv[n++] = "--subset";
+            argv[n++] = subset;
+        }
         argv[n++] = "--test-subset";
         argv[n++] = "100"; /* evaluation is not timed: keep it short */
         argv[n++] = "--threads";
