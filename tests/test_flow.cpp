@@ -498,8 +498,8 @@ TEST(FlowReport, SweepFamiliesKneeLinesAndBrowser) {
     // tr: no exact point: judged against the fp32 baseline (92.0 +- 0)
     G.design("tr[M=2]", 20, 0.04);
     seeds("tr[M=2]", 0.898, 0.900, 0.902);
-    G.design("tr[M=3]", 30, 0.03);
-    seeds("tr[M=3]", 0.916, 0.919, 0.922);  // 91.9 +- 0.3
+    G.design("tr[M=4]", 30, 0.03);
+    seeds("tr[M=4]", 0.916, 0.919, 0.922);  // 91.9 +- 0.3
     G.add("baseline-fp32", "synth", ST_DONE, 0, R"({"area_um2": 3000})");
     seeds("baseline-fp32", 0.92, 0.92, 0.92);
 
@@ -509,7 +509,7 @@ TEST(FlowReport, SweepFamiliesKneeLinesAndBrowser) {
     c.nbaselines = 1;
     c.seeds[0] = 1, c.seeds[1] = 2, c.seeds[2] = 3, c.nseeds = 3;
     ASSERT_EQ(flow_sweep_add(&c, "sw: M = 1..5", "test", &err), MTS_OK) << err.msg;
-    ASSERT_EQ(flow_sweep_add(&c, "tr: M = 3, 2", "test", &err), MTS_OK) << err.msg;
+    ASSERT_EQ(flow_sweep_add(&c, "tr: M = 4, 2", "test", &err), MTS_OK) << err.msg;
     flow_graph g;
     memset(&g, 0, sizeof g);
     g.s = G.s.data();
@@ -525,7 +525,7 @@ TEST(FlowReport, SweepFamiliesKneeLinesAndBrowser) {
         "µm²) and 50% of the power (uniform operands: 200.0 → 100.0 µW). Beyond it, sw[M=2] falls to 91.00 ± 0.30%, "
         "1.00 points below the exact design (more than their combined standard deviation, 0.58).";
     const std::string tr_sentence =
-        "tr (M), M = 2..3: the knee is tr[M=3], the most approximate point still within noise of the exact design "
+        "tr (M), M = 2, 4: the knee is tr[M=4], the most approximate point still within noise of the exact design "
         "baseline-fp32: 91.90 ± 0.30% against 92.00 ± 0.00%. Against baseline-fp32 it saves 99% of the area (3000.0 "
         "→ 30.0 µm²); its power is not known. Beyond it, tr[M=2] falls to 90.00 ± 0.20%, 2.00 points below the "
         "exact design (more than their combined standard deviation, 0.20).";
@@ -533,8 +533,8 @@ TEST(FlowReport, SweepFamiliesKneeLinesAndBrowser) {
                         "[1, 2, 3, 4, 5], \"exact\": \"sw[M=5]\", \"knee\": \"sw[M=4]\", \"beyond\": \"sw[M=2]\", "
                         "\"area_saving\": 0.5, \"power_saving\": 0.5"),
               std::string::npos) << json;
-    EXPECT_NE(json.find("\"points\": [\"tr[M=2]\", \"tr[M=3]\"], \"values\": [2, 3], \"exact\": \"baseline-fp32\", "
-                        "\"knee\": \"tr[M=3]\", \"beyond\": \"tr[M=2]\""),
+    EXPECT_NE(json.find("\"points\": [\"tr[M=2]\", \"tr[M=4]\"], \"values\": [2, 4], \"exact\": \"baseline-fp32\", "
+                        "\"knee\": \"tr[M=4]\", \"beyond\": \"tr[M=2]\""),
               std::string::npos) << "points in parameter order, not the sweep's: " << json;
     mts_json *j = mts_json_load((G.root + "/results.json").c_str());
     ASSERT_NE(j, nullptr);

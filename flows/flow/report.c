@@ -818,7 +818,14 @@ static void family_knee(const report *rp, family *f)
                    rows[f->row[f->n - 1]].mred < rows[f->row[0]].mred;
     char *w = f->sentence;
     size_t wn = sizeof f->sentence;
-    snprintf(w, wn, "%s, %s = %ld..%ld: ", f->label, f->param, f->val[0], f->val[f->n - 1]);
+    int steps1 = 1; /* values 1 apart: LO..HI, else each value */
+    for (int i = 1; i < f->n; i++) steps1 &= f->val[i] == f->val[i - 1] + 1;
+    if (steps1) snprintf(w, wn, "%s, %s = %ld..%ld: ", f->label, f->param, f->val[0], f->val[f->n - 1]);
+    else {
+        snprintf(w, wn, "%s, %s = %ld", f->label, f->param, f->val[0]);
+        for (int i = 1; i < f->n; i++) say_more(w, wn, ", %ld", f->val[i]);
+        say_more(w, wn, ": ");
+    }
     if (f->ref < 0) {
         say_more(w, wn, "no exact design to compare with (no point with MRED 0 trained, and no fp32 baseline), so "
                         "no knee is named.");

@@ -116,6 +116,13 @@ typedef struct mts_nn_ctx {
 /* A CPU context with providers fwd and bwd, IDENTITY STE and no tracer. */
 mts_nn_ctx mts_nn_ctx_cpu(const mts_provider *fwd, const mts_provider *bwd);
 
+/* Keeps large freed blocks in glibc's heap for reuse (mmap threshold 32
+ * MiB, trim threshold 512 MiB) instead of unmapping them, so the buffers a
+ * training step allocates and frees every batch do not fault their pages in
+ * again. Process-wide, once per process, glibc only (a no-op elsewhere); no
+ * result depends on it. Called by mts_train_run and the front end's ops. */
+void mts_nn_keep_buffers(void);
+
 /* ------------------------------------------------------------- ops */
 
 /* Dense: y[N][out] = x[N][in] * w[out][in]^T + b, through ctx->fwd. */

@@ -9,9 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 #include "mantis/fs.h"
 #include "mantis/gpu.h"
@@ -413,25 +410,9 @@ static int run_all(run *r, mts_err *err)
     return MTS_OK;
 }
 
-/* Every batch allocates and frees the same large buffers (a convolution's
- * gradient and column chunks, the backward pass's scratch: megabytes each).
- * glibc serves blocks above its mmap threshold with fresh mappings and
- * unmaps them on free, so every page of every such buffer faulted in again
- * each batch (7% of a ResNet-20 epoch in the kernel's page-fault path).
- * Raising the threshold to its maximum (32 MiB on 64-bit) and the trim
- * threshold keeps them in the heap for reuse. Process-wide, and only
- * glibc's; no result depends on it. */
-static void keep_buffers(void)
-{
-#if defined(__GLIBC__)
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
-#endif
-}
-
 int mts_train_run(const mts_train_config *c, mts_train_info *info, mts_err *err)
 {
-    keep_buffers();
+    mts_nn_keep_buffers();
     run r;
     memset(&r, 0, sizeof r);
     memset(info, 0, sizeof *info);

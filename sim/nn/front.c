@@ -403,6 +403,7 @@ static int call_ctx(const mts_front_mul *fwd, const mts_front_mul *bwd, int thre
         pb->device = device;
     }
     *ctx = mts_nn_ctx_cpu(fwd ? pf : NULL, bwd ? pb : NULL);
+    mts_nn_keep_buffers(); /* PyTorch's per-batch tensors too */
     return MTS_OK;
 }
 
