@@ -1,10 +1,12 @@
 // The CLI of the numeric core, driven as a user would: eval, lutgen, lut info,
 // metrics, and one-line errors with non-zero exits for bad input.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -246,3 +248,41 @@ TEST(Cli, EvalAndLutgenWithRtlDesign) {
 }
 
 }  // namespace
+
+// `mantis bench train` against stand-ins for its children (--mantis, and
+// --python running --torch-script): each child gets the options it takes
+// (every sample is mantis train's default, no `--subset 0`, which its strict
+// parser refuses; --subset N when given; the INT8 row's table), and the
+// epoch seconds come from each child's own JSON (mantis train's "epochs",
+// bench_torch.py's top-level "seconds"), so the ratios are right.
+TEST(Cli, BenchTrainGivesEachChildWhatItTakesAndReadsItsSeconds) {
+    std::string d = tmpdir() + "/bench-train";
+    ASSERT_EQ(system(("rm -rf " + d + " && mkdir -p " + d + "/mnist").c_str()), 0);
+    {
+        std::ofstream m(d + "/mantis.sh");  // records its arguments, writes a train JSON of 1.5 s
+        m << "#!/bin/sh\necho \"$*\" >> " << d << "/mantis.args\nj=\n"
+          << "while [ $# -gt 0 ]; do [ \"$1\" = --json ] && j=$2; shift; done\n"
+          << "echo '{\"epochs\": [{\"epoch\": 1, \"seconds\": 1.5}]}' > \"$j\"\n";
+        std::ofstream t(d + "/torch.sh");  // bench_torch.py's one line on stdout: 3 s
+        t << "echo \"$*\" >> " << d << "/torch.args\necho '{\"model\": \"lenet300\", \"seconds\": 3.0}'\n";
+    }
+    ASSERT_EQ(chmod((d + "/mantis.sh").c_str(), 0755), 0);
+    const std::string common = "bench train --models lenet300 --threads 1 --data-dir " + d + "/mnist --python /bin/sh " +
+                               "--torch-script " + d + "/torch.sh --mantis " + d + "/mantis.sh";
+    CliResult r = run_cli(common);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("lenet300  torch           3.00      1.00"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("lenet300  lut-mbm         1.50      0.50"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("goal lenet300 bf16 MBM LUT        <= 1.2x PyTorch: 0.50x met"), std::string::npos) << r.out;
+    std::string margs = slurp(d + "/mantis.args");
+    EXPECT_EQ(std::count(margs.begin(), margs.end(), '\n'), 5) << margs;  // fp32, blas, lut, fmaq, int8
+    EXPECT_EQ(margs.find("--subset"), std::string::npos) << "every sample is the default: " << margs;
+    EXPECT_NE(margs.find("--int-backward ste"), std::string::npos) << margs;
+    EXPECT_NE(margs.find("int8u.lut"), std::string::npos) << margs;
+    unlink((d + "/mantis.args").c_str());
+    r = run_cli(common + " --subset 640");
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    margs = slurp(d + "/mantis.args");
+    EXPECT_NE(margs.find("--subset 640 "), std::string::npos) << margs;
+    EXPECT_NE(slurp(d + "/torch.args").find("--subset 640 "), std::string::npos) << slurp(d + "/torch.args");
+}
