@@ -184,55 +184,36 @@ static void transpose16_store(const uint32_t t[16][16], uint32_t *out, size_t ld
 
 /* Rows [r0, r1) of a transposed opX (element (r, c) at X[c*ld + r]) in
  * blocks of 16 x 16: 16 columns of X are read 16 contiguous floats at a
- * time, quantized, and the block is transposed in registers on AVX-512
- * builds, instead of one strided read per element (a 50176 x 25
+ * time, quantized to M mantissa bits (M < 0: FP32 as given, the native
+ * provider's operands), and the block is transposed in registers on
+ * AVX-512 builds, instead of one strided read per element (a 50176 x 25
  * weight-gradient operand read 25 scattered streams). Same values as
  * quantize_row_e8 on each row. */
-static void quantize_block_e8(uint32_t *dst, const float *X, int ld, int r0, int r1, int cols, int M)
+static void block_t(uint32_t *dst, const float *X, int ld, int r0, int r1, int cols, int M)
 {
     enum { B = 16 };
     uint32_t t[B][B];
     memset(t, 0, sizeof t);
+#if defined(__AVX512F__)
+    const vq_k q = vq_consts(M < 0 ? 0 : M);
+#endif
     for (int rb = r0; rb < r1; rb += B) {
         int nr = r1 - rb < B ? r1 - rb : B;
         for (int c0 = 0; c0 < cols; c0 += B) {
             int nc = cols - c0 < B ? cols - c0 : B;
 #if defined(__AVX512F__)
-            const vq_k q = vq_consts(M);
             const __mmask16 ld16 = (__mmask16)((1u << nr) - 1u);
             for (int c = 0; c < nc; c++) { /* gemm_q_e8 on 16 lanes: vq_full */
-                const float *src = X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb;
-                _mm512_storeu_si512((void *)t[c], vq_full(&q, _mm512_maskz_loadu_epi32(ld16, src)));
+                __m512i v = _mm512_maskz_loadu_epi32(ld16, X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb);
+                _mm512_storeu_si512((void *)t[c], M < 0 ? v : vq_full(&q, v));
             }
             transpose16_store((const uint32_t(*)[B])t, dst + (size_t)rb * (size_t)cols + (size_t)c0, (size_t)cols, nr, nc);
 #else
-            for (int c = 0; c < nc; c++) quantize_row_e8(t[c], X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb, nr, M);
-            for (int r = 0; r < nr; r++)
-                for (int c = 0; c < nc; c++) dst[(size_t)(rb + r) * (size_t)cols + (size_t)(c0 + c)] = t[c][r];
-#endif
-        }
-    }
-}
-
-/* quantize_block_e8 without the quantizing: FP32 operands as given (the
- * native provider's), rows [r0, r1) of a transposed opX in 16 x 16 blocks. */
-static void copy_block_t(uint32_t *dst, const float *X, int ld, int r0, int r1, int cols)
-{
-    enum { B = 16 };
-    uint32_t t[B][B];
-    memset(t, 0, sizeof t);
-    for (int rb = r0; rb < r1; rb += B) {
-        int nr = r1 - rb < B ? r1 - rb : B;
-        for (int c0 = 0; c0 < cols; c0 += B) {
-            int nc = cols - c0 < B ? cols - c0 : B;
-#if defined(__AVX512F__)
-            const __mmask16 ld16 = (__mmask16)((1u << nr) - 1u);
-            for (int c = 0; c < nc; c++)
-                _mm512_storeu_si512((void *)t[c],
-                                    _mm512_maskz_loadu_epi32(ld16, X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb));
-            transpose16_store((const uint32_t(*)[B])t, dst + (size_t)rb * (size_t)cols + (size_t)c0, (size_t)cols, nr, nc);
-#else
-            for (int c = 0; c < nc; c++) memcpy(t[c], X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb, sizeof(float) * (size_t)nr);
+            for (int c = 0; c < nc; c++) {
+                const float *src = X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb;
+                if (M < 0) memcpy(t[c], src, sizeof(float) * (size_t)nr);
+                else quantize_row_e8(t[c], src, nr, M);
+            }
             for (int r = 0; r < nr; r++)
                 for (int c = 0; c < nc; c++) dst[(size_t)(rb + r) * (size_t)cols + (size_t)(c0 + c)] = t[c][r];
 #endif
@@ -257,8 +238,8 @@ static int pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int 
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 4) reduction(| : bad)
     for (int blk = 0; blk < nblk; blk++) {
         int r0 = blk * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
-        if (fast && trans) quantize_block_e8(dst, X, ld, r0, r1, cols, qf->M);
-        else if (asis && trans) copy_block_t(dst, X, ld, r0, r1, cols);
+        if (fast && trans) block_t(dst, X, ld, r0, r1, cols, qf->M);
+        else if (asis && trans) block_t(dst, X, ld, r0, r1, cols, -1);
         else if (asis)
             for (int r = r0; r < r1; r++)
                 memcpy(dst + (size_t)r * (size_t)cols, X + (size_t)r * (size_t)ld, sizeof(float) * (size_t)cols);
