@@ -40,9 +40,11 @@ def load_idx(path):
     return dims, data[4 + 4 * ndim:]
 
 
-def load_mnist(torch, d, subset):
-    (n, h, w), img = load_idx(d + "/train-images-idx3-ubyte")
-    (_,), lab = load_idx(d + "/train-labels-idx1-ubyte")
+def load_mnist(torch, d, subset, prefix="train"):
+    """MNIST's prefix ("train" or "t10k") split of the idx files in d, its
+    first subset images (0: all), standardised as sim/nn/data.c does."""
+    (n, h, w), img = load_idx(d + "/" + prefix + "-images-idx3-ubyte")
+    (_,), lab = load_idx(d + "/" + prefix + "-labels-idx1-ubyte")
     if subset > 0:
         n = min(n, subset)
     x = torch.frombuffer(bytearray(img[:n * h * w]), dtype=torch.uint8).reshape(n, 1, h, w).float() / 255.0

@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 import time
 
@@ -35,30 +34,17 @@ import mantis.torch  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-
-def load_idx(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    ndim = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return dims, data[4 + 4 * ndim:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_torch  # noqa: E402  (the one MNIST reader of the examples)
 
 
 def load_mnist(data_dir, split, limit=0):
-    """(images [N, 1, 28, 28] standardised as Mantis does, labels [N])."""
+    """(images [N, 1, 28, 28] standardised as Mantis does, labels [N]): bench_torch.py's reader."""
     prefix = "train" if split == "train" else "t10k"
     ipath = os.path.join(data_dir, prefix + "-images-idx3-ubyte")
     if not os.path.exists(ipath):
         raise SystemExit("lenet5_mnist.py: %s missing; fetch MNIST with `build/bin/mantis data fetch mnist`" % ipath)
-    (n, h, w), img = load_idx(ipath)
-    (_,), lab = load_idx(os.path.join(data_dir, prefix + "-labels-idx1-ubyte"))
-    if limit:
-        n = min(n, limit)
-    x = torch.frombuffer(bytearray(img[:n * h * w]), dtype=torch.uint8).reshape(n, 1, h, w).float() / 255.0
-    x = (x - 0.1307) / 0.3081
-    y = torch.frombuffer(bytearray(lab[:n]), dtype=torch.uint8).long()
-    return x, y
+    return bench_torch.load_mnist(torch, data_dir, limit, prefix)
 
 
 def lenet5(seed):
