@@ -12,9 +12,22 @@
 // nothing here restates a rule (tests/test_gpu.cpp compares with
 // mts_gemm_ref, on a GPU and under the CUDA emulation, gpu/emu/).
 //
-// Speed is not addressed yet: this is the plain 16x16 shared-memory tiled
-// kernel with the per-product scalar path; the T[ia][ib] + Pa + Pb fast path
-// and the bank-conflict work are not written.
+// Two numbered kernels (llm.c style), both validated against mts_gemm_ref
+// (tests/test_gpu.cpp runs every check through each):
+//   kernel 1  gemm_kernel: the readable reference. One thread per output,
+//             16x16 operand tiles in shared memory, the scalar product of
+//             arith_hd.h per multiply.
+//   kernel 2  gemm2_kernel: 64x64 outputs per block, 4x4 per thread,
+//             operands quantized once per tile as they are staged in shared
+//             memory. For bf16-like tables (E8, bias 127, IEEE; entries with
+//             no zero flag, exponent adjustment 0..22, mantissa not all ones)
+//             the product is two FP32 multiplies: s = sa * sb (the operands'
+//             signs and powers of two) and p = s * T'[ia][ib] with T' the
+//             table's entries as floats in [1, 2^23) held in shared memory
+//             (M <= 7) - exact, see lutf_product. Other providers use the
+//             scalar product of kernel 1 on the staged operands.
+// Each output is still one thread's sequential sum in k from +0, so both
+// kernels give the bits of mts_gemm_ref whatever the tiling.
 #include <cuda_runtime.h>
 #if defined(MTS_HAVE_CUBLAS)
 #include <cublas_v2.h>
@@ -82,6 +95,8 @@ struct Job {
     mts_format lutf;   // LUT: the table's format (AMSim truncates to it)
     const uint32_t *T; // LUT entries on the device
     mts_qfmt qprod, qacc;
+    const float *Tf;   // kernel 2, bf16-like tables: the entries as floats (lutf_table)
+    int tf_n;          // entries in Tf
 };
 
 __device__ uint32_t load_op(const Job &g, const float *X, int ld, int trans, int r, int c, int rows, int cols)
@@ -141,6 +156,162 @@ __global__ void gemm_kernel(Job g)
     mts_gemm_store_hd(&g.C[(size_t)i * g.ldc + j], g.beta, acc);
 }
 
+// ------------------------------------------------------------ kernel 2
+
+// 64x64 outputs per block of 256 threads, 4x4 per thread (rows ty + 16 r,
+// columns tx + 16 c: a warp reads 2 A values and 16 consecutive B values of
+// a staged row, no bank conflicts), k in steps of 16.
+const int BM = 64, BN = 64, BK = 16, NT = 256, TM = 4, TN = 4;
+// The table of kernel 2's bf16-like product in shared memory up to this many
+// entries (M <= 7: 64 KiB); larger tables (M <= 11) are read from global
+// memory (L2).
+const int TF_SMEM_MAX = 16384;
+
+// Product kinds of kernel 2: FP32 multiply (NATIVE); kernel 1's scalar
+// product on the staged operands (any provider); the bf16-like table as
+// floats in shared or global memory.
+enum Pk { PK_F32 = 0, PK_SCALAR = 1, PK_LUTF_SMEM = 2, PK_LUTF_GLOBAL = 3 };
+
+__device__ inline uint32_t load_raw(const float *X, int ld, int trans, int r, int c, int rows, int cols)
+{
+    if (r >= rows || c >= cols) return 0;
+    return mts_f2u(trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]);
+}
+
+// One operand as kernel 2 stages it. PK_F32: as read; PK_SCALAR: as
+// load_op quantizes it; PK_LUTF: the operand quantized (in_fmt, RNE) and
+// truncated to the table's format as mts_mul_classify does (rule 1), split
+// into *S = its sign and power of two (+-2^(e-127), +-0, +-inf, or the NaN
+// itself) and *I = its table index part (mantissa bits, shifted by M for
+// the row operand). Returns 1 when the operand is "safe": zero, inf, NaN or
+// |e - 127| <= 50, so that every product of two safe operands is exact in
+// FP32 without the range checks (lutf_product).
+template <int PK>
+__device__ inline int stage_op(const Job &g, uint32_t x, int row_operand, uint32_t *S, uint32_t *I)
+{
+    if (PK == PK_F32) {
+        *S = x;
+        return 1;
+    }
+    uint32_t q = g.quant ? mts_fmt_quantize_hd(&g.qin, x, MTS_RNE) : x;
+    if (PK == PK_SCALAR) {
+        *S = q;
+        return 1;
+    }
+    q = mts_fmt_quantize_hd(&g.lutf, q, MTS_RTZ);
+    uint32_t e = mts_f32_exp(q), ix = mts_f32_man(q) >> (23 - g.lutf.M);
+    *S = mts_f32_isnan(q) ? q : (q & 0xFF800000u);
+    *I = row_operand ? ix << g.lutf.M : ix;
+    return e == 0 || e == 0xFF || (e >= 127 - 50 && e <= 127 + 50);
+}
+
+// The AMSim product of two staged operands of a bf16-like table (E8, bias
+// 127, IEEE; entries with no zero flag, adjustment 0..22, mantissa field
+// not all ones: lutf_table). AMSim's result is sign, exponent
+// (ea-127)+(eb-127)+adj and the entry's mantissa, zero below 2^-126 and
+// inf above the FP32 range; here s = sa*sb is that power of two (exact;
+// below 2^-149 it is 0, and then so is AMSim's result as adj <= 22; above
+// 2^127 it is inf, and so is AMSim's as adj >= 0), and p = s*T' with
+// T' = 2^adj * 1.man is exact where the result is a normal FP32 number.
+// Zero, inf and NaN operands follow the IEEE rules, which are rule 2's.
+// Unchecked (both operands safe), p = s*T' is exact and normal. Checked,
+// p is multiplied rounding toward zero: a result below 2^-126 stays below
+// (flushed to the signed zero), one at or above 2^128 becomes FLT_MAX, which
+// no exact product reaches (T' never has 23 mantissa ones), so it is inf.
+template <bool CHECKED>
+__device__ inline float lutf_product(const float *T, uint32_t sa, uint32_t ia, uint32_t sb, uint32_t ib)
+{
+    float s = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
+    float t = T[ia | ib];
+    if (!CHECKED) return mts_fm_mul(s, t);
+    uint32_t u = mts_f2u(__fmul_rz(s, t));
+    if ((u & 0x7F800000u) == 0) return mts_u2f(u & MTS_F32_SIGN);
+    if ((u & 0x7FFFFFFFu) == 0x7F7FFFFFu) return mts_u2f((u & MTS_F32_SIGN) | MTS_F32_INF);
+    return mts_u2f(u);
+}
+
+// The 16 products of one k step, accumulated: FP32 sums, or FMAq's chunk
+// sums s (the chunk bookkeeping is the caller's: it is the same for every
+// output of the thread).
+template <int PK, bool FMAQ, bool CHECKED>
+__device__ inline void k2_step(const Job &g, const float *T, const uint32_t *a, const uint32_t *ai, const uint32_t *b,
+                               const uint32_t *bi, float (&acc)[TM][TN], uint32_t (&s)[TM][TN])
+{
+    for (int r = 0; r < TM; r++)
+        for (int c = 0; c < TN; c++) {
+            float p;
+            if (PK == PK_F32) p = mts_fm_mul(mts_u2f(a[r]), mts_u2f(b[c]));
+            else if (PK == PK_SCALAR) p = mts_u2f(product(g, a[r], b[c]));
+            else p = lutf_product<CHECKED>(T, a[r], ai[r], b[c], bi[c]);
+            if (!FMAQ) {
+                acc[r][c] = mts_fm_add(acc[r][c], p);
+            } else {
+                // (a NaN's payload may differ from AMSim's: Q_prod makes it canonical)
+                s[r][c] = mts_fmaq_hd(&g.qprod, &g.qacc, mts_f2u(p), s[r][c]);
+            }
+        }
+}
+
+template <int PK, bool FMAQ>
+__global__ void __launch_bounds__(256) gemm2_kernel(Job g)
+{
+    __shared__ uint32_t As[BK][BM], Bs[BK][BN]; // staged operands (PK_LUTF: sign and power of two)
+    __shared__ uint32_t Ai[BK][BM], Bi[BK][BN]; // PK_LUTF: table index parts
+    MTS_DYNAMIC_SHARED(float, Ts);              // PK_LUTF_SMEM: the table
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
+    const float *T = g.Tf;
+    if (PK == PK_LUTF_SMEM) {
+        for (int t = tid; t < g.tf_n; t += NT) Ts[t] = g.Tf[t];
+        T = Ts; // made visible by the first barrier below
+    }
+    float acc[TM][TN];
+    uint32_t y[TM][TN], s[TM][TN];
+    for (int r = 0; r < TM; r++)
+        for (int c = 0; c < TN; c++) acc[r][c] = 0.0f, y[r][c] = 0, s[r][c] = 0;
+    int inchunk = 0, first = 1;
+    for (int k0 = 0; k0 < g.k; k0 += BK) {
+        int safe = 1;
+        for (int t = tid; t < BM * BK; t += NT) { // A: rows i0.., columns k0..
+            int row = g.transA ? t % BM : t / BK, kk = g.transA ? t / BM : t % BK;
+            uint32_t x = load_raw(g.A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
+            safe &= stage_op<PK>(g, x, 1, &As[kk][row], &Ai[kk][row]);
+        }
+        for (int t = tid; t < BK * BN; t += NT) { // B: rows k0.., columns j0..
+            int col = g.transB ? t / BK : t % BN, kk = g.transB ? t % BK : t / BN;
+            uint32_t x = load_raw(g.B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
+            safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], &Bi[kk][col]);
+        }
+        safe = __syncthreads_and(safe);
+        int kend = g.k - k0 < BK ? g.k - k0 : BK;
+        for (int kk = 0; kk < kend; kk++) {
+            uint32_t a[TM], ai[TM], b[TN], bi[TN];
+            for (int r = 0; r < TM; r++) a[r] = As[kk][ty + 16 * r], ai[r] = PK >= PK_LUTF_SMEM ? Ai[kk][ty + 16 * r] : 0;
+            for (int c = 0; c < TN; c++) b[c] = Bs[kk][tx + 16 * c], bi[c] = PK >= PK_LUTF_SMEM ? Bi[kk][tx + 16 * c] : 0;
+            if (PK >= PK_LUTF_SMEM && !safe) k2_step<PK, FMAQ, true>(g, T, a, ai, b, bi, acc, s);
+            else k2_step<PK, FMAQ, false>(g, T, a, ai, b, bi, acc, s);
+            if (FMAQ && ++inchunk == g.chunk) {
+                for (int r = 0; r < TM; r++)
+                    for (int c = 0; c < TN; c++) {
+                        y[r][c] = first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c]);
+                        s[r][c] = 0;
+                    }
+                first = 0;
+                inchunk = 0;
+            }
+        }
+        __syncthreads();
+    }
+    for (int r = 0; r < TM; r++)
+        for (int c = 0; c < TN; c++) {
+            int i = i0 + ty + 16 * r, j = j0 + tx + 16 * c;
+            if (i >= g.m || j >= g.n) continue;
+            float v = acc[r][c];
+            if (FMAQ) v = mts_u2f(inchunk ? (first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c])) : y[r][c]);
+            mts_gemm_store_hd(&g.C[(size_t)i * g.ldc + j], g.beta, v);
+        }
+}
+
 // INT: codes quantized on the host (row operand pre-shifted by the table
 // width), exact int64 sums of table entries, the zero-point correction and
 // one FP64 scale, as sim/gemm/int.c.
@@ -165,7 +336,62 @@ struct mts_gpu_gemm_plan {
     mts_provider p;
     uint32_t *T; // device copy of the float LUT entries, or NULL
     int32_t *Ti; // device copy of the integer table, or NULL
+    float *Tf;   // kernel 2's bf16-like table (lutf_table), or NULL
+    int kernel;  // 1 or 2 (mts_gpu_plan_set_kernel; default 2)
 };
+
+namespace {
+
+// Kernel 2's product table for a float LUT, when its product can be two FP32
+// multiplies (lutf_product): format E8, bias 127, IEEE, and every entry
+// without the zero flag, with an exponent adjustment in 0..22 and a
+// mantissa field that is not all ones. Each entry becomes the float
+// 2^adj * 1.man. Returns 0 (and leaves tf empty) when the table does not
+// qualify; kernel 2 then uses the scalar product.
+int lutf_table(const mts_lut *lut, std::vector<float> &tf)
+{
+    const mts_format &f = lut->fmt;
+    if (f.E != 8 || f.bias != 127 || !f.ieee) return 0;
+    tf.resize(lut->n);
+    for (size_t i = 0; i < lut->n; i++) {
+        uint32_t e = lut->entry[i];
+        int adj = mts_lut_adj(e);
+        if ((e & MTS_LUT_ZERO) || adj < 0 || adj > 22 || (e & MTS_LUT_MAN) == MTS_LUT_MAN) {
+            tf.clear();
+            return 0;
+        }
+        tf[i] = mts_u2f(((uint32_t)(127 + adj) << 23) | (e & MTS_LUT_MAN));
+    }
+    return 1;
+}
+
+// Launches kernel 2 for job g (its product kind and accumulation chosen
+// from the job), once the opt-in shared memory of the table is granted.
+template <int PK, bool FMAQ> cudaError_t launch2(const Job &g, dim3 grid)
+{
+    size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(gemm2_kernel<PK, FMAQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    MTS_LAUNCH((gemm2_kernel<PK, FMAQ>), grid, dim3(NT), smem, 0)(g);
+    return cudaGetLastError();
+}
+
+cudaError_t run_kernel2(const Job &g)
+{
+    dim3 grid((unsigned)((g.n + BN - 1) / BN), (unsigned)((g.m + BM - 1) / BM));
+    if (g.prod == PROD_F32) return launch2<PK_F32, false>(g, grid);
+    if (g.prod == PROD_LUT && g.Tf) {
+        if (g.tf_n <= TF_SMEM_MAX)
+            return g.fmaq ? launch2<PK_LUTF_SMEM, true>(g, grid) : launch2<PK_LUTF_SMEM, false>(g, grid);
+        return g.fmaq ? launch2<PK_LUTF_GLOBAL, true>(g, grid) : launch2<PK_LUTF_GLOBAL, false>(g, grid);
+    }
+    return g.fmaq ? launch2<PK_SCALAR, true>(g, grid) : launch2<PK_SCALAR, false>(g, grid);
+}
+
+} // namespace
 
 extern "C" {
 
@@ -287,6 +513,18 @@ int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *
         if (p->kind == MTS_PROV_LUT) pl->T = (uint32_t *)d;
         else pl->Ti = (int32_t *)d;
     }
+    std::vector<float> tf;
+    if (p->kind == MTS_PROV_LUT && lutf_table(p->lut, tf)) {
+        void *d = NULL;
+        if ((rc = mts_gpu_alloc(&d, tf.size() * sizeof(float), err)) != MTS_OK ||
+            (rc = mts_gpu_upload(d, tf.data(), tf.size() * sizeof(float), err)) != MTS_OK) {
+            mts_gpu_free(d);
+            mts_gpu_plan_close(pl);
+            return rc;
+        }
+        pl->Tf = (float *)d;
+    }
+    pl->kernel = 2;
     *plan = pl;
     return MTS_OK;
 }
@@ -296,7 +534,16 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
     if (!plan) return;
     mts_gpu_free(plan->T);
     mts_gpu_free(plan->Ti);
+    mts_gpu_free(plan->Tf);
     std::free(plan);
+}
+
+int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
+{
+    if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
+    if (kernel != 1 && kernel != 2) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (1 or 2)", kernel);
+    plan->kernel = kernel;
+    return MTS_OK;
 }
 
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A,
@@ -326,9 +573,16 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m,
         g.qprod = pl->p.qprod;
         g.qacc = pl->p.qacc;
     }
-    dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
-    MTS_LAUNCH(gemm_kernel, grid, block, 0, 0)(g);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e;
+    if (pl->kernel == 2) {
+        g.Tf = pl->Tf;
+        g.tf_n = pl->Tf ? (int)pl->p.lut->n : 0;
+        e = run_kernel2(g);
+    } else {
+        dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
+        MTS_LAUNCH(gemm_kernel, grid, block, 0, 0)(g);
+        e = cudaGetLastError();
+    }
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "GEMM kernel");
 }

@@ -36,6 +36,11 @@ int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *
     return rc != MTS_OK ? rc : NOCUDA(err);
 }
 void mts_gpu_plan_close(mts_gpu_gemm_plan *plan) { (void)plan; }
+int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
+{
+    (void)plan, (void)kernel;
+    return NOCUDA(err);
+}
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {

@@ -271,22 +271,91 @@ uint32_t fbits(float f)
     return u;
 }
 
-// mts_gpu_gemm (host pointers) against mts_gemm_ref on one shape; prints the
-// first mismatches with indices and both results in hex.
-void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what)
+// Typical training operands: normal values of modest range, a quarter of
+// them zero (ReLU outputs), none special: the tiles kernel 2 runs without
+// range checks.
+float typical(uint64_t *s)
+{
+    uint64_t r = splitmix64(s);
+    if (r % 4 == 0) return (r >> 9) & 1 ? 0.0f : -0.0f;
+    float m = (float)((r >> 8) & 0xffffff) / 16777216.0f + 0.5f;
+    return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 24) - 12);
+}
+
+// Normal values of every FP32 exponent, and zeros: products at and beyond
+// both ends of the range, and between kernel 2's safe range and the ends.
+float wide(uint64_t *s)
+{
+    uint64_t r = splitmix64(s);
+    if (r % 8 == 0) return 0.0f;
+    float m = (float)((r >> 8) & 0xffffff) / 16777216.0f + 1.0f;
+    return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 254) - 126);
+}
+
+// The same within 2^-70 .. 2^71: tiles of kernel 2's checked product with
+// no operand near the ends of the range.
+float mid(uint64_t *s)
+{
+    uint64_t r = splitmix64(s);
+    if (r % 8 == 0) return -0.0f;
+    float m = (float)((r >> 8) & 0xffffff) / 16777216.0f + 1.0f;
+    return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 141) - 70);
+}
+
+// One GEMM on device pointers through an explicit plan running `kernel`
+// (mts_gpu_plan_set_kernel); C in and out on the host.
+int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, int n, int k, const std::vector<float> &A,
+                    int lda, const std::vector<float> &B, int ldb, float beta, std::vector<float> &C, int ldc,
+                    mts_err *err)
+{
+    mts_gpu_gemm_plan *pl = nullptr;
+    void *d[3] = {nullptr, nullptr, nullptr};
+    const std::vector<float> *h[3] = {&A, &B, &C};
+    int rc = mts_gpu_plan_open(&p, &pl, err);
+    if (rc == MTS_OK) rc = mts_gpu_plan_set_kernel(pl, kernel, err);
+    for (int i = 0; i < 3 && rc == MTS_OK; i++) {
+        rc = mts_gpu_alloc(&d[i], h[i]->size() * 4, err);
+        if (rc == MTS_OK) rc = mts_gpu_upload(d[i], h[i]->data(), h[i]->size() * 4, err);
+    }
+    if (rc == MTS_OK)
+        rc = mts_gpu_gemm_dev(pl, ta, tb, m, n, k, (const float *)d[0], lda, (const float *)d[1], ldb, beta,
+                              (float *)d[2], ldc, err);
+    if (rc == MTS_OK) rc = mts_gpu_download(C.data(), d[2], C.size() * 4, err);
+    for (void *x : d) mts_gpu_free(x);
+    mts_gpu_plan_close(pl);
+    return rc;
+}
+
+// Our GPU GEMM against mts_gemm_ref on one shape: mts_gpu_gemm (host
+// pointers, the default kernel) and, for the providers that run on device
+// pointers, kernel 1 too; prints the first mismatches with indices and both
+// results in hex. gen: the operand generator (default: every special case).
+void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what,
+           float (*gen)(uint64_t *) = operand)
 {
     uint64_t s = seed;
     int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 1;
     std::vector<float> A((size_t)(ta ? k : m) * lda + 1), B((size_t)(tb ? n : k) * ldb + 1), C((size_t)m * ldc + 1);
-    for (float &v : A) v = operand(&s);
-    for (float &v : B) v = operand(&s);
+    for (float &v : A) v = gen(&s);
+    for (float &v : B) v = gen(&s);
     for (float &v : C) v = operand(&s);
-    std::vector<float> R = C;
+    std::vector<float> R = C, C1 = C;
     mts_err err;
     ASSERT_EQ(mts_gemm_ref(&p, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, R.data(), ldc, &err), MTS_OK)
         << err.msg;
     ASSERT_EQ(mts_gpu_gemm(&p, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, &err), MTS_OK)
         << what << ": " << err.msg;
+    if (p.kind != MTS_PROV_INT) {
+        ASSERT_EQ(gemm_dev_kernel(p, 1, ta, tb, m, n, k, A, lda, B, ldb, beta, C1, ldc, &err), MTS_OK)
+            << what << " kernel 1: " << err.msg;
+        for (size_t i = 0; i < C1.size(); i++)
+            if (fbits(C1[i]) != fbits(R[i])) {
+                ADD_FAILURE() << what << " kernel 1 m=" << m << " n=" << n << " k=" << k << ": C[" << i / ldc << "]["
+                              << i % ldc << "] gpu 0x" << std::hex << fbits(C1[i]) << " ref 0x" << fbits(R[i])
+                              << std::dec;
+                break;
+            }
+    }
     int shown = 0, bad = 0;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
@@ -392,6 +461,73 @@ TEST(GpuGemm, FmaqChunksBiasesUnderflow)
                     check(p, 3, 17, 33, 1, 1, 1.0f, 8 + ch, what.c_str());
                 }
     mts_lut_free(&lut);
+}
+
+// Kernel 2 on shapes of several 64x64 tiles and 16-deep k steps, ragged,
+// every transpose: typical operands (the unchecked bf16-like product) and
+// special ones (its checked product), for each product kind it has: FP32,
+// the bf16-like table in shared memory (M = 7) and in global memory
+// (M = 10), the scalar product (an E5 table; a bf16 table with a zero-flag
+// entry, which the float table cannot hold), and FMAq over both.
+TEST(GpuGemm, TiledKernelEveryProductKind)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_format f7 = mts_format_e8(7), f10 = mts_format_e8(10), f5;
+    ASSERT_EQ(mts_format_parse("fp8e5m2", &f5, &err), MTS_OK) << err.msg;
+    mts_lut l7{}, l10{}, l5{}, lz{};
+    mts_mulop op;
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &l7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lz, &err), MTS_OK) << err.msg;
+    lz.entry[3 * 128 + 5] = MTS_LUT_ZERO; // a design whose (1.3/128)(1.5/128) is zero
+    mts_lut la{};                         // an asymmetric design: T[a][b] != T[b][a]
+    ASSERT_EQ(mts_lut_generate(&op, &la, &err), MTS_OK) << err.msg;
+    for (size_t i = 0; i < la.n; i += 7) la.entry[i] ^= 1u << 10;
+    ASSERT_EQ(mts_mulop_model(&op, "trunc", &f10, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &l10, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_mulop_model(&op, "exact", &f5, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &l5, &err), MTS_OK) << err.msg;
+    struct {
+        mts_provider p;
+        const char *what;
+    } cases[] = {{prov(MTS_PROV_NATIVE), "native"},          {prov(MTS_PROV_LUT, &l7), "lut bf16 mbm"},
+                 {prov(MTS_PROV_LUT, &l10), "lut e8m10 trunc"}, {prov(MTS_PROV_LUT, &l5), "lut fp8e5m2"},
+                 {prov(MTS_PROV_LUT, &lz), "lut bf16 zero entry"}, {prov(MTS_PROV_LUT, &l7), "fmaq lut bf16"},
+                 {prov(MTS_PROV_NATIVE), "fmaq native"},        {prov(MTS_PROV_LUT, &la), "lut bf16 asymmetric"}};
+    for (int c = 5; c <= 6; c++) {
+        cases[c].p.fmaq = 1;
+        cases[c].p.chunk = 16;
+        cases[c].p.qacc = qfmt(7, 4, 10, 1);
+        cases[c].p.qprod = qfmt(7, 4, 12, 1, MTS_RNE);
+    }
+    uint64_t seed = 40;
+    for (auto &cs : cases)
+        for (int t = 0; t < 4; t++) {
+            check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical);
+            check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand);
+        }
+    // k = 1: every output is one product, nothing absorbed by a sum (flushes,
+    // overflow, NaN and signed zeros show), over several tiles
+    for (auto &cs : cases) {
+        check(cs.p, 70, 130, 1, 0, 0, 0.0f, seed++, cs.what, operand);
+        check(cs.p, 70, 130, 1, 1, 0, 0.0f, seed++, cs.what, wide);
+        check(cs.p, 70, 130, 1, 0, 1, 0.0f, seed++, cs.what, mid);
+    }
+    mts_lut_free(&l7), mts_lut_free(&l10), mts_lut_free(&l5), mts_lut_free(&lz), mts_lut_free(&la);
+}
+
+TEST(GpuGemm, KernelNumbersAreChecked)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_provider p = prov(MTS_PROV_NATIVE);
+    mts_gpu_gemm_plan *pl = nullptr;
+    ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 3, &err), MTS_EINVAL);
+    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 3"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 1, &err), MTS_OK);
+    mts_gpu_plan_close(pl);
 }
 
 TEST(GpuGemm, IntTables)
