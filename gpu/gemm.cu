@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <cmath>
 #include <cstdio>
@@ -630,21 +631,125 @@ done:
     return rc;
 }
 
+} // extern "C"
+
+namespace {
+
+// The host-pointer path's state, kept between calls (a training run calls
+// mts_gpu_gemm thousands of times with the same few providers): the plans
+// of the last providers seen, each owning a copy of its table (a caller may
+// free or rewrite its own: a cached plan is used only when the provider's
+// settings and table bytes are equal), and operand buffers that only grow.
+struct CachedPlan {
+    mts_provider key; // the provider's settings (plan_key)
+    mts_lut lut;      // the plan's own copy of the table (entries in `entries`)
+    std::vector<uint32_t> entries;
+    mts_gpu_gemm_plan *plan = nullptr;
+    unsigned long long used = 0;
+};
+const int PLAN_CACHE = 4;
+std::mutex g_host_mu; // one host-pointer GEMM at a time: the buffers are shared
+CachedPlan *g_plans[PLAN_CACHE];
+unsigned long long g_tick;
+void *g_buf[3];
+size_t g_cap[3];
+
+// What of a provider a GPU plan depends on besides its table, in a zeroed
+// struct (so that equal settings compare equal byte for byte).
+mts_provider plan_key(const mts_provider *p)
+{
+    mts_provider k;
+    std::memset(&k, 0, sizeof k);
+    k.kind = p->kind;
+    k.in_fmt = p->in_fmt;
+    k.fmaq = p->fmaq;
+    if (p->fmaq) {
+        k.qprod = p->qprod;
+        k.qacc = p->qacc;
+        k.chunk = p->chunk > 0 ? p->chunk : 16;
+    }
+    return k;
+}
+
+bool same_lut(const mts_lut *a, const mts_lut *b)
+{
+    if (!a || !b) return a == b;
+    return a->kind == b->kind && std::memcmp(&a->fmt, &b->fmt, sizeof a->fmt) == 0 && a->int_bits == b->int_bits &&
+           a->int_signed == b->int_signed && a->n == b->n &&
+           std::memcmp(a->entry, b->entry, a->n * sizeof(uint32_t)) == 0;
+}
+
+// The cached plan for p (opened on a miss, the least recently used evicted).
+int cached_plan(const mts_provider *p, mts_gpu_gemm_plan **out, mts_err *err)
+{
+    mts_provider key = plan_key(p);
+    const mts_lut *lut = p->kind == MTS_PROV_LUT || p->kind == MTS_PROV_INT ? p->lut : nullptr;
+    int slot = 0;
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        CachedPlan *c = g_plans[i];
+        if (c && std::memcmp(&c->key, &key, sizeof key) == 0 && same_lut(lut ? &c->lut : nullptr, lut)) {
+            c->used = ++g_tick;
+            *out = c->plan;
+            return MTS_OK;
+        }
+        if (!g_plans[slot]) continue;
+        if (!c || c->used < g_plans[slot]->used) slot = i;
+    }
+    CachedPlan *c = new (std::nothrow) CachedPlan;
+    if (!c) return mts_fail(err, MTS_ENOMEM, "gpu: out of host memory for a GEMM plan");
+    c->key = key;
+    mts_provider q = *p;
+    if (lut) {
+        c->lut = *lut;
+        c->entries.assign(lut->entry, lut->entry + lut->n);
+        c->lut.entry = c->entries.data();
+        q.lut = &c->lut;
+    }
+    int rc = mts_gpu_plan_open(&q, &c->plan, err);
+    if (rc != MTS_OK) {
+        delete c;
+        return rc;
+    }
+    if (g_plans[slot]) {
+        mts_gpu_plan_close(g_plans[slot]->plan);
+        delete g_plans[slot];
+    }
+    g_plans[slot] = c;
+    c->used = ++g_tick;
+    *out = c->plan;
+    return MTS_OK;
+}
+
+// Device buffer i of at least bytes (grown, never shrunk).
+int host_buffer(int i, size_t bytes, void **d, mts_err *err)
+{
+    if (bytes > g_cap[i]) {
+        mts_gpu_free(g_buf[i]);
+        g_buf[i] = nullptr;
+        g_cap[i] = 0;
+        int rc = mts_gpu_alloc(&g_buf[i], bytes, err);
+        if (rc != MTS_OK) return rc;
+        g_cap[i] = bytes;
+    }
+    *d = g_buf[i];
+    return MTS_OK;
+}
+
+} // namespace
+
+extern "C" {
+
 int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
-    mts_gpu_gemm_plan *pl = NULL;
-    int rc = mts_gpu_plan_open(p, &pl, err);
+    int rc = mts_gpu_supports(p, err);
     if (rc != MTS_OK) return rc;
-    if (m == 0 || n == 0) {
-        mts_gpu_plan_close(pl);
-        return MTS_OK;
-    }
-    if (p->kind == MTS_PROV_INT) {
-        rc = gemm_int_host(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
-        mts_gpu_plan_close(pl);
-        return rc;
-    }
+    if ((rc = mts_gpu_probe(NULL, err)) != MTS_OK) return rc;
+    std::lock_guard<std::mutex> lk(g_host_mu);
+    mts_gpu_gemm_plan *pl = NULL;
+    if ((rc = cached_plan(p, &pl, err)) != MTS_OK) return rc;
+    if (m == 0 || n == 0) return MTS_OK;
+    if (p->kind == MTS_PROV_INT) return gemm_int_host(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     // the operands' spans in memory, row-major with their leading dimensions
     size_t arows = transA ? (size_t)k : (size_t)m, acols = transA ? (size_t)m : (size_t)k;
     size_t brows = transB ? (size_t)n : (size_t)k, bcols = transB ? (size_t)k : (size_t)n;
@@ -652,19 +757,13 @@ int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, in
     size_t bbytes = brows && bcols ? ((brows - 1) * (size_t)ldb + bcols) * 4 : 0;
     size_t cbytes = ((size_t)(m - 1) * ldc + n) * 4;
     void *dA = NULL, *dB = NULL, *dC = NULL;
-    if ((rc = mts_gpu_alloc(&dA, abytes, err)) || (rc = mts_gpu_alloc(&dB, bbytes, err)) ||
-        (rc = mts_gpu_alloc(&dC, cbytes, err)) || (rc = mts_gpu_upload(dA, A, abytes, err)) ||
+    if ((rc = host_buffer(0, abytes, &dA, err)) || (rc = host_buffer(1, bbytes, &dB, err)) ||
+        (rc = host_buffer(2, cbytes, &dC, err)) || (rc = mts_gpu_upload(dA, A, abytes, err)) ||
         (rc = mts_gpu_upload(dB, B, bbytes, err)) || (beta != 0.0f && (rc = mts_gpu_upload(dC, C, cbytes, err))) ||
         (rc = mts_gpu_gemm_dev(pl, transA, transB, m, n, k, (const float *)dA, lda, (const float *)dB, ldb, beta,
                                (float *)dC, ldc, err)))
-        goto done;
-    rc = mts_gpu_download(C, dC, cbytes, err);
-done:
-    mts_gpu_free(dA);
-    mts_gpu_free(dB);
-    mts_gpu_free(dC);
-    mts_gpu_plan_close(pl);
-    return rc;
+        return rc;
+    return mts_gpu_download(C, dC, cbytes, err);
 }
 
 int mts_gpu_sgemm_cublas(int m, int n, int k, const float *A, const float *B, float *C, mts_err *err)

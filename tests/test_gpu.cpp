@@ -517,6 +517,28 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     mts_lut_free(&l7), mts_lut_free(&l10), mts_lut_free(&l5), mts_lut_free(&lz), mts_lut_free(&la);
 }
 
+// The host-pointer path keeps plans between calls: a table rewritten in
+// place (same provider, same pointers) and a second provider in between
+// must give their own results, never a stale plan's.
+TEST(GpuGemm, HostPathPlansFollowTheTable)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_format f7 = mts_format_e8(7);
+    mts_mulop op;
+    mts_lut lut{};
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+    mts_provider p = prov(MTS_PROV_LUT, &lut);
+    check(p, 9, 13, 70, 0, 0, 0.0f, 71, "lut bf16 before", typical);
+    for (size_t i = 0; i < lut.n; i++) lut.entry[i] ^= 1u << 12; // another design, same pointers
+    check(p, 9, 13, 70, 0, 0, 0.0f, 71, "lut bf16 rewritten", typical);
+    check(prov(MTS_PROV_NATIVE), 9, 13, 70, 0, 0, 0.0f, 72, "native between", typical);
+    p.in_fmt = mts_format_e8(9); // another setting, same table
+    check(p, 9, 13, 70, 0, 0, 0.0f, 73, "lut bf16 in_fmt e8m9", typical);
+    mts_lut_free(&lut);
+}
+
 TEST(GpuGemm, KernelNumbersAreChecked)
 {
     NEED_GPU();
