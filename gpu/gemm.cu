@@ -329,6 +329,56 @@ __global__ void gemm_int_kernel(int m, int n, int k, const uint32_t *ia, const u
     mts_gemm_store_hd(&C[(size_t)i * ldc + j], beta, mts_qdot_scale_hd(scale, acc));
 }
 
+// INT kernel 2: the same sums, 64x64 outputs per block and 4x4 per thread,
+// code tiles in shared memory and the table too when its entries fit 16 bits
+// (TE int16_t or uint16_t: an 8-bit table is 128 KiB then; TE int32_t reads
+// it from global memory). ACC: int32_t when no partial sum can overflow it
+// (the host checks k * max|entry|), else int64_t; integer sums in any order
+// are the same sum.
+template <typename TE, typename ACC>
+__global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, const uint32_t *ia, const uint32_t *ib,
+                                                        const int64_t *suma, const int64_t *sumb, const int32_t *T,
+                                                        int tn, int32_t za, int32_t zb, double scale, float beta,
+                                                        float *C, int ldc)
+{
+    __shared__ uint32_t As[BK][BM], Bs[BK][BN];
+    MTS_DYNAMIC_SHARED(uint32_t, Tw); // one type per name for nvcc: the table's words, viewed as TE
+    TE *Ts = reinterpret_cast<TE *>(Tw);
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
+    const bool smem = sizeof(TE) == 2;
+    if (smem)
+        for (int t = tid; t < tn; t += NT) Ts[t] = (TE)T[t];
+    ACC acc[TM][TN];
+    for (int r = 0; r < TM; r++)
+        for (int c = 0; c < TN; c++) acc[r][c] = 0;
+    for (int k0 = 0; k0 < k; k0 += BK) {
+        for (int t = tid; t < BM * BK; t += NT) { // codes are stored [row][k] for both operands
+            int row = t / BK, kk = t % BK;
+            bool in = k0 + kk < k;
+            As[kk][row] = in && i0 + row < m ? ia[(size_t)(i0 + row) * k + k0 + kk] : 0;
+            Bs[kk][row] = in && j0 + row < n ? ib[(size_t)(j0 + row) * k + k0 + kk] : 0;
+        }
+        __syncthreads();
+        int kend = k - k0 < BK ? k - k0 : BK;
+        for (int kk = 0; kk < kend; kk++) {
+            uint32_t a[TM], b[TN];
+            for (int r = 0; r < TM; r++) a[r] = As[kk][ty + 16 * r];
+            for (int c = 0; c < TN; c++) b[c] = Bs[kk][tx + 16 * c];
+            for (int r = 0; r < TM; r++)
+                for (int c = 0; c < TN; c++) acc[r][c] += smem ? (ACC)Ts[a[r] | b[c]] : (ACC)T[a[r] | b[c]];
+        }
+        __syncthreads();
+    }
+    for (int r = 0; r < TM; r++)
+        for (int c = 0; c < TN; c++) {
+            int i = i0 + ty + 16 * r, j = j0 + tx + 16 * c;
+            if (i >= m || j >= n) continue;
+            int64_t v = mts_qdot_correct_hd((int64_t)acc[r][c], suma[i], sumb[j], (int64_t)k, za, zb);
+            mts_gemm_store_hd(&C[(size_t)i * ldc + j], beta, mts_qdot_scale_hd(scale, v));
+        }
+}
+
 } // namespace
 
 // --------------------------------------------------------------- host
@@ -339,6 +389,7 @@ struct mts_gpu_gemm_plan {
     int32_t *Ti; // device copy of the integer table, or NULL
     float *Tf;   // kernel 2's bf16-like table (lutf_table), or NULL
     int kernel;  // 1 or 2 (mts_gpu_plan_set_kernel; default 2)
+    int32_t ti_min, ti_max; // INT: the table's range (kernel 2's entry and sum types)
 };
 
 namespace {
@@ -514,6 +565,14 @@ int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *
         if (p->kind == MTS_PROV_LUT) pl->T = (uint32_t *)d;
         else pl->Ti = (int32_t *)d;
     }
+    if (p->kind == MTS_PROV_INT && p->lut->n) {
+        pl->ti_min = pl->ti_max = (int32_t)p->lut->entry[0];
+        for (size_t i = 1; i < p->lut->n; i++) {
+            int32_t v = (int32_t)p->lut->entry[i];
+            pl->ti_min = v < pl->ti_min ? v : pl->ti_min;
+            pl->ti_max = v > pl->ti_max ? v : pl->ti_max;
+        }
+    }
     std::vector<float> tf;
     if (p->kind == MTS_PROV_LUT && lutf_table(p->lut, tf)) {
         void *d = NULL;
@@ -609,15 +668,44 @@ static int gemm_int_host(const mts_gpu_gemm_plan *pl, int transA, int transB, in
         (rc = mts_gpu_upload(dib, ib.data(), ib.size() * 4, err)) ||
         (rc = mts_gpu_upload(dsa, suma.data(), (size_t)m * 8, err)) ||
         (rc = mts_gpu_upload(dsb, sumb.data(), (size_t)n * 8, err)) ||
-        (beta != 0.0f && (rc = mts_gpu_upload(dC, C, cbytes, err))))
+        ((beta != 0.0f || (ldc > n && m > 1)) && (rc = mts_gpu_upload(dC, C, cbytes, err))))
         goto done;
     {
-        dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
-        MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, (const uint32_t *)dia, (const uint32_t *)dib,
-                                                       (const int64_t *)dsa, (const int64_t *)dsb, pl->Ti,
-                                                       pa.zero_point, pb.zero_point, pa.scale * pb.scale, beta,
-                                                       (float *)dC, ldc);
-        cudaError_t e = cudaGetLastError();
+        const uint32_t *ua = (const uint32_t *)dia, *ub = (const uint32_t *)dib;
+        const int64_t *sa = (const int64_t *)dsa, *sb = (const int64_t *)dsb;
+        int32_t za = pa.zero_point, zb = pb.zero_point;
+        double sc = pa.scale * pb.scale;
+        cudaError_t e = cudaSuccess;
+        if (pl->kernel == 1) {
+            dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
+            MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, za, zb, sc, beta,
+                                                           (float *)dC, ldc);
+        } else {
+            dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM));
+            int tn = (int)lut->n;
+            int64_t big = -(int64_t)pl->ti_min > pl->ti_max ? -(int64_t)pl->ti_min : pl->ti_max;
+            bool wide = big * (int64_t)k > INT32_MAX;
+            bool s16 = pl->ti_min >= INT16_MIN && pl->ti_max <= INT16_MAX;
+            bool u16 = pl->ti_min >= 0 && pl->ti_max <= UINT16_MAX;
+#define MTS_INT2(TE, ACC)                                                                                          \
+    do {                                                                                                         \
+        size_t smem = sizeof(TE) == 2 ? (size_t)tn * 2 : 0;                                                      \
+        if (smem > 48 * 1024)                                                                                    \
+            e = cudaFuncSetAttribute(gemm_int2_kernel<TE, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize,     \
+                                     (int)smem);                                                                 \
+        if (e == cudaSuccess)                                                                                    \
+            MTS_LAUNCH((gemm_int2_kernel<TE, ACC>), grid, dim3(NT), smem, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, tn, \
+                                                                             za, zb, sc, beta, (float *)dC, ldc); \
+    } while (0)
+            if (s16 && !wide) MTS_INT2(int16_t, int32_t);
+            else if (s16) MTS_INT2(int16_t, int64_t);
+            else if (u16 && !wide) MTS_INT2(uint16_t, int32_t);
+            else if (u16) MTS_INT2(uint16_t, int64_t);
+            else if (!wide) MTS_INT2(int32_t, int32_t);
+            else MTS_INT2(int32_t, int64_t);
+#undef MTS_INT2
+        }
+        if (e == cudaSuccess) e = cudaGetLastError();
         if (e == cudaSuccess) e = cudaDeviceSynchronize();
         if (e != cudaSuccess) rc = cuda_fail(err, e, "INT GEMM kernel");
         else rc = mts_gpu_download(C, dC, cbytes, err);
@@ -720,6 +808,9 @@ int cached_plan(const mts_provider *p, mts_gpu_gemm_plan **out, mts_err *err)
     return MTS_OK;
 }
 
+int host_gemm(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+
 // Device buffer i of at least bytes (grown, never shrunk).
 int host_buffer(int i, size_t bytes, void **d, mts_err *err)
 {
@@ -748,8 +839,28 @@ int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, in
     std::lock_guard<std::mutex> lk(g_host_mu);
     mts_gpu_gemm_plan *pl = NULL;
     if ((rc = cached_plan(p, &pl, err)) != MTS_OK) return rc;
+    return host_gemm(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+int mts_gpu_gemm_host(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+{
+    if (!pl) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
+    std::lock_guard<std::mutex> lk(g_host_mu);
+    return host_gemm(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+} // extern "C"
+
+namespace {
+
+// mts_gpu_gemm_host under g_host_mu.
+int host_gemm(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+{
+    int rc;
     if (m == 0 || n == 0) return MTS_OK;
-    if (p->kind == MTS_PROV_INT) return gemm_int_host(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    if (pl->p.kind == MTS_PROV_INT) return gemm_int_host(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     // the operands' spans in memory, row-major with their leading dimensions
     size_t arows = transA ? (size_t)k : (size_t)m, acols = transA ? (size_t)m : (size_t)k;
     size_t brows = transB ? (size_t)n : (size_t)k, bcols = transB ? (size_t)k : (size_t)n;
@@ -759,12 +870,16 @@ int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, in
     void *dA = NULL, *dB = NULL, *dC = NULL;
     if ((rc = host_buffer(0, abytes, &dA, err)) || (rc = host_buffer(1, bbytes, &dB, err)) ||
         (rc = host_buffer(2, cbytes, &dC, err)) || (rc = mts_gpu_upload(dA, A, abytes, err)) ||
-        (rc = mts_gpu_upload(dB, B, bbytes, err)) || (beta != 0.0f && (rc = mts_gpu_upload(dC, C, cbytes, err))) ||
+        (rc = mts_gpu_upload(dB, B, bbytes, err)) || ((beta != 0.0f || (ldc > n && m > 1)) && (rc = mts_gpu_upload(dC, C, cbytes, err))) ||
         (rc = mts_gpu_gemm_dev(pl, transA, transB, m, n, k, (const float *)dA, lda, (const float *)dB, ldb, beta,
                                (float *)dC, ldc, err)))
         return rc;
     return mts_gpu_download(C, dC, cbytes, err);
 }
+
+} // namespace
+
+extern "C" {
 
 int mts_gpu_sgemm_cublas(int m, int n, int k, const float *A, const float *B, float *C, mts_err *err)
 {

@@ -302,8 +302,8 @@ float mid(uint64_t *s)
     return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 141) - 70);
 }
 
-// One GEMM on device pointers through an explicit plan running `kernel`
-// (mts_gpu_plan_set_kernel); C in and out on the host.
+// One GEMM through an explicit plan running `kernel` (mts_gpu_plan_set_kernel):
+// on device pointers, INT on host pointers; C in and out on the host.
 int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, int n, int k, const std::vector<float> &A,
                     int lda, const std::vector<float> &B, int ldb, float beta, std::vector<float> &C, int ldc,
                     mts_err *err)
@@ -313,6 +313,12 @@ int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, in
     const std::vector<float> *h[3] = {&A, &B, &C};
     int rc = mts_gpu_plan_open(&p, &pl, err);
     if (rc == MTS_OK) rc = mts_gpu_plan_set_kernel(pl, kernel, err);
+    if (p.kind == MTS_PROV_INT) { // host pointers only (its quantization runs on the host)
+        if (rc == MTS_OK)
+            rc = mts_gpu_gemm_host(pl, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, err);
+        mts_gpu_plan_close(pl);
+        return rc;
+    }
     for (int i = 0; i < 3 && rc == MTS_OK; i++) {
         rc = mts_gpu_alloc(&d[i], h[i]->size() * 4, err);
         if (rc == MTS_OK) rc = mts_gpu_upload(d[i], h[i]->data(), h[i]->size() * 4, err);
@@ -327,8 +333,7 @@ int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, in
 }
 
 // Our GPU GEMM against mts_gemm_ref on one shape: mts_gpu_gemm (host
-// pointers, the default kernel) and, for the providers that run on device
-// pointers, kernel 1 too; prints the first mismatches with indices and both
+// pointers, the default kernel) and kernel 1 through its own plan; prints the first mismatches with indices and both
 // results in hex. gen: the operand generator (default: every special case).
 void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what,
            float (*gen)(uint64_t *) = operand)
@@ -345,7 +350,7 @@ void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float bet
         << err.msg;
     ASSERT_EQ(mts_gpu_gemm(&p, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, &err), MTS_OK)
         << what << ": " << err.msg;
-    if (p.kind != MTS_PROV_INT) {
+    {
         ASSERT_EQ(gemm_dev_kernel(p, 1, ta, tb, m, n, k, A, lda, B, ldb, beta, C1, ldc, &err), MTS_OK)
             << what << " kernel 1: " << err.msg;
         for (size_t i = 0; i < C1.size(); i++)
@@ -369,6 +374,14 @@ void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float bet
             bad++;
         }
     EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << m * n << " outputs differ";
+    for (int i = 0; i < m; i++) // C's elements between the rows (ldc > n) are not the GEMM's
+        for (int j = n; j < ldc && (size_t)i * ldc + j < C.size(); j++)
+            if (fbits(C[(size_t)i * ldc + j]) != fbits(R[(size_t)i * ldc + j])) {
+                ADD_FAILURE() << what << ": C[" << i << "][" << j << "], outside the " << m << " x " << n
+                              << " outputs, was written: 0x" << std::hex << fbits(C[(size_t)i * ldc + j])
+                              << " instead of 0x" << fbits(R[(size_t)i * ldc + j]) << std::dec;
+                return;
+            }
 }
 
 // Ragged shapes: 1, primes, tile multiples and a tile plus one.
@@ -507,6 +520,17 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
             check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical);
             check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand);
         }
+    // INT tables: 16-bit entries in shared memory (signed, unsigned), 32-bit
+    // ones from global memory, sums in int32 and (entries near 2^27) int64
+    mts_lut i8s{}, i8u{}, i8w{};
+    ASSERT_EQ(mts_intmul_exact_lut(8, 1, &i8s, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_intmul_exact_lut(8, 0, &i8u, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_intmul_exact_lut(8, 1, &i8w, &err), MTS_OK) << err.msg;
+    for (size_t i = 0; i < i8w.n; i += 5) i8w.entry[i] = (uint32_t)((int32_t)i8w.entry[i] * 4099);
+    i8w.entry[77] = 1u << 27;
+    for (const mts_lut *l : {&i8s, &i8u, &i8w})
+        for (int t = 0; t < 4; t++) check(prov(MTS_PROV_INT, l), 130, 67, 50, t & 1, t >> 1, 0.0f, seed++, "int8", typical);
+    mts_lut_free(&i8s), mts_lut_free(&i8u), mts_lut_free(&i8w);
     // k = 1: every output is one product, nothing absorbed by a sum (flushes,
     // overflow, NaN and signed zeros show), over several tiles
     for (auto &cs : cases) {

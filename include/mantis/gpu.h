@@ -87,6 +87,10 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int 
 int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
 
+/* mts_gpu_gemm through a given plan (its kernel; INT plans too). */
+int mts_gpu_gemm_host(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+
 /* cuBLAS SGEMM (FP32, TF32 off) on device pointers, row-major as mts_gemm,
  * beta 0, no transposes: the baseline of `mantis bench gemm --device cuda`.
  * MTS_EUNSUPPORTED when the build has no cuBLAS. */
