@@ -818,38 +818,43 @@ TEST(GpuOps, AttentionMatmulTokenDense)
             expect_same(g.get(), c, (pn + " " + what).c_str());
         };
 
-        const int N = 2, T = 7, H = 3, dh = 5, D = H * dh;
-        const float sc = 1.0f / std::sqrt((float)dh);
-        auto qkv = randv((size_t)N * T * 3 * D, 41 + pv), dyo = randv((size_t)N * T * D, 44 + pv);
-        auto garbage = specials_and(qkv.size(), 47);
-        std::vector<float> s((size_t)N * H * T * T), a(s.size()), y(dyo.size()), da(s.size()), ds(s.size()),
-            dq = garbage, dv = garbage;
-        ASSERT_EQ(mts_attn_qk_forward(&ctx, N, T, H, dh, sc, qkv.data(), s.data(), &err), MTS_OK) << err.msg;
-        mts_softmax_forward(N * H * T, T, s.data(), a.data());
-        ASSERT_EQ(mts_attn_av_forward(&ctx, N, T, H, dh, a.data(), qkv.data(), y.data(), &err), MTS_OK) << err.msg;
-        ASSERT_EQ(mts_attn_av_backward(&ctx, N, T, H, dh, a.data(), qkv.data(), dyo.data(), da.data(), dv.data(), &err),
-                  MTS_OK)
-            << err.msg;
-        mts_softmax_backward(N * H * T, T, a.data(), da.data(), ds.data());
-        ASSERT_EQ(mts_attn_qk_backward(&ctx, N, T, H, dh, sc, qkv.data(), ds.data(), dq.data(), &err), MTS_OK)
-            << err.msg;
-        {
-            Dev<float> gqkv(qkv), ga(a), gdyo(dyo), gds(ds), gs(da), gy(dyo), gda(s), gdq(garbage), gdv(garbage);
-            ASSERT_EQ(mts_gpu_attn_qk_forward(pl, N, T, H, dh, sc, gqkv.d(), gs.d(), &err), MTS_OK) << err.msg;
-            same(gs, s, "attn scores");
-            ASSERT_EQ(mts_gpu_attn_av_forward(pl, N, T, H, dh, ga.d(), gqkv.d(), gy.d(), &err), MTS_OK) << err.msg;
-            same(gy, y, "attn output");
-            ASSERT_EQ(mts_gpu_attn_av_backward(pl, N, T, H, dh, ga.d(), gqkv.d(), gdyo.d(), gda.d(), gdv.d(), &err),
+        // ragged heads within one tile; then tokens and head width past a 16-wide tile
+        const int shapes[][4] = {{2, 7, 3, 5}, {1, 17, 2, 16}}; // N, T, H, dh
+        for (auto &sh : shapes) {
+            const int N = sh[0], T = sh[1], H = sh[2], dh = sh[3], D = H * dh;
+            const float sc = 1.0f / std::sqrt((float)dh);
+            const std::string at = " T=" + std::to_string(T) + " dh=" + std::to_string(dh);
+            auto qkv = randv((size_t)N * T * 3 * D, 41 + pv), dyo = randv((size_t)N * T * D, 44 + pv);
+            auto garbage = specials_and(qkv.size(), 47);
+            std::vector<float> s((size_t)N * H * T * T), a(s.size()), y(dyo.size()), da(s.size()), ds(s.size()),
+                dq = garbage, dv = garbage;
+            ASSERT_EQ(mts_attn_qk_forward(&ctx, N, T, H, dh, sc, qkv.data(), s.data(), &err), MTS_OK) << err.msg;
+            mts_softmax_forward(N * H * T, T, s.data(), a.data());
+            ASSERT_EQ(mts_attn_av_forward(&ctx, N, T, H, dh, a.data(), qkv.data(), y.data(), &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_attn_av_backward(&ctx, N, T, H, dh, a.data(), qkv.data(), dyo.data(), da.data(), dv.data(), &err),
                       MTS_OK)
                 << err.msg;
-            same(gda, da, "attn dA");
-            same(gdv, dv, "attn dV (dqkv, Q and K columns zeroed)");
-            ASSERT_EQ(mts_gpu_attn_qk_backward(pl, N, T, H, dh, sc, gqkv.d(), gds.d(), gdq.d(), &err), MTS_OK)
+            mts_softmax_backward(N * H * T, T, a.data(), da.data(), ds.data());
+            ASSERT_EQ(mts_attn_qk_backward(&ctx, N, T, H, dh, sc, qkv.data(), ds.data(), dq.data(), &err), MTS_OK)
                 << err.msg;
-            same(gdq, dq, "attn dQ, dK (dqkv, V columns zeroed)");
+            {
+                Dev<float> gqkv(qkv), ga(a), gdyo(dyo), gds(ds), gs(da), gy(dyo), gda(s), gdq(garbage), gdv(garbage);
+                ASSERT_EQ(mts_gpu_attn_qk_forward(pl, N, T, H, dh, sc, gqkv.d(), gs.d(), &err), MTS_OK) << err.msg;
+                same(gs, s, ("attn scores" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_av_forward(pl, N, T, H, dh, ga.d(), gqkv.d(), gy.d(), &err), MTS_OK) << err.msg;
+                same(gy, y, ("attn output" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_av_backward(pl, N, T, H, dh, ga.d(), gqkv.d(), gdyo.d(), gda.d(), gdv.d(), &err),
+                          MTS_OK)
+                    << err.msg;
+                same(gda, da, ("attn dA" + at).c_str());
+                same(gdv, dv, ("attn dV (dqkv, Q and K columns zeroed)" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_qk_backward(pl, N, T, H, dh, sc, gqkv.d(), gds.d(), gdq.d(), &err), MTS_OK)
+                    << err.msg;
+                same(gdq, dq, ("attn dQ, dK (dqkv, V columns zeroed)" + at).c_str());
+            }
         }
 
-        const int M = 5, K = 9, Q = 6;
+        const int N = 2, M = 5, K = 9, Q = 6, D = 15;
         auto ma = randv((size_t)N * M * K, 51), mb = randv((size_t)N * K * Q, 52), mdc = randv((size_t)N * M * Q, 53);
         std::vector<float> mc(mdc.size()), mda(ma.size()), mdb(mb.size());
         ASSERT_EQ(mts_matmul_forward(&ctx, N, M, K, Q, ma.data(), mb.data(), mc.data(), &err), MTS_OK) << err.msg;
@@ -867,7 +872,7 @@ TEST(GpuOps, AttentionMatmulTokenDense)
         }
 
         // token-wise dense: the rows are the N*T tokens, D in, 3D out (a QKV projection)
-        const int rows = N * T, in = D, out = 3 * D;
+        const int rows = N * 7, in = D, out = 3 * D;
         auto tx = randv((size_t)rows * in, 54), tw = randv((size_t)out * in, 55), tb = randv(out, 56),
              tdy = randv((size_t)rows * out, 57);
         std::vector<float> ty(tdy.size()), tdx(tx.size()), tdw(tw.size()), tdb(out);
