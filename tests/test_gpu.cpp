@@ -736,7 +736,7 @@ TEST(GpuOps, PatchifyTokensPool)
 {
     NEED_GPU();
     mts_err err;
-    const int shapes[][4] = {{3, 8, 12, 4}, {2, 9, 10, 3}, {1, 7, 9, 4}}; // C, Hh, W, p
+    const int shapes[][4] = {{3, 8, 12, 4}, {2, 9, 10, 3}, {1, 7, 9, 4}, {1, 28, 28, 7}}; // C, Hh, W, p (vit-tiny last)
     for (auto &sh : shapes) {
         const int N = 2, C = sh[0], Hh = sh[1], W = sh[2], p = sh[3], T = (Hh / p) * (W / p), F = C * p * p;
         auto x = specials_and((size_t)N * C * Hh * W, 31), dy = randv((size_t)N * T * F, 32);
@@ -818,8 +818,8 @@ TEST(GpuOps, AttentionMatmulTokenDense)
             expect_same(g.get(), c, (pn + " " + what).c_str());
         };
 
-        // ragged heads within one tile; then tokens and head width past a 16-wide tile
-        const int shapes[][4] = {{2, 7, 3, 5}, {1, 17, 2, 16}}; // N, T, H, dh
+        // ragged heads within one tile; tokens past a 16-wide tile; vit-tiny's heads (16 tokens, 4 x 16)
+        const int shapes[][4] = {{2, 7, 3, 5}, {1, 17, 2, 16}, {1, 16, 4, 16}}; // N, T, H, dh
         for (auto &sh : shapes) {
             const int N = sh[0], T = sh[1], H = sh[2], dh = sh[3], D = H * dh;
             const float sc = 1.0f / std::sqrt((float)dh);
