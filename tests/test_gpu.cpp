@@ -826,6 +826,259 @@ TEST(GpuOps, GapBatchNormEvalSgd)
     expect_same(gm.get(), m, "sgd momentum");
 }
 
+// ---------------------------------------- transformer ops (gpu/nn_tx.cu)
+
+// Inputs of the row ops with the values that matter: zeros of both signs,
+// infinities, NaN, subnormals, huge magnitudes (GELU's tanh saturates, a
+// softmax row's exponentials underflow to 0 but the maximum's), the rest
+// plain values of mixed scales.
+std::vector<float> specials_and(size_t n, uint64_t seed)
+{
+    const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, 3e38f, -3e38f, 1e30f, -88.0f, 9.5f,
+                        -9.5f, 0.54f, 0.56f};
+    std::vector<float> v = randv(n, seed);
+    for (size_t i = 0; i < n; i += 7) v[i] = sp[(i / 7) % (sizeof sp / sizeof sp[0])];
+    return v;
+}
+
+// LayerNorm, GELU and the row softmax, forward and every gradient, on
+// ragged sizes: rows of zero variance (invstd = 1/sqrt(eps)), rows with
+// large logits (the softmax's maximum subtracted first), special values.
+TEST(GpuOps, LayerNormGeluSoftmax)
+{
+    NEED_GPU();
+    mts_err err;
+    const int R = 13, D = 37;
+    auto x = randv((size_t)R * D, 21), dy = randv(x.size(), 22), gam = randv(D, 23), bet = randv(D, 24);
+    for (int d = 0; d < D; d++) x[3 * D + d] = 0.75f;                      // zero variance
+    for (int d = 0; d < D; d++) x[5 * D + d] = (d % 2 ? 1e6f : -1e6f);    // large spread
+    for (int d = 0; d < D; d++) x[7 * D + d] = std::ldexp(1.0f + d, 60); // large values
+    std::vector<float> y(x.size()), xh(x.size()), is(R), dx(x.size()), dg(D), db(D);
+    mts_layernorm_forward(R, D, x.data(), gam.data(), bet.data(), 1e-5f, y.data(), xh.data(), is.data());
+    mts_layernorm_backward(R, D, dy.data(), gam.data(), xh.data(), is.data(), dx.data(), dg.data(), db.data());
+    {
+        Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), gy(dy), gxh(dy), gis(std::vector<float>(R, 7.0f)), gdx(x),
+            gdg(gam), gdb(bet);
+        ASSERT_EQ(mts_gpu_layernorm_forward(R, D, gx.d(), ggam.d(), gbet.d(), 1e-5f, gy.d(), gxh.d(), gis.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        expect_same(gy.get(), y, "layernorm y");
+        expect_same(gxh.get(), xh, "layernorm xhat");
+        expect_same(gis.get(), is, "layernorm invstd");
+        Dev<float> cxh(xh), cis(is); // the CPU's saved values: the backward on its own
+        ASSERT_EQ(mts_gpu_layernorm_backward(R, D, gdy.d(), ggam.d(), cxh.d(), cis.d(), gdx.d(), gdg.d(), gdb.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        expect_same(gdx.get(), dx, "layernorm dx");
+        expect_same(gdg.get(), dg, "layernorm dgamma");
+        expect_same(gdb.get(), db, "layernorm dbeta");
+        ASSERT_EQ(mts_gpu_layernorm_backward(R, D, gdy.d(), ggam.d(), cxh.d(), cis.d(), nullptr, gdg.d(), gdb.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        expect_same(gdg.get(), dg, "layernorm dgamma without dx");
+    }
+
+    const size_t n = 1001;
+    auto gx = specials_and(n, 25), gdy = randv(n, 26);
+    for (size_t i = 0; i < n; i += 13) gx[i] = std::ldexp((float)(i % 41) - 20.0f, -2); // tanh's three branches
+    std::vector<float> gy(n), gdx(n);
+    mts_gelu_forward(n, gx.data(), gy.data());
+    mts_gelu_backward(n, gx.data(), gdy.data(), gdx.data());
+    {
+        Dev<float> dx_(gx), ddy(gdy), dy_(gdy), ddx(gx);
+        ASSERT_EQ(mts_gpu_gelu_forward(n, dx_.d(), dy_.d(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_gelu_backward(n, dx_.d(), ddy.d(), ddx.d(), &err), MTS_OK) << err.msg;
+        expect_same(dy_.get(), gy, "gelu y");
+        expect_same(ddx.get(), gdx, "gelu dx");
+    }
+
+    const int SR = 11, SW = 19;
+    auto sx = randv((size_t)SR * SW, 27), sdy = randv(sx.size(), 28);
+    for (int j = 0; j < SW; j++) sx[2 * SW + j] = j == 4 ? 1e30f : -1e30f;          // one huge logit
+    for (int j = 0; j < SW; j++) sx[4 * SW + j] = 80.0f + (float)j;                // e^x - max: no overflow
+    for (int j = 0; j < SW; j++) sx[6 * SW + j] = -0.0f;                           // all equal
+    for (int j = 0; j < SW; j++) sx[8 * SW + j] = j % 3 ? -INFINITY : (float)j;    // exp(-inf) = 0
+    sx[10 * SW + 5] = NAN;
+    std::vector<float> sy(sx.size()), sdx(sx.size());
+    mts_softmax_forward(SR, SW, sx.data(), sy.data());
+    mts_softmax_backward(SR, SW, sy.data(), sdy.data(), sdx.data());
+    {
+        Dev<float> dx_(sx), dy_(sdy), ddy(sdy), ddx(sx), csy(sy);
+        ASSERT_EQ(mts_gpu_softmax_forward(SR, SW, dx_.d(), dy_.d(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_softmax_backward(SR, SW, csy.d(), ddy.d(), ddx.d(), &err), MTS_OK) << err.msg;
+        expect_same(dy_.get(), sy, "softmax y");
+        expect_same(ddx.get(), sdx, "softmax dx");
+    }
+}
+
+// The data movement and FP32 sums of the token side: patchify (whole
+// patches, and a size that leaves a border outside the grid), the tokens
+// layer with and without a class token, token pooling (mean and class).
+TEST(GpuOps, PatchifyTokensPool)
+{
+    NEED_GPU();
+    mts_err err;
+    const int shapes[][4] = {{3, 8, 12, 4}, {2, 9, 10, 3}, {1, 7, 9, 4}, {1, 28, 28, 7}}; // C, Hh, W, p (vit-tiny last)
+    for (auto &sh : shapes) {
+        const int N = 2, C = sh[0], Hh = sh[1], W = sh[2], p = sh[3], T = (Hh / p) * (W / p), F = C * p * p;
+        auto x = specials_and((size_t)N * C * Hh * W, 31), dy = randv((size_t)N * T * F, 32);
+        std::vector<float> y(dy.size()), dx(x.size());
+        mts_patchify_forward(N, C, Hh, W, p, x.data(), y.data());
+        mts_patchify_backward(N, C, Hh, W, p, dy.data(), dx.data());
+        Dev<float> gx(x), gy(dy), gdy(dy), gdx(x);
+        ASSERT_EQ(mts_gpu_patchify_forward(N, C, Hh, W, p, gx.d(), gy.d(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_patchify_backward(N, C, Hh, W, p, gdy.d(), gdx.d(), &err), MTS_OK) << err.msg;
+        std::string what = "patchify " + std::to_string(Hh) + "x" + std::to_string(W) + "/" + std::to_string(p);
+        expect_same(gy.get(), y, (what + " y").c_str());
+        expect_same(gdx.get(), dx, (what + " dx").c_str());
+    }
+
+    const int N = 3, T = 5, D = 7;
+    for (int cls = 0; cls <= 1; cls++) {
+        const int T2 = T + cls;
+        auto x = randv((size_t)N * T * D, 33), pos = randv((size_t)T2 * D, 34), c = randv(D, 35),
+             dy = specials_and((size_t)N * T2 * D, 36);
+        for (int i = 0; i < D; i++) dy[i] = -0.0f; // -0 sums: +0 + -0 on both sides
+        std::vector<float> y(dy.size()), dx(x.size()), dpos(pos.size()), dcls(D, 5.0f);
+        mts_tokens_forward(N, T, D, cls ? c.data() : nullptr, pos.data(), x.data(), y.data());
+        mts_tokens_backward(N, T, D, cls, dy.data(), dx.data(), dpos.data(), cls ? dcls.data() : nullptr);
+        Dev<float> gx(x), gpos(pos), gc(c), gdy(dy), gy(dy), gdx(x), gdpos(pos), gdcls(c);
+        ASSERT_EQ(mts_gpu_tokens_forward(N, T, D, cls ? gc.d() : nullptr, gpos.d(), gx.d(), gy.d(), &err), MTS_OK)
+            << err.msg;
+        ASSERT_EQ(mts_gpu_tokens_backward(N, T, D, cls, gdy.d(), gdx.d(), gdpos.d(), cls ? gdcls.d() : nullptr, &err),
+                  MTS_OK)
+            << err.msg;
+        const char *w = cls ? "tokens+cls" : "tokens";
+        expect_same(gy.get(), y, (std::string(w) + " y").c_str());
+        expect_same(gdx.get(), dx, (std::string(w) + " dx").c_str());
+        expect_same(gdpos.get(), dpos, (std::string(w) + " dpos").c_str());
+        if (cls) expect_same(gdcls.get(), dcls, "tokens dcls");
+    }
+
+    for (int mode : {MTS_TOKPOOL_MEAN, MTS_TOKPOOL_CLS}) {
+        auto x = specials_and((size_t)N * T * D, 37), dy = randv((size_t)N * D, 38);
+        std::vector<float> y(dy.size()), dx(x.size());
+        mts_tokpool_forward(N, T, D, mode, x.data(), y.data());
+        mts_tokpool_backward(N, T, D, mode, dy.data(), dx.data());
+        Dev<float> gx(x), gy(dy), gdy(dy), gdx(x);
+        ASSERT_EQ(mts_gpu_tokpool_forward(N, T, D, mode, gx.d(), gy.d(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_tokpool_backward(N, T, D, mode, gdy.d(), gdx.d(), &err), MTS_OK) << err.msg;
+        const char *w = mode == MTS_TOKPOOL_CLS ? "tokpool cls" : "tokpool mean";
+        expect_same(gy.get(), y, (std::string(w) + " y").c_str());
+        expect_same(gdx.get(), dx, (std::string(w) + " dx").c_str());
+    }
+}
+
+// The ops that multiply, each against its CPU op (whose attention GEMMs run
+// batched through mts_gemm_batch) with native FP32, the bf16 MBM LUT and
+// FMAq M7E4 over that LUT: attention scores and output with every gradient
+// (ragged T, heads and head width; the gradient buffers start as garbage, so
+// the zeroed columns are checked), MatMul, and the token-wise dense layer
+// (mts_gpu_dense_* over N*T rows). Each GPU op reads the CPU's inputs.
+TEST(GpuOps, AttentionMatmulTokenDense)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_lut lut{};
+    mts_mulop op;
+    mts_format bf16 = mts_format_e8(7);
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &bf16, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+    for (int pv = 0; pv < 3; pv++) {
+        mts_provider p = pv == 0 ? prov(MTS_PROV_NATIVE) : prov(MTS_PROV_LUT, &lut);
+        if (pv == 2) {
+            p.fmaq = 1;
+            p.chunk = 4;
+            p.qacc = qfmt(7, 4, 8, 0);
+            p.qprod = qfmt(7, 4, 8, 0, MTS_RNE);
+        }
+        const std::string pn = pv == 0 ? "native" : pv == 1 ? "lut" : "fmaq";
+        mts_nn_ctx ctx = mts_nn_ctx_cpu(&p, &p);
+        mts_gpu_gemm_plan *pl;
+        ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+        auto same = [&](const Dev<float> &g, const std::vector<float> &c, const char *what) {
+            expect_same(g.get(), c, (pn + " " + what).c_str());
+        };
+
+        // ragged heads within one tile; tokens past a 16-wide tile; vit-tiny's heads (16 tokens, 4 x 16)
+        const int shapes[][4] = {{2, 7, 3, 5}, {1, 17, 2, 16}, {1, 16, 4, 16}}; // N, T, H, dh
+        for (auto &sh : shapes) {
+            const int N = sh[0], T = sh[1], H = sh[2], dh = sh[3], D = H * dh;
+            const float sc = 1.0f / std::sqrt((float)dh);
+            const std::string at = " T=" + std::to_string(T) + " dh=" + std::to_string(dh);
+            auto qkv = randv((size_t)N * T * 3 * D, 41 + pv), dyo = randv((size_t)N * T * D, 44 + pv);
+            auto garbage = specials_and(qkv.size(), 47);
+            std::vector<float> s((size_t)N * H * T * T), a(s.size()), y(dyo.size()), da(s.size()), ds(s.size()),
+                dq = garbage, dv = garbage;
+            ASSERT_EQ(mts_attn_qk_forward(&ctx, N, T, H, dh, sc, qkv.data(), s.data(), &err), MTS_OK) << err.msg;
+            mts_softmax_forward(N * H * T, T, s.data(), a.data());
+            ASSERT_EQ(mts_attn_av_forward(&ctx, N, T, H, dh, a.data(), qkv.data(), y.data(), &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_attn_av_backward(&ctx, N, T, H, dh, a.data(), qkv.data(), dyo.data(), da.data(), dv.data(), &err),
+                      MTS_OK)
+                << err.msg;
+            mts_softmax_backward(N * H * T, T, a.data(), da.data(), ds.data());
+            ASSERT_EQ(mts_attn_qk_backward(&ctx, N, T, H, dh, sc, qkv.data(), ds.data(), dq.data(), &err), MTS_OK)
+                << err.msg;
+            {
+                Dev<float> gqkv(qkv), ga(a), gdyo(dyo), gds(ds), gs(da), gy(dyo), gda(s), gdq(garbage), gdv(garbage);
+                ASSERT_EQ(mts_gpu_attn_qk_forward(pl, N, T, H, dh, sc, gqkv.d(), gs.d(), &err), MTS_OK) << err.msg;
+                same(gs, s, ("attn scores" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_av_forward(pl, N, T, H, dh, ga.d(), gqkv.d(), gy.d(), &err), MTS_OK) << err.msg;
+                same(gy, y, ("attn output" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_av_backward(pl, N, T, H, dh, ga.d(), gqkv.d(), gdyo.d(), gda.d(), gdv.d(), &err),
+                          MTS_OK)
+                    << err.msg;
+                same(gda, da, ("attn dA" + at).c_str());
+                same(gdv, dv, ("attn dV (dqkv, Q and K columns zeroed)" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_qk_backward(pl, N, T, H, dh, sc, gqkv.d(), gds.d(), gdq.d(), &err), MTS_OK)
+                    << err.msg;
+                same(gdq, dq, ("attn dQ, dK (dqkv, V columns zeroed)" + at).c_str());
+            }
+        }
+
+        const int N = 2, M = 5, K = 9, Q = 6, D = 15;
+        auto ma = randv((size_t)N * M * K, 51), mb = randv((size_t)N * K * Q, 52), mdc = randv((size_t)N * M * Q, 53);
+        std::vector<float> mc(mdc.size()), mda(ma.size()), mdb(mb.size());
+        ASSERT_EQ(mts_matmul_forward(&ctx, N, M, K, Q, ma.data(), mb.data(), mc.data(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_matmul_backward(&ctx, N, M, K, Q, ma.data(), mb.data(), mdc.data(), mda.data(), mdb.data(), &err),
+                  MTS_OK)
+            << err.msg;
+        {
+            Dev<float> ga(ma), gb(mb), gdc(mdc), gc(mdc), gda(ma), gdb(mb);
+            ASSERT_EQ(mts_gpu_matmul_forward(pl, N, M, K, Q, ga.d(), gb.d(), gc.d(), &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_gpu_matmul_backward(pl, N, M, K, Q, ga.d(), gb.d(), gdc.d(), gda.d(), gdb.d(), &err), MTS_OK)
+                << err.msg;
+            same(gc, mc, "matmul c");
+            same(gda, mda, "matmul da");
+            same(gdb, mdb, "matmul db");
+        }
+
+        // token-wise dense: the rows are the N*T tokens, D in, 3D out (a QKV projection)
+        const int rows = N * 7, in = D, out = 3 * D;
+        auto tx = randv((size_t)rows * in, 54), tw = randv((size_t)out * in, 55), tb = randv(out, 56),
+             tdy = randv((size_t)rows * out, 57);
+        std::vector<float> ty(tdy.size()), tdx(tx.size()), tdw(tw.size()), tdb(out);
+        ASSERT_EQ(mts_dense_forward(&ctx, rows, in, out, tx.data(), tw.data(), tb.data(), ty.data(), &err), MTS_OK);
+        ASSERT_EQ(mts_dense_backward(&ctx, rows, in, out, tx.data(), tw.data(), tdy.data(), tdx.data(), tdw.data(),
+                                     tdb.data(), &err),
+                  MTS_OK);
+        {
+            Dev<float> gx(tx), gw(tw), gb(tb), gdy(tdy), gy(tdy), gdx(tx), gdw(tw), gdb(tb);
+            ASSERT_EQ(mts_gpu_dense_forward(pl, rows, in, out, gx.d(), gw.d(), gb.d(), gy.d(), &err), MTS_OK)
+                << err.msg;
+            ASSERT_EQ(mts_gpu_dense_backward(pl, rows, in, out, gx.d(), gw.d(), gdy.d(), gdx.d(), gdw.d(), gdb.d(), &err),
+                      MTS_OK)
+                << err.msg;
+            same(gy, ty, "token dense y");
+            same(gdx, tdx, "token dense dx");
+            same(gdw, tdw, "token dense dw");
+            same(gdb, tdb, "token dense db");
+        }
+        mts_gpu_plan_close(pl);
+    }
+    mts_lut_free(&lut);
+}
+
 // ------------------------------------------------ training, end to end
 
 // `mantis train --device cuda` against `--device cpu` on a short run: the

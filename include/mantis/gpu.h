@@ -145,6 +145,46 @@ int mts_gpu_sgd_step(size_t n, float *param, const float *grad, float *m, const 
 int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float *v, const uint8_t *wmask, float lr,
                       float beta1, float beta2, float eps, float wd, double bc1, double bc2, mts_err *err);
 
+/* ------------------------------------------ transformer ops (gpu/nn_tx.cu)
+ *
+ * The twins of nn_ops.h's transformer ops, under the same contract as the
+ * layer ops above (same name with mts_gpu_, same arguments, a GEMM plan
+ * where the CPU op takes the context, err last, the same bits). The
+ * token-wise dense layer is mts_gpu_dense_* over N*T rows, as on the CPU.
+ * GELU, softmax and LayerNorm call fmath.h's row helpers, which the CPU ops
+ * call; MatMul and attention run one mts_gpu_gemm_dev per sample or per
+ * (sample, head) with the CPU's shapes and operand order. */
+int mts_gpu_layernorm_forward(int R, int D, const float *x, const float *gamma, const float *beta, float eps,
+                              float *y, float *xhat, float *invstd, mts_err *err);
+int mts_gpu_layernorm_backward(int R, int D, const float *dy, const float *gamma, const float *xhat,
+                               const float *invstd, float *dx, float *dgamma, float *dbeta, mts_err *err);
+int mts_gpu_gelu_forward(size_t n, const float *x, float *y, mts_err *err);
+int mts_gpu_gelu_backward(size_t n, const float *x, const float *dy, float *dx, mts_err *err);
+int mts_gpu_softmax_forward(int R, int W, const float *x, float *y, mts_err *err);
+int mts_gpu_softmax_backward(int R, int W, const float *y, const float *dy, float *dx, mts_err *err);
+int mts_gpu_matmul_forward(const mts_gpu_gemm_plan *fwd, int N, int m, int k, int q, const float *a, const float *b,
+                           float *c, mts_err *err);
+int mts_gpu_matmul_backward(const mts_gpu_gemm_plan *bwd, int N, int m, int k, int q, const float *a, const float *b,
+                            const float *dc, float *da, float *db, mts_err *err);
+/* The backward of the scores allocates N*H*T*T floats of device memory
+ * for P = scale*ds (MTS_ENOMEM naming the size). */
+int mts_gpu_attn_qk_forward(const mts_gpu_gemm_plan *fwd, int N, int T, int H, int dh, float scale, const float *qkv,
+                            float *s, mts_err *err);
+int mts_gpu_attn_qk_backward(const mts_gpu_gemm_plan *bwd, int N, int T, int H, int dh, float scale,
+                             const float *qkv, const float *ds, float *dqkv, mts_err *err);
+int mts_gpu_attn_av_forward(const mts_gpu_gemm_plan *fwd, int N, int T, int H, int dh, const float *a,
+                            const float *qkv, float *y, mts_err *err);
+int mts_gpu_attn_av_backward(const mts_gpu_gemm_plan *bwd, int N, int T, int H, int dh, const float *a,
+                             const float *qkv, const float *dy, float *da, float *dqkv, mts_err *err);
+int mts_gpu_patchify_forward(int N, int C, int Hh, int W, int p, const float *x, float *y, mts_err *err);
+int mts_gpu_patchify_backward(int N, int C, int Hh, int W, int p, const float *dy, float *dx, mts_err *err);
+int mts_gpu_tokens_forward(int N, int T, int D, const float *cls, const float *pos, const float *x, float *y,
+                           mts_err *err);
+int mts_gpu_tokens_backward(int N, int T, int D, int has_cls, const float *dy, float *dx, float *dpos, float *dcls,
+                            mts_err *err);
+int mts_gpu_tokpool_forward(int N, int T, int D, int mode, const float *x, float *y, mts_err *err);
+int mts_gpu_tokpool_backward(int N, int T, int D, int mode, const float *dy, float *dx, mts_err *err);
+
 #ifdef __cplusplus
 }
 #endif
