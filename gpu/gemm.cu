@@ -161,8 +161,23 @@ __global__ void gemm_kernel(Job g)
 
 // 64x64 outputs per block of 256 threads, 4x4 per thread (rows ty + 16 r,
 // columns tx + 16 c: a warp reads 2 A values and 16 consecutive B values of
-// a staged row, no bank conflicts), k in steps of 16.
+// a staged row, no bank conflicts), k in steps of 16: the INT kernel's
+// tiling and kernel 2's.
 const int BM = 64, BN = 64, BK = 16, NT = 256, TM = 4, TN = 4;
+
+// Kernel 2's block tiles: BM_ x BN_ outputs, TM_ x TN_ per thread. Wide for
+// large products; Narrow for n <= 16 (a ResNet conv's 16 output channels);
+// Single (one output per thread, one warp per block) where the wide tiling
+// gives too few blocks to fill the GPU - e.g. a weight gradient of 16 x 144
+// outputs whose sums run over k = batch x pixels: each output is one
+// thread's sequential sum (the order the bits depend on), so the only
+// parallelism is across outputs and every one needs its own thread.
+template <int BM_, int BN_, int TM_, int TN_> struct Tile {
+    static const int bm = BM_, bn = BN_, tm = TM_, tn = TN_, tx = BN_ / TN_, ty = BM_ / TM_, nt = tx * ty;
+};
+typedef Tile<64, 64, 4, 4> Wide;
+typedef Tile<256, 16, 4, 4> Narrow;
+typedef Tile<8, 4, 1, 1> Single;
 // The table of kernel 2's bf16-like product in shared memory up to this many
 // entries (M <= 7: 64 KiB); larger tables (M <= 11) are read from global
 // memory (L2).
@@ -234,12 +249,12 @@ __device__ inline float lutf_product(const float *T, uint32_t sa, uint32_t ia, u
 // The 16 products of one k step, accumulated: FP32 sums, or FMAq's chunk
 // sums s (the chunk bookkeeping is the caller's: it is the same for every
 // output of the thread).
-template <int PK, bool FMAQ, bool CHECKED>
+template <int PK, bool FMAQ, bool CHECKED, class S>
 __device__ inline void k2_step(const Job &g, const float *T, const uint32_t *a, const uint32_t *ai, const uint32_t *b,
-                               const uint32_t *bi, float (&acc)[TM][TN], uint32_t (&s)[TM][TN])
+                               const uint32_t *bi, float (&acc)[S::tm][S::tn], uint32_t (&s)[S::tm][S::tn])
 {
-    for (int r = 0; r < TM; r++)
-        for (int c = 0; c < TN; c++) {
+    for (int r = 0; r < S::tm; r++)
+        for (int c = 0; c < S::tn; c++) {
             float p;
             if (PK == PK_F32) p = mts_fm_mul(mts_u2f(a[r]), mts_u2f(b[c]));
             else if (PK == PK_SCALAR) p = mts_u2f(product(g, a[r], b[c]));
@@ -253,47 +268,47 @@ __device__ inline void k2_step(const Job &g, const float *T, const uint32_t *a, 
         }
 }
 
-template <int PK, bool FMAQ>
-__global__ void __launch_bounds__(256) gemm2_kernel(Job g)
+template <int PK, bool FMAQ, class S>
+__global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
 {
-    __shared__ uint32_t As[BK][BM], Bs[BK][BN]; // staged operands (PK_LUTF: sign and power of two)
-    __shared__ uint32_t Ai[BK][BM], Bi[BK][BN]; // PK_LUTF: table index parts
+    __shared__ uint32_t As[BK][S::bm], Bs[BK][S::bn]; // staged operands (PK_LUTF: sign and power of two)
+    __shared__ uint32_t Ai[BK][S::bm], Bi[BK][S::bn]; // PK_LUTF: table index parts
     MTS_DYNAMIC_SHARED(float, Ts);              // PK_LUTF_SMEM: the table
-    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-    const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
+    const int tid = threadIdx.x, tx = tid % S::tx, ty = tid / S::tx;
+    const int i0 = blockIdx.y * S::bm, j0 = blockIdx.x * S::bn;
     const float *T = g.Tf;
     if (PK == PK_LUTF_SMEM) {
-        for (int t = tid; t < g.tf_n; t += NT) Ts[t] = g.Tf[t];
+        for (int t = tid; t < g.tf_n; t += S::nt) Ts[t] = g.Tf[t];
         T = Ts; // made visible by the first barrier below
     }
-    float acc[TM][TN];
-    uint32_t y[TM][TN], s[TM][TN];
-    for (int r = 0; r < TM; r++)
-        for (int c = 0; c < TN; c++) acc[r][c] = 0.0f, y[r][c] = 0, s[r][c] = 0;
+    float acc[S::tm][S::tn];
+    uint32_t y[S::tm][S::tn], s[S::tm][S::tn];
+    for (int r = 0; r < S::tm; r++)
+        for (int c = 0; c < S::tn; c++) acc[r][c] = 0.0f, y[r][c] = 0, s[r][c] = 0;
     int inchunk = 0, first = 1;
     for (int k0 = 0; k0 < g.k; k0 += BK) {
         int safe = 1;
-        for (int t = tid; t < BM * BK; t += NT) { // A: rows i0.., columns k0..
-            int row = g.transA ? t % BM : t / BK, kk = g.transA ? t / BM : t % BK;
+        for (int t = tid; t < S::bm * BK; t += S::nt) { // A: rows i0.., columns k0..
+            int row = g.transA ? t % S::bm : t / BK, kk = g.transA ? t / S::bm : t % BK;
             uint32_t x = load_raw(g.A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
             safe &= stage_op<PK>(g, x, 1, &As[kk][row], &Ai[kk][row]);
         }
-        for (int t = tid; t < BK * BN; t += NT) { // B: rows k0.., columns j0..
-            int col = g.transB ? t / BK : t % BN, kk = g.transB ? t % BK : t / BN;
+        for (int t = tid; t < BK * S::bn; t += S::nt) { // B: rows k0.., columns j0..
+            int col = g.transB ? t / BK : t % S::bn, kk = g.transB ? t % BK : t / S::bn;
             uint32_t x = load_raw(g.B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
             safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], &Bi[kk][col]);
         }
         safe = __syncthreads_and(safe);
         int kend = g.k - k0 < BK ? g.k - k0 : BK;
         for (int kk = 0; kk < kend; kk++) {
-            uint32_t a[TM], ai[TM], b[TN], bi[TN];
-            for (int r = 0; r < TM; r++) a[r] = As[kk][ty + 16 * r], ai[r] = PK >= PK_LUTF_SMEM ? Ai[kk][ty + 16 * r] : 0;
-            for (int c = 0; c < TN; c++) b[c] = Bs[kk][tx + 16 * c], bi[c] = PK >= PK_LUTF_SMEM ? Bi[kk][tx + 16 * c] : 0;
-            if (PK >= PK_LUTF_SMEM && !safe) k2_step<PK, FMAQ, true>(g, T, a, ai, b, bi, acc, s);
-            else k2_step<PK, FMAQ, false>(g, T, a, ai, b, bi, acc, s);
+            uint32_t a[S::tm], ai[S::tm], b[S::tn], bi[S::tn];
+            for (int r = 0; r < S::tm; r++) a[r] = As[kk][ty + S::ty * r], ai[r] = PK >= PK_LUTF_SMEM ? Ai[kk][ty + S::ty * r] : 0;
+            for (int c = 0; c < S::tn; c++) b[c] = Bs[kk][tx + S::tx * c], bi[c] = PK >= PK_LUTF_SMEM ? Bi[kk][tx + S::tx * c] : 0;
+            if (PK >= PK_LUTF_SMEM && !safe) k2_step<PK, FMAQ, true, S>(g, T, a, ai, b, bi, acc, s);
+            else k2_step<PK, FMAQ, false, S>(g, T, a, ai, b, bi, acc, s);
             if (FMAQ && ++inchunk == g.chunk) {
-                for (int r = 0; r < TM; r++)
-                    for (int c = 0; c < TN; c++) {
+                for (int r = 0; r < S::tm; r++)
+                    for (int c = 0; c < S::tn; c++) {
                         y[r][c] = first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c]);
                         s[r][c] = 0;
                     }
@@ -303,9 +318,9 @@ __global__ void __launch_bounds__(256) gemm2_kernel(Job g)
         }
         __syncthreads();
     }
-    for (int r = 0; r < TM; r++)
-        for (int c = 0; c < TN; c++) {
-            int i = i0 + ty + 16 * r, j = j0 + tx + 16 * c;
+    for (int r = 0; r < S::tm; r++)
+        for (int c = 0; c < S::tn; c++) {
+            int i = i0 + ty + S::ty * r, j = j0 + tx + S::tx * c;
             if (i >= g.m || j >= g.n) continue;
             float v = acc[r][c];
             if (FMAQ) v = mts_u2f(inchunk ? (first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c])) : y[r][c]);
@@ -388,7 +403,7 @@ struct mts_gpu_gemm_plan {
     uint32_t *T; // device copy of the float LUT entries, or NULL
     int32_t *Ti; // device copy of the integer table, or NULL
     float *Tf;   // kernel 2's bf16-like table (lutf_table), or NULL
-    int kernel;  // 1 or 2 (mts_gpu_plan_set_kernel; default 2)
+    int kernel;  // mts_gpu_plan_set_kernel: 0 (default) chooses kernel 2's tile by shape
     int32_t ti_min, ti_max; // INT: the table's range (kernel 2's entry and sum types)
 };
 
@@ -417,30 +432,62 @@ int lutf_table(const mts_lut *lut, std::vector<float> &tf)
     return 1;
 }
 
-// Launches kernel 2 for job g (its product kind and accumulation chosen
-// from the job), once the opt-in shared memory of the table is granted.
-template <int PK, bool FMAQ> cudaError_t launch2(const Job &g, dim3 grid)
+// Launches kernel 2 with tile S for job g, once the opt-in shared memory of
+// the table is granted.
+template <int PK, bool FMAQ, class S> cudaError_t launch2(const Job &g)
 {
+    dim3 grid((unsigned)((g.n + S::bn - 1) / S::bn), (unsigned)((g.m + S::bm - 1) / S::bm));
     size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(gemm2_kernel<PK, FMAQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaError_t e = cudaFuncSetAttribute(gemm2_kernel<PK, FMAQ, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);
         if (e != cudaSuccess) return e;
     }
-    MTS_LAUNCH((gemm2_kernel<PK, FMAQ>), grid, dim3(NT), smem, 0)(g);
+    MTS_LAUNCH((gemm2_kernel<PK, FMAQ, S>), grid, dim3(S::nt), smem, 0)(g);
     return cudaGetLastError();
 }
 
-cudaError_t run_kernel2(const Job &g)
+// The product kind for job g with tile S: the float table in shared memory
+// unless S's blocks are too small to pay for staging it (Single).
+template <class S> cudaError_t launch2_tile(const Job &g)
 {
-    dim3 grid((unsigned)((g.n + BN - 1) / BN), (unsigned)((g.m + BM - 1) / BM));
-    if (g.prod == PROD_F32) return launch2<PK_F32, false>(g, grid);
+    if (g.prod == PROD_F32) return launch2<PK_F32, false, S>(g);
     if (g.prod == PROD_LUT && g.Tf) {
-        if (g.tf_n <= TF_SMEM_MAX)
-            return g.fmaq ? launch2<PK_LUTF_SMEM, true>(g, grid) : launch2<PK_LUTF_SMEM, false>(g, grid);
-        return g.fmaq ? launch2<PK_LUTF_GLOBAL, true>(g, grid) : launch2<PK_LUTF_GLOBAL, false>(g, grid);
+        if (g.tf_n <= TF_SMEM_MAX && S::nt >= 256)
+            return g.fmaq ? launch2<PK_LUTF_SMEM, true, S>(g) : launch2<PK_LUTF_SMEM, false, S>(g);
+        return g.fmaq ? launch2<PK_LUTF_GLOBAL, true, S>(g) : launch2<PK_LUTF_GLOBAL, false, S>(g);
     }
-    return g.fmaq ? launch2<PK_SCALAR, true>(g, grid) : launch2<PK_SCALAR, false>(g, grid);
+    return g.fmaq ? launch2<PK_SCALAR, true, S>(g) : launch2<PK_SCALAR, false, S>(g);
+}
+
+// Streaming multiprocessors of the current device (the tile choice).
+int sm_count()
+{
+    static int n = 0;
+    if (!n) {
+        int dev = 0;
+        cudaDeviceProp pr;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&pr, dev) == cudaSuccess &&
+            pr.multiProcessorCount > 0)
+            n = pr.multiProcessorCount;
+        else
+            n = 1;
+    }
+    return n;
+}
+
+// Kernel 2 with tile `kernel` (2 Wide, 3 Narrow, 4 Single) or, for 0, the
+// tile the shape asks for: Narrow for n <= 16 with a block per SM, Wide
+// with two blocks per SM, else Single.
+cudaError_t run_kernel2(const Job &g, int kernel)
+{
+    if (kernel == 0) {
+        long long sms = sm_count(), wide = (long long)((g.m + 63) / 64) * ((g.n + 63) / 64);
+        kernel = g.n <= 16 && (g.m + 255) / 256 >= sms ? 3 : wide >= 2 * sms ? 2 : 4;
+    }
+    if (kernel == 2) return launch2_tile<Wide>(g);
+    if (kernel == 3) return launch2_tile<Narrow>(g);
+    return launch2_tile<Single>(g);
 }
 
 } // namespace
@@ -584,7 +631,7 @@ int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *
         }
         pl->Tf = (float *)d;
     }
-    pl->kernel = 2;
+    pl->kernel = 0;
     *plan = pl;
     return MTS_OK;
 }
@@ -601,7 +648,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 {
     if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    if (kernel != 1 && kernel != 2) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (1 or 2)", kernel);
+    if (kernel < 0 || kernel > 4) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 4)", kernel);
     plan->kernel = kernel;
     return MTS_OK;
 }
@@ -634,10 +681,10 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m,
         g.qacc = pl->p.qacc;
     }
     cudaError_t e;
-    if (pl->kernel == 2) {
+    if (pl->kernel != 1) {
         g.Tf = pl->Tf;
         g.tf_n = pl->Tf ? (int)pl->p.lut->n : 0;
-        e = run_kernel2(g);
+        e = run_kernel2(g, pl->kernel);
     } else {
         dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
         MTS_LAUNCH(gemm_kernel, grid, block, 0, 0)(g);
@@ -676,7 +723,7 @@ static int gemm_int_host(const mts_gpu_gemm_plan *pl, int transA, int transB, in
         int32_t za = pa.zero_point, zb = pb.zero_point;
         double sc = pa.scale * pb.scale;
         cudaError_t e = cudaSuccess;
-        if (pl->kernel == 1) {
+        if (pl->kernel == 1) { // (INT's kernel 2 has one tile: 64 x 64)
             dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
             MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, za, zb, sc, beta,
                                                            (float *)dC, ldc);
