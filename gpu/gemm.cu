@@ -98,7 +98,15 @@ struct Job {
     mts_qfmt qprod, qacc;
     const float *Tf;   // kernel 2, bf16-like tables: the entries as floats (lutf_table)
     int tf_n;          // entries in Tf
+    mts_gpu_batch bt;  // blockIdx.z: GEMM z of the batch (batch_ptr)
 };
+
+// GEMM z's operand of a batch: base + (z / inner) * outer stride + (z % inner) * inner stride.
+template <class T> __device__ inline T *batch_ptr(T *base, const mts_gpu_batch &bt, size_t so, size_t si)
+{
+    unsigned z = blockIdx.z;
+    return base + (size_t)(z / (unsigned)bt.inner) * so + (size_t)(z % (unsigned)bt.inner) * si;
+}
 
 __device__ uint32_t load_op(const Job &g, const float *X, int ld, int trans, int r, int c, int rows, int cols)
 {
@@ -125,12 +133,15 @@ __global__ void gemm_kernel(Job g)
 {
     __shared__ uint32_t As[TILE][TILE + 1], Bs[TILE][TILE + 1];
     int i = blockIdx.y * TILE + threadIdx.y, j = blockIdx.x * TILE + threadIdx.x;
+    const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
+    const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
+    float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
     float acc = 0.0f;
     uint32_t y = 0, s = 0;
     int inchunk = 0, first = 1;
     for (int k0 = 0; k0 < g.k; k0 += TILE) {
-        As[threadIdx.y][threadIdx.x] = load_op(g, g.A, g.lda, g.transA, i, k0 + threadIdx.x, g.m, g.k);
-        Bs[threadIdx.y][threadIdx.x] = load_op(g, g.B, g.ldb, g.transB, k0 + threadIdx.y, j, g.k, g.n);
+        As[threadIdx.y][threadIdx.x] = load_op(g, A, g.lda, g.transA, i, k0 + threadIdx.x, g.m, g.k);
+        Bs[threadIdx.y][threadIdx.x] = load_op(g, B, g.ldb, g.transB, k0 + threadIdx.y, j, g.k, g.n);
         __syncthreads();
         int kend = g.k - k0 < TILE ? g.k - k0 : TILE;
         for (int kk = 0; kk < kend; kk++) {
@@ -154,7 +165,7 @@ __global__ void gemm_kernel(Job g)
         if (inchunk) y = first ? s : mts_qadd_hd(&g.qacc, y, s);
         acc = mts_u2f(y);
     }
-    mts_gemm_store_hd(&g.C[(size_t)i * g.ldc + j], g.beta, acc);
+    mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, acc);
 }
 
 // ------------------------------------------------------------ kernel 2
@@ -276,6 +287,9 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
     MTS_DYNAMIC_SHARED(float, Ts);              // PK_LUTF_SMEM: the table
     const int tid = threadIdx.x, tx = tid % S::tx, ty = tid / S::tx;
     const int i0 = blockIdx.y * S::bm, j0 = blockIdx.x * S::bn;
+    const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
+    const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
+    float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
     const float *T = g.Tf;
     if (PK == PK_LUTF_SMEM) {
         for (int t = tid; t < g.tf_n; t += S::nt) Ts[t] = g.Tf[t];
@@ -290,12 +304,12 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
         int safe = 1;
         for (int t = tid; t < S::bm * BK; t += S::nt) { // A: rows i0.., columns k0..
             int row = g.transA ? t % S::bm : t / BK, kk = g.transA ? t / S::bm : t % BK;
-            uint32_t x = load_raw(g.A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
+            uint32_t x = load_raw(A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
             safe &= stage_op<PK>(g, x, 1, &As[kk][row], &Ai[kk][row]);
         }
         for (int t = tid; t < BK * S::bn; t += S::nt) { // B: rows k0.., columns j0..
             int col = g.transB ? t / BK : t % S::bn, kk = g.transB ? t % BK : t / S::bn;
-            uint32_t x = load_raw(g.B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
+            uint32_t x = load_raw(B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
             safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], &Bi[kk][col]);
         }
         safe = __syncthreads_and(safe);
@@ -324,7 +338,7 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
             if (i >= g.m || j >= g.n) continue;
             float v = acc[r][c];
             if (FMAQ) v = mts_u2f(inchunk ? (first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c])) : y[r][c]);
-            mts_gemm_store_hd(&g.C[(size_t)i * g.ldc + j], g.beta, v);
+            mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, v);
         }
 }
 
@@ -436,7 +450,8 @@ int lutf_table(const mts_lut *lut, std::vector<float> &tf)
 // the table is granted.
 template <int PK, bool FMAQ, class S> cudaError_t launch2(const Job &g)
 {
-    dim3 grid((unsigned)((g.n + S::bn - 1) / S::bn), (unsigned)((g.m + S::bm - 1) / S::bm));
+    dim3 grid((unsigned)((g.n + S::bn - 1) / S::bn), (unsigned)((g.m + S::bm - 1) / S::bm),
+              (unsigned)(g.bt.outer * g.bt.inner));
     size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
     if (smem > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(gemm2_kernel<PK, FMAQ, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -656,7 +671,22 @@ int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
+    return mts_gpu_gemm_dev_batched(pl, NULL, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *bt, int transA, int transB, int m,
+                             int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                             int ldc, mts_err *err)
+{
     if (!pl) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
+    mts_gpu_batch one;
+    std::memset(&one, 0, sizeof one);
+    one.outer = one.inner = 1;
+    if (!bt) bt = &one;
+    if (bt->outer < 0 || bt->inner < 0 || (long long)bt->outer * bt->inner > 65535)
+        return mts_fail(err, MTS_EINVAL, "gpu gemm: a batch of %d x %d GEMMs (at most 65535 in all)", bt->outer,
+                        bt->inner);
+    if (bt->outer == 0 || bt->inner == 0) return MTS_OK;
     if (pl->p.kind == MTS_PROV_INT)
         return mts_fail(err, MTS_EUNSUPPORTED,
                         "gpu: the INT provider runs through mts_gpu_gemm (host pointers) only: its per-call "
@@ -667,6 +697,7 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m,
     std::memset(&g, 0, sizeof g);
     g.m = m, g.n = n, g.k = k, g.transA = transA, g.transB = transB, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
     g.A = A, g.B = B, g.C = C, g.beta = beta;
+    g.bt = *bt;
     g.fmaq = pl->p.fmaq ? 1 : 0;
     g.chunk = pl->p.chunk > 0 ? pl->p.chunk : 16;
     g.prod = pl->p.kind == MTS_PROV_LUT ? PROD_LUT : (g.fmaq ? PROD_FP32M : PROD_F32);
@@ -686,11 +717,13 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m,
         g.tf_n = pl->Tf ? (int)pl->p.lut->n : 0;
         e = run_kernel2(g, pl->kernel);
     } else {
-        dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
+        dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE),
+                                     (unsigned)(bt->outer * bt->inner));
         MTS_LAUNCH(gemm_kernel, grid, block, 0, 0)(g);
         e = cudaGetLastError();
     }
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    // no synchronisation: the work is ordered on the default stream; a fault
+    // while it runs is reported by the next copy or mts_gpu_sync
     return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "GEMM kernel");
 }
 

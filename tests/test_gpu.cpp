@@ -566,6 +566,75 @@ TEST(GpuGemm, HostPathPlansFollowTheTable)
     mts_lut_free(&lut);
 }
 
+// A batch of 3 x 2 GEMMs in one launch (outer and inner strides, C's
+// between the products untouched) equals mts_gemm_ref on each, every kernel.
+TEST(GpuGemm, BatchedEqualsEachGemm)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_format f7 = mts_format_e8(7);
+    mts_mulop op;
+    mts_lut lut{};
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+    const int m = 17, n = 9, k = 21, lda = 25, ldb = 11, ldc = 10; // A [m][k], B^T [n][k]
+    mts_gpu_batch bt{};
+    bt.outer = 3, bt.inner = 2;
+    bt.a_inner = (size_t)m * lda, bt.a_outer = 2 * bt.a_inner + 5;
+    bt.b_inner = 7, bt.b_outer = (size_t)n * ldb + 20; // the two inner B overlap: allowed for inputs
+    bt.c_inner = (size_t)m * ldc + 3, bt.c_outer = 2 * bt.c_inner + 1;
+    std::vector<float> A(3 * bt.a_outer), B(3 * bt.b_outer), C0(3 * bt.c_outer);
+    uint64_t s = 5;
+    for (float &v : A) v = typical(&s);
+    for (float &v : B) v = typical(&s);
+    for (float &v : C0) v = operand(&s);
+    std::vector<float> R = C0;
+    for (mts_provider p : {prov(MTS_PROV_LUT, &lut), prov(MTS_PROV_NATIVE)}) {
+        R = C0;
+        for (int o = 0; o < 3; o++)
+            for (int i = 0; i < 2; i++)
+                ASSERT_EQ(mts_gemm_ref(&p, 0, 1, m, n, k, &A[o * bt.a_outer + i * bt.a_inner], lda,
+                                       &B[o * bt.b_outer + i * bt.b_inner], ldb, 1.0f,
+                                       &R[o * bt.c_outer + i * bt.c_inner], ldc, &err),
+                          MTS_OK)
+                    << err.msg;
+        for (int kernel = 0; kernel <= 4; kernel++) {
+            mts_gpu_gemm_plan *pl = nullptr;
+            void *d[3] = {nullptr, nullptr, nullptr};
+            const std::vector<float> *h[3] = {&A, &B, &C0};
+            ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_gpu_plan_set_kernel(pl, kernel, &err), MTS_OK) << err.msg;
+            for (int j = 0; j < 3; j++) {
+                ASSERT_EQ(mts_gpu_alloc(&d[j], h[j]->size() * 4, &err), MTS_OK) << err.msg;
+                ASSERT_EQ(mts_gpu_upload(d[j], h[j]->data(), h[j]->size() * 4, &err), MTS_OK) << err.msg;
+            }
+            ASSERT_EQ(mts_gpu_gemm_dev_batched(pl, &bt, 0, 1, m, n, k, (const float *)d[0], lda, (const float *)d[1],
+                                               ldb, 1.0f, (float *)d[2], ldc, &err),
+                      MTS_OK)
+                << err.msg;
+            std::vector<float> C(C0.size());
+            ASSERT_EQ(mts_gpu_download(C.data(), d[2], C.size() * 4, &err), MTS_OK) << err.msg;
+            for (void *x : d) mts_gpu_free(x);
+            mts_gpu_plan_close(pl);
+            for (size_t i = 0; i < C.size(); i++)
+                if (fbits(C[i]) != fbits(R[i])) {
+                    ADD_FAILURE() << "batched kernel " << kernel << " kind " << p.kind << ": C[" << i << "] gpu 0x"
+                                  << std::hex << fbits(C[i]) << " ref 0x" << fbits(R[i]) << std::dec;
+                    break;
+                }
+        }
+    }
+    mts_gpu_batch big{};
+    big.outer = 300, big.inner = 300;
+    mts_gpu_gemm_plan *pl = nullptr;
+    mts_provider pn = prov(MTS_PROV_NATIVE);
+    ASSERT_EQ(mts_gpu_plan_open(&pn, &pl, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(mts_gpu_gemm_dev_batched(pl, &big, 0, 0, 1, 1, 1, nullptr, 1, nullptr, 1, 0.0f, nullptr, 1, &err),
+              MTS_EINVAL);
+    mts_gpu_plan_close(pl);
+    mts_lut_free(&lut);
+}
+
 TEST(GpuGemm, KernelNumbersAreChecked)
 {
     NEED_GPU();

@@ -79,10 +79,26 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan);
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err);
 
 /* mts_gemm's contract on device pointers (A, B, C on the device; shapes and
- * leading dimensions as gemm.h). Synchronous. INT plans return
+ * leading dimensions as gemm.h). Asynchronous: the GEMM is queued on the
+ * default stream after earlier work; a copy to the host or mts_gpu_sync waits
+ * for it and reports a fault while it ran. INT plans return
  * MTS_EUNSUPPORTED here (its per-call quantization runs on the host). */
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+
+/* A batch of outer x inner GEMMs of one shape in one launch (attention's
+ * per-sample, per-head products): GEMM (o, i) reads A + o*a_outer +
+ * i*a_inner (elements), the same for B and C. Each GEMM's bits are
+ * mts_gpu_gemm_dev's. */
+typedef struct mts_gpu_batch {
+    int outer, inner; /* outer * inner <= 65535 */
+    size_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
+} mts_gpu_batch;
+
+/* mts_gpu_gemm_dev for each GEMM of bt (NULL: one GEMM). */
+int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch *bt, int transA, int transB, int m,
+                             int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                             int ldc, mts_err *err);
 
 /* mts_gemm with host pointers on the GPU: uploads, runs, downloads (what
  * mts_gemm calls when p->device == MTS_GPU_DEVICE_CUDA). */
