@@ -23,6 +23,8 @@
 // (sample, head); no fused or batched kernels yet.
 #include <cuda_runtime.h>
 
+#include <cstring>
+
 #include "launch.h"
 #include "mantis/fmath.h"
 #include "mantis/gpu.h"
@@ -249,69 +251,75 @@ int mts_gpu_softmax_backward(int R, int W, const float *y, const float *dy, floa
     return launch_check(err, "softmax backward");
 }
 
-// sim/nn/matmul.c, GEMM for GEMM.
-int mts_gpu_matmul_forward(const mts_gpu_gemm_plan *fwd, int N, int m, int k, int q, const float *a, const float *b,
-                           float *c, mts_err *err)
+// N x H GEMMs of one shape (per sample n and head h) in batched launches
+// (mts_gpu_gemm_dev_batched: each GEMM's bits are a single call's, and
+// their outputs are disjoint, so launching them together changes no bit);
+// operand X of (n, h) at X + n * x_n + h * x_h.
+static int gemm_nh(const mts_gpu_gemm_plan *pl, int N, int H, int ta, int tb, int m, int n, int k, const float *A,
+                   int lda, size_t a_n, size_t a_h, const float *B, int ldb, size_t b_n, size_t b_h, float *C, int ldc,
+                   size_t c_n, size_t c_h, mts_err *err)
 {
-    for (int n = 0; n < N; n++) {
-        int rc = mts_gpu_gemm_dev(fwd, 0, 0, m, q, k, a + (size_t)n * m * k, k, b + (size_t)n * k * q, q, 0.0f,
-                                  c + (size_t)n * m * q, q, err);
+    int per = H > 0 ? 65535 / H : 1;
+    for (int n0 = 0; n0 < N; n0 += per) {
+        mts_gpu_batch bt;
+        std::memset(&bt, 0, sizeof bt);
+        bt.outer = N - n0 < per ? N - n0 : per;
+        bt.inner = H;
+        bt.a_outer = a_n, bt.a_inner = a_h, bt.b_outer = b_n, bt.b_inner = b_h, bt.c_outer = c_n, bt.c_inner = c_h;
+        int rc = mts_gpu_gemm_dev_batched(pl, &bt, ta, tb, m, n, k, A + (size_t)n0 * a_n, lda, B + (size_t)n0 * b_n,
+                                          ldb, 0.0f, C + (size_t)n0 * c_n, ldc, err);
         if (rc != MTS_OK) return rc;
     }
     return MTS_OK;
+}
+
+// sim/nn/matmul.c, GEMM for GEMM (one batch of N).
+int mts_gpu_matmul_forward(const mts_gpu_gemm_plan *fwd, int N, int m, int k, int q, const float *a, const float *b,
+                           float *c, mts_err *err)
+{
+    return gemm_nh(fwd, N, 1, 0, 0, m, q, k, a, k, (size_t)m * k, 0, b, q, (size_t)k * q, 0, c, q, (size_t)m * q, 0,
+                   err);
 }
 
 int mts_gpu_matmul_backward(const mts_gpu_gemm_plan *bwd, int N, int m, int k, int q, const float *a, const float *b,
                             const float *dc, float *da, float *db, mts_err *err)
 {
-    for (int n = 0; n < N; n++) {
-        const float *an = a + (size_t)n * m * k, *bn = b + (size_t)n * k * q, *dcn = dc + (size_t)n * m * q;
-        int rc = MTS_OK;
-        // da[m][k] = dc[m][q] x b^T (operands gradient, b)
-        if (da) rc = mts_gpu_gemm_dev(bwd, 0, 1, m, k, q, dcn, q, bn, q, 0.0f, da + (size_t)n * m * k, k, err);
-        // db[k][q] = a^T x dc (operands activation, gradient)
-        if (rc == MTS_OK && db)
-            rc = mts_gpu_gemm_dev(bwd, 1, 0, k, q, m, an, k, dcn, q, 0.0f, db + (size_t)n * k * q, q, err);
-        if (rc != MTS_OK) return rc;
-    }
-    return MTS_OK;
+    int rc = MTS_OK;
+    // da[m][k] = dc[m][q] x b^T (operands gradient, b)
+    if (da) rc = gemm_nh(bwd, N, 1, 0, 1, m, k, q, dc, q, (size_t)m * q, 0, b, q, (size_t)k * q, 0, da, k, (size_t)m * k, 0, err);
+    // db[k][q] = a^T x dc (operands activation, gradient)
+    if (rc == MTS_OK && db)
+        rc = gemm_nh(bwd, N, 1, 1, 0, k, q, m, a, k, (size_t)m * k, 0, dc, q, (size_t)m * q, 0, db, q, (size_t)k * q, 0, err);
+    return rc;
 }
 
-// sim/nn/attention.c: per (n, h) in (n, h) order, the same GEMMs.
+// sim/nn/attention.c: per (n, h), the same GEMMs.
 int mts_gpu_attn_qk_forward(const mts_gpu_gemm_plan *fwd, int N, int T, int H, int dh, float scale_, const float *qkv,
                             float *s, mts_err *err)
 {
     int D = H * dh, ld = 3 * D;
-    for (int n = 0; n < N; n++)
-        for (int h = 0; h < H; h++) {
-            const float *q = qkv + (size_t)n * T * ld + h * dh, *k = q + D;
-            // S = Q x K^T: a = Q, b = K (stored [u][j]: transB)
-            int rc = mts_gpu_gemm_dev(fwd, 0, 1, T, T, dh, q, ld, k, ld, 0.0f, s + ((size_t)n * H + h) * T * T, T, err);
-            if (rc != MTS_OK) return rc;
-        }
-    return scale((size_t)N * H * T * T, NULL, scale_, s, err);
+    size_t tt = (size_t)T * T, tl = (size_t)T * ld;
+    // S = Q x K^T: a = Q, b = K (stored [u][j]: transB)
+    int rc = gemm_nh(fwd, N, H, 0, 1, T, T, dh, qkv, ld, tl, dh, qkv + D, ld, tl, dh, s, T, H * tt, tt, err);
+    return rc != MTS_OK ? rc : scale((size_t)N * H * T * T, NULL, scale_, s, err);
 }
 
 int mts_gpu_attn_qk_backward(const mts_gpu_gemm_plan *bwd, int N, int T, int H, int dh, float scale_,
                              const float *qkv, const float *ds, float *dqkv, mts_err *err)
 {
     int D = H * dh, ld = 3 * D;
-    size_t np = (size_t)N * H * T * T;
+    size_t np = (size_t)N * H * T * T, tt = (size_t)T * T, tl = (size_t)T * ld;
     void *pv = NULL;
     int rc = mts_gpu_alloc(&pv, np * sizeof(float), err);
     if (rc != MTS_OK) return rc;
     float *p = (float *)pv;
     if ((rc = zero_cols(N * T, ld, 2 * D, D, dqkv, err)) == MTS_OK) rc = scale(np, ds, scale_, p, err); // P = scale*ds
-    for (int n = 0; n < N && rc == MTS_OK; n++)
-        for (int h = 0; h < H && rc == MTS_OK; h++) {
-            const float *q = qkv + (size_t)n * T * ld + h * dh, *k = q + D, *ph = p + ((size_t)n * H + h) * T * T;
-            float *dq = dqkv + (size_t)n * T * ld + h * dh, *dk = dq + D;
-            // dQ = P x K: a = gradient, b = K
-            rc = mts_gpu_gemm_dev(bwd, 0, 0, T, dh, T, ph, T, k, ld, 0.0f, dq, ld, err);
-            // dK = P^T x Q: a = gradient (transA), b = Q
-            if (rc == MTS_OK) rc = mts_gpu_gemm_dev(bwd, 1, 0, T, dh, T, ph, T, q, ld, 0.0f, dk, ld, err);
-        }
-    mts_gpu_free(pv);
+    // dQ = P x K: a = gradient, b = K
+    if (rc == MTS_OK) rc = gemm_nh(bwd, N, H, 0, 0, T, dh, T, p, T, H * tt, tt, qkv + D, ld, tl, dh, dqkv, ld, tl, dh, err);
+    // dK = P^T x Q: a = gradient (transA), b = Q
+    if (rc == MTS_OK)
+        rc = gemm_nh(bwd, N, H, 1, 0, T, dh, T, p, T, H * tt, tt, qkv, ld, tl, dh, dqkv + D, ld, tl, dh, err);
+    mts_gpu_free(pv); // (waits for the GEMMs: cudaFree synchronises)
     return rc;
 }
 
@@ -319,35 +327,23 @@ int mts_gpu_attn_av_forward(const mts_gpu_gemm_plan *fwd, int N, int T, int H, i
                             const float *qkv, float *y, mts_err *err)
 {
     int D = H * dh, ld = 3 * D;
-    for (int n = 0; n < N; n++)
-        for (int h = 0; h < H; h++) {
-            const float *ah = a + ((size_t)n * H + h) * T * T, *v = qkv + (size_t)n * T * ld + 2 * D + h * dh;
-            // Y = A x V: a = A, b = V
-            int rc = mts_gpu_gemm_dev(fwd, 0, 0, T, dh, T, ah, T, v, ld, 0.0f, y + (size_t)n * T * D + h * dh, D, err);
-            if (rc != MTS_OK) return rc;
-        }
-    return MTS_OK;
+    size_t tt = (size_t)T * T, tl = (size_t)T * ld, td = (size_t)T * D;
+    // Y = A x V: a = A, b = V
+    return gemm_nh(fwd, N, H, 0, 0, T, dh, T, a, T, H * tt, tt, qkv + 2 * D, ld, tl, dh, y, D, td, dh, err);
 }
 
 int mts_gpu_attn_av_backward(const mts_gpu_gemm_plan *bwd, int N, int T, int H, int dh, const float *a,
                              const float *qkv, const float *dy, float *da, float *dqkv, mts_err *err)
 {
     int D = H * dh, ld = 3 * D, rc = MTS_OK;
+    size_t tt = (size_t)T * T, tl = (size_t)T * ld, td = (size_t)T * D;
     if (dqkv) rc = zero_cols(N * T, ld, 0, 2 * D, dqkv, err);
-    // all dA first, then all dV, as the CPU's batched path (independent outputs: the order changes no bit)
-    for (int n = 0; n < N && rc == MTS_OK && da; n++)
-        for (int h = 0; h < H && rc == MTS_OK; h++) {
-            const float *v = qkv + (size_t)n * T * ld + 2 * D + h * dh, *dyh = dy + (size_t)n * T * D + h * dh;
-            // dA = dY x V^T: a = gradient, b = V (transB)
-            rc = mts_gpu_gemm_dev(bwd, 0, 1, T, T, dh, dyh, D, v, ld, 0.0f, da + ((size_t)n * H + h) * T * T, T, err);
-        }
-    for (int n = 0; n < N && rc == MTS_OK && dqkv; n++)
-        for (int h = 0; h < H && rc == MTS_OK; h++) {
-            const float *ah = a + ((size_t)n * H + h) * T * T, *dyh = dy + (size_t)n * T * D + h * dh;
-            // dV = A^T x dY: a = A (transA), b = gradient
-            rc = mts_gpu_gemm_dev(bwd, 1, 0, T, dh, T, ah, T, dyh, D, 0.0f, dqkv + (size_t)n * T * ld + 2 * D + h * dh,
-                                  ld, err);
-        }
+    // dA = dY x V^T: a = gradient, b = V (transB)
+    if (rc == MTS_OK && da)
+        rc = gemm_nh(bwd, N, H, 0, 1, T, T, dh, dy, D, td, dh, qkv + 2 * D, ld, tl, dh, da, T, H * tt, tt, err);
+    // dV = A^T x dY: a = A (transA), b = gradient
+    if (rc == MTS_OK && dqkv)
+        rc = gemm_nh(bwd, N, H, 1, 0, T, dh, T, a, T, H * tt, tt, dy, D, td, dh, dqkv + 2 * D, ld, tl, dh, err);
     return rc;
 }
 
