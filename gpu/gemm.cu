@@ -228,7 +228,10 @@ __device__ inline int stage_op(const Job &g, uint32_t x, int row_operand, uint32
     q = mts_fmt_quantize_hd(&g.lutf, q, MTS_RTZ);
     uint32_t e = mts_f32_exp(q), ix = mts_f32_man(q) >> (23 - g.lutf.M);
     *S = mts_f32_isnan(q) ? q : (q & 0xFF800000u);
-    *I = row_operand ? ix << g.lutf.M : ix;
+    // the row operand's index with its own bits XORed in below (PK_LUTF_SMEM):
+    // T[a][b] is staged at (a << M) | (a ^ b), so lanes that look up one b
+    // for different a fall into different banks (a ^ b = a | b without it)
+    *I = row_operand ? (ix << g.lutf.M) | (PK == PK_LUTF_SMEM ? ix : 0) : ix;
     return e == 0 || e == 0xFF || (e >= 127 - 50 && e <= 127 + 50);
 }
 
@@ -249,7 +252,7 @@ template <bool CHECKED>
 __device__ inline float lutf_product(const float *T, uint32_t sa, uint32_t ia, uint32_t sb, uint32_t ib)
 {
     float s = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
-    float t = T[ia | ib];
+    float t = T[ia ^ ib];
     if (!CHECKED) return mts_fm_mul(s, t);
     uint32_t u = mts_f2u(__fmul_rz(s, t));
     if ((u & 0x7F800000u) == 0) return mts_u2f(u & MTS_F32_SIGN);
@@ -292,7 +295,7 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
     float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
     const float *T = g.Tf;
     if (PK == PK_LUTF_SMEM) {
-        for (int t = tid; t < g.tf_n; t += S::nt) Ts[t] = g.Tf[t];
+        for (int t = tid; t < g.tf_n; t += S::nt) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t]; // swizzled (stage_op)
         T = Ts; // made visible by the first barrier below
     }
     float acc[S::tm][S::tn];
@@ -367,7 +370,7 @@ __global__ void gemm_int_kernel(int m, int n, int k, const uint32_t *ia, const u
 template <typename TE, typename ACC>
 __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, const uint32_t *ia, const uint32_t *ib,
                                                         const int64_t *suma, const int64_t *sumb, const int32_t *T,
-                                                        int tn, int32_t za, int32_t zb, double scale, float beta,
+                                                        int tn, int nbits, int32_t za, int32_t zb, double scale, float beta,
                                                         float *C, int ldc)
 {
     __shared__ uint32_t As[BK][BM], Bs[BK][BN];
@@ -377,7 +380,7 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
     const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
     const bool smem = sizeof(TE) == 2;
     if (smem)
-        for (int t = tid; t < tn; t += NT) Ts[t] = (TE)T[t];
+        for (int t = tid; t < tn; t += NT) Ts[t ^ (t >> nbits)] = (TE)T[t]; // swizzled as the codes below
     ACC acc[TM][TN];
     for (int r = 0; r < TM; r++)
         for (int c = 0; c < TN; c++) acc[r][c] = 0;
@@ -385,7 +388,8 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
         for (int t = tid; t < BM * BK; t += NT) { // codes are stored [row][k] for both operands
             int row = t / BK, kk = t % BK;
             bool in = k0 + kk < k;
-            As[kk][row] = in && i0 + row < m ? ia[(size_t)(i0 + row) * k + k0 + kk] : 0;
+            uint32_t a = in && i0 + row < m ? ia[(size_t)(i0 + row) * k + k0 + kk] : 0;
+            As[kk][row] = smem ? a | (a >> nbits) : a; // T[a][b] at (a << n) | (a ^ b) in shared memory
             Bs[kk][row] = in && j0 + row < n ? ib[(size_t)(j0 + row) * k + k0 + kk] : 0;
         }
         __syncthreads();
@@ -395,7 +399,7 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
             for (int r = 0; r < TM; r++) a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < TN; c++) b[c] = Bs[kk][tx + 16 * c];
             for (int r = 0; r < TM; r++)
-                for (int c = 0; c < TN; c++) acc[r][c] += smem ? (ACC)Ts[a[r] | b[c]] : (ACC)T[a[r] | b[c]];
+                for (int c = 0; c < TN; c++) acc[r][c] += smem ? (ACC)Ts[a[r] ^ b[c]] : (ACC)T[a[r] | b[c]];
         }
         __syncthreads();
     }
@@ -453,7 +457,10 @@ template <int PK, bool FMAQ, class S> cudaError_t launch2(const Job &g)
     dim3 grid((unsigned)((g.n + S::bn - 1) / S::bn), (unsigned)((g.m + S::bm - 1) / S::bm),
               (unsigned)(g.bt.outer * g.bt.inner));
     size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
-    if (smem > 48 * 1024) {
+    // granted whenever there is any: the default limit is 48 KiB less the
+    // kernel's static shared memory (34 KiB for the 256x16 tile), which the
+    // emulation does not model
+    if (smem > 0) {
         cudaError_t e = cudaFuncSetAttribute(gemm2_kernel<PK, FMAQ, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);
         if (e != cudaSuccess) return e;
@@ -770,11 +777,11 @@ static int gemm_int_host(const mts_gpu_gemm_plan *pl, int transA, int transB, in
 #define MTS_INT2(TE, ACC)                                                                                          \
     do {                                                                                                         \
         size_t smem = sizeof(TE) == 2 ? (size_t)tn * 2 : 0;                                                      \
-        if (smem > 48 * 1024)                                                                                    \
+        if (smem > 0) /* (see launch2) */                                                                        \
             e = cudaFuncSetAttribute(gemm_int2_kernel<TE, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize,     \
                                      (int)smem);                                                                 \
         if (e == cudaSuccess)                                                                                    \
-            MTS_LAUNCH((gemm_int2_kernel<TE, ACC>), grid, dim3(NT), smem, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, tn, \
+            MTS_LAUNCH((gemm_int2_kernel<TE, ACC>), grid, dim3(NT), smem, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, tn, lut->int_bits, \
                                                                              za, zb, sc, beta, (float *)dC, ldc); \
     } while (0)
             if (s16 && !wide) MTS_INT2(int16_t, int32_t);
