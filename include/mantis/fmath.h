@@ -39,39 +39,12 @@
 
 /* ------------------------------------------- explicitly rounded ops */
 
-/* Under the CUDA emulation (gpu/emu/: the .cu files built for the CPU) the
- * ops return a NaN result as an NVIDIA GPU does, 0x7FFFFFFF (FP64:
- * 0x7FFFFFFFFFFFFFFF) whatever the operands, so that an op whose NaN bits
- * differ between the CPU and a GPU fails its test in CI, not first on a
- * device (mts_fm_canon below is the fix). */
-#if defined(MTS_GPU_EMU)
-static inline float mts_fm__gpu_nan(float x)
-{
-    uint32_t u = 0x7FFFFFFFu;
-    if (x == x) return x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-static inline double mts_fm__gpu_dnan(double x)
-{
-    uint64_t u = 0x7FFFFFFFFFFFFFFFull;
-    if (x == x) return x;
-    memcpy(&x, &u, 8);
-    return x;
-}
-#define MTS_FM__HOST(expr) mts_fm__gpu_nan(expr)
-#define MTS_FM__HOSTD(expr) mts_fm__gpu_dnan(expr)
-#else
-#define MTS_FM__HOST(expr) (expr)
-#define MTS_FM__HOSTD(expr) (expr)
-#endif
-
 static inline MTS_HD float mts_fm_mul(float a, float b)
 {
 #if defined(__CUDA_ARCH__)
     return __fmul_rn(a, b);
 #else
-    return MTS_FM__HOST(a * b);
+    return a * b;
 #endif
 }
 static inline MTS_HD float mts_fm_add(float a, float b)
@@ -79,7 +52,7 @@ static inline MTS_HD float mts_fm_add(float a, float b)
 #if defined(__CUDA_ARCH__)
     return __fadd_rn(a, b);
 #else
-    return MTS_FM__HOST(a + b);
+    return a + b;
 #endif
 }
 static inline MTS_HD float mts_fm_sub(float a, float b)
@@ -87,7 +60,7 @@ static inline MTS_HD float mts_fm_sub(float a, float b)
 #if defined(__CUDA_ARCH__)
     return __fsub_rn(a, b);
 #else
-    return MTS_FM__HOST(a - b);
+    return a - b;
 #endif
 }
 static inline MTS_HD float mts_fm_div(float a, float b)
@@ -95,7 +68,7 @@ static inline MTS_HD float mts_fm_div(float a, float b)
 #if defined(__CUDA_ARCH__)
     return __fdiv_rn(a, b);
 #else
-    return MTS_FM__HOST(a / b);
+    return a / b;
 #endif
 }
 static inline MTS_HD double mts_fm_dadd(double a, double b)
@@ -103,7 +76,7 @@ static inline MTS_HD double mts_fm_dadd(double a, double b)
 #if defined(__CUDA_ARCH__)
     return __dadd_rn(a, b);
 #else
-    return MTS_FM__HOSTD(a + b);
+    return a + b;
 #endif
 }
 static inline MTS_HD double mts_fm_dmul(double a, double b)
@@ -111,7 +84,7 @@ static inline MTS_HD double mts_fm_dmul(double a, double b)
 #if defined(__CUDA_ARCH__)
     return __dmul_rn(a, b);
 #else
-    return MTS_FM__HOSTD(a * b);
+    return a * b;
 #endif
 }
 static inline MTS_HD double mts_fm_dsub(double a, double b)
@@ -119,7 +92,7 @@ static inline MTS_HD double mts_fm_dsub(double a, double b)
 #if defined(__CUDA_ARCH__)
     return __dsub_rn(a, b);
 #else
-    return MTS_FM__HOSTD(a - b);
+    return a - b;
 #endif
 }
 static inline MTS_HD double mts_fm_ddiv(double a, double b)
@@ -127,7 +100,7 @@ static inline MTS_HD double mts_fm_ddiv(double a, double b)
 #if defined(__CUDA_ARCH__)
     return __ddiv_rn(a, b);
 #else
-    return MTS_FM__HOSTD(a / b);
+    return a / b;
 #endif
 }
 /* IEEE 754 requires a correctly rounded square root: sqrtf (one instruction
@@ -137,7 +110,7 @@ static inline MTS_HD float mts_fm_sqrt(float a)
 #if defined(__CUDA_ARCH__)
     return __fsqrt_rn(a);
 #else
-    return MTS_FM__HOST(sqrtf(a));
+    return sqrtf(a);
 #endif
 }
 
