@@ -49,13 +49,6 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch 
     (void)ldb, (void)beta, (void)C, (void)ldc;
     return NOCUDA(err);
 }
-int mts_gpu_gemm_host(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
-                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
-{
-    (void)plan, (void)transA, (void)transB, (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb;
-    (void)beta, (void)C, (void)ldc;
-    return NOCUDA(err);
-}
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {

@@ -302,8 +302,8 @@ float mid(uint64_t *s)
     return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 141) - 70);
 }
 
-// One GEMM through an explicit plan running `kernel` (mts_gpu_plan_set_kernel):
-// on device pointers, INT on host pointers; C in and out on the host.
+// One GEMM on device pointers through an explicit plan running `kernel`
+// (mts_gpu_plan_set_kernel); C in and out on the host.
 int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, int n, int k, const std::vector<float> &A,
                     int lda, const std::vector<float> &B, int ldb, float beta, std::vector<float> &C, int ldc,
                     mts_err *err)
@@ -313,12 +313,6 @@ int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, in
     const std::vector<float> *h[3] = {&A, &B, &C};
     int rc = mts_gpu_plan_open(&p, &pl, err);
     if (rc == MTS_OK) rc = mts_gpu_plan_set_kernel(pl, kernel, err);
-    if (p.kind == MTS_PROV_INT) { // host pointers only (its quantization runs on the host)
-        if (rc == MTS_OK)
-            rc = mts_gpu_gemm_host(pl, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, err);
-        mts_gpu_plan_close(pl);
-        return rc;
-    }
     for (int i = 0; i < 3 && rc == MTS_OK; i++) {
         rc = mts_gpu_alloc(&d[i], h[i]->size() * 4, err);
         if (rc == MTS_OK) rc = mts_gpu_upload(d[i], h[i]->data(), h[i]->size() * 4, err);

@@ -81,8 +81,9 @@ int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err);
 /* mts_gemm's contract on device pointers (A, B, C on the device; shapes and
  * leading dimensions as gemm.h). Asynchronous: the GEMM is queued on the
  * default stream after earlier work; a copy to the host or mts_gpu_sync waits
- * for it and reports a fault while it ran. INT plans return
- * MTS_EUNSUPPORTED here (its per-call quantization runs on the host). */
+ * for it and reports a fault while it ran. INT plans quantize on the
+ * device with per-call ranges (sim/gemm/int.c's), which waits for the
+ * operands: INT's call returns once its codes are computed. */
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
 
@@ -95,7 +96,7 @@ typedef struct mts_gpu_batch {
     size_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
 } mts_gpu_batch;
 
-/* mts_gpu_gemm_dev for each GEMM of bt (NULL: one GEMM). */
+/* mts_gpu_gemm_dev for each GEMM of bt (NULL: one GEMM; INT: one GEMM only). */
 int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch *bt, int transA, int transB, int m,
                              int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                              int ldc, mts_err *err);
@@ -104,10 +105,6 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch 
  * mts_gemm calls when p->device == MTS_GPU_DEVICE_CUDA). */
 int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
-
-/* mts_gpu_gemm through a given plan (its kernel; INT plans too). */
-int mts_gpu_gemm_host(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
-                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
 
 /* cuBLAS SGEMM (FP32, TF32 off) on device pointers, row-major as mts_gemm,
  * beta 0, no transposes: the baseline of `mantis bench gemm --device cuda`.
