@@ -11,6 +11,7 @@
 // (gpu/emu/) in tests/test_gpu_emu; NOT yet run on a GPU.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -120,6 +121,12 @@ struct BnDyX {
         size_t o = ((j / HW) * C + c) * HW + j % HW;
         return __dmul_rn((double)dy[o], (double)xhat[o]);
     }
+};
+// Row o of a [rows][n] matrix (a conv's bias gradient over dyc[cout][N*P]).
+struct RowTerm {
+    const float *a;
+    size_t n;
+    __device__ float operator()(int o, size_t j) const { return a[(size_t)o * n + j]; }
 };
 struct Flat {
     const double *t;
@@ -349,6 +356,120 @@ __global__ void adam_k(size_t n, float *param, const float *grad, float *m, floa
     v[j] = __fadd_rn(__fmul_rn(b2, v[j]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), g), g));
     float mh = __fdiv_rn(m[j], bc1), vh = __fdiv_rn(v[j], bc2);
     param[j] = __fsub_rn(param[j], __fdiv_rn(__fmul_rn(lr, mh), __fadd_rn(__fsqrt_rn(vh), eps)));
+}
+
+
+// --------------------------------------- device-resident training helpers
+
+// Residual add and the gradient bookkeeping of mts_net_backward (act.c's
+// mts__add_t, mts__acc_t, mts__copy_pz_t, mts__plus_zero_t).
+__global__ void add_k(size_t n, const float *a, const float *b, float *y)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __fadd_rn(a[i], b[i]);
+}
+__global__ void acc_k(size_t n, float *dst, const float *src)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __fadd_rn(dst[i], src[i]);
+}
+// dst = +0 + src (src == dst: the in-place +0 of a first gradient)
+__global__ void copy_pz_k(size_t n, const float *src, float *dst)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __fadd_rn(0.0f, src[i]);
+}
+__global__ void copy_k(size_t n, const float *src, float *dst)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i];
+}
+
+// Batch gather: sample b of the batch is sample order[b0 + b] of the set.
+__global__ void gather_k(int N, size_t ss, const float *x, const uint8_t *y, const int32_t *order, float *xb,
+                         uint8_t *yb)
+{
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)N * ss) return;
+    size_t b = t / ss, j = t % ss, s = (size_t)order[b];
+    xb[t] = x[s * ss + j];
+    if (j == 0) yb[b] = y[s];
+}
+
+// Conv output from the GEMM's [N*P][cout] result: y[n][co][q] = t + bias
+// (conv.c's fwd_chunk: to[q] + bias, bias 0 without one).
+__global__ void conv_out_k(int N, int cout, int P, const float *t, const float *b, float *y)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * cout * P) return;
+    int q = (int)(i % P), co = (int)((i / P) % cout);
+    size_t n = i / ((size_t)P * cout);
+    y[i] = __fadd_rn(t[(n * P + q) * cout + co], b ? b[co] : 0.0f);
+}
+// dyc[co][n*P + q] = dy[n][co][q] (conv.c's backward operand)
+__global__ void conv_dyc_k(int N, int cout, int P, const float *dy, float *dyc)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * cout * P) return;
+    int q = (int)(i % P), co = (int)((i / P) % cout);
+    size_t n = i / ((size_t)P * cout);
+    dyc[(size_t)co * N * P + n * P + q] = dy[i];
+}
+
+// Range observer (cmodel/qat.c, mts_qat_observe): finite min and max per
+// chunk, then one thread folds them (min and max are exact: any order) and
+// moves st as the CPU does.
+__global__ void minmax_chunks(size_t n, size_t m, const float *x, float *lo, float *hi)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= m) return;
+    size_t j1 = (c + 1) * MTS_FM_CHUNK < n ? (c + 1) * MTS_FM_CHUNK : n;
+    float a = INFINITY, b = -INFINITY;
+    for (size_t j = c * MTS_FM_CHUNK; j < j1; j++) {
+        float v = x[j];
+        if (v < a && v > -INFINITY) a = v;
+        if (v > b && v < INFINITY) b = v;
+    }
+    lo[c] = a;
+    hi[c] = b;
+}
+__global__ void observe_k(size_t m, const float *lo, const float *hi, float *st, float ema)
+{
+    if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
+    float a = INFINITY, b = -INFINITY;
+    for (size_t c = 0; c < m; c++) {
+        if (lo[c] < a) a = lo[c];
+        if (hi[c] > b) b = hi[c];
+    }
+    if (!(a <= b)) return;
+    a = a == 0.0f ? 0.0f : a;
+    b = b == 0.0f ? 0.0f : b;
+    if (st[2] == 0.0f) {
+        st[0] = a;
+        st[1] = b;
+        st[2] = 1.0f;
+        return;
+    }
+    st[0] = __fadd_rn(st[0], __fmul_rn(ema, __fsub_rn(a, st[0])));
+    st[1] = __fadd_rn(st[1], __fmul_rn(ema, __fsub_rn(b, st[1])));
+}
+
+// Non-finite flags per chunk, then their OR in one thread (no atomics).
+__global__ void nonfinite_chunks(size_t n, size_t m, const float *x, uint8_t *flag)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= m) return;
+    size_t j1 = (c + 1) * MTS_FM_CHUNK < n ? (c + 1) * MTS_FM_CHUNK : n;
+    unsigned bad = 0;
+    for (size_t j = c * MTS_FM_CHUNK; j < j1; j++) bad |= (__float_as_uint(x[j]) & 0x7F800000u) == 0x7F800000u;
+    flag[c] = (uint8_t)bad;
+}
+__global__ void or_flags(size_t m, const uint8_t *flag, int *out)
+{
+    if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
+    int bad = 0;
+    for (size_t c = 0; c < m; c++) bad |= flag[c];
+    *out = bad;
 }
 
 } // namespace
@@ -588,6 +709,148 @@ int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float
     MTS_LAUNCH(adam_k, blocks_for(n), THREADS, 0, 0)(n, param, grad, m, v, wmask, lr, beta1, beta2, eps, wd,
                                                     (float)bc1, (float)bc2);
     return launch_check(err, "adam step");
+}
+
+
+// ------------------------------------------ device-resident training
+
+int mts_gpu_add(size_t n, const float *a, const float *b, float *y, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(add_k, blocks_for(n), THREADS, 0, 0)(n, a, b, y);
+    return launch_check(err, "residual add");
+}
+
+int mts_gpu_acc(size_t n, float *dst, const float *src, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(acc_k, blocks_for(n), THREADS, 0, 0)(n, dst, src);
+    return launch_check(err, "gradient sum");
+}
+
+int mts_gpu_copy_pz(size_t n, const float *src, float *dst, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(copy_pz_k, blocks_for(n), THREADS, 0, 0)(n, src, dst);
+    return launch_check(err, "gradient copy");
+}
+
+int mts_gpu_copy(size_t n, const float *src, float *dst, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(copy_k, blocks_for(n), THREADS, 0, 0)(n, src, dst);
+    return launch_check(err, "copy");
+}
+
+int mts_gpu_zero(size_t n, float *dst, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    cudaError_t e = cudaMemset(dst, 0, n * sizeof(float));
+    return e == cudaSuccess ? MTS_OK : mts_fail(err, MTS_EIO, "gpu zero: %s", cudaGetErrorString(e));
+}
+
+int mts_gpu_gather(int N, size_t ss, const float *x, const uint8_t *y, const int32_t *order, float *xb, uint8_t *yb,
+                   mts_err *err)
+{
+    if (N <= 0 || !ss) return MTS_OK;
+    MTS_LAUNCH(gather_k, blocks_for((size_t)N * ss), THREADS, 0, 0)(N, ss, x, y, order, xb, yb);
+    return launch_check(err, "batch gather");
+}
+
+size_t mts_gpu_conv2d_work(const mts_conv_geom *g, int N)
+{
+    size_t NP = (size_t)N * g->oh * g->ow, K = (size_t)g->cin * g->k * g->k;
+    return NP * (K + (size_t)g->cout);
+}
+
+// A caller's workspace, or one allocated for this call.
+static int conv_work(const mts_conv_geom *g, int N, float **work, void **own, mts_err *err)
+{
+    *own = NULL;
+    if (*work) return MTS_OK;
+    int rc = mts_gpu_alloc(own, mts_gpu_conv2d_work(g, N) * sizeof(float), err);
+    *work = (float *)*own;
+    return rc;
+}
+
+int mts_gpu_conv2d_forward(const mts_gpu_gemm_plan *fwd, const mts_conv_geom *g, int N, const float *x,
+                           const float *w, const float *b, float *y, float *work, mts_err *err)
+{
+    int P = g->oh * g->ow, K = g->cin * g->k * g->k;
+    size_t NP = (size_t)N * P;
+    if (!NP) return MTS_OK;
+    void *own;
+    int rc = conv_work(g, N, &work, &own, err);
+    if (rc != MTS_OK) return rc;
+    float *col = work, *t = work + NP * K;
+    // col^T * w^T [N*P][cout]: a = activation, b = weight, sum over K in order
+    // (conv.c stores it transposed; the same outputs)
+    if ((rc = mts_gpu_im2col(g, N, x, col, err)) == MTS_OK &&
+        (rc = mts_gpu_gemm_dev(fwd, 1, 1, (int)NP, g->cout, K, col, (int)NP, w, K, 0.0f, t, g->cout, err)) ==
+            MTS_OK) {
+        MTS_LAUNCH(conv_out_k, blocks_for(NP * g->cout), THREADS, 0, 0)(N, g->cout, P, t, b, y);
+        rc = launch_check(err, "conv output");
+    }
+    mts_gpu_free(own);
+    return rc;
+}
+
+int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g, int N, const float *x,
+                            const float *w, const float *dy, float *dx, float *dw, float *db, float *work,
+                            mts_err *err)
+{
+    int P = g->oh * g->ow, K = g->cin * g->k * g->k, C = g->cout;
+    size_t NP = (size_t)N * P;
+    if (!NP) return MTS_OK;
+    void *own;
+    int rc = conv_work(g, N, &work, &own, err);
+    if (rc != MTS_OK) return rc;
+    float *dyc = work, *col = work + NP * C; // col, then dcol^T: NP * K floats
+    MTS_LAUNCH(conv_dyc_k, blocks_for(NP * C), THREADS, 0, 0)(N, C, P, dy, dyc);
+    rc = launch_check(err, "conv gradient layout");
+    // db: the fixed blocked order of fmath.h over (n, p)
+    if (rc == MTS_OK && db) rc = reduce_rows<float>(C, NP, RowTerm{dyc, NP}, db, err);
+    // dw[cout][K] = dyc * col^T: a = gradient, b = activation, sum over N*P in order
+    if (rc == MTS_OK && dw && (rc = mts_gpu_im2col(g, N, x, col, err)) == MTS_OK)
+        rc = mts_gpu_gemm_dev(bwd, 0, 1, C, K, (int)NP, dyc, (int)NP, col, (int)NP, 0.0f, dw, K, err);
+    // dcol^T[N*P][K] = dyc^T * w: a = gradient, b = weight, sum over cout; col2im
+    if (rc == MTS_OK && dx && (rc = mts_gpu_gemm_dev(bwd, 1, 0, (int)NP, K, C, dyc, (int)NP, w, K, 0.0f, col, K,
+                                                     err)) == MTS_OK)
+        rc = mts_gpu_col2im(g, N, col, dx, err);
+    mts_gpu_free(own);
+    return rc;
+}
+
+int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err)
+{
+    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
+    if (!m) return MTS_OK;
+    void *part = NULL;
+    int rc = mts_gpu_alloc(&part, 2 * m * sizeof(float), err);
+    if (rc != MTS_OK) return rc;
+    float *lo = (float *)part, *hi = lo + m;
+    MTS_LAUNCH(minmax_chunks, blocks_for(m), THREADS, 0, 0)(n, m, x, lo, hi);
+    MTS_LAUNCH(observe_k, 1, 1, 0, 0)(m, lo, hi, st, MTS_QAT_EMA);
+    rc = launch_check(err, "range observer");
+    mts_gpu_free(part);
+    return rc;
+}
+
+int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err)
+{
+    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
+    *any = 0;
+    if (!m) return MTS_OK;
+    void *part = NULL;
+    int rc = mts_gpu_alloc(&part, m + sizeof(int) * 2, err);
+    if (rc != MTS_OK) return rc;
+    int *out = (int *)part;
+    uint8_t *flag = (uint8_t *)part + sizeof(int) * 2;
+    MTS_LAUNCH(nonfinite_chunks, blocks_for(m), THREADS, 0, 0)(n, m, x, flag);
+    MTS_LAUNCH(or_flags, 1, 1, 0, 0)(m, flag, out);
+    if ((rc = launch_check(err, "non-finite check")) == MTS_OK) rc = mts_gpu_download(any, out, sizeof(int), err);
+    mts_gpu_free(part);
+    return rc;
 }
 
 } // extern "C"

@@ -659,6 +659,9 @@ std::string without_timings(const std::string &json)
     for (std::string line; std::getline(in, line);) {
         size_t t = line.find(", \"seconds\"");
         if (t != std::string::npos) line = line.substr(0, t);
+        // what only --device cuda reports: the path it took, its memory
+        if (line.find("\"gpu_path\"") != std::string::npos || line.find("\"device_peak_bytes\"") != std::string::npos)
+            continue;
         out += line + "\n";
     }
     return out;
