@@ -958,4 +958,61 @@ TEST(GpuTrain, CliCudaEqualsCpu)
     }
 }
 
+// A checkpoint written on one backend resumes on the other with the results
+// of a run that never changed: LeNet-5 (SGD, momentum, weight decay) for two
+// epochs on the CPU against one epoch on the GPU then one on the CPU, and
+// one on the CPU then one on the GPU. The JSON (less timings and what only
+// --device cuda reports) and the parameters, statistics, observers and
+// moments of the last checkpoint must be the same bits.
+void expect_same_ckpt(const std::string &got, const std::string &want, const std::string &what)
+{
+    mts_net a, b;
+    mts_opt oa, ob;
+    mts_err err;
+    mts_net *nets[2] = {&a, &b};
+    mts_opt *opts[2] = {&oa, &ob};
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ(mts_nn_model_build(nets[i], "lenet5", 1, 28, 28, 10, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_net_build(nets[i], 8, 1, &err), MTS_OK) << err.msg;
+        std::memset(opts[i], 0, sizeof(mts_opt));
+        ASSERT_EQ(mts_opt_init(opts[i], nets[i]->nparam, &err), MTS_OK) << err.msg;
+    }
+    ASSERT_EQ(mts_ckpt_load(want.c_str(), &a, &oa, nullptr, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_ckpt_load(got.c_str(), &b, &ob, nullptr, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(ob.t, oa.t) << what;
+    expect_same_n(b.param, a.param, a.nparam, what + " parameters");
+    expect_same_n(b.state, a.state, a.nstate, what + " state");
+    expect_same_n(ob.m, oa.m, a.nparam, what + " momentum");
+    for (int i = 0; i < 2; i++) {
+        mts_opt_free(opts[i]);
+        mts_net_free(nets[i]);
+    }
+}
+
+TEST(GpuTrain, CheckpointResumesAcrossDevices)
+{
+    NEED_GPU();
+    const char *env = std::getenv("MANTIS_TEST_MNIST");
+    std::string data = env && *env ? env : std::string(MANTIS_SOURCE_DIR) + "/data/mnist";
+    if (access((data + "/train-images-idx3-ubyte").c_str(), R_OK) != 0) {
+        if (require_gpu()) FAIL() << "MANTIS_REQUIRE_GPU is set, but " << data << " has no MNIST";
+        GTEST_SKIP() << data << " has no MNIST (mantis data fetch mnist)";
+    }
+    std::string dir = tmpdir(), common = "train --model lenet5 --data mnist --data-dir " + data +
+                                         " --subset 16 --test-subset 8 --batch 8 --seed 4 --opt sgd --wd 5e-4";
+    CliResult ref = run_cli(common + " --epochs 2 --device cpu --json " + dir + "/ref.json --checkpoint " + dir + "/ref");
+    ASSERT_EQ(ref.status, 0) << ref.err;
+    const char *devs[2][2] = {{"cuda", "cpu"}, {"cpu", "cuda"}};
+    for (auto &d : devs) {
+        std::string tag = std::string(d[0]) + "-then-" + d[1], ck = dir + "/" + tag;
+        CliResult first = run_cli(common + " --epochs 1 --device " + d[0] + " --checkpoint " + ck);
+        ASSERT_EQ(first.status, 0) << tag << ": " << first.err;
+        CliResult second = run_cli(common + " --epochs 2 --resume --device " + d[1] + " --json " + ck + ".json" +
+                                   " --checkpoint " + ck);
+        ASSERT_EQ(second.status, 0) << tag << ": " << second.err;
+        EXPECT_EQ(without_timings(slurp(ck + ".json")), without_timings(slurp(dir + "/ref.json"))) << tag;
+        expect_same_ckpt(ck + "/checkpoint.mtsckpt", dir + "/ref/checkpoint.mtsckpt", tag);
+    }
+}
+
 } // namespace
