@@ -14,6 +14,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
 #include "launch.h"
 #include "mantis/fmath.h"
@@ -32,6 +35,64 @@ int launch_check(mts_err *err, const char *what)
     if (e == cudaSuccess) return MTS_OK;
     return mts_fail(err, e == cudaErrorMemoryAllocation ? MTS_ENOMEM : MTS_EIO, "gpu %s: %s", what,
                     cudaGetErrorString(e));
+}
+
+// ------------------------------------------------ scratch of the twins
+//
+// The reductions' partial sums and the statistics of BN and softmax are
+// short-lived device blocks. They come from a small cache of blocks (sizes
+// rounded up to powers of two) that a call returns for the next one,
+// instead of cudaMalloc / cudaFree per call (cudaFree synchronises the
+// device; both cost more than the kernels of a small layer). A block is
+// never shared: each call takes its own. mts_gpu_scratch_release frees the
+// idle ones.
+std::mutex g_scratch_mu;
+std::multimap<size_t, void *> g_scratch_idle;     // capacity -> idle block
+std::unordered_map<void *, size_t> g_scratch_cap; // every block of the cache -> capacity
+
+void scratch_release_idle()
+{
+    std::multimap<size_t, void *> idle;
+    {
+        std::lock_guard<std::mutex> lk(g_scratch_mu);
+        idle.swap(g_scratch_idle);
+        for (auto &b : idle) g_scratch_cap.erase(b.second);
+    }
+    for (auto &b : idle) mts_gpu_free(b.second);
+}
+
+int scratch_alloc(void **p, size_t bytes, mts_err *err)
+{
+    *p = NULL;
+    if (!bytes) return MTS_OK;
+    size_t cap = 256;
+    while (cap < bytes) cap *= 2;
+    {
+        std::lock_guard<std::mutex> lk(g_scratch_mu);
+        auto it = g_scratch_idle.find(cap);
+        if (it != g_scratch_idle.end()) {
+            *p = it->second;
+            g_scratch_idle.erase(it);
+            return MTS_OK;
+        }
+    }
+    int rc = mts_gpu_alloc(p, cap, err);
+    if (rc == MTS_ENOMEM) { // the idle blocks back to the device, and once more
+        scratch_release_idle();
+        rc = mts_gpu_alloc(p, cap, err);
+    }
+    if (rc != MTS_OK) return rc;
+    std::lock_guard<std::mutex> lk(g_scratch_mu);
+    g_scratch_cap[*p] = cap;
+    return MTS_OK;
+}
+
+void scratch_free(void *p)
+{
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(g_scratch_mu);
+    auto it = g_scratch_cap.find(p);
+    if (it != g_scratch_cap.end()) g_scratch_idle.emplace(it->second, p);
 }
 
 // --------------------------------------------- fixed-order row reductions
@@ -78,13 +139,13 @@ template <class T, class Term> int reduce_rows(int rows, size_t n, Term term, T 
 {
     size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
     void *part = NULL;
-    int rc = mts_gpu_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
+    int rc = scratch_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
     if (rc != MTS_OK) return rc;
     if (m)
         MTS_LAUNCH((chunk_sums<T, Term>), blocks_for((size_t)rows * m), THREADS, 0, 0)(rows, n, m, term, (T *)part);
     MTS_LAUNCH(tree<T>, blocks_for((size_t)rows), THREADS, 0, 0)(rows, m, (const T *)part, out);
     rc = launch_check(err, "reduction");
-    mts_gpu_free(part);
+    scratch_free(part);
     return rc;
 }
 
@@ -212,6 +273,11 @@ __global__ void bn_dx(int N, int C, int HW, const float *dy, const float *gamma,
     double cnt = (double)N * HW;
     float k = __fmul_rn(gamma[c], invstd[c]), mg = (float)__ddiv_rn(sg[c], cnt), mgx = (float)__ddiv_rn(sgx[c], cnt);
     dx[i] = __fmul_rn(k, __fsub_rn(__fsub_rn(dy[i], mg), __fmul_rn(xhat[i], mgx)));
+}
+__global__ void div_d(int n, const double *a, double d, double *q)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) q[i] = __ddiv_rn(a[i], d);
 }
 __global__ void d2f(int n, const double *a, float *b)
 {
@@ -519,8 +585,8 @@ int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *l
     }
     void *terms = NULL, *ok = NULL, *sum = NULL;
     int rc;
-    if ((rc = mts_gpu_alloc(&terms, (size_t)N * sizeof(double), err)) ||
-        (rc = mts_gpu_alloc(&ok, (size_t)N * sizeof(int), err)) || (rc = mts_gpu_alloc(&sum, sizeof(double), err)))
+    if ((rc = scratch_alloc(&terms, (size_t)N * sizeof(double), err)) ||
+        (rc = scratch_alloc(&ok, (size_t)N * sizeof(int), err)) || (rc = scratch_alloc(&sum, sizeof(double), err)))
         goto done;
     MTS_LAUNCH(softmax_ce_rows, blocks_for((size_t)N), THREADS, 0, 0)(N, classes, logits, labels, dlogits,
                                                                      (double *)terms, (int *)ok);
@@ -544,9 +610,9 @@ int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *l
         std::free(h);
     }
 done:
-    mts_gpu_free(terms);
-    mts_gpu_free(ok);
-    mts_gpu_free(sum);
+    scratch_free(terms);
+    scratch_free(ok);
+    scratch_free(sum);
     return rc;
 }
 
@@ -557,30 +623,19 @@ int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const fl
     size_t cnt = (size_t)N * HW;
     void *s1 = NULL, *s2 = NULL, *mean = NULL, *is = NULL;
     int rc;
-    if ((rc = mts_gpu_alloc(&s1, (size_t)C * 8, err)) || (rc = mts_gpu_alloc(&s2, (size_t)C * 8, err)) ||
-        (rc = mts_gpu_alloc(&mean, (size_t)C * 4, err)) || (rc = mts_gpu_alloc(&is, (size_t)C * 4, err)))
+    if ((rc = scratch_alloc(&s1, (size_t)C * 8, err)) || (rc = scratch_alloc(&s2, (size_t)C * 8, err)) ||
+        (rc = scratch_alloc(&mean, (size_t)C * 4, err)) || (rc = scratch_alloc(&is, (size_t)C * 4, err)))
         goto done;
     if (train) {
         // mean first (the variance's terms need it), as the CPU does
         if ((rc = reduce_rows<double>(C, cnt, BnX{x, C, HW}, (double *)s1, err))) goto done;
         void *m = NULL;
-        if ((rc = mts_gpu_alloc(&m, (size_t)C * 8, err))) goto done;
-        // m[c] = s1[c] / cnt in double, for the variance terms
-        {
-            double *hs = (double *)std::malloc((size_t)C * 8);
-            if (!hs) {
-                mts_gpu_free(m);
-                rc = mts_fail(err, MTS_ENOMEM, "gpu bn: out of host memory");
-                goto done;
-            }
-            if ((rc = mts_gpu_download(hs, s1, (size_t)C * 8, err)) == MTS_OK) {
-                for (int c = 0; c < C; c++) hs[c] = hs[c] / (double)cnt; // correctly rounded: as on the device
-                rc = mts_gpu_upload(m, hs, (size_t)C * 8, err);
-            }
-            std::free(hs);
-        }
+        if ((rc = scratch_alloc(&m, (size_t)C * 8, err))) goto done;
+        // m[c] = s1[c] / cnt in double (correctly rounded, as the CPU), for the variance terms
+        MTS_LAUNCH(div_d, blocks_for((size_t)C), THREADS, 0, 0)(C, (const double *)s1, (double)cnt, (double *)m);
+        rc = launch_check(err, "batchnorm mean");
         if (rc == MTS_OK) rc = reduce_rows<double>(C, cnt, BnVar{x, (const double *)m, C, HW}, (double *)s2, err);
-        mts_gpu_free(m);
+        scratch_free(m);
         if (rc) goto done;
     }
     MTS_LAUNCH(bn_stats, blocks_for((size_t)C), THREADS, 0, 0)(C, cnt, (const double *)s1, (const double *)s2, rmean,
@@ -594,10 +649,10 @@ int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const fl
                                                                        (const float *)is, y, xhat);
     rc = launch_check(err, "batchnorm forward");
 done:
-    mts_gpu_free(s1);
-    mts_gpu_free(s2);
-    mts_gpu_free(mean);
-    mts_gpu_free(is);
+    scratch_free(s1);
+    scratch_free(s2);
+    scratch_free(mean);
+    scratch_free(is);
     return rc;
 }
 
@@ -607,7 +662,7 @@ int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamm
     size_t cnt = (size_t)N * HW;
     void *sg = NULL, *sgx = NULL;
     int rc;
-    if ((rc = mts_gpu_alloc(&sg, (size_t)C * 8, err)) || (rc = mts_gpu_alloc(&sgx, (size_t)C * 8, err)) ||
+    if ((rc = scratch_alloc(&sg, (size_t)C * 8, err)) || (rc = scratch_alloc(&sgx, (size_t)C * 8, err)) ||
         (rc = reduce_rows<double>(C, cnt, BnX{dy, C, HW}, (double *)sg, err)) ||
         (rc = reduce_rows<double>(C, cnt, BnDyX{dy, xhat, C, HW}, (double *)sgx, err)))
         goto done;
@@ -618,8 +673,8 @@ int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamm
                                                              (const double *)sgx, dx);
     rc = launch_check(err, "batchnorm backward");
 done:
-    mts_gpu_free(sg);
-    mts_gpu_free(sgx);
+    scratch_free(sg);
+    scratch_free(sgx);
     return rc;
 }
 
@@ -768,7 +823,7 @@ static int conv_work(const mts_conv_geom *g, int N, float **work, void **own, mt
 {
     *own = NULL;
     if (*work) return MTS_OK;
-    int rc = mts_gpu_alloc(own, mts_gpu_conv2d_work(g, N) * sizeof(float), err);
+    int rc = scratch_alloc(own, mts_gpu_conv2d_work(g, N) * sizeof(float), err);
     *work = (float *)*own;
     return rc;
 }
@@ -791,7 +846,7 @@ int mts_gpu_conv2d_forward(const mts_gpu_gemm_plan *fwd, const mts_conv_geom *g,
         MTS_LAUNCH(conv_out_k, blocks_for(NP * g->cout), THREADS, 0, 0)(N, g->cout, P, t, b, y);
         rc = launch_check(err, "conv output");
     }
-    mts_gpu_free(own);
+    scratch_free(own);
     return rc;
 }
 
@@ -817,7 +872,7 @@ int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g
     if (rc == MTS_OK && dx && (rc = mts_gpu_gemm_dev(bwd, 1, 0, (int)NP, K, C, dyc, (int)NP, w, K, 0.0f, col, K,
                                                      err)) == MTS_OK)
         rc = mts_gpu_col2im(g, N, col, dx, err);
-    mts_gpu_free(own);
+    scratch_free(own);
     return rc;
 }
 
@@ -826,13 +881,13 @@ int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err)
     size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
     if (!m) return MTS_OK;
     void *part = NULL;
-    int rc = mts_gpu_alloc(&part, 2 * m * sizeof(float), err);
+    int rc = scratch_alloc(&part, 2 * m * sizeof(float), err);
     if (rc != MTS_OK) return rc;
     float *lo = (float *)part, *hi = lo + m;
     MTS_LAUNCH(minmax_chunks, blocks_for(m), THREADS, 0, 0)(n, m, x, lo, hi);
     MTS_LAUNCH(observe_k, 1, 1, 0, 0)(m, lo, hi, st, MTS_QAT_EMA);
     rc = launch_check(err, "range observer");
-    mts_gpu_free(part);
+    scratch_free(part);
     return rc;
 }
 
@@ -842,15 +897,17 @@ int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err)
     *any = 0;
     if (!m) return MTS_OK;
     void *part = NULL;
-    int rc = mts_gpu_alloc(&part, m + sizeof(int) * 2, err);
+    int rc = scratch_alloc(&part, m + sizeof(int) * 2, err);
     if (rc != MTS_OK) return rc;
     int *out = (int *)part;
     uint8_t *flag = (uint8_t *)part + sizeof(int) * 2;
     MTS_LAUNCH(nonfinite_chunks, blocks_for(m), THREADS, 0, 0)(n, m, x, flag);
     MTS_LAUNCH(or_flags, 1, 1, 0, 0)(m, flag, out);
     if ((rc = launch_check(err, "non-finite check")) == MTS_OK) rc = mts_gpu_download(any, out, sizeof(int), err);
-    mts_gpu_free(part);
+    scratch_free(part);
     return rc;
 }
+
+void mts_gpu_scratch_release(void) { scratch_release_idle(); }
 
 } // extern "C"

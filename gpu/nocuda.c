@@ -104,6 +104,7 @@ NOCUDA_OP(int mts_gpu_zero(size_t n, float *dst, mts_err *err))
 NOCUDA_OP(int mts_gpu_gather(int N, size_t ss, const float *x, const uint8_t *y, const int32_t *order, float *xb,
                              uint8_t *yb, mts_err *err))
 size_t mts_gpu_conv2d_work(const mts_conv_geom *g, int N) { return 0; }
+void mts_gpu_scratch_release(void) {}
 NOCUDA_OP(int mts_gpu_conv2d_forward(const mts_gpu_gemm_plan *fwd, const mts_conv_geom *g, int N, const float *x,
                                      const float *w, const float *b, float *y, float *work, mts_err *err))
 NOCUDA_OP(int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g, int N, const float *x,

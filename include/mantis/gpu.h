@@ -173,6 +173,10 @@ int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g
 int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err);
 /* *any = 1 when some x[i] is inf or NaN, else 0 (to the host). */
 int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err);
+/* The twins take their short-lived scratch (reduction partial sums, BN and
+ * softmax statistics) from a cache of device blocks that outlives the call;
+ * this frees the idle ones (device-resident training calls it at its end). */
+void mts_gpu_scratch_release(void);
 
 #ifdef __cplusplus
 }

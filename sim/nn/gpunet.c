@@ -124,6 +124,7 @@ void mts_gpunet_close(mts_gpunet *g)
     mts_gpu_plan_close(g->pf);
     mts_gpu_plan_close(g->pb);
     mts_gpu_plan_close(g->pt);
+    mts_gpu_scratch_release();
     free(g);
 }
 
