@@ -1013,6 +1013,19 @@ TEST(GpuTrain, CheckpointResumesAcrossDevices)
         EXPECT_EQ(without_timings(slurp(ck + ".json")), without_timings(slurp(dir + "/ref.json"))) << tag;
         expect_same_ckpt(ck + "/checkpoint.mtsckpt", dir + "/ref/checkpoint.mtsckpt", tag);
     }
+    // `mantis test` of the checkpoint on both devices: the same accuracy, on the device
+    std::string acc[2];
+    const char *tdev[2] = {"cpu", "cuda"};
+    for (int i = 0; i < 2; i++) {
+        CliResult t = run_cli("test --checkpoint " + dir + "/ref --data-dir " + data + " --test-subset 40 --device " +
+                              tdev[i] + " --json " + dir + "/test-" + tdev[i] + ".json");
+        ASSERT_EQ(t.status, 0) << tdev[i] << ": " << t.err;
+        acc[i] = slurp(dir + "/test-" + tdev[i] + ".json");
+    }
+    EXPECT_NE(acc[1].find("\"gpu_path\": \"resident\""), std::string::npos) << acc[1];
+    size_t k = acc[1].find(", \"gpu_path\"");
+    ASSERT_NE(k, std::string::npos) << acc[1];
+    EXPECT_EQ(acc[1].substr(0, k), acc[0].substr(0, acc[0].rfind('}'))) << "mantis test --device cuda";
 }
 
 } // namespace

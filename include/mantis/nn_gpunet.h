@@ -31,17 +31,20 @@ extern "C" {
 
 typedef struct mts_gpunet mts_gpunet;
 
-/* MTS_OK when a run of net with the training context train and the
- * evaluation context eval can stay on the device; else MTS_EUNSUPPORTED
- * with the first reason in err ("node 3 (attn_qk) ...", "--mul-layer
- * rules", ...). Needs no device. */
+/* MTS_OK when a run of net with the training context train (NULL:
+ * evaluation only) and the evaluation context eval can stay on the device;
+ * else MTS_EUNSUPPORTED with the first reason in err ("layer attn_qk1
+ * (attn_qk) has no device twin yet", "per-layer multipliers", ...). Needs
+ * no device. */
 int mts_gpunet_supports(const mts_net *net, const mts_nn_ctx *train, const mts_nn_ctx *eval, mts_err *err);
 
 /* Uploads net (built; parameters and state as they are now), opt's moments,
  * the first ntrain samples of train and ntest of test, opens a GEMM plan for
  * each of fwd, bwd and test (tables uploaded once) and allocates every
- * activation and workspace for net->batch samples once. Errors: the
- * provider's or the device's (MTS_EUNSUPPORTED, MTS_ENOMEM naming the size). */
+ * activation and workspace for net->batch samples once. train NULL: for
+ * evaluation only (opt, fwd, bwd unused; mts_gpunet_train_epoch refuses).
+ * Errors: the provider's or the device's (MTS_EUNSUPPORTED, MTS_ENOMEM
+ * naming the size). */
 int mts_gpunet_open(mts_gpunet **g, const mts_net *net, const mts_opt *opt, const mts_provider *fwd,
                     const mts_provider *bwd, const mts_provider *test, const mts_dataset *train, int ntrain,
                     const mts_dataset *test_set, int ntest, mts_err *err);

@@ -79,16 +79,16 @@ int mts_gpunet_supports(const mts_net *net, const mts_nn_ctx *train, const mts_n
                             mts_layer_kind_name(net->l[i].kind));
         }
     int rc;
-    if ((rc = prov_ok(train->fwd, "forward", err)) || (rc = prov_ok(train->bwd, "backward", err)) ||
-        (rc = prov_ok(eval->fwd, "test", err)))
+    if (train && ((rc = prov_ok(train->fwd, "forward", err)) || (rc = prov_ok(train->bwd, "backward", err))))
         return rc;
-    if (train->fwd->fmaq && train->ste != MTS_STE_IDENTITY)
+    if ((rc = prov_ok(eval->fwd, "test", err))) return rc;
+    if (train && train->fwd->fmaq && train->ste != MTS_STE_IDENTITY)
         return mts_fail(err, MTS_EUNSUPPORTED, "the %s STE of FMAq (its masked backward runs on the CPU)",
                         mts_ste_name(train->ste));
-    if (has_node_ctx(train, net->n) || has_node_ctx(eval, net->n))
+    if ((train && has_node_ctx(train, net->n)) || has_node_ctx(eval, net->n))
         return mts_fail(err, MTS_EUNSUPPORTED, "per-layer multipliers (--mul-layer)");
-    if (train->tracer) return mts_fail(err, MTS_EUNSUPPORTED, "the operand trace (--trace-operands)");
-    if (train->tap || eval->tap) return mts_fail(err, MTS_EUNSUPPORTED, "the GEMM tap");
+    if (train && train->tracer) return mts_fail(err, MTS_EUNSUPPORTED, "the operand trace (--trace-operands)");
+    if ((train && train->tap) || eval->tap) return mts_fail(err, MTS_EUNSUPPORTED, "the GEMM tap");
     return MTS_OK;
 }
 
@@ -149,7 +149,7 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
     if (!g) return mts_fail(err, MTS_ENOMEM, "gpunet: out of memory");
     g->net = net;
     g->batch = net->batch;
-    g->ntrain = ntrain < train->n ? ntrain : train->n;
+    g->ntrain = !train ? 0 : ntrain < train->n ? ntrain : train->n;
     g->ntest = ntest < test_set->n ? ntest : test_set->n;
     int n = net->n, rc;
     size_t np = net->nparam, B = (size_t)net->batch;
@@ -166,16 +166,17 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
         return mts_fail(err, MTS_ENOMEM, "gpunet: out of memory");
     }
     for (int i = 0; i < n; i++) memset(mask + net->l[i].poff, 1, net->l[i].nweight);
-    if ((rc = mts_gpu_plan_open(fwd, &g->pf, err)) || (rc = mts_gpu_plan_open(bwd, &g->pb, err)) ||
+    if ((train && ((rc = mts_gpu_plan_open(fwd, &g->pf, err)) || (rc = mts_gpu_plan_open(bwd, &g->pb, err)))) ||
         (rc = mts_gpu_plan_open(test, &g->pt, err)))
         goto fail;
-    if ((rc = dalloc(&g->param, np * 4, err)) || (rc = dalloc(&g->grad, np * 4, err)) ||
-        (rc = dalloc(&g->m, np * 4, err)) || (rc = dalloc(&g->v, np * 4, err)) ||
-        (rc = dalloc(&g->wmask, np, err)) || (rc = dalloc(&g->state, net->nstate * 4, err)) ||
+    if ((rc = dalloc(&g->param, np * 4, err)) || (rc = dalloc(&g->state, net->nstate * 4, err)) ||
         (rc = mts_gpu_upload(g->param, net->param, np * 4, err)) ||
-        (rc = mts_gpu_upload(g->m, opt->m, np * 4, err)) || (rc = mts_gpu_upload(g->v, opt->v, np * 4, err)) ||
-        (rc = mts_gpu_upload(g->wmask, mask, np, err)) ||
         (rc = mts_gpu_upload(g->state, net->state, net->nstate * 4, err)))
+        goto fail;
+    if (train && ((rc = dalloc(&g->grad, np * 4, err)) || (rc = dalloc(&g->m, np * 4, err)) ||
+                  (rc = dalloc(&g->v, np * 4, err)) || (rc = dalloc(&g->wmask, np, err)) ||
+                  (rc = mts_gpu_upload(g->m, opt->m, np * 4, err)) || (rc = mts_gpu_upload(g->v, opt->v, np * 4, err)) ||
+                  (rc = mts_gpu_upload(g->wmask, mask, np, err))))
         goto fail;
     size_t maxsz = 0, work = 0;
     for (int i = 0; i < n; i++) {
@@ -183,7 +184,7 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
         size_t sz = node_size(l) * B;
         if (sz > maxsz) maxsz = sz;
         if ((rc = dalloc(&g->y[i], sz * 4, err))) goto fail;
-        if (i > 0 && (rc = dalloc(&g->dy[i], sz * 4, err))) goto fail;
+        if (train && i > 0 && (rc = dalloc(&g->dy[i], sz * 4, err))) goto fail;
         if (l->kind == MTS_L_BN &&
             ((rc = dalloc(&g->aux[i], sz * 4, err)) || (rc = dalloc(&g->aux2[i], (size_t)l->c * 4, err))))
             goto fail;
@@ -193,10 +194,11 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
             if (wk > work) work = wk;
         }
     }
-    if ((rc = dalloc(&g->tmp, maxsz * 4, err)) || (rc = dalloc(&g->work, work * 4, err)) ||
-        (rc = dalloc(&g->labels, B, err)) || (rc = dalloc(&g->order, (size_t)(g->ntrain + 1) * 4, err)) ||
-        (rc = upload_set(train, g->ntrain, &g->trx, &g->try_, err)) ||
-        (rc = upload_set(test_set, g->ntest, &g->tex, &g->tey, err)))
+    if ((rc = dalloc(&g->work, work * 4, err)) || (rc = upload_set(test_set, g->ntest, &g->tex, &g->tey, err)))
+        goto fail;
+    if (train && ((rc = dalloc(&g->tmp, maxsz * 4, err)) || (rc = dalloc(&g->labels, B, err)) ||
+                  (rc = dalloc(&g->order, (size_t)(g->ntrain + 1) * 4, err)) ||
+                  (rc = upload_set(train, g->ntrain, &g->trx, &g->try_, err))))
         goto fail;
     free(mask);
     *out = g;
@@ -214,7 +216,8 @@ int mts_gpunet_download(const mts_gpunet *g, mts_net *net, mts_opt *opt, mts_err
     if (net && ((rc = mts_gpu_download(net->param, g->param, np * 4, err)) ||
                 (rc = mts_gpu_download(net->state, g->state, g->net->nstate * 4, err))))
         return rc;
-    if (opt && ((rc = mts_gpu_download(opt->m, g->m, np * 4, err)) || (rc = mts_gpu_download(opt->v, g->v, np * 4, err))))
+    if (opt && g->m &&
+        ((rc = mts_gpu_download(opt->m, g->m, np * 4, err)) || (rc = mts_gpu_download(opt->v, g->v, np * 4, err))))
         return rc;
     return MTS_OK;
 }
@@ -361,6 +364,7 @@ int mts_gpunet_train_epoch(mts_gpunet *g, mts_net *net, mts_opt *opt, int n, int
 {
     int classes = mts_net_outsize(net), last = net->n - 1;
     size_t ss = node_size(&net->l[0]);
+    if (!g->pf) return mts_fail(err, MTS_EINVAL, "gpunet: opened for evaluation only");
     if (n > g->ntrain) n = g->ntrain;
     if (batch > g->batch) batch = g->batch;
     int32_t *order = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
