@@ -380,8 +380,10 @@ static int prepare_device(run *r, mts_err *err)
         return MTS_OK;
     }
     snprintf(r->gpu_path, sizeof r->gpu_path, "resident");
-    return mts_gpunet_open(&r->gpu, &r->net, &r->opt, &r->af.p, &r->ab.p, &r->at.p, &r->train, r->info->ntrain,
-                           &r->test, r->info->ntest, err);
+    mts_err e;
+    int rc = mts_gpunet_open(&r->gpu, &r->net, &r->opt, &r->af.p, &r->ab.p, &r->at.p, &r->train, r->info->ntrain,
+                             &r->test, r->info->ntest, &e);
+    return rc == MTS_OK ? MTS_OK : mts_fail(err, rc, "device-resident training: %s", e.msg);
 }
 
 /* Epoch e (0-based): train (traced if asked), evaluate with the test
