@@ -12,9 +12,22 @@
 // nothing here restates a rule (tests/test_gpu.cpp compares with
 // mts_gemm_ref, on a GPU and under the CUDA emulation, gpu/emu/).
 //
-// Speed is not addressed yet: this is the plain 16x16 shared-memory tiled
-// kernel with the per-product scalar path; the T[ia][ib] + Pa + Pb fast path
-// and the bank-conflict work are not written.
+// Two numbered kernels (llm.c style), both validated against mts_gemm_ref
+// (tests/test_gpu.cpp runs every check through each):
+//   kernel 1  gemm_kernel: the readable reference. One thread per output,
+//             16x16 operand tiles in shared memory, the scalar product of
+//             arith_hd.h per multiply.
+//   kernel 2  gemm2_kernel: 64x64 outputs per block, 4x4 per thread,
+//             operands quantized once per tile as they are staged in shared
+//             memory. For bf16-like tables (E8, bias 127, IEEE; entries with
+//             no zero flag, exponent adjustment 0..22, mantissa not all ones)
+//             the product is two FP32 multiplies: s = sa * sb (the operands'
+//             signs and powers of two) and p = s * T'[ia][ib] with T' the
+//             table's entries as floats in [1, 2^23) held in shared memory
+//             (M <= 7) - exact, see lutf_product. Other providers use the
+//             scalar product of kernel 1 on the staged operands.
+// Each output is still one thread's sequential sum in k from +0, so both
+// kernels give the bits of mts_gemm_ref whatever the tiling.
 #include <cuda_runtime.h>
 #if defined(MTS_HAVE_CUBLAS)
 #include <cublas_v2.h>
@@ -24,6 +37,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <cmath>
 #include <cstdio>
@@ -82,7 +96,17 @@ struct Job {
     mts_format lutf;   // LUT: the table's format (AMSim truncates to it)
     const uint32_t *T; // LUT entries on the device
     mts_qfmt qprod, qacc;
+    const float *Tf;   // kernel 2, bf16-like tables: the entries as floats (lutf_table)
+    int tf_n;          // entries in Tf
+    mts_gpu_batch bt;  // blockIdx.z: GEMM z of the batch (batch_ptr)
 };
+
+// GEMM z's operand of a batch: base + (z / inner) * outer stride + (z % inner) * inner stride.
+template <class T> __device__ inline T *batch_ptr(T *base, const mts_gpu_batch &bt, size_t so, size_t si)
+{
+    unsigned z = blockIdx.z;
+    return base + (size_t)(z / (unsigned)bt.inner) * so + (size_t)(z % (unsigned)bt.inner) * si;
+}
 
 __device__ uint32_t load_op(const Job &g, const float *X, int ld, int trans, int r, int c, int rows, int cols)
 {
@@ -109,12 +133,15 @@ __global__ void gemm_kernel(Job g)
 {
     __shared__ uint32_t As[TILE][TILE + 1], Bs[TILE][TILE + 1];
     int i = blockIdx.y * TILE + threadIdx.y, j = blockIdx.x * TILE + threadIdx.x;
+    const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
+    const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
+    float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
     float acc = 0.0f;
     uint32_t y = 0, s = 0;
     int inchunk = 0, first = 1;
     for (int k0 = 0; k0 < g.k; k0 += TILE) {
-        As[threadIdx.y][threadIdx.x] = load_op(g, g.A, g.lda, g.transA, i, k0 + threadIdx.x, g.m, g.k);
-        Bs[threadIdx.y][threadIdx.x] = load_op(g, g.B, g.ldb, g.transB, k0 + threadIdx.y, j, g.k, g.n);
+        As[threadIdx.y][threadIdx.x] = load_op(g, A, g.lda, g.transA, i, k0 + threadIdx.x, g.m, g.k);
+        Bs[threadIdx.y][threadIdx.x] = load_op(g, B, g.ldb, g.transB, k0 + threadIdx.y, j, g.k, g.n);
         __syncthreads();
         int kend = g.k - k0 < TILE ? g.k - k0 : TILE;
         for (int kk = 0; kk < kend; kk++) {
@@ -138,7 +165,181 @@ __global__ void gemm_kernel(Job g)
         if (inchunk) y = first ? s : mts_qadd_hd(&g.qacc, y, s);
         acc = mts_u2f(y);
     }
-    mts_gemm_store_hd(&g.C[(size_t)i * g.ldc + j], g.beta, acc);
+    mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, acc);
+}
+
+// ------------------------------------------------------------ kernel 2
+
+// 64x64 outputs per block of 256 threads, 4x4 per thread (rows ty + 16 r,
+// columns tx + 16 c: a warp reads 2 A values and 16 consecutive B values of
+// a staged row, no bank conflicts), k in steps of 16: the INT kernel's
+// tiling and kernel 2's.
+const int BM = 64, BN = 64, BK = 16, NT = 256, TM = 4, TN = 4;
+
+// Kernel 2's block tiles: BM_ x BN_ outputs, TM_ x TN_ per thread. Wide for
+// large products; Narrow for n <= 16 (a ResNet conv's 16 output channels);
+// Single (one output per thread, one warp per block) where the wide tiling
+// gives too few blocks to fill the GPU - e.g. a weight gradient of 16 x 144
+// outputs whose sums run over k = batch x pixels: each output is one
+// thread's sequential sum (the order the bits depend on), so the only
+// parallelism is across outputs and every one needs its own thread.
+template <int BM_, int BN_, int TM_, int TN_> struct Tile {
+    static const int bm = BM_, bn = BN_, tm = TM_, tn = TN_, tx = BN_ / TN_, ty = BM_ / TM_, nt = tx * ty;
+};
+typedef Tile<64, 64, 4, 4> Wide;
+typedef Tile<256, 16, 4, 4> Narrow;
+typedef Tile<8, 4, 1, 1> Single;
+// The table of kernel 2's bf16-like product in shared memory up to this many
+// entries (M <= 7: 64 KiB); larger tables (M <= 11) are read from global
+// memory (L2).
+const int TF_SMEM_MAX = 16384;
+
+// Product kinds of kernel 2: FP32 multiply (NATIVE); kernel 1's scalar
+// product on the staged operands (any provider); the bf16-like table as
+// floats in shared or global memory.
+enum Pk { PK_F32 = 0, PK_SCALAR = 1, PK_LUTF_SMEM = 2, PK_LUTF_GLOBAL = 3 };
+
+__device__ inline uint32_t load_raw(const float *X, int ld, int trans, int r, int c, int rows, int cols)
+{
+    if (r >= rows || c >= cols) return 0;
+    return mts_f2u(trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]);
+}
+
+// One operand as kernel 2 stages it. PK_F32: as read; PK_SCALAR: as
+// load_op quantizes it; PK_LUTF: the operand quantized (in_fmt, RNE) and
+// truncated to the table's format as mts_mul_classify does (rule 1), split
+// into *S = its sign and power of two (+-2^(e-127), +-0, +-inf, or the NaN
+// itself) and *I = its table index part (mantissa bits, shifted by M for
+// the row operand). Returns 1 when the operand is "safe": zero, inf, NaN or
+// |e - 127| <= 50, so that every product of two safe operands is exact in
+// FP32 without the range checks (lutf_product).
+template <int PK>
+__device__ inline int stage_op(const Job &g, uint32_t x, int row_operand, uint32_t *S, uint32_t *I)
+{
+    if (PK == PK_F32) {
+        *S = x;
+        return 1;
+    }
+    uint32_t q = g.quant ? mts_fmt_quantize_hd(&g.qin, x, MTS_RNE) : x;
+    if (PK == PK_SCALAR) {
+        *S = q;
+        return 1;
+    }
+    q = mts_fmt_quantize_hd(&g.lutf, q, MTS_RTZ);
+    uint32_t e = mts_f32_exp(q), ix = mts_f32_man(q) >> (23 - g.lutf.M);
+    *S = mts_f32_isnan(q) ? q : (q & 0xFF800000u);
+    *I = row_operand ? ix << g.lutf.M : ix;
+    return e == 0 || e == 0xFF || (e >= 127 - 50 && e <= 127 + 50);
+}
+
+// The AMSim product of two staged operands of a bf16-like table (E8, bias
+// 127, IEEE; entries with no zero flag, adjustment 0..22, mantissa field
+// not all ones: lutf_table). AMSim's result is sign, exponent
+// (ea-127)+(eb-127)+adj and the entry's mantissa, zero below 2^-126 and
+// inf above the FP32 range; here s = sa*sb is that power of two (exact;
+// below 2^-149 it is 0, and then so is AMSim's result as adj <= 22; above
+// 2^127 it is inf, and so is AMSim's as adj >= 0), and p = s*T' with
+// T' = 2^adj * 1.man is exact where the result is a normal FP32 number.
+// Zero, inf and NaN operands follow the IEEE rules, which are rule 2's.
+// Unchecked (both operands safe), p = s*T' is exact and normal. Checked,
+// p is multiplied rounding toward zero: a result below 2^-126 stays below
+// (flushed to the signed zero), one at or above 2^128 becomes FLT_MAX, which
+// no exact product reaches (T' never has 23 mantissa ones), so it is inf.
+template <bool CHECKED>
+__device__ inline float lutf_product(const float *T, uint32_t sa, uint32_t ia, uint32_t sb, uint32_t ib)
+{
+    float s = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
+    float t = T[ia | ib];
+    if (!CHECKED) return mts_fm_mul(s, t);
+    uint32_t u = mts_f2u(__fmul_rz(s, t));
+    if ((u & 0x7F800000u) == 0) return mts_u2f(u & MTS_F32_SIGN);
+    if ((u & 0x7FFFFFFFu) == 0x7F7FFFFFu) return mts_u2f((u & MTS_F32_SIGN) | MTS_F32_INF);
+    return mts_u2f(u);
+}
+
+// The 16 products of one k step, accumulated: FP32 sums, or FMAq's chunk
+// sums s (the chunk bookkeeping is the caller's: it is the same for every
+// output of the thread).
+template <int PK, bool FMAQ, bool CHECKED, class S>
+__device__ inline void k2_step(const Job &g, const float *T, const uint32_t *a, const uint32_t *ai, const uint32_t *b,
+                               const uint32_t *bi, float (&acc)[S::tm][S::tn], uint32_t (&s)[S::tm][S::tn])
+{
+    for (int r = 0; r < S::tm; r++)
+        for (int c = 0; c < S::tn; c++) {
+            float p;
+            if (PK == PK_F32) p = mts_fm_mul(mts_u2f(a[r]), mts_u2f(b[c]));
+            else if (PK == PK_SCALAR) p = mts_u2f(product(g, a[r], b[c]));
+            else p = lutf_product<CHECKED>(T, a[r], ai[r], b[c], bi[c]);
+            if (!FMAQ) {
+                acc[r][c] = mts_fm_add(acc[r][c], p);
+            } else {
+                // (a NaN's payload may differ from AMSim's: Q_prod makes it canonical)
+                s[r][c] = mts_fmaq_hd(&g.qprod, &g.qacc, mts_f2u(p), s[r][c]);
+            }
+        }
+}
+
+template <int PK, bool FMAQ, class S>
+__global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
+{
+    __shared__ uint32_t As[BK][S::bm], Bs[BK][S::bn]; // staged operands (PK_LUTF: sign and power of two)
+    __shared__ uint32_t Ai[BK][S::bm], Bi[BK][S::bn]; // PK_LUTF: table index parts
+    MTS_DYNAMIC_SHARED(float, Ts);              // PK_LUTF_SMEM: the table
+    const int tid = threadIdx.x, tx = tid % S::tx, ty = tid / S::tx;
+    const int i0 = blockIdx.y * S::bm, j0 = blockIdx.x * S::bn;
+    const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
+    const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
+    float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
+    const float *T = g.Tf;
+    if (PK == PK_LUTF_SMEM) {
+        for (int t = tid; t < g.tf_n; t += S::nt) Ts[t] = g.Tf[t];
+        T = Ts; // made visible by the first barrier below
+    }
+    float acc[S::tm][S::tn];
+    uint32_t y[S::tm][S::tn], s[S::tm][S::tn];
+    for (int r = 0; r < S::tm; r++)
+        for (int c = 0; c < S::tn; c++) acc[r][c] = 0.0f, y[r][c] = 0, s[r][c] = 0;
+    int inchunk = 0, first = 1;
+    for (int k0 = 0; k0 < g.k; k0 += BK) {
+        int safe = 1;
+        for (int t = tid; t < S::bm * BK; t += S::nt) { // A: rows i0.., columns k0..
+            int row = g.transA ? t % S::bm : t / BK, kk = g.transA ? t / S::bm : t % BK;
+            uint32_t x = load_raw(A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
+            safe &= stage_op<PK>(g, x, 1, &As[kk][row], &Ai[kk][row]);
+        }
+        for (int t = tid; t < BK * S::bn; t += S::nt) { // B: rows k0.., columns j0..
+            int col = g.transB ? t / BK : t % S::bn, kk = g.transB ? t % BK : t / S::bn;
+            uint32_t x = load_raw(B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
+            safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], &Bi[kk][col]);
+        }
+        safe = __syncthreads_and(safe);
+        int kend = g.k - k0 < BK ? g.k - k0 : BK;
+        for (int kk = 0; kk < kend; kk++) {
+            uint32_t a[S::tm], ai[S::tm], b[S::tn], bi[S::tn];
+            for (int r = 0; r < S::tm; r++) a[r] = As[kk][ty + S::ty * r], ai[r] = PK >= PK_LUTF_SMEM ? Ai[kk][ty + S::ty * r] : 0;
+            for (int c = 0; c < S::tn; c++) b[c] = Bs[kk][tx + S::tx * c], bi[c] = PK >= PK_LUTF_SMEM ? Bi[kk][tx + S::tx * c] : 0;
+            if (PK >= PK_LUTF_SMEM && !safe) k2_step<PK, FMAQ, true, S>(g, T, a, ai, b, bi, acc, s);
+            else k2_step<PK, FMAQ, false, S>(g, T, a, ai, b, bi, acc, s);
+            if (FMAQ && ++inchunk == g.chunk) {
+                for (int r = 0; r < S::tm; r++)
+                    for (int c = 0; c < S::tn; c++) {
+                        y[r][c] = first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c]);
+                        s[r][c] = 0;
+                    }
+                first = 0;
+                inchunk = 0;
+            }
+        }
+        __syncthreads();
+    }
+    for (int r = 0; r < S::tm; r++)
+        for (int c = 0; c < S::tn; c++) {
+            int i = i0 + ty + S::ty * r, j = j0 + tx + S::tx * c;
+            if (i >= g.m || j >= g.n) continue;
+            float v = acc[r][c];
+            if (FMAQ) v = mts_u2f(inchunk ? (first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c])) : y[r][c]);
+            mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, v);
+        }
 }
 
 // INT: codes quantized on the host (row operand pre-shifted by the table
@@ -157,6 +358,56 @@ __global__ void gemm_int_kernel(int m, int n, int k, const uint32_t *ia, const u
     mts_gemm_store_hd(&C[(size_t)i * ldc + j], beta, mts_qdot_scale_hd(scale, acc));
 }
 
+// INT kernel 2: the same sums, 64x64 outputs per block and 4x4 per thread,
+// code tiles in shared memory and the table too when its entries fit 16 bits
+// (TE int16_t or uint16_t: an 8-bit table is 128 KiB then; TE int32_t reads
+// it from global memory). ACC: int32_t when no partial sum can overflow it
+// (the host checks k * max|entry|), else int64_t; integer sums in any order
+// are the same sum.
+template <typename TE, typename ACC>
+__global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, const uint32_t *ia, const uint32_t *ib,
+                                                        const int64_t *suma, const int64_t *sumb, const int32_t *T,
+                                                        int tn, int32_t za, int32_t zb, double scale, float beta,
+                                                        float *C, int ldc)
+{
+    __shared__ uint32_t As[BK][BM], Bs[BK][BN];
+    MTS_DYNAMIC_SHARED(uint32_t, Tw); // one type per name for nvcc: the table's words, viewed as TE
+    TE *Ts = reinterpret_cast<TE *>(Tw);
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
+    const bool smem = sizeof(TE) == 2;
+    if (smem)
+        for (int t = tid; t < tn; t += NT) Ts[t] = (TE)T[t];
+    ACC acc[TM][TN];
+    for (int r = 0; r < TM; r++)
+        for (int c = 0; c < TN; c++) acc[r][c] = 0;
+    for (int k0 = 0; k0 < k; k0 += BK) {
+        for (int t = tid; t < BM * BK; t += NT) { // codes are stored [row][k] for both operands
+            int row = t / BK, kk = t % BK;
+            bool in = k0 + kk < k;
+            As[kk][row] = in && i0 + row < m ? ia[(size_t)(i0 + row) * k + k0 + kk] : 0;
+            Bs[kk][row] = in && j0 + row < n ? ib[(size_t)(j0 + row) * k + k0 + kk] : 0;
+        }
+        __syncthreads();
+        int kend = k - k0 < BK ? k - k0 : BK;
+        for (int kk = 0; kk < kend; kk++) {
+            uint32_t a[TM], b[TN];
+            for (int r = 0; r < TM; r++) a[r] = As[kk][ty + 16 * r];
+            for (int c = 0; c < TN; c++) b[c] = Bs[kk][tx + 16 * c];
+            for (int r = 0; r < TM; r++)
+                for (int c = 0; c < TN; c++) acc[r][c] += smem ? (ACC)Ts[a[r] | b[c]] : (ACC)T[a[r] | b[c]];
+        }
+        __syncthreads();
+    }
+    for (int r = 0; r < TM; r++)
+        for (int c = 0; c < TN; c++) {
+            int i = i0 + ty + 16 * r, j = j0 + tx + 16 * c;
+            if (i >= m || j >= n) continue;
+            int64_t v = mts_qdot_correct_hd((int64_t)acc[r][c], suma[i], sumb[j], (int64_t)k, za, zb);
+            mts_gemm_store_hd(&C[(size_t)i * ldc + j], beta, mts_qdot_scale_hd(scale, v));
+        }
+}
+
 } // namespace
 
 // --------------------------------------------------------------- host
@@ -165,7 +416,96 @@ struct mts_gpu_gemm_plan {
     mts_provider p;
     uint32_t *T; // device copy of the float LUT entries, or NULL
     int32_t *Ti; // device copy of the integer table, or NULL
+    float *Tf;   // kernel 2's bf16-like table (lutf_table), or NULL
+    int kernel;  // mts_gpu_plan_set_kernel: 0 (default) chooses kernel 2's tile by shape
+    int32_t ti_min, ti_max; // INT: the table's range (kernel 2's entry and sum types)
 };
+
+namespace {
+
+// Kernel 2's product table for a float LUT, when its product can be two FP32
+// multiplies (lutf_product): format E8, bias 127, IEEE, and every entry
+// without the zero flag, with an exponent adjustment in 0..22 and a
+// mantissa field that is not all ones. Each entry becomes the float
+// 2^adj * 1.man. Returns 0 (and leaves tf empty) when the table does not
+// qualify; kernel 2 then uses the scalar product.
+int lutf_table(const mts_lut *lut, std::vector<float> &tf)
+{
+    const mts_format &f = lut->fmt;
+    if (f.E != 8 || f.bias != 127 || !f.ieee) return 0;
+    tf.resize(lut->n);
+    for (size_t i = 0; i < lut->n; i++) {
+        uint32_t e = lut->entry[i];
+        int adj = mts_lut_adj(e);
+        if ((e & MTS_LUT_ZERO) || adj < 0 || adj > 22 || (e & MTS_LUT_MAN) == MTS_LUT_MAN) {
+            tf.clear();
+            return 0;
+        }
+        tf[i] = mts_u2f(((uint32_t)(127 + adj) << 23) | (e & MTS_LUT_MAN));
+    }
+    return 1;
+}
+
+// Launches kernel 2 with tile S for job g, once the opt-in shared memory of
+// the table is granted.
+template <int PK, bool FMAQ, class S> cudaError_t launch2(const Job &g)
+{
+    dim3 grid((unsigned)((g.n + S::bn - 1) / S::bn), (unsigned)((g.m + S::bm - 1) / S::bm),
+              (unsigned)(g.bt.outer * g.bt.inner));
+    size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(gemm2_kernel<PK, FMAQ, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    MTS_LAUNCH((gemm2_kernel<PK, FMAQ, S>), grid, dim3(S::nt), smem, 0)(g);
+    return cudaGetLastError();
+}
+
+// The product kind for job g with tile S: the float table in shared memory
+// unless S's blocks are too small to pay for staging it (Single).
+template <class S> cudaError_t launch2_tile(const Job &g)
+{
+    if (g.prod == PROD_F32) return launch2<PK_F32, false, S>(g);
+    if (g.prod == PROD_LUT && g.Tf) {
+        if (g.tf_n <= TF_SMEM_MAX && S::nt >= 256)
+            return g.fmaq ? launch2<PK_LUTF_SMEM, true, S>(g) : launch2<PK_LUTF_SMEM, false, S>(g);
+        return g.fmaq ? launch2<PK_LUTF_GLOBAL, true, S>(g) : launch2<PK_LUTF_GLOBAL, false, S>(g);
+    }
+    return g.fmaq ? launch2<PK_SCALAR, true, S>(g) : launch2<PK_SCALAR, false, S>(g);
+}
+
+// Streaming multiprocessors of the current device (the tile choice).
+int sm_count()
+{
+    static int n = 0;
+    if (!n) {
+        int dev = 0;
+        cudaDeviceProp pr;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&pr, dev) == cudaSuccess &&
+            pr.multiProcessorCount > 0)
+            n = pr.multiProcessorCount;
+        else
+            n = 1;
+    }
+    return n;
+}
+
+// Kernel 2 with tile `kernel` (2 Wide, 3 Narrow, 4 Single) or, for 0, the
+// tile the shape asks for: Narrow for n <= 16 with a block per SM, Wide
+// with two blocks per SM, else Single.
+cudaError_t run_kernel2(const Job &g, int kernel)
+{
+    if (kernel == 0) {
+        long long sms = sm_count(), wide = (long long)((g.m + 63) / 64) * ((g.n + 63) / 64);
+        kernel = g.n <= 16 && (g.m + 255) / 256 >= sms ? 3 : wide >= 2 * sms ? 2 : 4;
+    }
+    if (kernel == 2) return launch2_tile<Wide>(g);
+    if (kernel == 3) return launch2_tile<Narrow>(g);
+    return launch2_tile<Single>(g);
+}
+
+} // namespace
 
 extern "C" {
 
@@ -287,6 +627,26 @@ int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *
         if (p->kind == MTS_PROV_LUT) pl->T = (uint32_t *)d;
         else pl->Ti = (int32_t *)d;
     }
+    if (p->kind == MTS_PROV_INT && p->lut->n) {
+        pl->ti_min = pl->ti_max = (int32_t)p->lut->entry[0];
+        for (size_t i = 1; i < p->lut->n; i++) {
+            int32_t v = (int32_t)p->lut->entry[i];
+            pl->ti_min = v < pl->ti_min ? v : pl->ti_min;
+            pl->ti_max = v > pl->ti_max ? v : pl->ti_max;
+        }
+    }
+    std::vector<float> tf;
+    if (p->kind == MTS_PROV_LUT && lutf_table(p->lut, tf)) {
+        void *d = NULL;
+        if ((rc = mts_gpu_alloc(&d, tf.size() * sizeof(float), err)) != MTS_OK ||
+            (rc = mts_gpu_upload(d, tf.data(), tf.size() * sizeof(float), err)) != MTS_OK) {
+            mts_gpu_free(d);
+            mts_gpu_plan_close(pl);
+            return rc;
+        }
+        pl->Tf = (float *)d;
+    }
+    pl->kernel = 0;
     *plan = pl;
     return MTS_OK;
 }
@@ -296,13 +656,37 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
     if (!plan) return;
     mts_gpu_free(plan->T);
     mts_gpu_free(plan->Ti);
+    mts_gpu_free(plan->Tf);
     std::free(plan);
+}
+
+int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
+{
+    if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
+    if (kernel < 0 || kernel > 4) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 4)", kernel);
+    plan->kernel = kernel;
+    return MTS_OK;
 }
 
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
+    return mts_gpu_gemm_dev_batched(pl, NULL, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *bt, int transA, int transB, int m,
+                             int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                             int ldc, mts_err *err)
+{
     if (!pl) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
+    mts_gpu_batch one;
+    std::memset(&one, 0, sizeof one);
+    one.outer = one.inner = 1;
+    if (!bt) bt = &one;
+    if (bt->outer < 0 || bt->inner < 0 || (long long)bt->outer * bt->inner > 65535)
+        return mts_fail(err, MTS_EINVAL, "gpu gemm: a batch of %d x %d GEMMs (at most 65535 in all)", bt->outer,
+                        bt->inner);
+    if (bt->outer == 0 || bt->inner == 0) return MTS_OK;
     if (pl->p.kind == MTS_PROV_INT)
         return mts_fail(err, MTS_EUNSUPPORTED,
                         "gpu: the INT provider runs through mts_gpu_gemm (host pointers) only: its per-call "
@@ -313,6 +697,7 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m,
     std::memset(&g, 0, sizeof g);
     g.m = m, g.n = n, g.k = k, g.transA = transA, g.transB = transB, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
     g.A = A, g.B = B, g.C = C, g.beta = beta;
+    g.bt = *bt;
     g.fmaq = pl->p.fmaq ? 1 : 0;
     g.chunk = pl->p.chunk > 0 ? pl->p.chunk : 16;
     g.prod = pl->p.kind == MTS_PROV_LUT ? PROD_LUT : (g.fmaq ? PROD_FP32M : PROD_F32);
@@ -326,10 +711,19 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m,
         g.qprod = pl->p.qprod;
         g.qacc = pl->p.qacc;
     }
-    dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
-    MTS_LAUNCH(gemm_kernel, grid, block, 0, 0)(g);
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    cudaError_t e;
+    if (pl->kernel != 1) {
+        g.Tf = pl->Tf;
+        g.tf_n = pl->Tf ? (int)pl->p.lut->n : 0;
+        e = run_kernel2(g, pl->kernel);
+    } else {
+        dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE),
+                                     (unsigned)(bt->outer * bt->inner));
+        MTS_LAUNCH(gemm_kernel, grid, block, 0, 0)(g);
+        e = cudaGetLastError();
+    }
+    // no synchronisation: the work is ordered on the default stream; a fault
+    // while it runs is reported by the next copy or mts_gpu_sync
     return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "GEMM kernel");
 }
 
@@ -354,15 +748,44 @@ static int gemm_int_host(const mts_gpu_gemm_plan *pl, int transA, int transB, in
         (rc = mts_gpu_upload(dib, ib.data(), ib.size() * 4, err)) ||
         (rc = mts_gpu_upload(dsa, suma.data(), (size_t)m * 8, err)) ||
         (rc = mts_gpu_upload(dsb, sumb.data(), (size_t)n * 8, err)) ||
-        (beta != 0.0f && (rc = mts_gpu_upload(dC, C, cbytes, err))))
+        ((beta != 0.0f || (ldc > n && m > 1)) && (rc = mts_gpu_upload(dC, C, cbytes, err))))
         goto done;
     {
-        dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
-        MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, (const uint32_t *)dia, (const uint32_t *)dib,
-                                                       (const int64_t *)dsa, (const int64_t *)dsb, pl->Ti,
-                                                       pa.zero_point, pb.zero_point, pa.scale * pb.scale, beta,
-                                                       (float *)dC, ldc);
-        cudaError_t e = cudaGetLastError();
+        const uint32_t *ua = (const uint32_t *)dia, *ub = (const uint32_t *)dib;
+        const int64_t *sa = (const int64_t *)dsa, *sb = (const int64_t *)dsb;
+        int32_t za = pa.zero_point, zb = pb.zero_point;
+        double sc = pa.scale * pb.scale;
+        cudaError_t e = cudaSuccess;
+        if (pl->kernel == 1) { // (INT's kernel 2 has one tile: 64 x 64)
+            dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
+            MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, za, zb, sc, beta,
+                                                           (float *)dC, ldc);
+        } else {
+            dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM));
+            int tn = (int)lut->n;
+            int64_t big = -(int64_t)pl->ti_min > pl->ti_max ? -(int64_t)pl->ti_min : pl->ti_max;
+            bool wide = big * (int64_t)k > INT32_MAX;
+            bool s16 = pl->ti_min >= INT16_MIN && pl->ti_max <= INT16_MAX;
+            bool u16 = pl->ti_min >= 0 && pl->ti_max <= UINT16_MAX;
+#define MTS_INT2(TE, ACC)                                                                                          \
+    do {                                                                                                         \
+        size_t smem = sizeof(TE) == 2 ? (size_t)tn * 2 : 0;                                                      \
+        if (smem > 48 * 1024)                                                                                    \
+            e = cudaFuncSetAttribute(gemm_int2_kernel<TE, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize,     \
+                                     (int)smem);                                                                 \
+        if (e == cudaSuccess)                                                                                    \
+            MTS_LAUNCH((gemm_int2_kernel<TE, ACC>), grid, dim3(NT), smem, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, tn, \
+                                                                             za, zb, sc, beta, (float *)dC, ldc); \
+    } while (0)
+            if (s16 && !wide) MTS_INT2(int16_t, int32_t);
+            else if (s16) MTS_INT2(int16_t, int64_t);
+            else if (u16 && !wide) MTS_INT2(uint16_t, int32_t);
+            else if (u16) MTS_INT2(uint16_t, int64_t);
+            else if (!wide) MTS_INT2(int32_t, int32_t);
+            else MTS_INT2(int32_t, int64_t);
+#undef MTS_INT2
+        }
+        if (e == cudaSuccess) e = cudaGetLastError();
         if (e == cudaSuccess) e = cudaDeviceSynchronize();
         if (e != cudaSuccess) rc = cuda_fail(err, e, "INT GEMM kernel");
         else rc = mts_gpu_download(C, dC, cbytes, err);
@@ -376,21 +799,148 @@ done:
     return rc;
 }
 
+} // extern "C"
+
+namespace {
+
+// The host-pointer path's state, kept between calls (a training run calls
+// mts_gpu_gemm thousands of times with the same few providers): the plans
+// of the last providers seen, each owning a copy of its table (a caller may
+// free or rewrite its own: a cached plan is used only when the provider's
+// settings and table bytes are equal), and operand buffers that only grow.
+struct CachedPlan {
+    mts_provider key; // the provider's settings (plan_key)
+    mts_lut lut;      // the plan's own copy of the table (entries in `entries`)
+    std::vector<uint32_t> entries;
+    mts_gpu_gemm_plan *plan = nullptr;
+    unsigned long long used = 0;
+};
+const int PLAN_CACHE = 4;
+std::mutex g_host_mu; // one host-pointer GEMM at a time: the buffers are shared
+CachedPlan *g_plans[PLAN_CACHE];
+unsigned long long g_tick;
+void *g_buf[3];
+size_t g_cap[3];
+
+// What of a provider a GPU plan depends on besides its table, in a zeroed
+// struct (so that equal settings compare equal byte for byte).
+mts_provider plan_key(const mts_provider *p)
+{
+    mts_provider k;
+    std::memset(&k, 0, sizeof k);
+    k.kind = p->kind;
+    k.in_fmt = p->in_fmt;
+    k.fmaq = p->fmaq;
+    if (p->fmaq) {
+        k.qprod = p->qprod;
+        k.qacc = p->qacc;
+        k.chunk = p->chunk > 0 ? p->chunk : 16;
+    }
+    return k;
+}
+
+bool same_lut(const mts_lut *a, const mts_lut *b)
+{
+    if (!a || !b) return a == b;
+    return a->kind == b->kind && std::memcmp(&a->fmt, &b->fmt, sizeof a->fmt) == 0 && a->int_bits == b->int_bits &&
+           a->int_signed == b->int_signed && a->n == b->n &&
+           std::memcmp(a->entry, b->entry, a->n * sizeof(uint32_t)) == 0;
+}
+
+// The cached plan for p (opened on a miss, the least recently used evicted).
+int cached_plan(const mts_provider *p, mts_gpu_gemm_plan **out, mts_err *err)
+{
+    mts_provider key = plan_key(p);
+    const mts_lut *lut = p->kind == MTS_PROV_LUT || p->kind == MTS_PROV_INT ? p->lut : nullptr;
+    int slot = 0;
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        CachedPlan *c = g_plans[i];
+        if (c && std::memcmp(&c->key, &key, sizeof key) == 0 && same_lut(lut ? &c->lut : nullptr, lut)) {
+            c->used = ++g_tick;
+            *out = c->plan;
+            return MTS_OK;
+        }
+        if (!g_plans[slot]) continue;
+        if (!c || c->used < g_plans[slot]->used) slot = i;
+    }
+    CachedPlan *c = new (std::nothrow) CachedPlan;
+    if (!c) return mts_fail(err, MTS_ENOMEM, "gpu: out of host memory for a GEMM plan");
+    c->key = key;
+    mts_provider q = *p;
+    if (lut) {
+        c->lut = *lut;
+        c->entries.assign(lut->entry, lut->entry + lut->n);
+        c->lut.entry = c->entries.data();
+        q.lut = &c->lut;
+    }
+    int rc = mts_gpu_plan_open(&q, &c->plan, err);
+    if (rc != MTS_OK) {
+        delete c;
+        return rc;
+    }
+    if (g_plans[slot]) {
+        mts_gpu_plan_close(g_plans[slot]->plan);
+        delete g_plans[slot];
+    }
+    g_plans[slot] = c;
+    c->used = ++g_tick;
+    *out = c->plan;
+    return MTS_OK;
+}
+
+int host_gemm(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+
+// Device buffer i of at least bytes (grown, never shrunk).
+int host_buffer(int i, size_t bytes, void **d, mts_err *err)
+{
+    if (bytes > g_cap[i]) {
+        mts_gpu_free(g_buf[i]);
+        g_buf[i] = nullptr;
+        g_cap[i] = 0;
+        int rc = mts_gpu_alloc(&g_buf[i], bytes, err);
+        if (rc != MTS_OK) return rc;
+        g_cap[i] = bytes;
+    }
+    *d = g_buf[i];
+    return MTS_OK;
+}
+
+} // namespace
+
+extern "C" {
+
 int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
-    mts_gpu_gemm_plan *pl = NULL;
-    int rc = mts_gpu_plan_open(p, &pl, err);
+    int rc = mts_gpu_supports(p, err);
     if (rc != MTS_OK) return rc;
-    if (m == 0 || n == 0) {
-        mts_gpu_plan_close(pl);
-        return MTS_OK;
-    }
-    if (p->kind == MTS_PROV_INT) {
-        rc = gemm_int_host(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
-        mts_gpu_plan_close(pl);
-        return rc;
-    }
+    if ((rc = mts_gpu_probe(NULL, err)) != MTS_OK) return rc;
+    std::lock_guard<std::mutex> lk(g_host_mu);
+    mts_gpu_gemm_plan *pl = NULL;
+    if ((rc = cached_plan(p, &pl, err)) != MTS_OK) return rc;
+    return host_gemm(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+int mts_gpu_gemm_host(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+{
+    if (!pl) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
+    std::lock_guard<std::mutex> lk(g_host_mu);
+    return host_gemm(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+}
+
+} // extern "C"
+
+namespace {
+
+// mts_gpu_gemm_host under g_host_mu.
+int host_gemm(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+{
+    int rc;
+    if (m == 0 || n == 0) return MTS_OK;
+    if (pl->p.kind == MTS_PROV_INT) return gemm_int_host(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     // the operands' spans in memory, row-major with their leading dimensions
     size_t arows = transA ? (size_t)k : (size_t)m, acols = transA ? (size_t)m : (size_t)k;
     size_t brows = transB ? (size_t)n : (size_t)k, bcols = transB ? (size_t)k : (size_t)n;
@@ -398,20 +948,18 @@ int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, in
     size_t bbytes = brows && bcols ? ((brows - 1) * (size_t)ldb + bcols) * 4 : 0;
     size_t cbytes = ((size_t)(m - 1) * ldc + n) * 4;
     void *dA = NULL, *dB = NULL, *dC = NULL;
-    if ((rc = mts_gpu_alloc(&dA, abytes, err)) || (rc = mts_gpu_alloc(&dB, bbytes, err)) ||
-        (rc = mts_gpu_alloc(&dC, cbytes, err)) || (rc = mts_gpu_upload(dA, A, abytes, err)) ||
-        (rc = mts_gpu_upload(dB, B, bbytes, err)) || (beta != 0.0f && (rc = mts_gpu_upload(dC, C, cbytes, err))) ||
+    if ((rc = host_buffer(0, abytes, &dA, err)) || (rc = host_buffer(1, bbytes, &dB, err)) ||
+        (rc = host_buffer(2, cbytes, &dC, err)) || (rc = mts_gpu_upload(dA, A, abytes, err)) ||
+        (rc = mts_gpu_upload(dB, B, bbytes, err)) || ((beta != 0.0f || (ldc > n && m > 1)) && (rc = mts_gpu_upload(dC, C, cbytes, err))) ||
         (rc = mts_gpu_gemm_dev(pl, transA, transB, m, n, k, (const float *)dA, lda, (const float *)dB, ldb, beta,
                                (float *)dC, ldc, err)))
-        goto done;
-    rc = mts_gpu_download(C, dC, cbytes, err);
-done:
-    mts_gpu_free(dA);
-    mts_gpu_free(dB);
-    mts_gpu_free(dC);
-    mts_gpu_plan_close(pl);
-    return rc;
+        return rc;
+    return mts_gpu_download(C, dC, cbytes, err);
 }
+
+} // namespace
+
+extern "C" {
 
 int mts_gpu_sgemm_cublas(int m, int n, int k, const float *A, const float *B, float *C, mts_err *err)
 {

@@ -36,6 +36,26 @@ int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *
     return rc != MTS_OK ? rc : NOCUDA(err);
 }
 void mts_gpu_plan_close(mts_gpu_gemm_plan *plan) { (void)plan; }
+int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
+{
+    (void)plan, (void)kernel;
+    return NOCUDA(err);
+}
+int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch *bt, int transA, int transB, int m,
+                             int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                             int ldc, mts_err *err)
+{
+    (void)plan, (void)bt, (void)transA, (void)transB, (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B;
+    (void)ldb, (void)beta, (void)C, (void)ldc;
+    return NOCUDA(err);
+}
+int mts_gpu_gemm_host(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+{
+    (void)plan, (void)transA, (void)transB, (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb;
+    (void)beta, (void)C, (void)ldc;
+    return NOCUDA(err);
+}
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
@@ -58,7 +78,7 @@ int mts_gpu_sgemm_cublas(int m, int n, int k, const float *A, const float *B, fl
 }
 int mts_gpu_sync(mts_err *err) { return NOCUDA(err); }
 
-/* the layer-op twins (gpu/nn_ops.cu): arguments unused, same answer */
+/* the layer-op twins (gpu/nn_ops.cu, gpu/nn_tx.cu): arguments unused, same answer */
 #define NOCUDA_OP(decl) \
     decl                \
     {                   \
@@ -96,6 +116,35 @@ NOCUDA_OP(int mts_gpu_sgd_step(size_t n, float *param, const float *grad, float 
 NOCUDA_OP(int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float *v,
                                 const uint8_t *wmask, float lr, float beta1, float beta2, float eps, float wd,
                                 double bc1, double bc2, mts_err *err))
+NOCUDA_OP(int mts_gpu_layernorm_forward(int R, int D, const float *x, const float *gamma, const float *beta,
+                                        float eps, float *y, float *xhat, float *invstd, mts_err *err))
+NOCUDA_OP(int mts_gpu_layernorm_backward(int R, int D, const float *dy, const float *gamma, const float *xhat,
+                                         const float *invstd, float *dx, float *dgamma, float *dbeta, mts_err *err))
+NOCUDA_OP(int mts_gpu_gelu_forward(size_t n, const float *x, float *y, mts_err *err))
+NOCUDA_OP(int mts_gpu_gelu_backward(size_t n, const float *x, const float *dy, float *dx, mts_err *err))
+NOCUDA_OP(int mts_gpu_softmax_forward(int R, int W, const float *x, float *y, mts_err *err))
+NOCUDA_OP(int mts_gpu_softmax_backward(int R, int W, const float *y, const float *dy, float *dx, mts_err *err))
+NOCUDA_OP(int mts_gpu_matmul_forward(const mts_gpu_gemm_plan *fwd, int N, int m, int k, int q, const float *a,
+                                     const float *b, float *c, mts_err *err))
+NOCUDA_OP(int mts_gpu_matmul_backward(const mts_gpu_gemm_plan *bwd, int N, int m, int k, int q, const float *a,
+                                      const float *b, const float *dc, float *da, float *db, mts_err *err))
+NOCUDA_OP(int mts_gpu_attn_qk_forward(const mts_gpu_gemm_plan *fwd, int N, int T, int H, int dh, float scale,
+                                      const float *qkv, float *s, mts_err *err))
+NOCUDA_OP(int mts_gpu_attn_qk_backward(const mts_gpu_gemm_plan *bwd, int N, int T, int H, int dh, float scale,
+                                       const float *qkv, const float *ds, float *dqkv, mts_err *err))
+NOCUDA_OP(int mts_gpu_attn_av_forward(const mts_gpu_gemm_plan *fwd, int N, int T, int H, int dh, const float *a,
+                                      const float *qkv, float *y, mts_err *err))
+NOCUDA_OP(int mts_gpu_attn_av_backward(const mts_gpu_gemm_plan *bwd, int N, int T, int H, int dh, const float *a,
+                                       const float *qkv, const float *dy, float *da, float *dqkv, mts_err *err))
+NOCUDA_OP(int mts_gpu_patchify_forward(int N, int C, int Hh, int W, int p, const float *x, float *y, mts_err *err))
+NOCUDA_OP(int mts_gpu_patchify_backward(int N, int C, int Hh, int W, int p, const float *dy, float *dx,
+                                        mts_err *err))
+NOCUDA_OP(int mts_gpu_tokens_forward(int N, int T, int D, const float *cls, const float *pos, const float *x,
+                                     float *y, mts_err *err))
+NOCUDA_OP(int mts_gpu_tokens_backward(int N, int T, int D, int has_cls, const float *dy, float *dx, float *dpos,
+                                      float *dcls, mts_err *err))
+NOCUDA_OP(int mts_gpu_tokpool_forward(int N, int T, int D, int mode, const float *x, float *y, mts_err *err))
+NOCUDA_OP(int mts_gpu_tokpool_backward(int N, int T, int D, int mode, const float *dy, float *dx, mts_err *err))
 NOCUDA_OP(int mts_gpu_add(size_t n, const float *a, const float *b, float *y, mts_err *err))
 NOCUDA_OP(int mts_gpu_acc(size_t n, float *dst, const float *src, mts_err *err))
 NOCUDA_OP(int mts_gpu_copy_pz(size_t n, const float *src, float *dst, mts_err *err))

@@ -274,22 +274,98 @@ uint32_t fbits(float f)
     return u;
 }
 
-// mts_gpu_gemm (host pointers) against mts_gemm_ref on one shape; prints the
-// first mismatches with indices and both results in hex.
-void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what)
+// Typical training operands: normal values of modest range, a quarter of
+// them zero (ReLU outputs), none special: the tiles kernel 2 runs without
+// range checks.
+float typical(uint64_t *s)
+{
+    uint64_t r = splitmix64(s);
+    if (r % 4 == 0) return (r >> 9) & 1 ? 0.0f : -0.0f;
+    float m = (float)((r >> 8) & 0xffffff) / 16777216.0f + 0.5f;
+    return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 24) - 12);
+}
+
+// Normal values of every FP32 exponent, and zeros: products at and beyond
+// both ends of the range, and between kernel 2's safe range and the ends.
+float wide(uint64_t *s)
+{
+    uint64_t r = splitmix64(s);
+    if (r % 8 == 0) return 0.0f;
+    float m = (float)((r >> 8) & 0xffffff) / 16777216.0f + 1.0f;
+    return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 254) - 126);
+}
+
+// The same within 2^-70 .. 2^71: tiles of kernel 2's checked product with
+// no operand near the ends of the range.
+float mid(uint64_t *s)
+{
+    uint64_t r = splitmix64(s);
+    if (r % 8 == 0) return -0.0f;
+    float m = (float)((r >> 8) & 0xffffff) / 16777216.0f + 1.0f;
+    return ((r >> 60) & 1 ? -m : m) * std::ldexp(1.0f, (int)((r >> 33) % 141) - 70);
+}
+
+// One GEMM through an explicit plan running `kernel` (mts_gpu_plan_set_kernel):
+// on device pointers, INT on host pointers; C in and out on the host.
+int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, int n, int k, const std::vector<float> &A,
+                    int lda, const std::vector<float> &B, int ldb, float beta, std::vector<float> &C, int ldc,
+                    mts_err *err)
+{
+    mts_gpu_gemm_plan *pl = nullptr;
+    void *d[3] = {nullptr, nullptr, nullptr};
+    const std::vector<float> *h[3] = {&A, &B, &C};
+    int rc = mts_gpu_plan_open(&p, &pl, err);
+    if (rc == MTS_OK) rc = mts_gpu_plan_set_kernel(pl, kernel, err);
+    if (p.kind == MTS_PROV_INT) { // host pointers only (its quantization runs on the host)
+        if (rc == MTS_OK)
+            rc = mts_gpu_gemm_host(pl, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, err);
+        mts_gpu_plan_close(pl);
+        return rc;
+    }
+    for (int i = 0; i < 3 && rc == MTS_OK; i++) {
+        rc = mts_gpu_alloc(&d[i], h[i]->size() * 4, err);
+        if (rc == MTS_OK) rc = mts_gpu_upload(d[i], h[i]->data(), h[i]->size() * 4, err);
+    }
+    if (rc == MTS_OK)
+        rc = mts_gpu_gemm_dev(pl, ta, tb, m, n, k, (const float *)d[0], lda, (const float *)d[1], ldb, beta,
+                              (float *)d[2], ldc, err);
+    if (rc == MTS_OK) rc = mts_gpu_download(C.data(), d[2], C.size() * 4, err);
+    for (void *x : d) mts_gpu_free(x);
+    mts_gpu_plan_close(pl);
+    return rc;
+}
+
+// Our GPU GEMM against mts_gemm_ref on one shape: mts_gpu_gemm (host
+// pointers, the default kernel choice) and each numbered kernel (1 to 4; INT
+// has 1 and 2) through its own plan; prints the first mismatches with indices and both
+// results in hex. gen: the operand generator (default: every special case).
+void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what,
+           float (*gen)(uint64_t *) = operand, int kmax = 4)
 {
     uint64_t s = seed;
     int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 1;
     std::vector<float> A((size_t)(ta ? k : m) * lda + 1), B((size_t)(tb ? n : k) * ldb + 1), C((size_t)m * ldc + 1);
-    for (float &v : A) v = operand(&s);
-    for (float &v : B) v = operand(&s);
+    for (float &v : A) v = gen(&s);
+    for (float &v : B) v = gen(&s);
     for (float &v : C) v = operand(&s);
-    std::vector<float> R = C;
+    std::vector<float> R = C, C0 = C, C1;
     mts_err err;
     ASSERT_EQ(mts_gemm_ref(&p, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, R.data(), ldc, &err), MTS_OK)
         << err.msg;
     ASSERT_EQ(mts_gpu_gemm(&p, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, &err), MTS_OK)
         << what << ": " << err.msg;
+    for (int kernel = 1; kernel <= (p.kind == MTS_PROV_INT ? 2 : kmax); kernel++) {
+        C1 = C0;
+        ASSERT_EQ(gemm_dev_kernel(p, kernel, ta, tb, m, n, k, A, lda, B, ldb, beta, C1, ldc, &err), MTS_OK)
+            << what << " kernel " << kernel << ": " << err.msg;
+        for (size_t i = 0; i < C1.size(); i++)
+            if (fbits(C1[i]) != fbits(R[i])) {
+                ADD_FAILURE() << what << " kernel " << kernel << " m=" << m << " n=" << n << " k=" << k << ": C["
+                              << i / ldc << "][" << i % ldc << "] gpu 0x" << std::hex << fbits(C1[i]) << " ref 0x"
+                              << fbits(R[i]) << std::dec;
+                break;
+            }
+    }
     int shown = 0, bad = 0;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
@@ -303,18 +379,27 @@ void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float bet
             bad++;
         }
     EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << m * n << " outputs differ";
+    for (int i = 0; i < m; i++) // C's elements between the rows (ldc > n) are not the GEMM's
+        for (int j = n; j < ldc && (size_t)i * ldc + j < C.size(); j++)
+            if (fbits(C[(size_t)i * ldc + j]) != fbits(R[(size_t)i * ldc + j])) {
+                ADD_FAILURE() << what << ": C[" << i << "][" << j << "], outside the " << m << " x " << n
+                              << " outputs, was written: 0x" << std::hex << fbits(C[(size_t)i * ldc + j])
+                              << " instead of 0x" << fbits(R[(size_t)i * ldc + j]) << std::dec;
+                return;
+            }
 }
 
 // Ragged shapes: 1, primes, tile multiples and a tile plus one.
 const int kShapes[][3] = {{1, 1, 1}, {1, 7, 3}, {17, 1, 33}, {31, 37, 41}, {16, 16, 16}, {33, 17, 65}, {5, 3, 0}};
 
-void check_all(const mts_provider &p, const char *what)
+// kmax: the numbered kernels run beside the default choice (TiledKernelEveryProductKind runs them all)
+void check_all(const mts_provider &p, const char *what, int kmax = 4)
 {
     uint64_t seed = 1;
     for (auto &sh : kShapes)
         for (int t = 0; t < 4; t++) {
             float beta = t == 0 ? 0.0f : t == 1 ? 1.0f : -0.75f;
-            check(p, sh[0], sh[1], sh[2], t & 1, (t >> 1) & 1, beta, seed++, what);
+            check(p, sh[0], sh[1], sh[2], t & 1, (t >> 1) & 1, beta, seed++, what, operand, kmax);
         }
 }
 
@@ -335,7 +420,7 @@ TEST(GpuGemm, LutEveryMantissaWidth)
         ASSERT_EQ(mts_mulop_model(&op, M <= 7 ? "mbm" : "trunc", &f, &err), MTS_OK) << err.msg;
         ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
         std::string what = "lut M=" + std::to_string(M);
-        check_all(prov(MTS_PROV_LUT, &lut), what.c_str());
+        check_all(prov(MTS_PROV_LUT, &lut), what.c_str(), M == 7 || M == 10 ? 4 : 1);
         mts_provider wide = prov(MTS_PROV_LUT, &lut); // operands quantized wider, then truncated
         wide.in_fmt = mts_format_e8(M + 3);
         check(wide, 19, 23, 29, 0, 1, 0.0f, 99, (what + " in_fmt M+3").c_str());
@@ -395,6 +480,176 @@ TEST(GpuGemm, FmaqChunksBiasesUnderflow)
                     check(p, 3, 17, 33, 1, 1, 1.0f, 8 + ch, what.c_str());
                 }
     mts_lut_free(&lut);
+}
+
+// Kernel 2 on shapes of several 64x64 tiles and 16-deep k steps, ragged,
+// every transpose: typical operands (the unchecked bf16-like product) and
+// special ones (its checked product), for each product kind it has: FP32,
+// the bf16-like table in shared memory (M = 7) and in global memory
+// (M = 10), the scalar product (an E5 table; a bf16 table with a zero-flag
+// entry, which the float table cannot hold), and FMAq over both.
+TEST(GpuGemm, TiledKernelEveryProductKind)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_format f7 = mts_format_e8(7), f10 = mts_format_e8(10), f5;
+    ASSERT_EQ(mts_format_parse("fp8e5m2", &f5, &err), MTS_OK) << err.msg;
+    mts_lut l7{}, l10{}, l5{}, lz{};
+    mts_mulop op;
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &l7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lz, &err), MTS_OK) << err.msg;
+    lz.entry[3 * 128 + 5] = MTS_LUT_ZERO; // a design whose (1.3/128)(1.5/128) is zero
+    mts_lut la{};                         // an asymmetric design: T[a][b] != T[b][a]
+    ASSERT_EQ(mts_lut_generate(&op, &la, &err), MTS_OK) << err.msg;
+    for (size_t i = 0; i < la.n; i += 7) la.entry[i] ^= 1u << 10;
+    ASSERT_EQ(mts_mulop_model(&op, "trunc", &f10, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &l10, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_mulop_model(&op, "exact", &f5, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &l5, &err), MTS_OK) << err.msg;
+    struct {
+        mts_provider p;
+        const char *what;
+    } cases[] = {{prov(MTS_PROV_NATIVE), "native"},          {prov(MTS_PROV_LUT, &l7), "lut bf16 mbm"},
+                 {prov(MTS_PROV_LUT, &l10), "lut e8m10 trunc"}, {prov(MTS_PROV_LUT, &l5), "lut fp8e5m2"},
+                 {prov(MTS_PROV_LUT, &lz), "lut bf16 zero entry"}, {prov(MTS_PROV_LUT, &l7), "fmaq lut bf16"},
+                 {prov(MTS_PROV_NATIVE), "fmaq native"},        {prov(MTS_PROV_LUT, &la), "lut bf16 asymmetric"}};
+    for (int c = 5; c <= 6; c++) {
+        cases[c].p.fmaq = 1;
+        cases[c].p.chunk = 16;
+        cases[c].p.qacc = qfmt(7, 4, 10, 1);
+        cases[c].p.qprod = qfmt(7, 4, 12, 1, MTS_RNE);
+    }
+    uint64_t seed = 40;
+    for (auto &cs : cases)
+        for (int t = 0; t < 4; t++) {
+            check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical);
+            check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand);
+        }
+    // INT tables: 16-bit entries in shared memory (signed, unsigned), 32-bit
+    // ones from global memory, sums in int32 and (entries near 2^27) int64
+    mts_lut i8s{}, i8u{}, i8w{};
+    ASSERT_EQ(mts_intmul_exact_lut(8, 1, &i8s, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_intmul_exact_lut(8, 0, &i8u, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_intmul_exact_lut(8, 1, &i8w, &err), MTS_OK) << err.msg;
+    for (size_t i = 0; i < i8w.n; i += 5) i8w.entry[i] = (uint32_t)((int32_t)i8w.entry[i] * 4099);
+    i8w.entry[77] = 1u << 27;
+    for (const mts_lut *l : {&i8s, &i8u, &i8w})
+        for (int t = 0; t < 4; t++) check(prov(MTS_PROV_INT, l), 130, 67, 50, t & 1, t >> 1, 0.0f, seed++, "int8", typical);
+    mts_lut_free(&i8s), mts_lut_free(&i8u), mts_lut_free(&i8w);
+    // k = 1: every output is one product, nothing absorbed by a sum (flushes,
+    // overflow, NaN and signed zeros show), over several tiles
+    for (auto &cs : cases) {
+        check(cs.p, 70, 130, 1, 0, 0, 0.0f, seed++, cs.what, operand);
+        check(cs.p, 70, 130, 1, 1, 0, 0.0f, seed++, cs.what, wide);
+        check(cs.p, 70, 130, 1, 0, 1, 0.0f, seed++, cs.what, mid);
+    }
+    mts_lut_free(&l7), mts_lut_free(&l10), mts_lut_free(&l5), mts_lut_free(&lz), mts_lut_free(&la);
+}
+
+// The host-pointer path keeps plans between calls: a table rewritten in
+// place (same provider, same pointers) and a second provider in between
+// must give their own results, never a stale plan's.
+TEST(GpuGemm, HostPathPlansFollowTheTable)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_format f7 = mts_format_e8(7);
+    mts_mulop op;
+    mts_lut lut{};
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+    mts_provider p = prov(MTS_PROV_LUT, &lut);
+    check(p, 9, 13, 70, 0, 0, 0.0f, 71, "lut bf16 before", typical);
+    for (size_t i = 0; i < lut.n; i++) lut.entry[i] ^= 1u << 12; // another design, same pointers
+    check(p, 9, 13, 70, 0, 0, 0.0f, 71, "lut bf16 rewritten", typical);
+    check(prov(MTS_PROV_NATIVE), 9, 13, 70, 0, 0, 0.0f, 72, "native between", typical);
+    p.in_fmt = mts_format_e8(9); // another setting, same table
+    check(p, 9, 13, 70, 0, 0, 0.0f, 73, "lut bf16 in_fmt e8m9", typical);
+    mts_lut_free(&lut);
+}
+
+// A batch of 3 x 2 GEMMs in one launch (outer and inner strides, C's
+// between the products untouched) equals mts_gemm_ref on each, every kernel.
+TEST(GpuGemm, BatchedEqualsEachGemm)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_format f7 = mts_format_e8(7);
+    mts_mulop op;
+    mts_lut lut{};
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+    const int m = 17, n = 9, k = 21, lda = 25, ldb = 11, ldc = 10; // A [m][k], B^T [n][k]
+    mts_gpu_batch bt{};
+    bt.outer = 3, bt.inner = 2;
+    bt.a_inner = (size_t)m * lda, bt.a_outer = 2 * bt.a_inner + 5;
+    bt.b_inner = 7, bt.b_outer = (size_t)n * ldb + 20; // the two inner B overlap: allowed for inputs
+    bt.c_inner = (size_t)m * ldc + 3, bt.c_outer = 2 * bt.c_inner + 1;
+    std::vector<float> A(3 * bt.a_outer), B(3 * bt.b_outer), C0(3 * bt.c_outer);
+    uint64_t s = 5;
+    for (float &v : A) v = typical(&s);
+    for (float &v : B) v = typical(&s);
+    for (float &v : C0) v = operand(&s);
+    std::vector<float> R = C0;
+    for (mts_provider p : {prov(MTS_PROV_LUT, &lut), prov(MTS_PROV_NATIVE)}) {
+        R = C0;
+        for (int o = 0; o < 3; o++)
+            for (int i = 0; i < 2; i++)
+                ASSERT_EQ(mts_gemm_ref(&p, 0, 1, m, n, k, &A[o * bt.a_outer + i * bt.a_inner], lda,
+                                       &B[o * bt.b_outer + i * bt.b_inner], ldb, 1.0f,
+                                       &R[o * bt.c_outer + i * bt.c_inner], ldc, &err),
+                          MTS_OK)
+                    << err.msg;
+        for (int kernel = 0; kernel <= 4; kernel++) {
+            mts_gpu_gemm_plan *pl = nullptr;
+            void *d[3] = {nullptr, nullptr, nullptr};
+            const std::vector<float> *h[3] = {&A, &B, &C0};
+            ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_gpu_plan_set_kernel(pl, kernel, &err), MTS_OK) << err.msg;
+            for (int j = 0; j < 3; j++) {
+                ASSERT_EQ(mts_gpu_alloc(&d[j], h[j]->size() * 4, &err), MTS_OK) << err.msg;
+                ASSERT_EQ(mts_gpu_upload(d[j], h[j]->data(), h[j]->size() * 4, &err), MTS_OK) << err.msg;
+            }
+            ASSERT_EQ(mts_gpu_gemm_dev_batched(pl, &bt, 0, 1, m, n, k, (const float *)d[0], lda, (const float *)d[1],
+                                               ldb, 1.0f, (float *)d[2], ldc, &err),
+                      MTS_OK)
+                << err.msg;
+            std::vector<float> C(C0.size());
+            ASSERT_EQ(mts_gpu_download(C.data(), d[2], C.size() * 4, &err), MTS_OK) << err.msg;
+            for (void *x : d) mts_gpu_free(x);
+            mts_gpu_plan_close(pl);
+            for (size_t i = 0; i < C.size(); i++)
+                if (fbits(C[i]) != fbits(R[i])) {
+                    ADD_FAILURE() << "batched kernel " << kernel << " kind " << p.kind << ": C[" << i << "] gpu 0x"
+                                  << std::hex << fbits(C[i]) << " ref 0x" << fbits(R[i]) << std::dec;
+                    break;
+                }
+        }
+    }
+    mts_gpu_batch big{};
+    big.outer = 300, big.inner = 300;
+    mts_gpu_gemm_plan *pl = nullptr;
+    mts_provider pn = prov(MTS_PROV_NATIVE);
+    ASSERT_EQ(mts_gpu_plan_open(&pn, &pl, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(mts_gpu_gemm_dev_batched(pl, &big, 0, 0, 1, 1, 1, nullptr, 1, nullptr, 1, 0.0f, nullptr, 1, &err),
+              MTS_EINVAL);
+    mts_gpu_plan_close(pl);
+    mts_lut_free(&lut);
+}
+
+TEST(GpuGemm, KernelNumbersAreChecked)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_provider p = prov(MTS_PROV_NATIVE);
+    mts_gpu_gemm_plan *pl = nullptr;
+    ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 5, &err), MTS_EINVAL);
+    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 5"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, -1, &err), MTS_EINVAL);
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 1, &err), MTS_OK);
+    mts_gpu_plan_close(pl);
 }
 
 TEST(GpuGemm, IntTables)
@@ -645,6 +900,259 @@ TEST(GpuOps, GapBatchNormEvalSgd)
     }
     expect_same(gp.get(), prm, "sgd params");
     expect_same(gm.get(), m, "sgd momentum");
+}
+
+// ---------------------------------------- transformer ops (gpu/nn_tx.cu)
+
+// Inputs of the row ops with the values that matter: zeros of both signs,
+// infinities, NaN, subnormals, huge magnitudes (GELU's tanh saturates, a
+// softmax row's exponentials underflow to 0 but the maximum's), the rest
+// plain values of mixed scales.
+std::vector<float> specials_and(size_t n, uint64_t seed)
+{
+    const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, 3e38f, -3e38f, 1e30f, -88.0f, 9.5f,
+                        -9.5f, 0.54f, 0.56f};
+    std::vector<float> v = randv(n, seed);
+    for (size_t i = 0; i < n; i += 7) v[i] = sp[(i / 7) % (sizeof sp / sizeof sp[0])];
+    return v;
+}
+
+// LayerNorm, GELU and the row softmax, forward and every gradient, on
+// ragged sizes: rows of zero variance (invstd = 1/sqrt(eps)), rows with
+// large logits (the softmax's maximum subtracted first), special values.
+TEST(GpuOps, LayerNormGeluSoftmax)
+{
+    NEED_GPU();
+    mts_err err;
+    const int R = 13, D = 37;
+    auto x = randv((size_t)R * D, 21), dy = randv(x.size(), 22), gam = randv(D, 23), bet = randv(D, 24);
+    for (int d = 0; d < D; d++) x[3 * D + d] = 0.75f;                      // zero variance
+    for (int d = 0; d < D; d++) x[5 * D + d] = (d % 2 ? 1e6f : -1e6f);    // large spread
+    for (int d = 0; d < D; d++) x[7 * D + d] = std::ldexp(1.0f + d, 60); // large values
+    std::vector<float> y(x.size()), xh(x.size()), is(R), dx(x.size()), dg(D), db(D);
+    mts_layernorm_forward(R, D, x.data(), gam.data(), bet.data(), 1e-5f, y.data(), xh.data(), is.data());
+    mts_layernorm_backward(R, D, dy.data(), gam.data(), xh.data(), is.data(), dx.data(), dg.data(), db.data());
+    {
+        Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), gy(dy), gxh(dy), gis(std::vector<float>(R, 7.0f)), gdx(x),
+            gdg(gam), gdb(bet);
+        ASSERT_EQ(mts_gpu_layernorm_forward(R, D, gx.d(), ggam.d(), gbet.d(), 1e-5f, gy.d(), gxh.d(), gis.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        expect_same(gy.get(), y, "layernorm y");
+        expect_same(gxh.get(), xh, "layernorm xhat");
+        expect_same(gis.get(), is, "layernorm invstd");
+        Dev<float> cxh(xh), cis(is); // the CPU's saved values: the backward on its own
+        ASSERT_EQ(mts_gpu_layernorm_backward(R, D, gdy.d(), ggam.d(), cxh.d(), cis.d(), gdx.d(), gdg.d(), gdb.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        expect_same(gdx.get(), dx, "layernorm dx");
+        expect_same(gdg.get(), dg, "layernorm dgamma");
+        expect_same(gdb.get(), db, "layernorm dbeta");
+        ASSERT_EQ(mts_gpu_layernorm_backward(R, D, gdy.d(), ggam.d(), cxh.d(), cis.d(), nullptr, gdg.d(), gdb.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        expect_same(gdg.get(), dg, "layernorm dgamma without dx");
+    }
+
+    const size_t n = 1001;
+    auto gx = specials_and(n, 25), gdy = randv(n, 26);
+    for (size_t i = 0; i < n; i += 13) gx[i] = std::ldexp((float)(i % 41) - 20.0f, -2); // tanh's three branches
+    std::vector<float> gy(n), gdx(n);
+    mts_gelu_forward(n, gx.data(), gy.data());
+    mts_gelu_backward(n, gx.data(), gdy.data(), gdx.data());
+    {
+        Dev<float> dx_(gx), ddy(gdy), dy_(gdy), ddx(gx);
+        ASSERT_EQ(mts_gpu_gelu_forward(n, dx_.d(), dy_.d(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_gelu_backward(n, dx_.d(), ddy.d(), ddx.d(), &err), MTS_OK) << err.msg;
+        expect_same(dy_.get(), gy, "gelu y");
+        expect_same(ddx.get(), gdx, "gelu dx");
+    }
+
+    const int SR = 11, SW = 19;
+    auto sx = randv((size_t)SR * SW, 27), sdy = randv(sx.size(), 28);
+    for (int j = 0; j < SW; j++) sx[2 * SW + j] = j == 4 ? 1e30f : -1e30f;          // one huge logit
+    for (int j = 0; j < SW; j++) sx[4 * SW + j] = 80.0f + (float)j;                // e^x - max: no overflow
+    for (int j = 0; j < SW; j++) sx[6 * SW + j] = -0.0f;                           // all equal
+    for (int j = 0; j < SW; j++) sx[8 * SW + j] = j % 3 ? -INFINITY : (float)j;    // exp(-inf) = 0
+    sx[10 * SW + 5] = NAN;
+    std::vector<float> sy(sx.size()), sdx(sx.size());
+    mts_softmax_forward(SR, SW, sx.data(), sy.data());
+    mts_softmax_backward(SR, SW, sy.data(), sdy.data(), sdx.data());
+    {
+        Dev<float> dx_(sx), dy_(sdy), ddy(sdy), ddx(sx), csy(sy);
+        ASSERT_EQ(mts_gpu_softmax_forward(SR, SW, dx_.d(), dy_.d(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_softmax_backward(SR, SW, csy.d(), ddy.d(), ddx.d(), &err), MTS_OK) << err.msg;
+        expect_same(dy_.get(), sy, "softmax y");
+        expect_same(ddx.get(), sdx, "softmax dx");
+    }
+}
+
+// The data movement and FP32 sums of the token side: patchify (whole
+// patches, and a size that leaves a border outside the grid), the tokens
+// layer with and without a class token, token pooling (mean and class).
+TEST(GpuOps, PatchifyTokensPool)
+{
+    NEED_GPU();
+    mts_err err;
+    const int shapes[][4] = {{3, 8, 12, 4}, {2, 9, 10, 3}, {1, 7, 9, 4}, {1, 28, 28, 7}}; // C, Hh, W, p (vit-tiny last)
+    for (auto &sh : shapes) {
+        const int N = 2, C = sh[0], Hh = sh[1], W = sh[2], p = sh[3], T = (Hh / p) * (W / p), F = C * p * p;
+        auto x = specials_and((size_t)N * C * Hh * W, 31), dy = randv((size_t)N * T * F, 32);
+        std::vector<float> y(dy.size()), dx(x.size());
+        mts_patchify_forward(N, C, Hh, W, p, x.data(), y.data());
+        mts_patchify_backward(N, C, Hh, W, p, dy.data(), dx.data());
+        Dev<float> gx(x), gy(dy), gdy(dy), gdx(x);
+        ASSERT_EQ(mts_gpu_patchify_forward(N, C, Hh, W, p, gx.d(), gy.d(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_patchify_backward(N, C, Hh, W, p, gdy.d(), gdx.d(), &err), MTS_OK) << err.msg;
+        std::string what = "patchify " + std::to_string(Hh) + "x" + std::to_string(W) + "/" + std::to_string(p);
+        expect_same(gy.get(), y, (what + " y").c_str());
+        expect_same(gdx.get(), dx, (what + " dx").c_str());
+    }
+
+    const int N = 3, T = 5, D = 7;
+    for (int cls = 0; cls <= 1; cls++) {
+        const int T2 = T + cls;
+        auto x = randv((size_t)N * T * D, 33), pos = randv((size_t)T2 * D, 34), c = randv(D, 35),
+             dy = specials_and((size_t)N * T2 * D, 36);
+        for (int i = 0; i < D; i++) dy[i] = -0.0f; // -0 sums: +0 + -0 on both sides
+        std::vector<float> y(dy.size()), dx(x.size()), dpos(pos.size()), dcls(D, 5.0f);
+        mts_tokens_forward(N, T, D, cls ? c.data() : nullptr, pos.data(), x.data(), y.data());
+        mts_tokens_backward(N, T, D, cls, dy.data(), dx.data(), dpos.data(), cls ? dcls.data() : nullptr);
+        Dev<float> gx(x), gpos(pos), gc(c), gdy(dy), gy(dy), gdx(x), gdpos(pos), gdcls(c);
+        ASSERT_EQ(mts_gpu_tokens_forward(N, T, D, cls ? gc.d() : nullptr, gpos.d(), gx.d(), gy.d(), &err), MTS_OK)
+            << err.msg;
+        ASSERT_EQ(mts_gpu_tokens_backward(N, T, D, cls, gdy.d(), gdx.d(), gdpos.d(), cls ? gdcls.d() : nullptr, &err),
+                  MTS_OK)
+            << err.msg;
+        const char *w = cls ? "tokens+cls" : "tokens";
+        expect_same(gy.get(), y, (std::string(w) + " y").c_str());
+        expect_same(gdx.get(), dx, (std::string(w) + " dx").c_str());
+        expect_same(gdpos.get(), dpos, (std::string(w) + " dpos").c_str());
+        if (cls) expect_same(gdcls.get(), dcls, "tokens dcls");
+    }
+
+    for (int mode : {MTS_TOKPOOL_MEAN, MTS_TOKPOOL_CLS}) {
+        auto x = specials_and((size_t)N * T * D, 37), dy = randv((size_t)N * D, 38);
+        std::vector<float> y(dy.size()), dx(x.size());
+        mts_tokpool_forward(N, T, D, mode, x.data(), y.data());
+        mts_tokpool_backward(N, T, D, mode, dy.data(), dx.data());
+        Dev<float> gx(x), gy(dy), gdy(dy), gdx(x);
+        ASSERT_EQ(mts_gpu_tokpool_forward(N, T, D, mode, gx.d(), gy.d(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_tokpool_backward(N, T, D, mode, gdy.d(), gdx.d(), &err), MTS_OK) << err.msg;
+        const char *w = mode == MTS_TOKPOOL_CLS ? "tokpool cls" : "tokpool mean";
+        expect_same(gy.get(), y, (std::string(w) + " y").c_str());
+        expect_same(gdx.get(), dx, (std::string(w) + " dx").c_str());
+    }
+}
+
+// The ops that multiply, each against its CPU op (whose attention GEMMs run
+// batched through mts_gemm_batch) with native FP32, the bf16 MBM LUT and
+// FMAq M7E4 over that LUT: attention scores and output with every gradient
+// (ragged T, heads and head width; the gradient buffers start as garbage, so
+// the zeroed columns are checked), MatMul, and the token-wise dense layer
+// (mts_gpu_dense_* over N*T rows). Each GPU op reads the CPU's inputs.
+TEST(GpuOps, AttentionMatmulTokenDense)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_lut lut{};
+    mts_mulop op;
+    mts_format bf16 = mts_format_e8(7);
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &bf16, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
+    for (int pv = 0; pv < 3; pv++) {
+        mts_provider p = pv == 0 ? prov(MTS_PROV_NATIVE) : prov(MTS_PROV_LUT, &lut);
+        if (pv == 2) {
+            p.fmaq = 1;
+            p.chunk = 4;
+            p.qacc = qfmt(7, 4, 8, 0);
+            p.qprod = qfmt(7, 4, 8, 0, MTS_RNE);
+        }
+        const std::string pn = pv == 0 ? "native" : pv == 1 ? "lut" : "fmaq";
+        mts_nn_ctx ctx = mts_nn_ctx_cpu(&p, &p);
+        mts_gpu_gemm_plan *pl;
+        ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+        auto same = [&](const Dev<float> &g, const std::vector<float> &c, const char *what) {
+            expect_same(g.get(), c, (pn + " " + what).c_str());
+        };
+
+        // ragged heads within one tile; tokens past a 16-wide tile; vit-tiny's heads (16 tokens, 4 x 16)
+        const int shapes[][4] = {{2, 7, 3, 5}, {1, 17, 2, 16}, {1, 16, 4, 16}}; // N, T, H, dh
+        for (auto &sh : shapes) {
+            const int N = sh[0], T = sh[1], H = sh[2], dh = sh[3], D = H * dh;
+            const float sc = 1.0f / std::sqrt((float)dh);
+            const std::string at = " T=" + std::to_string(T) + " dh=" + std::to_string(dh);
+            auto qkv = randv((size_t)N * T * 3 * D, 41 + pv), dyo = randv((size_t)N * T * D, 44 + pv);
+            auto garbage = specials_and(qkv.size(), 47);
+            std::vector<float> s((size_t)N * H * T * T), a(s.size()), y(dyo.size()), da(s.size()), ds(s.size()),
+                dq = garbage, dv = garbage;
+            ASSERT_EQ(mts_attn_qk_forward(&ctx, N, T, H, dh, sc, qkv.data(), s.data(), &err), MTS_OK) << err.msg;
+            mts_softmax_forward(N * H * T, T, s.data(), a.data());
+            ASSERT_EQ(mts_attn_av_forward(&ctx, N, T, H, dh, a.data(), qkv.data(), y.data(), &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_attn_av_backward(&ctx, N, T, H, dh, a.data(), qkv.data(), dyo.data(), da.data(), dv.data(), &err),
+                      MTS_OK)
+                << err.msg;
+            mts_softmax_backward(N * H * T, T, a.data(), da.data(), ds.data());
+            ASSERT_EQ(mts_attn_qk_backward(&ctx, N, T, H, dh, sc, qkv.data(), ds.data(), dq.data(), &err), MTS_OK)
+                << err.msg;
+            {
+                Dev<float> gqkv(qkv), ga(a), gdyo(dyo), gds(ds), gs(da), gy(dyo), gda(s), gdq(garbage), gdv(garbage);
+                ASSERT_EQ(mts_gpu_attn_qk_forward(pl, N, T, H, dh, sc, gqkv.d(), gs.d(), &err), MTS_OK) << err.msg;
+                same(gs, s, ("attn scores" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_av_forward(pl, N, T, H, dh, ga.d(), gqkv.d(), gy.d(), &err), MTS_OK) << err.msg;
+                same(gy, y, ("attn output" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_av_backward(pl, N, T, H, dh, ga.d(), gqkv.d(), gdyo.d(), gda.d(), gdv.d(), &err),
+                          MTS_OK)
+                    << err.msg;
+                same(gda, da, ("attn dA" + at).c_str());
+                same(gdv, dv, ("attn dV (dqkv, Q and K columns zeroed)" + at).c_str());
+                ASSERT_EQ(mts_gpu_attn_qk_backward(pl, N, T, H, dh, sc, gqkv.d(), gds.d(), gdq.d(), &err), MTS_OK)
+                    << err.msg;
+                same(gdq, dq, ("attn dQ, dK (dqkv, V columns zeroed)" + at).c_str());
+            }
+        }
+
+        const int N = 2, M = 5, K = 9, Q = 6, D = 15;
+        auto ma = randv((size_t)N * M * K, 51), mb = randv((size_t)N * K * Q, 52), mdc = randv((size_t)N * M * Q, 53);
+        std::vector<float> mc(mdc.size()), mda(ma.size()), mdb(mb.size());
+        ASSERT_EQ(mts_matmul_forward(&ctx, N, M, K, Q, ma.data(), mb.data(), mc.data(), &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_matmul_backward(&ctx, N, M, K, Q, ma.data(), mb.data(), mdc.data(), mda.data(), mdb.data(), &err),
+                  MTS_OK)
+            << err.msg;
+        {
+            Dev<float> ga(ma), gb(mb), gdc(mdc), gc(mdc), gda(ma), gdb(mb);
+            ASSERT_EQ(mts_gpu_matmul_forward(pl, N, M, K, Q, ga.d(), gb.d(), gc.d(), &err), MTS_OK) << err.msg;
+            ASSERT_EQ(mts_gpu_matmul_backward(pl, N, M, K, Q, ga.d(), gb.d(), gdc.d(), gda.d(), gdb.d(), &err), MTS_OK)
+                << err.msg;
+            same(gc, mc, "matmul c");
+            same(gda, mda, "matmul da");
+            same(gdb, mdb, "matmul db");
+        }
+
+        // token-wise dense: the rows are the N*T tokens, D in, 3D out (a QKV projection)
+        const int rows = N * 7, in = D, out = 3 * D;
+        auto tx = randv((size_t)rows * in, 54), tw = randv((size_t)out * in, 55), tb = randv(out, 56),
+             tdy = randv((size_t)rows * out, 57);
+        std::vector<float> ty(tdy.size()), tdx(tx.size()), tdw(tw.size()), tdb(out);
+        ASSERT_EQ(mts_dense_forward(&ctx, rows, in, out, tx.data(), tw.data(), tb.data(), ty.data(), &err), MTS_OK);
+        ASSERT_EQ(mts_dense_backward(&ctx, rows, in, out, tx.data(), tw.data(), tdy.data(), tdx.data(), tdw.data(),
+                                     tdb.data(), &err),
+                  MTS_OK);
+        {
+            Dev<float> gx(tx), gw(tw), gb(tb), gdy(tdy), gy(tdy), gdx(tx), gdw(tw), gdb(tb);
+            ASSERT_EQ(mts_gpu_dense_forward(pl, rows, in, out, gx.d(), gw.d(), gb.d(), gy.d(), &err), MTS_OK)
+                << err.msg;
+            ASSERT_EQ(mts_gpu_dense_backward(pl, rows, in, out, gx.d(), gw.d(), gdy.d(), gdx.d(), gdw.d(), gdb.d(), &err),
+                      MTS_OK)
+                << err.msg;
+            same(gy, ty, "token dense y");
+            same(gdx, tdx, "token dense dx");
+            same(gdw, tdw, "token dense dw");
+            same(gdb, tdb, "token dense db");
+        }
+        mts_gpu_plan_close(pl);
+    }
+    mts_lut_free(&lut);
 }
 
 // ------------------------------------- device-resident training vs the CPU

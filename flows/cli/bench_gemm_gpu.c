@@ -1,9 +1,10 @@
 /* bench_gemm_gpu.c - `mantis bench gemm --device cuda`: in one run, at each
  * size N (default 1024, 4096, 8192), cuBLAS SGEMM (FP32, TF32 off) as the
  * baseline and our GPU providers on device-resident operands: NATIVE, LUT
- * bf16 (e8m7 table of the model, default mbm), LUT e8m10 (table in global
- * memory / L2), FMAq M7E4 (bf16 LUT products, biases 12/10, chunk 16), INT8
- * table (host-pointer path: includes its host quantization and transfers).
+ * bf16 (e8m7 table of the model, default mbm; kernel 2 and the reference
+ * kernel 1), LUT e8m10 (table in global memory / L2), FMAq M7E4 (bf16 LUT
+ * products, biases 12/10, chunk 16), INT8 table (host-pointer path: includes
+ * its host quantization and transfers).
  * Prints the time, approx-MAC/s, the ratio to cuBLAS and the peak device
  * memory. docs/gemm.md, "GPU". */
 #include <stdio.h>
@@ -18,9 +19,13 @@
 #include "mantis/rng.h"
 
 #define CMD "bench gemm --device cuda"
-#define N_GPU 6
+#define N_GPU 7
+#define I_INT 6 /* the INT8 row (host pointers) */
 
-static const char *const names[N_GPU] = {"cublas", "native", "lut-bf16", "lut-m10", "fmaq-m7e4", "int8"};
+/* lut-bf16-k1: the same table through kernel 1, the readable reference
+ * kernel (gpu/gemm.cu), for the ratio of the tiled kernel 2 to it */
+static const char *const names[N_GPU] = {"cublas",   "native",    "lut-bf16", "lut-bf16-k1",
+                                         "lut-m10", "fmaq-m7e4", "int8"};
 
 /* Best wall time (s) of reps runs of provider idx after a warm-up; dA etc.
  * on the device, hA etc. on the host (INT only). */
@@ -33,7 +38,7 @@ static int time_one(int idx, const mts_gpu_gemm_plan *pl, const mts_provider *pi
         double t0 = mts_clock_now();
         int rc;
         if (idx == 0) rc = mts_gpu_sgemm_cublas(n, n, n, dA, dB, dC, err);
-        else if (idx == 5) rc = mts_gpu_gemm(pint, 0, 0, n, n, n, hA, n, hB, n, 0.0f, hC, n, err);
+        else if (idx == I_INT) rc = mts_gpu_gemm(pint, 0, 0, n, n, n, hA, n, hB, n, 0.0f, hC, n, err);
         else rc = mts_gpu_gemm_dev(pl, 0, 0, n, n, n, dA, n, dB, n, 0.0f, dC, n, err);
         if (rc == MTS_OK) rc = mts_gpu_sync(err);
         if (rc != MTS_OK) return rc;
@@ -52,7 +57,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
         long x;
         if (cli_is_help(a)) {
             printf("usage: mantis bench gemm --device cuda [--sizes N[,N...]] [--reps R] [--model mbm|exact]\n"
-                   "  cuBLAS SGEMM (TF32 off) vs our GPU NATIVE, LUT bf16, LUT e8m10, FMAq M7E4, INT8\n"
+                   "  cuBLAS SGEMM (TF32 off) vs our GPU NATIVE, LUT bf16 (kernels 2 and 1), LUT e8m10, FMAq M7E4, INT8\n"
                    "  (default sizes 1024,4096,8192; reps 1 after a warm-up)\n");
             return 0;
         }
@@ -88,24 +93,25 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
     mts_provider p[N_GPU];
     memset(p, 0, sizeof p);
     p[1].kind = MTS_PROV_NATIVE;
-    p[2].kind = p[3].kind = p[4].kind = MTS_PROV_LUT;
-    p[2].lut = &l7;
-    p[3].lut = &l10;
-    p[4].lut = &l7;
-    p[4].fmaq = 1;
-    p[4].chunk = 16;
-    mts_qfmt_parse("M7E4", 12, &p[4].qprod, &err);
-    mts_qfmt_parse("M7E4", 10, &p[4].qacc, &err);
-    p[5].kind = MTS_PROV_INT;
-    p[5].lut = &i8;
+    p[2].kind = p[3].kind = p[4].kind = p[5].kind = MTS_PROV_LUT;
+    p[2].lut = p[3].lut = &l7;
+    p[4].lut = &l10;
+    p[5].lut = &l7;
+    p[5].fmaq = 1;
+    p[5].chunk = 16;
+    mts_qfmt_parse("M7E4", 12, &p[5].qprod, &err);
+    mts_qfmt_parse("M7E4", 10, &p[5].qacc, &err);
+    p[I_INT].kind = MTS_PROV_INT;
+    p[I_INT].lut = &i8;
     mts_gpu_gemm_plan *pl[N_GPU] = {0};
     int status = 0;
-    for (int i = 1; i < 5 && !status; i++)
-        if (mts_gpu_plan_open(&p[i], &pl[i], &err)) status = cli_error(CMD, "%s: %s", names[i], err.msg);
+    for (int i = 1; i < I_INT && !status; i++)
+        if (mts_gpu_plan_open(&p[i], &pl[i], &err) || (i == 3 && mts_gpu_plan_set_kernel(pl[i], 1, &err)))
+            status = cli_error(CMD, "%s: %s", names[i], err.msg);
 
     printf("mantis bench gemm --device cuda: %s (sm_%d%d, %d SMs, %.1f GiB), LUT model %s, best of %d\n", info.name,
            info.cc_major, info.cc_minor, info.sm_count, (double)info.mem_total / (1u << 30), model, reps);
-    printf("%-6s %-10s %10s %14s %9s %12s\n", "size", "gemm", "ms", "approx-MAC/s", "x cublas", "peak MiB");
+    printf("%-6s %-12s %10s %14s %9s %12s\n", "size", "gemm", "ms", "approx-MAC/s", "x cublas", "peak MiB");
     for (int s = 0; s < nsizes && !status; s++) {
         int n = sizes[s];
         size_t nn = (size_t)n * n;
@@ -123,9 +129,9 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
                 status = cli_error(CMD, "%s", err.msg);
         double t[N_GPU];
         for (int i = 0; i < N_GPU && !status; i++) {
-            int rc = time_one(i, pl[i], &p[5], n, reps, d[0], d[1], d[2], h, h + nn, h + 2 * nn, &t[i], &err);
+            int rc = time_one(i, pl[i], &p[I_INT], n, reps, d[0], d[1], d[2], h, h + nn, h + 2 * nn, &t[i], &err);
             if (rc == MTS_EUNSUPPORTED && i == 0) { /* no cuBLAS: the others still run */
-                printf("%-6d %-10s %s\n", n, names[i], err.msg);
+                printf("%-6d %-12s %s\n", n, names[i], err.msg);
                 t[0] = 0;
                 continue;
             }
@@ -134,7 +140,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
                 break;
             }
             double macs = (double)n * n * n;
-            printf("%-6d %-10s %10.2f %14.3e %9.2f %12.1f\n", n, names[i], t[i] * 1e3, macs / t[i],
+            printf("%-6d %-12s %10.2f %14.3e %9.2f %12.1f\n", n, names[i], t[i] * 1e3, macs / t[i],
                    t[0] > 0 ? t[i] / t[0] : 0.0, (double)mts_gpu_peak_bytes() / (1 << 20));
             fflush(stdout);
         }

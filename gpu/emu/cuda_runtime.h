@@ -236,6 +236,14 @@ template <class T> T __ldg(const T *p) { return *p; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+// toward zero: the exact product (a double holds it) rounded to nearest,
+// then one step toward zero where that rounding went away from it
+inline float __fmul_rz(float a, float b)
+{
+    double d = (double)a * (double)b;
+    float f = (float)d;
+    return std::fabs((double)f) > std::fabs(d) ? std::nextafter(f, 0.0f) : f;
+}
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline float __frcp_rn(float a) { return 1.0f / a; }

@@ -21,11 +21,16 @@
  * subnormals to +0; logf(+-0) = -inf, logf(x < 0) = NaN, logf(+inf) = +inf;
  * tanhf(+-0) = +-0, tanhf(+-inf) = +-1.
  *
+ * The end of the file holds the non-GEMM arithmetic of the transformer ops
+ * (GELU, row softmax, LayerNorm, whose square root is IEEE's correctly
+ * rounded one on both sides), shared the same way.
+ *
  * Header-only: every function is static inline and MTS_HD (host and device
  * under nvcc). */
 #ifndef MANTIS_FMATH_H
 #define MANTIS_FMATH_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -80,6 +85,32 @@ static inline MTS_HD double mts_fm_dmul(double a, double b)
     return __dmul_rn(a, b);
 #else
     return a * b;
+#endif
+}
+static inline MTS_HD double mts_fm_dsub(double a, double b)
+{
+#if defined(__CUDA_ARCH__)
+    return __dsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+static inline MTS_HD double mts_fm_ddiv(double a, double b)
+{
+#if defined(__CUDA_ARCH__)
+    return __ddiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+/* IEEE 754 requires a correctly rounded square root: sqrtf (one instruction
+ * on x86-64) and __fsqrt_rn agree on every input. */
+static inline MTS_HD float mts_fm_sqrt(float a)
+{
+#if defined(__CUDA_ARCH__)
+    return __fsqrt_rn(a);
+#else
+    return sqrtf(a);
 #endif
 }
 
@@ -363,6 +394,114 @@ static inline MTS_HD float mts_fm_sumf_array(const float *x, size_t n)
     }
     for (size_t j = c * MTS_FM_CHUNK; j < n; j++) mts_fm_sumf_push(&s, x[j]);
     return mts_fm_sumf_sum(&s);
+}
+
+/* ------------------------------------------------ transformer rows */
+
+/* The arithmetic of the transformer ops of nn_ops.h that is not a GEMM:
+ * GELU, the row softmax and LayerNorm, one element or one row at a time.
+ * The CPU ops (sim/nn/act.c, attention.c, layernorm.c) and their CUDA
+ * twins (gpu/nn_tx.cu) both call these, so both round the same operations
+ * in the same order. */
+
+/* GELU, tanh form (Hendrycks & Gimpel): sqrt(2/pi) and the cubic's factor. */
+#define MTS_FM_GELU_C 0.7978845608028654f
+#define MTS_FM_GELU_A 0.044715f
+
+/* tanh(sqrt(2/pi) (v + 0.044715 v^3)) */
+static inline MTS_HD float mts_fm_gelu_tanh(float v)
+{
+    float c = mts_fm_mul(mts_fm_mul(mts_fm_mul(MTS_FM_GELU_A, v), v), v);
+    return mts_fm_tanhf(mts_fm_mul(MTS_FM_GELU_C, mts_fm_add(v, c)));
+}
+/* 0.5 v (1 + t) */
+static inline MTS_HD float mts_fm_gelu(float v)
+{
+    return mts_fm_mul(mts_fm_mul(0.5f, v), mts_fm_add(1.0f, mts_fm_gelu_tanh(v)));
+}
+/* d GELU / dv = 0.5 (1 + t) + 0.5 v (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 v^2) */
+static inline MTS_HD float mts_fm_gelu_grad(float v)
+{
+    float t = mts_fm_gelu_tanh(v);
+    float l = mts_fm_mul(0.5f, mts_fm_add(1.0f, t));
+    float r = mts_fm_mul(mts_fm_mul(mts_fm_mul(0.5f, v), mts_fm_sub(1.0f, mts_fm_mul(t, t))), MTS_FM_GELU_C);
+    float q = mts_fm_add(1.0f, mts_fm_mul(mts_fm_mul(mts_fm_mul(3.0f, MTS_FM_GELU_A), v), v));
+    return mts_fm_add(l, mts_fm_mul(r, q));
+}
+
+/* One row of the softmax: y = exp(x - max) / sum, the FP32 sum in j order
+ * from +0 (y may be x). */
+static inline MTS_HD void mts_fm_softmax_row(int W, const float *x, float *y)
+{
+    float mx = x[0], s = 0.0f;
+    for (int j = 1; j < W; j++)
+        if (x[j] > mx) mx = x[j];
+    for (int j = 0; j < W; j++) {
+        y[j] = mts_fm_expf(mts_fm_sub(x[j], mx));
+        s = mts_fm_add(s, y[j]);
+    }
+    for (int j = 0; j < W; j++) y[j] = mts_fm_div(y[j], s);
+}
+/* Its gradient: dx = y (dy - sum_j dy_j y_j), the sum in j order from +0. */
+static inline MTS_HD void mts_fm_softmax_row_grad(int W, const float *y, const float *dy, float *dx)
+{
+    float s = 0.0f;
+    for (int j = 0; j < W; j++) s = mts_fm_add(s, mts_fm_mul(dy[j], y[j]));
+    for (int j = 0; j < W; j++) dx[j] = mts_fm_mul(y[j], mts_fm_sub(dy[j], s));
+}
+
+/* One row of LayerNorm over D values: mean and variance in double (sums in
+ * d order from +0), invstd = 1/sqrtf(var + eps) (returned), xhat = (x -
+ * mean) invstd, y = xhat gamma + beta. */
+static inline MTS_HD float mts_fm_layernorm_row(int D, const float *x, const float *gamma, const float *beta,
+                                                float eps, float *y, float *xhat)
+{
+    double s = 0.0, v = 0.0;
+    for (int d = 0; d < D; d++) s = mts_fm_dadd(s, (double)x[d]);
+    double mean = mts_fm_ddiv(s, (double)D);
+    for (int d = 0; d < D; d++) {
+        double c = mts_fm_dsub((double)x[d], mean);
+        v = mts_fm_dadd(v, mts_fm_dmul(c, c));
+    }
+    float is = mts_fm_div(1.0f, mts_fm_sqrt(mts_fm_add((float)mts_fm_ddiv(v, (double)D), eps))), m = (float)mean;
+    for (int d = 0; d < D; d++) {
+        float h = mts_fm_mul(mts_fm_sub(x[d], m), is);
+        xhat[d] = h;
+        y[d] = mts_fm_add(mts_fm_mul(h, gamma[d]), beta[d]);
+    }
+    return is;
+}
+/* Column d of LayerNorm's parameter gradients over R rows of width D:
+ * dgamma[d] = sum dy xhat, dbeta[d] = sum dy, in double, in row order. */
+static inline MTS_HD void mts_fm_layernorm_col_grad(int R, int D, int d, const float *dy, const float *xhat,
+                                                    float *dgamma, float *dbeta)
+{
+    double g = 0.0, b = 0.0;
+    for (int r = 0; r < R; r++) {
+        size_t o = (size_t)r * D + d;
+        g = mts_fm_dadd(g, mts_fm_dmul((double)dy[o], (double)xhat[o]));
+        b = mts_fm_dadd(b, (double)dy[o]);
+    }
+    dgamma[d] = (float)g;
+    dbeta[d] = (float)b;
+}
+/* One row of LayerNorm's input gradient: with g = dy gamma (double),
+ * dx = invstd/D (D g - sum g - xhat sum(g xhat)), the sums in d order. */
+static inline MTS_HD void mts_fm_layernorm_row_grad(int D, const float *dy, const float *gamma, const float *xhat,
+                                                    float invstd, float *dx)
+{
+    double sg = 0.0, sgh = 0.0;
+    for (int d = 0; d < D; d++) {
+        double g = mts_fm_dmul((double)dy[d], (double)gamma[d]);
+        sg = mts_fm_dadd(sg, g);
+        sgh = mts_fm_dadd(sgh, mts_fm_dmul(g, (double)xhat[d]));
+    }
+    double k = mts_fm_ddiv((double)invstd, (double)D);
+    for (int d = 0; d < D; d++) {
+        double g = mts_fm_dmul((double)dy[d], (double)gamma[d]);
+        double t = mts_fm_dsub(mts_fm_dsub(mts_fm_dmul((double)D, g), sg), mts_fm_dmul((double)xhat[d], sgh));
+        dx[d] = (float)mts_fm_dmul(k, t);
+    }
 }
 
 #endif

@@ -71,17 +71,43 @@ size_t mts_gpu_peak_bytes(void);
 typedef struct mts_gpu_gemm_plan mts_gpu_gemm_plan;
 int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *err);
 void mts_gpu_plan_close(mts_gpu_gemm_plan *plan);
+/* Which GEMM kernel the plan runs (gpu/gemm.cu): 1, the readable reference
+ * (one thread per output); 2, 3, 4, the tiled kernel with its 64x64, 256x16
+ * or 8x4 (one output per thread) block tile; 0 (the default), the tiled
+ * kernel with the tile the shape asks for. All give mts_gemm_ref's bits;
+ * MTS_EINVAL for another number. */
+int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err);
 
 /* mts_gemm's contract on device pointers (A, B, C on the device; shapes and
- * leading dimensions as gemm.h). Synchronous. INT plans return
+ * leading dimensions as gemm.h). Asynchronous: the GEMM is queued on the
+ * default stream after earlier work; a copy to the host or mts_gpu_sync waits
+ * for it and reports a fault while it ran. INT plans return
  * MTS_EUNSUPPORTED here (its per-call quantization runs on the host). */
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+
+/* A batch of outer x inner GEMMs of one shape in one launch (attention's
+ * per-sample, per-head products): GEMM (o, i) reads A + o*a_outer +
+ * i*a_inner (elements), the same for B and C. Each GEMM's bits are
+ * mts_gpu_gemm_dev's. */
+typedef struct mts_gpu_batch {
+    int outer, inner; /* outer * inner <= 65535 */
+    size_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
+} mts_gpu_batch;
+
+/* mts_gpu_gemm_dev for each GEMM of bt (NULL: one GEMM). */
+int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch *bt, int transA, int transB, int m,
+                             int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                             int ldc, mts_err *err);
 
 /* mts_gemm with host pointers on the GPU: uploads, runs, downloads (what
  * mts_gemm calls when p->device == MTS_GPU_DEVICE_CUDA). */
 int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+
+/* mts_gpu_gemm through a given plan (its kernel; INT plans too). */
+int mts_gpu_gemm_host(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
 
 /* cuBLAS SGEMM (FP32, TF32 off) on device pointers, row-major as mts_gemm,
  * beta 0, no transposes: the baseline of `mantis bench gemm --device cuda`.
@@ -137,6 +163,45 @@ int mts_gpu_sgd_step(size_t n, float *param, const float *grad, float *m, const 
 int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float *v, const uint8_t *wmask, float lr,
                       float beta1, float beta2, float eps, float wd, double bc1, double bc2, mts_err *err);
 
+/* ------------------------------------------ transformer ops (gpu/nn_tx.cu)
+ *
+ * The twins of nn_ops.h's transformer ops, under the same contract as the
+ * layer ops above (same name with mts_gpu_, same arguments, a GEMM plan
+ * where the CPU op takes the context, err last, the same bits). The
+ * token-wise dense layer is mts_gpu_dense_* over N*T rows, as on the CPU.
+ * GELU, softmax and LayerNorm call fmath.h's row helpers, which the CPU ops
+ * call; MatMul and attention run one mts_gpu_gemm_dev per sample or per
+ * (sample, head) with the CPU's shapes and operand order. */
+int mts_gpu_layernorm_forward(int R, int D, const float *x, const float *gamma, const float *beta, float eps,
+                              float *y, float *xhat, float *invstd, mts_err *err);
+int mts_gpu_layernorm_backward(int R, int D, const float *dy, const float *gamma, const float *xhat,
+                               const float *invstd, float *dx, float *dgamma, float *dbeta, mts_err *err);
+int mts_gpu_gelu_forward(size_t n, const float *x, float *y, mts_err *err);
+int mts_gpu_gelu_backward(size_t n, const float *x, const float *dy, float *dx, mts_err *err);
+int mts_gpu_softmax_forward(int R, int W, const float *x, float *y, mts_err *err);
+int mts_gpu_softmax_backward(int R, int W, const float *y, const float *dy, float *dx, mts_err *err);
+int mts_gpu_matmul_forward(const mts_gpu_gemm_plan *fwd, int N, int m, int k, int q, const float *a, const float *b,
+                           float *c, mts_err *err);
+int mts_gpu_matmul_backward(const mts_gpu_gemm_plan *bwd, int N, int m, int k, int q, const float *a, const float *b,
+                            const float *dc, float *da, float *db, mts_err *err);
+/* The backward of the scores allocates N*H*T*T floats of device memory
+ * for P = scale*ds (MTS_ENOMEM naming the size). */
+int mts_gpu_attn_qk_forward(const mts_gpu_gemm_plan *fwd, int N, int T, int H, int dh, float scale, const float *qkv,
+                            float *s, mts_err *err);
+int mts_gpu_attn_qk_backward(const mts_gpu_gemm_plan *bwd, int N, int T, int H, int dh, float scale,
+                             const float *qkv, const float *ds, float *dqkv, mts_err *err);
+int mts_gpu_attn_av_forward(const mts_gpu_gemm_plan *fwd, int N, int T, int H, int dh, const float *a,
+                            const float *qkv, float *y, mts_err *err);
+int mts_gpu_attn_av_backward(const mts_gpu_gemm_plan *bwd, int N, int T, int H, int dh, const float *a,
+                             const float *qkv, const float *dy, float *da, float *dqkv, mts_err *err);
+int mts_gpu_patchify_forward(int N, int C, int Hh, int W, int p, const float *x, float *y, mts_err *err);
+int mts_gpu_patchify_backward(int N, int C, int Hh, int W, int p, const float *dy, float *dx, mts_err *err);
+int mts_gpu_tokens_forward(int N, int T, int D, const float *cls, const float *pos, const float *x, float *y,
+                           mts_err *err);
+int mts_gpu_tokens_backward(int N, int T, int D, int has_cls, const float *dy, float *dx, float *dpos, float *dcls,
+                            mts_err *err);
+int mts_gpu_tokpool_forward(int N, int T, int D, int mode, const float *x, float *y, mts_err *err);
+int mts_gpu_tokpool_backward(int N, int T, int D, int mode, const float *dy, float *dx, mts_err *err);
 /* ------------------------- device-resident training (gpu/nn_ops.cu)
  *
  * What sim/nn/gpunet.c needs beside the twins above to run a whole

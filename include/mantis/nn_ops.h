@@ -264,8 +264,8 @@ int mts_matmul_backward(const mts_nn_ctx *ctx, int N, int m, int k, int q, const
  * Token activations are [N][T][D] (T tokens of width D per sample). The
  * elementwise ops (LayerNorm, GELU, softmax, embeddings, pooling) are FP32
  * like BatchNorm and ReLU; the attention products go through the provider.
- * Their tanh/exp are the shared transcendental functions so that CPU and
- * GPU agree (sim/nn/nn_internal.h). */
+ * Their arithmetic (tanh, exp, the square root, the sums) is fmath.h's,
+ * which the CUDA twins (gpu/nn_tx.cu) call too, so that CPU and GPU agree. */
 
 /* LayerNorm over the last dimension D of R rows: mean and variance in
  * double (fixed order), invstd = 1/sqrtf(var + eps), xhat = (x - mean) *

@@ -76,23 +76,9 @@ void mts__plus_zero_t(int threads, size_t n, float *dst)
     for (size_t i = 0; i < n; i++) dst[i] = 0.0f + dst[i];
 }
 
-/* GELU, tanh form (Hendrycks & Gimpel); tanh through the shared wrapper. */
-#define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_A 0.044715f
-
-/* The readable definitions, one element: the value and the derivative. */
-static inline float gelu_tanh(float v) { return nn_tanhf(GELU_C * (v + GELU_A * v * v * v)); }
-static inline float gelu_one(float v)
-{
-    float t = gelu_tanh(v);
-    return 0.5f * v * (1.0f + t);
-}
-static inline float gelu_grad_one(float v)
-{
-    float t = gelu_tanh(v);
-    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * v * v);
-}
-
+/* GELU, tanh form (Hendrycks & Gimpel): the definitions of one element (the
+ * value and the derivative) are fmath.h's, shared with the CUDA twin
+ * (gpu/nn_tx.cu). */
 #if defined(__AVX512F__)
 /* mts_fm_tanhf (fmath.h) on 16 lanes: every branch of the scalar function
  * evaluated with the same FP32 operations in the same order (separate
@@ -147,14 +133,14 @@ static inline __m512 tanh16(__m512 x)
     return _mm512_mask_blend_ps(nan, res, ADD(x, x));
 }
 
-/* The tanh of GELU's argument, 16 lanes (gelu_tanh). */
+/* The tanh of GELU's argument, 16 lanes (mts_fm_gelu_tanh). */
 static inline __m512 gelu_tanh16(__m512 v)
 {
-    return tanh16(MUL(C(GELU_C), ADD(v, MUL(MUL(MUL(C(GELU_A), v), v), v))));
+    return tanh16(MUL(C(MTS_FM_GELU_C), ADD(v, MUL(MUL(MUL(C(MTS_FM_GELU_A), v), v), v))));
 }
 #endif
 
-/* The fast forms below compute gelu_one / gelu_grad_one 16 elements a step
+/* The fast forms below compute mts_fm_gelu / mts_fm_gelu_grad 16 elements a step
  * on AVX-512 (the same operations in the same order: same bits, tested
  * against the definitions over a sweep of every 4093rd bit pattern). */
 void mts_gelu_forward(size_t n, const float *x, float *y)
@@ -166,23 +152,23 @@ void mts_gelu_forward(size_t n, const float *x, float *y)
         _mm512_storeu_ps(y + i, MUL(MUL(C(0.5f), v), ADD(C(1.0f), t)));
     }
 #endif
-    for (; i < n; i++) y[i] = gelu_one(x[i]);
+    for (; i < n; i++) y[i] = mts_fm_gelu(x[i]);
 }
 
 void mts_gelu_backward(size_t n, const float *x, const float *dy, float *dx)
 {
     size_t i = 0;
 #if defined(__AVX512F__)
-    const float a3 = 3.0f * GELU_A;
+    const float a3 = 3.0f * MTS_FM_GELU_A;
     for (; i + 16 <= n; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i), t = gelu_tanh16(v);
         __m512 d = ADD(MUL(C(0.5f), ADD(C(1.0f), t)),
-                       MUL(MUL(MUL(MUL(C(0.5f), v), SUB(C(1.0f), MUL(t, t))), C(GELU_C)),
+                       MUL(MUL(MUL(MUL(C(0.5f), v), SUB(C(1.0f), MUL(t, t))), C(MTS_FM_GELU_C)),
                            ADD(C(1.0f), MUL(MUL(C(a3), v), v))));
         _mm512_storeu_ps(dx + i, MUL(_mm512_loadu_ps(dy + i), d));
     }
 #endif
-    for (; i < n; i++) dx[i] = dy[i] * gelu_grad_one(x[i]);
+    for (; i < n; i++) dx[i] = dy[i] * mts_fm_gelu_grad(x[i]);
 }
 
 void mts__gelu_forward_t(int threads, size_t n, const float *x, float *y)

@@ -14,25 +14,13 @@
 
 void mts_softmax_forward(int R, int W, const float *x, float *y)
 {
-    for (int r = 0; r < R; r++) {
-        const float *xr = x + (size_t)r * W;
-        float *yr = y + (size_t)r * W;
-        float mx = xr[0], s = 0.0f;
-        for (int j = 1; j < W; j++)
-            if (xr[j] > mx) mx = xr[j];
-        for (int j = 0; j < W; j++) s += yr[j] = nn_expf(xr[j] - mx);
-        for (int j = 0; j < W; j++) yr[j] /= s;
-    }
+    for (int r = 0; r < R; r++) mts_fm_softmax_row(W, x + (size_t)r * W, y + (size_t)r * W);
 }
 
 void mts_softmax_backward(int R, int W, const float *y, const float *dy, float *dx)
 {
-    for (int r = 0; r < R; r++) {
-        const float *yr = y + (size_t)r * W, *dr = dy + (size_t)r * W;
-        float s = 0.0f;
-        for (int j = 0; j < W; j++) s += dr[j] * yr[j];
-        for (int j = 0; j < W; j++) dx[(size_t)r * W + j] = yr[j] * (dr[j] - s);
-    }
+    for (int r = 0; r < R; r++)
+        mts_fm_softmax_row_grad(W, y + (size_t)r * W, dy + (size_t)r * W, dx + (size_t)r * W);
 }
 
 /* The row softmax on threads, blocks of rows each (rows are independent:

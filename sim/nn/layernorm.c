@@ -1,61 +1,30 @@
 /* layernorm.c - LayerNorm over the last dimension (FP32 values, double
- * statistics in a fixed order, as BatchNorm). */
-#include <math.h>
-
+ * statistics in a fixed order, as BatchNorm); the arithmetic of a row is
+ * fmath.h's, shared with the CUDA twin (gpu/nn_tx.cu). */
 #include "mantis/nn_ops.h"
 #include "nn_internal.h"
 
 void mts_layernorm_forward(int R, int D, const float *x, const float *gamma, const float *beta, float eps,
                            float *y, float *xhat, float *invstd)
 {
-    for (int r = 0; r < R; r++) {
-        const float *xr = x + (size_t)r * D;
-        double s = 0.0, v = 0.0;
-        for (int d = 0; d < D; d++) s += xr[d];
-        double mean = s / D;
-        for (int d = 0; d < D; d++) v += (xr[d] - mean) * (xr[d] - mean);
-        float is = 1.0f / sqrtf((float)(v / D) + eps), m = (float)mean;
-        invstd[r] = is;
-        for (int d = 0; d < D; d++) {
-            float h = (xr[d] - m) * is;
-            xhat[(size_t)r * D + d] = h;
-            y[(size_t)r * D + d] = h * gamma[d] + beta[d];
-        }
-    }
+    for (int r = 0; r < R; r++)
+        invstd[r] = mts_fm_layernorm_row(D, x + (size_t)r * D, gamma, beta, eps, y + (size_t)r * D,
+                                         xhat + (size_t)r * D);
 }
 
 /* dgamma[d], dbeta[d] for columns [d0, d1): each a sum over the rows in order. */
 static void ln_col_sums(int d0, int d1, int R, int D, const float *dy, const float *xhat, float *dgamma,
                         float *dbeta)
 {
-    for (int d = d0; d < d1; d++) {
-        double g = 0.0, b = 0.0;
-        for (int r = 0; r < R; r++) {
-            g += (double)dy[(size_t)r * D + d] * xhat[(size_t)r * D + d];
-            b += dy[(size_t)r * D + d];
-        }
-        dgamma[d] = (float)g;
-        dbeta[d] = (float)b;
-    }
+    for (int d = d0; d < d1; d++) mts_fm_layernorm_col_grad(R, D, d, dy, xhat, dgamma, dbeta);
 }
 
 /* dx of rows [r0, r1): dx = invstd/D (D g - sum g - xhat sum(g xhat)), g = dy gamma. */
 static void ln_dx_rows(int r0, int r1, int D, const float *dy, const float *gamma, const float *xhat,
                        const float *invstd, float *dx)
 {
-    for (int r = r0; r < r1; r++) {
-        const float *dr = dy + (size_t)r * D, *hr = xhat + (size_t)r * D;
-        double sg = 0.0, sgh = 0.0;
-        for (int d = 0; d < D; d++) {
-            double g = (double)dr[d] * gamma[d];
-            sg += g;
-            sgh += g * hr[d];
-        }
-        for (int d = 0; d < D; d++) {
-            double g = (double)dr[d] * gamma[d];
-            dx[(size_t)r * D + d] = (float)((double)invstd[r] / D * (D * g - sg - hr[d] * sgh));
-        }
-    }
+    for (int r = r0; r < r1; r++)
+        mts_fm_layernorm_row_grad(D, dy + (size_t)r * D, gamma, xhat + (size_t)r * D, invstd[r], dx + (size_t)r * D);
 }
 
 void mts_layernorm_backward(int R, int D, const float *dy, const float *gamma, const float *xhat,

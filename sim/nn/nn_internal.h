@@ -46,11 +46,6 @@ int nn_layers_open(nn_layers *L, const mts_net *net, const char *const *texts, i
 void nn_layers_bind(nn_layers *L, int nnodes, const mts_nn_ctx *train, const mts_nn_ctx *eval);
 void nn_layers_close(nn_layers *L);
 
-/* The transcendental functions of the transformer ops (GELU, softmax): the
- * shared definitions of fmath.h, so that CPU and GPU agree bit for bit. */
-static inline float nn_expf(float x) { return mts_fm_expf(x); }
-static inline float nn_tanhf(float x) { return mts_fm_tanhf(x); }
-
 /* mts_bn_forward / mts_bn_backward with channels split among threads
  * (same bits for any count; one thread below 2^16 elements) (bn.c); pz:
  * dx = +0 + each result. */
