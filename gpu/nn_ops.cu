@@ -7,8 +7,9 @@
 // thread. Scatter-adds of the CPU (col2im, max/avg pool backward) become
 // gathers that add the same terms in the same order from +0.
 //
-// Launched through MTS_LAUNCH (launch.h): they run under the CUDA emulation
-// (gpu/emu/) in tests/test_gpu_emu; NOT yet run on a GPU.
+// Launched through MTS_LAUNCH (launch.h) on the default stream, in stream
+// order (launch_check); they run under the CUDA emulation (gpu/emu/) in
+// tests/test_gpu_emu.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -28,10 +29,13 @@ const int THREADS = 256;
 
 unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
 
+// A launch's own error (configuration, resources). The kernels run in
+// stream order on the default stream, as mts_gpu_gemm_dev's: a copy to the
+// host or mts_gpu_sync waits for them and reports a fault they caused (one
+// synchronisation per kernel cost more than the small kernels themselves).
 int launch_check(mts_err *err, const char *what)
 {
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e == cudaSuccess) return MTS_OK;
     return mts_fail(err, e == cudaErrorMemoryAllocation ? MTS_ENOMEM : MTS_EIO, "gpu %s: %s", what,
                     cudaGetErrorString(e));

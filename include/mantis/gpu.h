@@ -125,7 +125,11 @@ int mts_gpu_sync(mts_err *err);
  * context; err last) and, by contract, the same bits as the CPU op,
  * including the fixed blocked order of fmath.h for every long reduction.
  * Written and compiled; NOT yet run on a GPU (tests/test_gpu.cpp compares
- * each with its CPU twin where a device is present). All synchronous. */
+ * each with its CPU twin where a device is present). The twins of
+ * nn_ops.cu are asynchronous as mts_gpu_gemm_dev: queued on the default
+ * stream in order; a result that comes back to the host (softmax CE's loss,
+ * mts_gpu_nonfinite) and every copy to the host or mts_gpu_sync wait for
+ * the work before them and report a fault it caused. */
 int mts_gpu_relu_forward(size_t n, const float *x, float *y, mts_err *err);
 int mts_gpu_relu_backward(size_t n, const float *y, const float *dy, float *dx, mts_err *err);
 /* Dense with IDENTITY STE (the masked STE backward is not on the GPU). */
