@@ -1357,7 +1357,7 @@ void resident_equals_cpu(const ResidentCase &t)
 }
 
 // Under the emulation every CUDA thread is a fiber: ResNet-18's 11 M
-// parameters take about 80 s a step there (measured 2026-11-26), so it runs
+// parameters take 50-80 s a step there (measured 2026-11-26), so it runs
 // on a device (tests/gpu-check.sh) and under the emulation only with
 // MANTIS_GPUEMU_SLOW=1. Its node kinds and shapes (3x3 and strided 1x1
 // convolutions, BN, residual adds, GAP) are ResNet-20's.
@@ -1397,7 +1397,7 @@ TEST(GpuTrain, ResidentResnet20LutStep)
 TEST(GpuTrain, ResidentResnet18Adam)
 {
     NEED_GPU();
-    if (emu_skips_slow()) GTEST_SKIP() << "about 80 s under the emulation: MANTIS_GPUEMU_SLOW=1 runs it";
+    if (emu_skips_slow()) GTEST_SKIP() << "50-80 s under the emulation: MANTIS_GPUEMU_SLOW=1 runs it";
     resident_equals_cpu({"resnet18", 3, 8, 8, 2, 2, 2, 1, "fp32", "", MTS_OPT_ADAM, MTS_SCHED_CONST, 0.0f});
 }
 
