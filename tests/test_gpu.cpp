@@ -1394,6 +1394,13 @@ TEST(GpuTrain, ResidentResnet20LutStep)
     NEED_GPU();
     resident_equals_cpu({"resnet20", 3, 8, 8, 4, 3, 2, 2, "bf16", "", MTS_OPT_SGD, MTS_SCHED_STEP, 5e-4f});
 }
+// the transformer nodes (patchify, tokens, LayerNorm, attention, GELU, token
+// pooling) through the twins of gpu/nn_tx.cu
+TEST(GpuTrain, ResidentVitTinyLutFmaqAdam)
+{
+    NEED_GPU();
+    resident_equals_cpu({"vit-tiny", 1, 28, 28, 4, 3, 2, 2, "bf16", "M7E4", MTS_OPT_ADAM, MTS_SCHED_CONST, 1e-4f});
+}
 TEST(GpuTrain, ResidentResnet18Adam)
 {
     NEED_GPU();

@@ -206,6 +206,7 @@ int mts_gpu_tokens_backward(int N, int T, int D, int has_cls, const float *dy, f
                             mts_err *err);
 int mts_gpu_tokpool_forward(int N, int T, int D, int mode, const float *x, float *y, mts_err *err);
 int mts_gpu_tokpool_backward(int N, int T, int D, int mode, const float *dy, float *dx, mts_err *err);
+
 /* ------------------------- device-resident training (gpu/nn_ops.cu)
  *
  * What sim/nn/gpunet.c needs beside the twins above to run a whole

@@ -23,7 +23,7 @@ struct mts_gpunet {
     uint8_t *wmask;              /* 1 where weight decay applies */
     float **y, **dy, **aux, **aux2;
     int32_t **argmax;
-    float *tmp, *work;           /* a gradient contribution; conv scratch */
+    float *tmp, *tmp2, *work;    /* gradient contributions (tmp2: a second input's); conv scratch */
     float *trx, *tex;            /* the data sets */
     uint8_t *try_, *tey, *labels;
     int32_t *order;
@@ -45,7 +45,17 @@ static int kind_ok(mts_layer_kind k)
     case MTS_L_RELU:
     case MTS_L_BN:
     case MTS_L_ADD:
-    case MTS_L_FLATTEN: return 1;
+    case MTS_L_FLATTEN:
+    case MTS_L_MATMUL:
+    case MTS_L_TOKDENSE:
+    case MTS_L_LAYERNORM:
+    case MTS_L_GELU:
+    case MTS_L_SOFTMAX:
+    case MTS_L_ATTN_QK:
+    case MTS_L_ATTN_AV:
+    case MTS_L_PATCHIFY:
+    case MTS_L_TOKENS:
+    case MTS_L_TOKPOOL: return 1;
     default: return 0;
     }
 }
@@ -118,7 +128,7 @@ void mts_gpunet_close(mts_gpunet *g)
     free(g->aux2);
     free(g->argmax);
     free(g->seen);
-    void *bufs[] = {g->param, g->grad, g->m, g->v, g->state, g->wmask, g->tmp, g->work,
+    void *bufs[] = {g->param, g->grad, g->m, g->v, g->state, g->wmask, g->tmp, g->tmp2, g->work,
                     g->trx, g->tex, g->try_, g->tey, g->labels, g->order};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) mts_gpu_free(bufs[i]);
     mts_gpu_plan_close(g->pf);
@@ -189,6 +199,9 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
             ((rc = dalloc(&g->aux[i], sz * 4, err)) || (rc = dalloc(&g->aux2[i], (size_t)l->c * 4, err))))
             goto fail;
         if (l->kind == MTS_L_MAXPOOL && (rc = dalloc(&g->argmax[i], sz * 4, err))) goto fail;
+        if (l->kind == MTS_L_LAYERNORM && /* xhat, and invstd per row (mts_net_build) */
+            ((rc = dalloc(&g->aux[i], sz * 4, err)) || (rc = dalloc(&g->aux2[i], B * l->c * l->h * 4, err))))
+            goto fail;
         if (l->kind == MTS_L_CONV) {
             size_t wk = mts_gpu_conv2d_work(&l->g, net->batch);
             if (wk > work) work = wk;
@@ -196,7 +209,8 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
     }
     if ((rc = dalloc(&g->work, work * 4, err)) || (rc = upload_set(test_set, g->ntest, &g->tex, &g->tey, err)))
         goto fail;
-    if (train && ((rc = dalloc(&g->tmp, maxsz * 4, err)) || (rc = dalloc(&g->labels, B, err)) ||
+    if (train && ((rc = dalloc(&g->tmp, maxsz * 4, err)) || (rc = dalloc(&g->tmp2, maxsz * 4, err)) ||
+                  (rc = dalloc(&g->labels, B, err)) ||
                   (rc = dalloc(&g->order, (size_t)(g->ntrain + 1) * 4, err)) ||
                   (rc = upload_set(train, g->ntrain, &g->trx, &g->try_, err))))
         goto fail;
@@ -235,7 +249,7 @@ static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, int train, int 
         size_t sz = node_size(l) * (size_t)N;
         int rc = MTS_OK;
         /* the range observer of a layer that multiplies (net.c's node_qact) */
-        if (train && (l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV) &&
+        if (train && (l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV || l->kind == MTS_L_TOKDENSE) &&
             (rc = mts_gpu_qat_observe(g->state + l->qoff, A, node_size(a) * (size_t)N, err)))
             return rc;
         switch (l->kind) {
@@ -255,6 +269,29 @@ static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, int train, int 
             break;
         case MTS_L_ADD: rc = mts_gpu_add(sz, A, g->y[l->in1], Y, err); break;
         case MTS_L_FLATTEN: rc = mts_gpu_copy(sz, A, Y, err); break;
+        case MTS_L_MATMUL: rc = mts_gpu_matmul_forward(plan, N, a->h, a->w, l->w, A, g->y[l->in1], Y, err); break;
+        case MTS_L_TOKDENSE:
+            rc = mts_gpu_dense_forward(plan, N * a->h, a->w, l->units, A, w, w + l->nweight, Y, err);
+            break;
+        case MTS_L_LAYERNORM:
+            rc = mts_gpu_layernorm_forward(N * l->c * l->h, l->w, A, w, w + l->w, LN_EPS, Y, g->aux[i], g->aux2[i],
+                                           err);
+            break;
+        case MTS_L_GELU: rc = mts_gpu_gelu_forward(sz, A, Y, err); break;
+        case MTS_L_SOFTMAX: rc = mts_gpu_softmax_forward(N * l->c * l->h, l->w, A, Y, err); break;
+        case MTS_L_ATTN_QK: {
+            int dh = a->w / 3 / l->units;
+            rc = mts_gpu_attn_qk_forward(plan, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), A, Y, err);
+            break;
+        }
+        case MTS_L_ATTN_AV:
+            rc = mts_gpu_attn_av_forward(plan, N, l->h, l->units, l->w / l->units, A, g->y[l->in1], Y, err);
+            break;
+        case MTS_L_PATCHIFY: rc = mts_gpu_patchify_forward(N, a->c, a->h, a->w, l->k, A, Y, err); break;
+        case MTS_L_TOKENS:
+            rc = mts_gpu_tokens_forward(N, a->h, a->w, l->k ? w + (size_t)l->h * l->w : NULL, w, A, Y, err);
+            break;
+        case MTS_L_TOKPOOL: rc = mts_gpu_tokpool_forward(N, a->h, a->w, l->k, A, Y, err); break;
         default: rc = mts_fail(err, MTS_EUNSUPPORTED, "gpunet: node %d has no device twin", i);
         }
         if (rc != MTS_OK) return rc;
@@ -321,6 +358,47 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
         case MTS_L_FLATTEN:
             if (dx) rc = mts_gpu_copy(sz, DY, dx, err);
             break;
+        case MTS_L_MATMUL: {
+            const mts_layer *b = &net->l[l->in1];
+            rc = mts_gpu_matmul_backward(g->pb, N, a->h, a->w, l->w, A, g->y[l->in1], DY, dx,
+                                         l->in1 > 0 ? g->tmp2 : NULL, err);
+            if (rc == MTS_OK && l->in1 > 0) rc = add_grad(g, l->in1, g->tmp2, node_size(b) * (size_t)N, err);
+            break;
+        }
+        case MTS_L_TOKDENSE:
+            rc = mts_gpu_dense_backward(g->pb, N * a->h, a->w, l->units, A, w, DY, dx, gr, gr + l->nweight, err);
+            break;
+        case MTS_L_LAYERNORM:
+            rc = mts_gpu_layernorm_backward(N * l->c * l->h, l->w, DY, w, g->aux[i], g->aux2[i], dx, gr, gr + l->w,
+                                            err);
+            break;
+        case MTS_L_GELU:
+            if (dx) rc = mts_gpu_gelu_backward(sz, A, DY, dx, err);
+            break;
+        case MTS_L_SOFTMAX:
+            if (dx) rc = mts_gpu_softmax_backward(N * l->c * l->h, l->w, g->y[i], DY, dx, err);
+            break;
+        case MTS_L_ATTN_QK: {
+            int dh = a->w / 3 / l->units;
+            if (dx) rc = mts_gpu_attn_qk_backward(g->pb, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), A, DY, dx, err);
+            break;
+        }
+        case MTS_L_ATTN_AV: {
+            const mts_layer *b = &net->l[l->in1];
+            rc = mts_gpu_attn_av_backward(g->pb, N, l->h, l->units, l->w / l->units, A, g->y[l->in1], DY, dx,
+                                          l->in1 > 0 ? g->tmp2 : NULL, err);
+            if (rc == MTS_OK && l->in1 > 0) rc = add_grad(g, l->in1, g->tmp2, node_size(b) * (size_t)N, err);
+            break;
+        }
+        case MTS_L_PATCHIFY:
+            if (dx) rc = mts_gpu_patchify_backward(N, a->c, a->h, a->w, l->k, DY, dx, err);
+            break;
+        case MTS_L_TOKENS:
+            rc = mts_gpu_tokens_backward(N, a->h, a->w, l->k, DY, dx, gr, l->k ? gr + (size_t)l->h * l->w : NULL, err);
+            break;
+        case MTS_L_TOKPOOL:
+            if (dx) rc = mts_gpu_tokpool_backward(N, a->h, a->w, l->k, DY, dx, err);
+            break;
         default: rc = mts_fail(err, MTS_EUNSUPPORTED, "gpunet: node %d has no device twin", i);
         }
         if (rc != MTS_OK) return rc;
@@ -330,7 +408,7 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
             /* net.c: a first gradient is +0 + dx, which the sums of conv,
              * pooling and our dense GEMMs already are (dx_never_neg_zero) */
             int never = l->kind == MTS_L_CONV || l->kind == MTS_L_MAXPOOL || l->kind == MTS_L_AVGPOOL ||
-                        l->kind == MTS_L_DENSE;
+                        l->kind == MTS_L_DENSE || l->kind == MTS_L_TOKDENSE || l->kind == MTS_L_MATMUL;
             if (!never) rc = mts_gpu_copy_pz(asz, dx, dx, err);
             g->seen[l->in0] = 1;
         }
