@@ -10,8 +10,8 @@
 #       repository root with build-gpucheck/pkg carried along: nvidia-smi -L,
 #       every GPU test with MANTIS_REQUIRE_GPU=1 (a skip is a failure), the
 #       GEMM benchmark against cuBLAS, and `mantis train --device cuda`
-#       against `--device cpu` on short runs of LeNet-300-100, LeNet-5 and
-#       ResNet-20 (CIFAR-shaped data made from the MNIST subset), compared
+#       against `--device cpu` on short runs of LeNet-300-100, LeNet-5,
+#       vit-tiny and ResNet-20 (CIFAR-shaped data made from the MNIST subset), compared
 #       byte for byte, with each run's wall and epoch seconds. Logs go
 #       to $OUT (at most 8 files; build-gpucheck/out without it); the last
 #       line is "N passed, N failed" and the exit status is 0 only when
@@ -181,7 +181,7 @@ run() {
   rm -rf "$jd"
   mkdir -p "$jd"
   synth_cifar "$root/$pkg/mnist" "$top/cifar" || fail "CIFAR-shaped data for resnet20 could not be made"
-  for model in lenet300 lenet5 resnet20; do
+  for model in lenet300 lenet5 vit-tiny resnet20; do
     case $model in
     resnet20) data="cifar10 --data-dir $top/cifar" sub="--subset 1024 --test-subset 1024 --batch 128" ;;
     *) data="mnist --data-dir $root/$pkg/mnist" sub="--subset 1024 --test-subset 1024 --batch 64" ;;

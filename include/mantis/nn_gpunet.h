@@ -8,12 +8,13 @@
  * the CPU's bits (parameters, BN statistics, range observers, moments,
  * losses, accuracies).
  *
- * Taken: nets of DENSE, CONV, RELU, MAXPOOL, AVGPOOL, GAP, BN, ADD and
- * FLATTEN nodes (lenet300, lenet5, mlp1024, resnet20, resnet18) with
- * providers the GPU's GEMM takes on device pointers (NATIVE, the "fp32"
- * model, LUT, FMAq over them; not INT), FMAq only with the IDENTITY STE, no
- * per-layer multipliers, operand tracer or GEMM tap. Everything else runs
- * the per-GEMM path (mts_gemm on the GPU, the rest on the CPU). */
+ * Taken: every node kind of nn_net.h (every built-in model: lenet300,
+ * lenet5, mlp1024, resnet20, resnet18, vit-tiny; the transformer nodes
+ * through gpu/nn_tx.cu's twins) with providers the GPU's GEMM takes on
+ * device pointers (NATIVE, the "fp32" model, LUT, FMAq over them; not INT),
+ * FMAq only with the IDENTITY STE, no per-layer multipliers, operand tracer
+ * or GEMM tap. Everything else runs the per-GEMM path (mts_gemm on the GPU,
+ * the rest on the CPU). */
 #ifndef MANTIS_NN_GPUNET_H
 #define MANTIS_NN_GPUNET_H
 

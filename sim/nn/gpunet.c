@@ -1,7 +1,7 @@
 /* gpunet.c - device-resident training (nn_gpunet.h): mts_net_forward,
  * mts_net_backward, mts_opt_step and the batch loop of mts_train_epoch /
  * mts_evaluate over device buffers, node for node through the layer-op
- * twins of gpu.h. Each function below follows its CPU original line by
+ * twins of gpu.h (gpu/nn_ops.cu, gpu/nn_tx.cu). Each function below follows its CPU original line by
  * line (net.c, train.c, optim.c); where the CPU saves a pass (a first
  * gradient written straight into its destination), the same choice is made
  * here so that every value is the same sum in the same order. */
