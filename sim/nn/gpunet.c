@@ -185,7 +185,8 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
         goto fail;
     if (train && ((rc = dalloc(&g->grad, np * 4, err)) || (rc = dalloc(&g->m, np * 4, err)) ||
                   (rc = dalloc(&g->v, np * 4, err)) || (rc = dalloc(&g->wmask, np, err)) ||
-                  (rc = mts_gpu_upload(g->m, opt->m, np * 4, err)) || (rc = mts_gpu_upload(g->v, opt->v, np * 4, err)) ||
+                  (rc = mts_gpu_upload(g->m, opt->m, np * 4, err)) ||
+                  (rc = mts_gpu_upload(g->v, opt->v, np * 4, err)) ||
                   (rc = mts_gpu_upload(g->wmask, mask, np, err))))
         goto fail;
     size_t maxsz = 0, work = 0;
@@ -380,7 +381,8 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
             break;
         case MTS_L_ATTN_QK: {
             int dh = a->w / 3 / l->units;
-            if (dx) rc = mts_gpu_attn_qk_backward(g->pb, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), A, DY, dx, err);
+            if (dx)
+                rc = mts_gpu_attn_qk_backward(g->pb, N, l->h, l->units, dh, 1.0f / sqrtf((float)dh), A, DY, dx, err);
             break;
         }
         case MTS_L_ATTN_AV: {
