@@ -436,18 +436,18 @@ __global__ void adam_k(size_t n, float *param, const float *grad, float *m, floa
 __global__ void add_k(size_t n, const float *a, const float *b, float *y)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = __fadd_rn(a[i], b[i]);
+    if (i < n) y[i] = mts_fm_canon(__fadd_rn(a[i], b[i])); // (NaN: the CPU's bits, fmath.h)
 }
 __global__ void acc_k(size_t n, float *dst, const float *src)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = __fadd_rn(dst[i], src[i]);
+    if (i < n) dst[i] = mts_fm_canon(__fadd_rn(dst[i], src[i]));
 }
 // dst = +0 + src (src == dst: the in-place +0 of a first gradient)
 __global__ void copy_pz_k(size_t n, const float *src, float *dst)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = __fadd_rn(0.0f, src[i]);
+    if (i < n) dst[i] = mts_fm_canon(__fadd_rn(0.0f, src[i]));
 }
 __global__ void copy_k(size_t n, const float *src, float *dst)
 {

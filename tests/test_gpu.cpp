@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "mantis/fmath.h"
 #include "mantis/gemm.h"
 #include "mantis/gpu.h"
 #include "mantis/intmul.h"
@@ -1152,8 +1153,11 @@ TEST(GpuOps, AttentionMatmulTokenDense)
 // ------------------------------------- device-resident training vs the CPU
 
 // The residual add and the gradient bookkeeping twins against act.c's ops
-// (through mts_net_forward/backward's contract: y = a + b; dst = +0 + src;
-// dst += src), with signed zeros, where +0 + -0 is the case that differs.
+// (mts_net_forward/backward's contract, restated here as act.c's private ops
+// are not exported: y = a + b; dst = +0 + src; dst += src; a NaN result as
+// fmath.h's canonical NaN), with signed zeros, where +0 + -0 is the case
+// that differs, and inf - inf and a NaN operand, whose NaN bits differ
+// between a CPU and a GPU unless made canonical.
 TEST(GpuOps, ResidualAddAndGradientSums)
 {
     NEED_GPU();
@@ -1161,11 +1165,12 @@ TEST(GpuOps, ResidualAddAndGradientSums)
     const size_t n = 1029;
     auto a = randv(n, 31), b = randv(n, 32);
     a[0] = -0.0f, b[0] = -0.0f, a[1] = -0.0f, b[1] = 0.0f, a[2] = INFINITY, b[2] = -INFINITY;
+    b[3] = -NAN;
     std::vector<float> y(n), acc(a), pz(n);
     for (size_t i = 0; i < n; i++) {
-        y[i] = a[i] + b[i];
-        acc[i] += b[i];
-        pz[i] = 0.0f + b[i];
+        y[i] = mts_fm_canon(a[i] + b[i]);
+        acc[i] = mts_fm_canon(acc[i] + b[i]);
+        pz[i] = mts_fm_canon(0.0f + b[i]);
     }
     Dev<float> ga(a), gb(b), gy(std::vector<float>(n, 7.0f)), gz(std::vector<float>(n, 7.0f));
     ASSERT_EQ(mts_gpu_add(n, ga.d(), gb.d(), gy.d(), &err), MTS_OK) << err.msg;

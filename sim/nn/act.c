@@ -49,7 +49,7 @@ void mts__copy_pz_t(int threads, size_t n, const float *src, float *dst)
     int T = ew_threads(threads, n);
     (void)T;
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (size_t i = 0; i < n; i++) dst[i] = 0.0f + src[i];
+    for (size_t i = 0; i < n; i++) dst[i] = mts_fm_canon(0.0f + src[i]);
 }
 
 void mts__add_t(int threads, size_t n, const float *a, const float *b, float *y)
@@ -57,7 +57,7 @@ void mts__add_t(int threads, size_t n, const float *a, const float *b, float *y)
     int T = ew_threads(threads, n);
     (void)T;
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+    for (size_t i = 0; i < n; i++) y[i] = mts_fm_canon(a[i] + b[i]);
 }
 
 void mts__acc_t(int threads, size_t n, float *dst, const float *src)
@@ -65,7 +65,7 @@ void mts__acc_t(int threads, size_t n, float *dst, const float *src)
     int T = ew_threads(threads, n);
     (void)T;
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+    for (size_t i = 0; i < n; i++) dst[i] = mts_fm_canon(dst[i] + src[i]);
 }
 
 void mts__plus_zero_t(int threads, size_t n, float *dst)
@@ -73,7 +73,7 @@ void mts__plus_zero_t(int threads, size_t n, float *dst)
     int T = ew_threads(threads, n);
     (void)T;
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (size_t i = 0; i < n; i++) dst[i] = 0.0f + dst[i];
+    for (size_t i = 0; i < n; i++) dst[i] = mts_fm_canon(0.0f + dst[i]);
 }
 
 /* GELU, tanh form (Hendrycks & Gimpel): the definitions of one element (the
