@@ -43,6 +43,20 @@ idx_head() { # SRC DST N HEADER_BYTES RECORD_BYTES
   } >"$dst"
 }
 
+# An IDX file of 60,000 records made of SRC's records repeated (header count
+# rewritten): MNIST-shaped data of the full set's size for timings.
+replicate_idx() { # SRC DST HEADER_BYTES RECORD_BYTES
+  local src=$1 dst=$2 hdr=$3 rec=$4 n=60000 i
+  mkdir -p "$(dirname "$dst")"
+  {
+    head -c 4 "$src"
+    printf "\\x$(printf %02x $((n >> 24 & 255)))\\x$(printf %02x $((n >> 16 & 255)))"
+    printf "\\x$(printf %02x $((n >> 8 & 255)))\\x$(printf %02x $((n & 255)))"
+    tail -c +9 "$src" | head -c $((hdr - 8))
+    for i in $(seq 60); do tail -c +$((hdr + 1)) "$src"; done | head -c $((n * rec))
+  } >"$dst"
+}
+
 # CIFAR-shaped data for ResNet-20 in DST (the loader wants 10,000 records
 # per file): 64 distinct records (label k % 10, then 3072 bytes of the
 # MNIST subset's images) repeated in data_batch_1.bin; the other five files
@@ -165,7 +179,7 @@ run() {
 
   # 3. the GEMM benchmark against cuBLAS at sizes that fit
   t0=$SECONDS
-  if timeout 200 "$mantis" bench gemm --device cuda --sizes 1024,4096 --reps 1 >"$out/bench_gemm.log" 2>&1; then
+  if timeout 200 "$mantis" bench gemm --device cuda --sizes 1024,4096,8192 --reps 1 >"$out/bench_gemm.log" 2>&1; then
     pass "bench gemm --device cuda ($((SECONDS - t0)) s)"
   else
     fail "bench gemm --device cuda (exit $?; see bench_gemm.log)"
@@ -215,6 +229,41 @@ run() {
         fail "train $model $name --device cuda: not device-resident ($(grep '"gpu_path"' "$j-cuda.json" 2>/dev/null))"
       fi
     done
+  done
+
+  # 5. full-epoch timings on the GPU (the issue's anchors: LeNets on 60,000
+  # MNIST-shaped images at batch 64, ResNet-20 on 50,000 CIFAR-shaped ones at
+  # batch 128): MNIST's 1024-image subset repeated to 60,000, the CIFAR-shaped
+  # set above. Timings only (what the pixels are does not change the work);
+  # skipped once the check has run 6 minutes, to stay inside its call.
+  replicate_idx "$root/$pkg/mnist/train-images-idx3-ubyte" "$top/mnist60k/train-images-idx3-ubyte" 16 784
+  replicate_idx "$root/$pkg/mnist/train-labels-idx1-ubyte" "$top/mnist60k/train-labels-idx1-ubyte" 8 1
+  cp "$root/$pkg/mnist"/t10k-* "$top/mnist60k/"
+  local spec
+  for spec in "lenet300 fp32" "lenet300 lut" "lenet300 lut-fmaq" "lenet5 fp32" "lenet5 lut" "resnet20 fp32" \
+    "resnet20 lut" "resnet20 lut-fmaq"; do
+    set -- $spec
+    if [ "$SECONDS" -gt 360 ]; then
+      say "epoch $1 $2 --device cuda: skipped (the check has run $SECONDS s)"
+      continue
+    fi
+    case $1 in
+    resnet20) data="cifar10 --data-dir $top/cifar" sub="--test-subset 1024 --batch 128" ;;
+    *) data="mnist --data-dir $top/mnist60k" sub="--test-subset 1024 --batch 64" ;;
+    esac
+    case $2 in
+    fp32) args="--mul fp32" ;;
+    lut) args="--mul mbm --man-bits 7" ;;
+    *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
+    esac
+    t1=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    timeout 100 "$mantis" train --model $1 --data $data --epochs 1 $sub --seed 1 $args --device cuda \
+      --json "$jd/epoch-$1-$2.json" >>"$out/train.log" 2>&1
+    rc=$?
+    wall=$(awk -v a="$t1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    say "epoch $1 $2 --device cuda: exit $rc, wall $wall s, train $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/epoch-$1-$2.json" 2>/dev/null | head -1) s$(sed -n 's/.*"gpu_path": \(".*"\).*/, gpu_path \1/p' "$jd/epoch-$1-$2.json" 2>/dev/null)$(sed -n 's/.*"device_peak_bytes": \([0-9]*\).*/, device peak \1 bytes/p' "$jd/epoch-$1-$2.json" 2>/dev/null)"
+    [ "$rc" -eq 0 ] || fail "epoch $1 $2 --device cuda exited $rc (see train.log)"
   done
   finish
 }
