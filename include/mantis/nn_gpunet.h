@@ -66,6 +66,13 @@ int mts_gpunet_evaluate(mts_gpunet *g, int n, double *acc, mts_err *err);
  * opt (either may be NULL): before a checkpoint is written. */
 int mts_gpunet_download(const mts_gpunet *g, mts_net *net, mts_opt *opt, mts_err *err);
 
+/* A diagnostic: with MANTIS_GPU_PROFILE=1 in the environment when the run
+ * was opened, every node is timed between two synchronisations (which costs
+ * the overlap of host and device); writes "conv fwd 1.234 s bwd 2.345 s,
+ * ..." (seconds per node kind and pass, over the run so far) into buf (n
+ * bytes, truncated) and returns its length, 0 when not profiling. */
+size_t mts_gpunet_profile(const mts_gpunet *g, char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

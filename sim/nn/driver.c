@@ -301,6 +301,8 @@ static void print_json(FILE *f, void *ud)
     if (c->device) { /* which GPU path ran, and the device memory it took at most */
         mts_jw_str(&w, "gpu_path", r->gpu_path);
         mts_jw_uint(&w, "device_peak_bytes", (unsigned long long)mts_gpu_peak_bytes());
+        char prof[1024];
+        if (mts_gpunet_profile(r->gpu, prof, sizeof prof)) mts_jw_str(&w, "gpu_profile", prof);
     }
     const mts_train_info *in = r->info;
     mts_jw_bool(&w, "diverged", in->diverged);

@@ -29,7 +29,19 @@ struct mts_gpunet {
     int32_t *order;
     int ntrain, ntest;
     unsigned char *seen;         /* per node, during backward */
+    int profile;                 /* MANTIS_GPU_PROFILE set: time each node (mts_gpunet_profile) */
+    double prof[MTS_L_TOKPOOL + 1][2]; /* seconds per node kind, forward / backward */
 };
+
+/* The profile's clock around one node: synchronised, so each node's time is
+ * its own (a diagnostic: it costs the overlap of host and device). */
+static double prof_now(const mts_gpunet *g)
+{
+    mts_err e;
+    if (!g->profile) return 0.0;
+    (void)mts_gpu_sync(&e);
+    return mts_clock_now();
+}
 
 static size_t node_size(const mts_layer *l) { return (size_t)l->c * l->h * l->w; }
 
@@ -159,6 +171,8 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
     if (!g) return mts_fail(err, MTS_ENOMEM, "gpunet: out of memory");
     g->net = net;
     g->batch = net->batch;
+    const char *pe = getenv("MANTIS_GPU_PROFILE");
+    g->profile = pe && *pe && strcmp(pe, "0") != 0;
     g->ntrain = !train ? 0 : ntrain < train->n ? ntrain : train->n;
     g->ntest = ntest < test_set->n ? ntest : test_set->n;
     int n = net->n, rc;
@@ -253,6 +267,7 @@ static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, int train, int 
         if (train && (l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV || l->kind == MTS_L_TOKDENSE) &&
             (rc = mts_gpu_qat_observe(g->state + l->qoff, A, node_size(a) * (size_t)N, err)))
             return rc;
+        double t0 = prof_now(g);
         switch (l->kind) {
         case MTS_L_DENSE:
             rc = mts_gpu_dense_forward(plan, N, (int)node_size(a), l->units, A, w, w + l->nweight, Y, err);
@@ -295,6 +310,7 @@ static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, int train, int 
         case MTS_L_TOKPOOL: rc = mts_gpu_tokpool_forward(N, a->h, a->w, l->k, A, Y, err); break;
         default: rc = mts_fail(err, MTS_EUNSUPPORTED, "gpunet: node %d has no device twin", i);
         }
+        if (g->profile) g->prof[l->kind][0] += prof_now(g) - t0;
         if (rc != MTS_OK) return rc;
     }
     return MTS_OK;
@@ -330,6 +346,7 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
         }
         int direct = l->in0 > 0 && !g->seen[l->in0] && l->in1 != l->in0;
         float *dx = l->in0 > 0 ? (direct ? g->dy[l->in0] : g->tmp) : NULL;
+        double t0 = prof_now(g);
         switch (l->kind) {
         case MTS_L_DENSE:
             rc = mts_gpu_dense_backward(g->pb, N, (int)node_size(a), l->units, A, w, DY, dx, gr, gr + l->nweight, err);
@@ -403,6 +420,7 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
             break;
         default: rc = mts_fail(err, MTS_EUNSUPPORTED, "gpunet: node %d has no device twin", i);
         }
+        if (g->profile) g->prof[l->kind][1] += prof_now(g) - t0;
         if (rc != MTS_OK) return rc;
         if (!dx) continue;
         if (!direct) rc = mts_gpu_acc(asz, g->dy[l->in0], dx, err);
@@ -497,4 +515,18 @@ int mts_gpunet_evaluate(mts_gpunet *g, int n, double *acc, mts_err *err)
     }
     *acc = n ? (double)correct / n : 0.0;
     return MTS_OK;
+}
+
+size_t mts_gpunet_profile(const mts_gpunet *g, char *buf, size_t n)
+{
+    size_t k = 0;
+    if (n) buf[0] = 0;
+    if (!g || !g->profile) return 0;
+    for (int i = 0; i <= MTS_L_TOKPOOL; i++) {
+        if (g->prof[i][0] <= 0.0 && g->prof[i][1] <= 0.0) continue;
+        int w = snprintf(buf + k, k < n ? n - k : 0, "%s%s fwd %.3f s bwd %.3f s", k ? ", " : "",
+                         mts_layer_kind_name((mts_layer_kind)i), g->prof[i][0], g->prof[i][1]);
+        if (w > 0) k += (size_t)w;
+    }
+    return k;
 }
