@@ -183,12 +183,16 @@ const int BM = 64, BN = 64, BK = 16, NT = 256, TM = 4, TN = 4;
 // outputs whose sums run over k = batch x pixels: each output is one
 // thread's sequential sum (the order the bits depend on), so the only
 // parallelism is across outputs and every one needs its own thread.
-template <int BM_, int BN_, int TM_, int TN_> struct Tile {
-    static const int bm = BM_, bn = BN_, tm = TM_, tn = TN_, tx = BN_ / TN_, ty = BM_ / TM_, nt = tx * ty;
+// BK_: the k step staged per barrier pair - 128 for Single, whose one-warp
+// blocks would otherwise wait out a global load every 16 products of a
+// long sum (measured on the H100: ResNet-20's weight gradients, sums over
+// k = 131,072, took 84% of a step at 16).
+template <int BM_, int BN_, int TM_, int TN_, int BK_> struct Tile {
+    static const int bm = BM_, bn = BN_, tm = TM_, tn = TN_, bk = BK_, tx = BN_ / TN_, ty = BM_ / TM_, nt = tx * ty;
 };
-typedef Tile<64, 64, 4, 4> Wide;
-typedef Tile<256, 16, 4, 4> Narrow;
-typedef Tile<8, 4, 1, 1> Single;
+typedef Tile<64, 64, 4, 4, 16> Wide;
+typedef Tile<256, 16, 4, 4, 16> Narrow;
+typedef Tile<8, 4, 1, 1, 128> Single;
 // The table of kernel 2's bf16-like product in shared memory up to this many
 // entries (M <= 7: 64 KiB); larger tables (M <= 11) are read from global
 // memory (L2).
@@ -285,8 +289,8 @@ __device__ inline void k2_step(const Job &g, const float *T, const uint32_t *a, 
 template <int PK, bool FMAQ, class S>
 __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
 {
-    __shared__ uint32_t As[BK][S::bm], Bs[BK][S::bn]; // staged operands (PK_LUTF: sign and power of two)
-    __shared__ uint32_t Ai[BK][S::bm], Bi[BK][S::bn]; // PK_LUTF: table index parts
+    __shared__ uint32_t As[S::bk][S::bm], Bs[S::bk][S::bn]; // staged operands (PK_LUTF: sign and power of two)
+    __shared__ uint32_t Ai[S::bk][S::bm], Bi[S::bk][S::bn]; // PK_LUTF: table index parts
     MTS_DYNAMIC_SHARED(float, Ts);              // PK_LUTF_SMEM: the table
     const int tid = threadIdx.x, tx = tid % S::tx, ty = tid / S::tx;
     const int i0 = blockIdx.y * S::bm, j0 = blockIdx.x * S::bn;
@@ -303,20 +307,20 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
     for (int r = 0; r < S::tm; r++)
         for (int c = 0; c < S::tn; c++) acc[r][c] = 0.0f, y[r][c] = 0, s[r][c] = 0;
     int inchunk = 0, first = 1;
-    for (int k0 = 0; k0 < g.k; k0 += BK) {
+    for (int k0 = 0; k0 < g.k; k0 += S::bk) {
         int safe = 1;
-        for (int t = tid; t < S::bm * BK; t += S::nt) { // A: rows i0.., columns k0..
-            int row = g.transA ? t % S::bm : t / BK, kk = g.transA ? t / S::bm : t % BK;
+        for (int t = tid; t < S::bm * S::bk; t += S::nt) { // A: rows i0.., columns k0..
+            int row = g.transA ? t % S::bm : t / S::bk, kk = g.transA ? t / S::bm : t % S::bk;
             uint32_t x = load_raw(A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
             safe &= stage_op<PK>(g, x, 1, &As[kk][row], &Ai[kk][row]);
         }
-        for (int t = tid; t < BK * S::bn; t += S::nt) { // B: rows k0.., columns j0..
-            int col = g.transB ? t / BK : t % S::bn, kk = g.transB ? t % BK : t / S::bn;
+        for (int t = tid; t < S::bk * S::bn; t += S::nt) { // B: rows k0.., columns j0..
+            int col = g.transB ? t / S::bk : t % S::bn, kk = g.transB ? t % S::bk : t / S::bn;
             uint32_t x = load_raw(B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
             safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], &Bi[kk][col]);
         }
         safe = __syncthreads_and(safe);
-        int kend = g.k - k0 < BK ? g.k - k0 : BK;
+        int kend = g.k - k0 < S::bk ? g.k - k0 : S::bk;
         for (int kk = 0; kk < kend; kk++) {
             uint32_t a[S::tm], ai[S::tm], b[S::tn], bi[S::tn];
             for (int r = 0; r < S::tm; r++) a[r] = As[kk][ty + S::ty * r], ai[r] = PK >= PK_LUTF_SMEM ? Ai[kk][ty + S::ty * r] : 0;
