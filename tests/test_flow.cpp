@@ -1210,6 +1210,12 @@ TEST(FlowProfile, AutoPicksGpuOnlyOnAGpuWithNoSizePinned) {
     EXPECT_EQ(memcmp(&c, &ref, sizeof c), 0) << "profile quick is not what flow_cfg_load(quick) applies";
     EXPECT_EQ(c.quick, 1);
     EXPECT_STREQ(c.profile_used, "quick");
+    EXPECT_EQ(c.epochs, 1);
+    EXPECT_EQ(c.subset, 8000);
+    EXPECT_EQ(c.batch, 32);
+    EXPECT_STREQ(c.opt, "adam");
+    EXPECT_STREQ(c.lr, "0.002");
+    EXPECT_EQ(c.nseeds, 2);
     for (int cifar = 0; cifar < 2; cifar++) {
         ASSERT_EQ(flow_cfg_load(&c, dflt.c_str(), 0, &err), MTS_OK) << err.msg;
         ASSERT_EQ(flow_cfg_profile(&c, "gpu", cifar, &err), MTS_OK);
