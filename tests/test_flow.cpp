@@ -1370,4 +1370,8 @@ TEST(FlowReport, EachRowSaysWhereItRan) {
     EXPECT_NE(html.find("GPU profile, picked because the trainings run on a GPU"), std::string::npos);
     EXPECT_NE(html.find("<td>cuda<br><small>resident, 3.0 MiB peak</small></td>"), std::string::npos);
     EXPECT_NE(html.find("<th>device</th>"), std::string::npos);
+    std::string skip, blog;  // the page with its device column, as a person sees it
+    int rc = browser_check(G.root, &skip, &blog);
+    if (!skip.empty()) GTEST_SKIP() << "browser check skipped: " << skip;
+    EXPECT_EQ(rc, 0) << blog;
 }
