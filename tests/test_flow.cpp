@@ -1328,8 +1328,8 @@ TEST(FlowReport, EachRowSaysWhereItRan) {
         G.s.back().argv[1] = cuda;
     };
     G.design("gpu_row", 100, 0.02);
-    on_gpu("gpu_row", 1, ", \"gpu_path\": \"resident\", \"device_peak_bytes\": 1048576");
-    on_gpu("gpu_row", 2, ", \"gpu_path\": \"resident\", \"device_peak_bytes\": 3145728");
+    on_gpu("gpu_row", 1, ", \"gpu_path\": \"resident\", \"device_peak_bytes\": 3145728");
+    on_gpu("gpu_row", 2, ", \"gpu_path\": \"resident\", \"device_peak_bytes\": 1048576");  // not the last: the largest
     G.design("cpu_row", 200, 0.01);
     G.train("cpu_row", 1, 0.92);
     G.train("cpu_row", 2, 0.91);
