@@ -1375,3 +1375,31 @@ TEST(FlowReport, EachRowSaysWhereItRan) {
     if (!skip.empty()) GTEST_SKIP() << "browser check skipped: " << skip;
     EXPECT_EQ(rc, 0) << blog;
 }
+
+// The GPU profile trains ResNet-20 on CIFAR-10 when its files are found (in
+// DATA_DIR/cifar10, or --cifar-dir), the LeNets on Fashion-MNIST otherwise.
+TEST(FlowDevice, GpuProfileTakesCifarWhenItsFilesAreFound) {
+    using namespace devices;
+    std::string d = tmpdir() + "/flowdev-cifar";
+    ASSERT_EQ(sh("rm -rf " + d + " && mkdir -p " + d + "/designs " + d + "/data/fashion-mnist " + d + "/mine"), 0);
+    auto dry = [&](const std::string &extra, const std::string &out) {
+        return run_cli("flow --dry-run --device cpu --profile gpu --sweep none --designs " + d + "/designs --data-dir " +
+                       d + "/data --out " + d + "/" + out + " " + extra);
+    };
+    CliResult r = dry("", "fmnist");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(lines_of(r.out, "'--model' 'lenet5' '--data' 'fashion-mnist'").size(), 6u) << r.out;
+    EXPECT_TRUE(lines_of(r.out, "resnet20").empty()) << r.out;
+    std::ofstream(d + "/mine/data_batch_1.bin") << "x";  // found by name: the trainer reads it
+    r = dry("--cifar-dir " + d + "/mine", "cifar");
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto trains = lines_of(r.out, "' 'train' ");
+    ASSERT_EQ(trains.size(), 6u) << r.out;  // 2 baselines x resnet20 x 3 seeds
+    for (auto &l : trains)
+        EXPECT_NE(l.find("'--model' 'resnet20' '--data' 'cifar10' '--data-dir' '" + d + "/mine'"), std::string::npos)
+            << l;
+    ASSERT_EQ(sh("mv " + d + "/mine " + d + "/data/cifar10"), 0);
+    r = dry("", "cifar-in-data");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(lines_of(r.out, "'--data' 'cifar10' '--data-dir' '" + d + "/data/cifar10'").size(), 6u) << r.out;
+}
