@@ -34,7 +34,7 @@ static const char help[] =
     "  --quick         the quick profile, a first look: one epoch on 8,000 training images with Adam\n"
     "                  at 0.002, batch 32, the first two seeds; each sweep keeps its ends and middle\n"
     "  --device D      where the trainings and tests run: cpu, cuda or auto (default auto: the GPU\n"
-    "                  when one is found; same results either way); overrides the configuration's\n"
+    "                  when one is found; same results either way); overrides the device key\n"
     "  --profile P     sizes of the trainings: auto (default: gpu when the device is cuda and the\n"
     "                  configuration pins no size), none, quick (= --quick) or gpu (3 seeds, more\n"
     "                  data and epochs; ResNet-20 on CIFAR-10 when its files are found, else the\n"
