@@ -24,7 +24,7 @@ typedef struct row {
     char design[64], kind[16], format[24], verify[64], model[32], data[32], status[256];
     char int_bwd[8]; /* an integer design's backward (its trainings' "int_backward"), else "" */
     char device[24];  /* where its trainings (tests) ran: "cpu", "cuda", "cpu+cuda" when seeds differ */
-    char gpu_path[32]; /* their JSON's "gpu_path" when it has one */
+    char gpu_path[256]; /* their JSON's "gpu_path" when it has one ("resident", "per-gemm: WHY") */
     double dev_peak;  /* the largest "device_peak_bytes" of their JSON (NaN: none) */
     row_state state;
     double mred, nmed, err_rate, bias, wce;
