@@ -66,11 +66,7 @@ int mts_affine_from_range(double rmin, double rmax, int bits, int is_signed, mts
 
 int32_t mts_affine_quantize(const mts_affine *p, double r)
 {
-    if (isnan(r)) return p->zero_point;
-    double q = round(r / p->scale) + (double)p->zero_point;  /* round(): half away from zero */
-    if (q < p->qmin) return p->qmin;
-    if (q > p->qmax) return p->qmax;
-    return (int32_t)q;
+    return mts_affine_quantize_hd(p, r); /* arith_hd.h: one copy with the GPU */
 }
 
 double mts_affine_dequantize(const mts_affine *p, int32_t q) { return p->scale * (double)(q - p->zero_point); }

@@ -228,7 +228,10 @@ __device__ inline int stage_op(const Job &g, uint32_t x, int row_operand, uint32
     q = mts_fmt_quantize_hd(&g.lutf, q, MTS_RTZ);
     uint32_t e = mts_f32_exp(q), ix = mts_f32_man(q) >> (23 - g.lutf.M);
     *S = mts_f32_isnan(q) ? q : (q & 0xFF800000u);
-    *I = row_operand ? ix << g.lutf.M : ix;
+    // the row operand's index with its own bits XORed in below (PK_LUTF_SMEM):
+    // T[a][b] is staged at (a << M) | (a ^ b), so lanes that look up one b
+    // for different a fall into different banks (a ^ b = a | b without it)
+    *I = row_operand ? (ix << g.lutf.M) | (PK == PK_LUTF_SMEM ? ix : 0) : ix;
     return e == 0 || e == 0xFF || (e >= 127 - 50 && e <= 127 + 50);
 }
 
@@ -249,7 +252,7 @@ template <bool CHECKED>
 __device__ inline float lutf_product(const float *T, uint32_t sa, uint32_t ia, uint32_t sb, uint32_t ib)
 {
     float s = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
-    float t = T[ia | ib];
+    float t = T[ia ^ ib];
     if (!CHECKED) return mts_fm_mul(s, t);
     uint32_t u = mts_f2u(__fmul_rz(s, t));
     if ((u & 0x7F800000u) == 0) return mts_u2f(u & MTS_F32_SIGN);
@@ -292,7 +295,7 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
     float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
     const float *T = g.Tf;
     if (PK == PK_LUTF_SMEM) {
-        for (int t = tid; t < g.tf_n; t += S::nt) Ts[t] = g.Tf[t];
+        for (int t = tid; t < g.tf_n; t += S::nt) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t]; // swizzled (stage_op)
         T = Ts; // made visible by the first barrier below
     }
     float acc[S::tm][S::tn];
@@ -367,7 +370,7 @@ __global__ void gemm_int_kernel(int m, int n, int k, const uint32_t *ia, const u
 template <typename TE, typename ACC>
 __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, const uint32_t *ia, const uint32_t *ib,
                                                         const int64_t *suma, const int64_t *sumb, const int32_t *T,
-                                                        int tn, int32_t za, int32_t zb, double scale, float beta,
+                                                        int tn, int nbits, int32_t za, int32_t zb, double scale, float beta,
                                                         float *C, int ldc)
 {
     __shared__ uint32_t As[BK][BM], Bs[BK][BN];
@@ -377,7 +380,7 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
     const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
     const bool smem = sizeof(TE) == 2;
     if (smem)
-        for (int t = tid; t < tn; t += NT) Ts[t] = (TE)T[t];
+        for (int t = tid; t < tn; t += NT) Ts[t ^ (t >> nbits)] = (TE)T[t]; // swizzled as the codes below
     ACC acc[TM][TN];
     for (int r = 0; r < TM; r++)
         for (int c = 0; c < TN; c++) acc[r][c] = 0;
@@ -385,7 +388,8 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
         for (int t = tid; t < BM * BK; t += NT) { // codes are stored [row][k] for both operands
             int row = t / BK, kk = t % BK;
             bool in = k0 + kk < k;
-            As[kk][row] = in && i0 + row < m ? ia[(size_t)(i0 + row) * k + k0 + kk] : 0;
+            uint32_t a = in && i0 + row < m ? ia[(size_t)(i0 + row) * k + k0 + kk] : 0;
+            As[kk][row] = smem ? a | (a >> nbits) : a; // T[a][b] at (a << n) | (a ^ b) in shared memory
             Bs[kk][row] = in && j0 + row < n ? ib[(size_t)(j0 + row) * k + k0 + kk] : 0;
         }
         __syncthreads();
@@ -395,7 +399,7 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
             for (int r = 0; r < TM; r++) a[r] = As[kk][ty + 16 * r];
             for (int c = 0; c < TN; c++) b[c] = Bs[kk][tx + 16 * c];
             for (int r = 0; r < TM; r++)
-                for (int c = 0; c < TN; c++) acc[r][c] += smem ? (ACC)Ts[a[r] | b[c]] : (ACC)T[a[r] | b[c]];
+                for (int c = 0; c < TN; c++) acc[r][c] += smem ? (ACC)Ts[a[r] ^ b[c]] : (ACC)T[a[r] | b[c]];
         }
         __syncthreads();
     }
@@ -406,6 +410,62 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
             int64_t v = mts_qdot_correct_hd((int64_t)acc[r][c], suma[i], sumb[j], (int64_t)k, za, zb);
             mts_gemm_store_hd(&C[(size_t)i * ldc + j], beta, mts_qdot_scale_hd(scale, v));
         }
+}
+
+// INT: the finite min and max of an operand (rows x cols; element (r, c) at
+// X[r*ld + c], or X[c*ld + r] when xt) per block, into part[2*block] and
+// part[2*block + 1]; +inf / -inf where a block saw nothing finite. Min and
+// max are exact in any order; the host finishes them (gemm_int_dev).
+const int RANGE_BLOCKS = 128;
+__global__ void int_range_kernel(const float *X, int ld, int xt, int rows, int cols, float *part)
+{
+    __shared__ float lo_s[NT], hi_s[NT];
+    float lo = INFINITY, hi = -INFINITY;
+    size_t total = (size_t)rows * cols;
+    for (size_t e = (size_t)blockIdx.x * NT + threadIdx.x; e < total; e += (size_t)gridDim.x * NT) {
+        size_t r = e / cols, c = e % cols;
+        float x = xt ? X[c * ld + r] : X[r * ld + c];
+        if (x == x && x != INFINITY && x != -INFINITY) {
+            if (x < lo) lo = x;
+            if (x > hi) hi = x;
+        }
+    }
+    lo_s[threadIdx.x] = lo, hi_s[threadIdx.x] = hi;
+    __syncthreads();
+    for (int h = NT / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h) {
+            if (lo_s[threadIdx.x + h] < lo_s[threadIdx.x]) lo_s[threadIdx.x] = lo_s[threadIdx.x + h];
+            if (hi_s[threadIdx.x + h] > hi_s[threadIdx.x]) hi_s[threadIdx.x] = hi_s[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) part[2 * blockIdx.x] = lo_s[0], part[2 * blockIdx.x + 1] = hi_s[0];
+}
+
+// INT: row r's codes (element (r, kk) as in int_range_kernel) and their
+// sum, one block per row: codes[r*k + kk] = (q & mask) << shift (the row
+// operand pre-shifted by the table width), sums[r] = the sum of q (exact
+// in any order).
+__global__ void int_quant_kernel(const float *X, int ld, int xt, int k, mts_affine p, int nbits, int shift,
+                                 uint32_t *codes, int64_t *sums)
+{
+    __shared__ long long red[NT];
+    size_t r = blockIdx.x;
+    uint32_t mask = (1u << nbits) - 1u;
+    long long s = 0;
+    for (int kk = threadIdx.x; kk < k; kk += NT) {
+        float x = xt ? X[(size_t)kk * ld + r] : X[r * ld + kk];
+        int32_t q = mts_affine_quantize_hd(&p, (double)x);
+        s += q;
+        codes[r * k + kk] = ((uint32_t)q & mask) << shift;
+    }
+    red[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = NT / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h) red[threadIdx.x] += red[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) sums[r] = red[0];
 }
 
 } // namespace
@@ -419,7 +479,14 @@ struct mts_gpu_gemm_plan {
     float *Tf;   // kernel 2's bf16-like table (lutf_table), or NULL
     int kernel;  // mts_gpu_plan_set_kernel: 0 (default) chooses kernel 2's tile by shape
     int32_t ti_min, ti_max; // INT: the table's range (kernel 2's entry and sum types)
+    void *ws;               // INT: codes, sums and ranges (gemm_int_dev), grown as needed
+    size_t ws_cap;
 };
+
+extern "C" {
+static int gemm_int_dev(const mts_gpu_gemm_plan *cpl, int transA, int transB, int m, int n, int k, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
+}
 
 namespace {
 
@@ -453,7 +520,10 @@ template <int PK, bool FMAQ, class S> cudaError_t launch2(const Job &g)
     dim3 grid((unsigned)((g.n + S::bn - 1) / S::bn), (unsigned)((g.m + S::bm - 1) / S::bm),
               (unsigned)(g.bt.outer * g.bt.inner));
     size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
-    if (smem > 48 * 1024) {
+    // granted whenever there is any: the default limit is 48 KiB less the
+    // kernel's static shared memory (34 KiB for the 256x16 tile), which the
+    // emulation does not model
+    if (smem > 0) {
         cudaError_t e = cudaFuncSetAttribute(gemm2_kernel<PK, FMAQ, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);
         if (e != cudaSuccess) return e;
@@ -657,6 +727,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
     mts_gpu_free(plan->T);
     mts_gpu_free(plan->Ti);
     mts_gpu_free(plan->Tf);
+    mts_gpu_free(plan->ws);
     std::free(plan);
 }
 
@@ -687,10 +758,12 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *b
         return mts_fail(err, MTS_EINVAL, "gpu gemm: a batch of %d x %d GEMMs (at most 65535 in all)", bt->outer,
                         bt->inner);
     if (bt->outer == 0 || bt->inner == 0) return MTS_OK;
-    if (pl->p.kind == MTS_PROV_INT)
-        return mts_fail(err, MTS_EUNSUPPORTED,
-                        "gpu: the INT provider runs through mts_gpu_gemm (host pointers) only: its per-call "
-                        "quantization ranges are computed on the host");
+    if (pl->p.kind == MTS_PROV_INT) {
+        if (bt->outer * bt->inner != 1)
+            return mts_fail(err, MTS_EUNSUPPORTED, "gpu gemm: INT runs one GEMM at a time (its ranges are per call)");
+        if (m < 0 || n < 0 || k < 0) return mts_fail(err, MTS_EINVAL, "gpu gemm: negative shape %d x %d x %d", m, n, k);
+        return m == 0 || n == 0 ? MTS_OK : gemm_int_dev(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    }
     if (m < 0 || n < 0 || k < 0) return mts_fail(err, MTS_EINVAL, "gpu gemm: negative shape %d x %d x %d", m, n, k);
     if (m == 0 || n == 0) return MTS_OK;
     Job g;
@@ -727,76 +800,87 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *b
     return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "GEMM kernel");
 }
 
-// Host-side INT quantization as sim/gemm/int.c, then the table kernel.
-static int gemm_int_host(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A,
-                         int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
+// INT on device pointers, as sim/gemm/int.c (mts_gemm_int_quantize): each
+// operand's finite range (int_range_kernel, finished on the host), the
+// affine maps from it (mts_affine_from_range, on the host), the codes and
+// their row sums on the device (int_quant_kernel, mts_affine_quantize_hd),
+// then the table kernel. Workspace in the plan, grown as needed (a plan is
+// used by one thread at a time).
+static int gemm_int_dev(const mts_gpu_gemm_plan *cpl, int transA, int transB, int m, int n, int k, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
+    mts_gpu_gemm_plan *pl = const_cast<mts_gpu_gemm_plan *>(cpl); // its workspace only
     const mts_lut *lut = pl->p.lut;
+    int nb = lut->int_bits, rc;
+    size_t ca = (size_t)m * k * 4, cb = (size_t)n * k * 4;
+    size_t need = ca + cb + ((size_t)m + n) * 8 + 4 * RANGE_BLOCKS * sizeof(float);
+    if (need > pl->ws_cap) {
+        mts_gpu_free(pl->ws);
+        pl->ws = NULL;
+        pl->ws_cap = 0;
+        if ((rc = mts_gpu_alloc(&pl->ws, need, err)) != MTS_OK) return rc;
+        pl->ws_cap = need;
+    }
+    char *w = (char *)pl->ws;
+    int64_t *suma = (int64_t *)w, *sumb = suma + m; // (8-byte aligned first)
+    uint32_t *ia = (uint32_t *)(sumb + n), *ib = (uint32_t *)((char *)ia + ca);
+    float *part = (float *)((char *)ib + cb);
+    // element (r, kk) of op(A) is A[r][kk] or, transposed, A[kk][r]; row j of op(B)^T the reverse
+    size_t most = (size_t)(m > n ? m : n) * k;
+    int blocks = most / NT + 1 < (size_t)RANGE_BLOCKS ? (int)(most / NT + 1) : RANGE_BLOCKS;
+    MTS_LAUNCH(int_range_kernel, blocks, NT, 0, 0)(A, lda, transA, m, k, part);
+    MTS_LAUNCH(int_range_kernel, blocks, NT, 0, 0)(B, ldb, !transB, n, k, part + 2 * RANGE_BLOCKS);
+    float hp[4 * RANGE_BLOCKS];
+    if ((rc = mts_gpu_download(hp, part, sizeof hp, err)) != MTS_OK) return rc; // (waits for the kernels)
     mts_affine pa, pb;
-    int rc;
-    std::vector<uint32_t> ia((size_t)m * k), ib((size_t)n * k);
-    std::vector<int64_t> suma(m), sumb(n);
-    // the CPU provider's own quantizer: the same codes, sums and maps
-    if ((rc = mts_gemm_int_quantize(lut->int_bits, lut->int_signed, 1, transA, transB, m, n, k, A, lda, B, ldb,
-                                    ia.data(), ib.data(), suma.data(), sumb.data(), &pa, &pb, err)) != MTS_OK)
-        return rc;
-    void *dia = NULL, *dib = NULL, *dsa = NULL, *dsb = NULL, *dC = NULL;
-    size_t cbytes = ((size_t)(m - 1) * ldc + n) * sizeof(float);
-    if ((rc = mts_gpu_alloc(&dia, ia.size() * 4, err)) || (rc = mts_gpu_alloc(&dib, ib.size() * 4, err)) ||
-        (rc = mts_gpu_alloc(&dsa, (size_t)m * 8, err)) || (rc = mts_gpu_alloc(&dsb, (size_t)n * 8, err)) ||
-        (rc = mts_gpu_alloc(&dC, cbytes, err)) || (rc = mts_gpu_upload(dia, ia.data(), ia.size() * 4, err)) ||
-        (rc = mts_gpu_upload(dib, ib.data(), ib.size() * 4, err)) ||
-        (rc = mts_gpu_upload(dsa, suma.data(), (size_t)m * 8, err)) ||
-        (rc = mts_gpu_upload(dsb, sumb.data(), (size_t)n * 8, err)) ||
-        ((beta != 0.0f || (ldc > n && m > 1)) && (rc = mts_gpu_upload(dC, C, cbytes, err))))
-        goto done;
-    {
-        const uint32_t *ua = (const uint32_t *)dia, *ub = (const uint32_t *)dib;
-        const int64_t *sa = (const int64_t *)dsa, *sb = (const int64_t *)dsb;
-        int32_t za = pa.zero_point, zb = pb.zero_point;
-        double sc = pa.scale * pb.scale;
-        cudaError_t e = cudaSuccess;
-        if (pl->kernel == 1) { // (INT's kernel 2 has one tile: 64 x 64)
-            dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
-            MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, za, zb, sc, beta,
-                                                           (float *)dC, ldc);
-        } else {
-            dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM));
-            int tn = (int)lut->n;
-            int64_t big = -(int64_t)pl->ti_min > pl->ti_max ? -(int64_t)pl->ti_min : pl->ti_max;
-            bool wide = big * (int64_t)k > INT32_MAX;
-            bool s16 = pl->ti_min >= INT16_MIN && pl->ti_max <= INT16_MAX;
-            bool u16 = pl->ti_min >= 0 && pl->ti_max <= UINT16_MAX;
+    for (int o = 0; o < 2; o++) {
+        float a = INFINITY, b = -INFINITY;
+        for (int i = 0; i < blocks; i++) {
+            float lo = hp[2 * RANGE_BLOCKS * o + 2 * i], hi = hp[2 * RANGE_BLOCKS * o + 2 * i + 1];
+            if (lo < a) a = lo;
+            if (hi > b) b = hi;
+        }
+        double lo = a <= b ? a : 0.0, hi = a <= b ? b : 0.0; // nothing finite: [0, 0] (finite_range)
+        if ((rc = mts_affine_from_range(lo, hi, nb, lut->int_signed, o ? &pb : &pa, err)) != MTS_OK) return rc;
+    }
+    MTS_LAUNCH(int_quant_kernel, m, NT, 0, 0)(A, lda, transA, k, pa, nb, nb, ia, suma);
+    MTS_LAUNCH(int_quant_kernel, n, NT, 0, 0)(B, ldb, !transB, k, pb, nb, 0, ib, sumb);
+    const uint32_t *ua = ia, *ub = ib;
+    const int64_t *sa = suma, *sb = sumb;
+    int32_t za = pa.zero_point, zb = pb.zero_point;
+    double sc = pa.scale * pb.scale;
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(err, e, "INT quantization kernels");
+    if (pl->kernel == 1) { // (INT's kernel 2 has one tile: 64 x 64)
+        dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
+        MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, za, zb, sc, beta, C, ldc);
+    } else {
+        dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM));
+        int tn = (int)lut->n;
+        int64_t big = -(int64_t)pl->ti_min > pl->ti_max ? -(int64_t)pl->ti_min : pl->ti_max;
+        bool wide = big * (int64_t)k > INT32_MAX;
+        bool s16 = pl->ti_min >= INT16_MIN && pl->ti_max <= INT16_MAX;
+        bool u16 = pl->ti_min >= 0 && pl->ti_max <= UINT16_MAX;
 #define MTS_INT2(TE, ACC)                                                                                          \
     do {                                                                                                         \
         size_t smem = sizeof(TE) == 2 ? (size_t)tn * 2 : 0;                                                      \
-        if (smem > 48 * 1024)                                                                                    \
+        if (smem > 0) /* (see launch2) */                                                                        \
             e = cudaFuncSetAttribute(gemm_int2_kernel<TE, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize,     \
                                      (int)smem);                                                                 \
         if (e == cudaSuccess)                                                                                    \
             MTS_LAUNCH((gemm_int2_kernel<TE, ACC>), grid, dim3(NT), smem, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, tn, \
-                                                                             za, zb, sc, beta, (float *)dC, ldc); \
+                                                                             nb, za, zb, sc, beta, C, ldc);      \
     } while (0)
-            if (s16 && !wide) MTS_INT2(int16_t, int32_t);
-            else if (s16) MTS_INT2(int16_t, int64_t);
-            else if (u16 && !wide) MTS_INT2(uint16_t, int32_t);
-            else if (u16) MTS_INT2(uint16_t, int64_t);
-            else if (!wide) MTS_INT2(int32_t, int32_t);
-            else MTS_INT2(int32_t, int64_t);
+        if (s16 && !wide) MTS_INT2(int16_t, int32_t);
+        else if (s16) MTS_INT2(int16_t, int64_t);
+        else if (u16 && !wide) MTS_INT2(uint16_t, int32_t);
+        else if (u16) MTS_INT2(uint16_t, int64_t);
+        else if (!wide) MTS_INT2(int32_t, int32_t);
+        else MTS_INT2(int32_t, int64_t);
 #undef MTS_INT2
-        }
-        if (e == cudaSuccess) e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaDeviceSynchronize();
-        if (e != cudaSuccess) rc = cuda_fail(err, e, "INT GEMM kernel");
-        else rc = mts_gpu_download(C, dC, cbytes, err);
     }
-done:
-    mts_gpu_free(dia);
-    mts_gpu_free(dib);
-    mts_gpu_free(dsa);
-    mts_gpu_free(dsb);
-    mts_gpu_free(dC);
-    return rc;
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "INT GEMM kernel");
 }
 
 } // extern "C"
@@ -922,25 +1006,16 @@ int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, in
     return host_gemm(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 }
 
-int mts_gpu_gemm_host(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A,
-                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
-{
-    if (!pl) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    std::lock_guard<std::mutex> lk(g_host_mu);
-    return host_gemm(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
-}
-
 } // extern "C"
 
 namespace {
 
-// mts_gpu_gemm_host under g_host_mu.
+// mts_gpu_gemm with p's plan, under g_host_mu: upload, GEMM, download.
 int host_gemm(const mts_gpu_gemm_plan *pl, int transA, int transB, int m, int n, int k, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
     int rc;
     if (m == 0 || n == 0) return MTS_OK;
-    if (pl->p.kind == MTS_PROV_INT) return gemm_int_host(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     // the operands' spans in memory, row-major with their leading dimensions
     size_t arows = transA ? (size_t)k : (size_t)m, acols = transA ? (size_t)m : (size_t)k;
     size_t brows = transB ? (size_t)n : (size_t)k, bcols = transB ? (size_t)k : (size_t)n;

@@ -7,12 +7,17 @@
 // thread. Scatter-adds of the CPU (col2im, max/avg pool backward) become
 // gathers that add the same terms in the same order from +0.
 //
-// Launched through MTS_LAUNCH (launch.h): they run under the CUDA emulation
-// (gpu/emu/) in tests/test_gpu_emu; NOT yet run on a GPU.
+// Launched through MTS_LAUNCH (launch.h) on the default stream, in stream
+// order (launch_check); they run under the CUDA emulation (gpu/emu/) in
+// tests/test_gpu_emu.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
 #include "launch.h"
 #include "mantis/fmath.h"
@@ -24,13 +29,74 @@ const int THREADS = 256;
 
 unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
 
+// A launch's own error (configuration, resources). The kernels run in
+// stream order on the default stream, as mts_gpu_gemm_dev's: a copy to the
+// host or mts_gpu_sync waits for them and reports a fault they caused (one
+// synchronisation per kernel cost more than the small kernels themselves).
 int launch_check(mts_err *err, const char *what)
 {
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e == cudaSuccess) return MTS_OK;
     return mts_fail(err, e == cudaErrorMemoryAllocation ? MTS_ENOMEM : MTS_EIO, "gpu %s: %s", what,
                     cudaGetErrorString(e));
+}
+
+// ------------------------------------------------ scratch of the twins
+//
+// The reductions' partial sums and the statistics of BN and softmax are
+// short-lived device blocks. They come from a small cache of blocks (sizes
+// rounded up to powers of two) that a call returns for the next one,
+// instead of cudaMalloc / cudaFree per call (cudaFree synchronises the
+// device; both cost more than the kernels of a small layer). A block is
+// never shared: each call takes its own. mts_gpu_scratch_release frees the
+// idle ones.
+std::mutex g_scratch_mu;
+std::multimap<size_t, void *> g_scratch_idle;     // capacity -> idle block
+std::unordered_map<void *, size_t> g_scratch_cap; // every block of the cache -> capacity
+
+void scratch_release_idle()
+{
+    std::multimap<size_t, void *> idle;
+    {
+        std::lock_guard<std::mutex> lk(g_scratch_mu);
+        idle.swap(g_scratch_idle);
+        for (auto &b : idle) g_scratch_cap.erase(b.second);
+    }
+    for (auto &b : idle) mts_gpu_free(b.second);
+}
+
+int scratch_alloc(void **p, size_t bytes, mts_err *err)
+{
+    *p = NULL;
+    if (!bytes) return MTS_OK;
+    size_t cap = 256;
+    while (cap < bytes) cap *= 2;
+    {
+        std::lock_guard<std::mutex> lk(g_scratch_mu);
+        auto it = g_scratch_idle.find(cap);
+        if (it != g_scratch_idle.end()) {
+            *p = it->second;
+            g_scratch_idle.erase(it);
+            return MTS_OK;
+        }
+    }
+    int rc = mts_gpu_alloc(p, cap, err);
+    if (rc == MTS_ENOMEM) { // the idle blocks back to the device, and once more
+        scratch_release_idle();
+        rc = mts_gpu_alloc(p, cap, err);
+    }
+    if (rc != MTS_OK) return rc;
+    std::lock_guard<std::mutex> lk(g_scratch_mu);
+    g_scratch_cap[*p] = cap;
+    return MTS_OK;
+}
+
+void scratch_free(void *p)
+{
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(g_scratch_mu);
+    auto it = g_scratch_cap.find(p);
+    if (it != g_scratch_cap.end()) g_scratch_idle.emplace(it->second, p);
 }
 
 // --------------------------------------------- fixed-order row reductions
@@ -77,13 +143,13 @@ template <class T, class Term> int reduce_rows(int rows, size_t n, Term term, T 
 {
     size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
     void *part = NULL;
-    int rc = mts_gpu_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
+    int rc = scratch_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
     if (rc != MTS_OK) return rc;
     if (m)
         MTS_LAUNCH((chunk_sums<T, Term>), blocks_for((size_t)rows * m), THREADS, 0, 0)(rows, n, m, term, (T *)part);
     MTS_LAUNCH(tree<T>, blocks_for((size_t)rows), THREADS, 0, 0)(rows, m, (const T *)part, out);
     rc = launch_check(err, "reduction");
-    mts_gpu_free(part);
+    scratch_free(part);
     return rc;
 }
 
@@ -120,6 +186,12 @@ struct BnDyX {
         size_t o = ((j / HW) * C + c) * HW + j % HW;
         return __dmul_rn((double)dy[o], (double)xhat[o]);
     }
+};
+// Row o of a [rows][n] matrix (a conv's bias gradient over dyc[cout][N*P]).
+struct RowTerm {
+    const float *a;
+    size_t n;
+    __device__ float operator()(int o, size_t j) const { return a[(size_t)o * n + j]; }
 };
 struct Flat {
     const double *t;
@@ -205,6 +277,11 @@ __global__ void bn_dx(int N, int C, int HW, const float *dy, const float *gamma,
     double cnt = (double)N * HW;
     float k = __fmul_rn(gamma[c], invstd[c]), mg = (float)__ddiv_rn(sg[c], cnt), mgx = (float)__ddiv_rn(sgx[c], cnt);
     dx[i] = __fmul_rn(k, __fsub_rn(__fsub_rn(dy[i], mg), __fmul_rn(xhat[i], mgx)));
+}
+__global__ void div_d(int n, const double *a, double d, double *q)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) q[i] = __ddiv_rn(a[i], d);
 }
 __global__ void d2f(int n, const double *a, float *b)
 {
@@ -351,6 +428,120 @@ __global__ void adam_k(size_t n, float *param, const float *grad, float *m, floa
     param[j] = __fsub_rn(param[j], __fdiv_rn(__fmul_rn(lr, mh), __fadd_rn(__fsqrt_rn(vh), eps)));
 }
 
+
+// --------------------------------------- device-resident training helpers
+
+// Residual add and the gradient bookkeeping of mts_net_backward (act.c's
+// mts__add_t, mts__acc_t, mts__copy_pz_t, mts__plus_zero_t).
+__global__ void add_k(size_t n, const float *a, const float *b, float *y)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __fadd_rn(a[i], b[i]);
+}
+__global__ void acc_k(size_t n, float *dst, const float *src)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __fadd_rn(dst[i], src[i]);
+}
+// dst = +0 + src (src == dst: the in-place +0 of a first gradient)
+__global__ void copy_pz_k(size_t n, const float *src, float *dst)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __fadd_rn(0.0f, src[i]);
+}
+__global__ void copy_k(size_t n, const float *src, float *dst)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i];
+}
+
+// Batch gather: sample b of the batch is sample order[b0 + b] of the set.
+__global__ void gather_k(int N, size_t ss, const float *x, const uint8_t *y, const int32_t *order, float *xb,
+                         uint8_t *yb)
+{
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)N * ss) return;
+    size_t b = t / ss, j = t % ss, s = (size_t)order[b];
+    xb[t] = x[s * ss + j];
+    if (j == 0) yb[b] = y[s];
+}
+
+// Conv output from the GEMM's [N*P][cout] result: y[n][co][q] = t + bias
+// (conv.c's fwd_chunk: to[q] + bias, bias 0 without one).
+__global__ void conv_out_k(int N, int cout, int P, const float *t, const float *b, float *y)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * cout * P) return;
+    int q = (int)(i % P), co = (int)((i / P) % cout);
+    size_t n = i / ((size_t)P * cout);
+    y[i] = __fadd_rn(t[(n * P + q) * cout + co], b ? b[co] : 0.0f);
+}
+// dyc[co][n*P + q] = dy[n][co][q] (conv.c's backward operand)
+__global__ void conv_dyc_k(int N, int cout, int P, const float *dy, float *dyc)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * cout * P) return;
+    int q = (int)(i % P), co = (int)((i / P) % cout);
+    size_t n = i / ((size_t)P * cout);
+    dyc[(size_t)co * N * P + n * P + q] = dy[i];
+}
+
+// Range observer (cmodel/qat.c, mts_qat_observe): finite min and max per
+// chunk, then one thread folds them (min and max are exact: any order) and
+// moves st as the CPU does.
+__global__ void minmax_chunks(size_t n, size_t m, const float *x, float *lo, float *hi)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= m) return;
+    size_t j1 = (c + 1) * MTS_FM_CHUNK < n ? (c + 1) * MTS_FM_CHUNK : n;
+    float a = INFINITY, b = -INFINITY;
+    for (size_t j = c * MTS_FM_CHUNK; j < j1; j++) {
+        float v = x[j];
+        if (v < a && v > -INFINITY) a = v;
+        if (v > b && v < INFINITY) b = v;
+    }
+    lo[c] = a;
+    hi[c] = b;
+}
+__global__ void observe_k(size_t m, const float *lo, const float *hi, float *st, float ema)
+{
+    if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
+    float a = INFINITY, b = -INFINITY;
+    for (size_t c = 0; c < m; c++) {
+        if (lo[c] < a) a = lo[c];
+        if (hi[c] > b) b = hi[c];
+    }
+    if (!(a <= b)) return;
+    a = a == 0.0f ? 0.0f : a;
+    b = b == 0.0f ? 0.0f : b;
+    if (st[2] == 0.0f) {
+        st[0] = a;
+        st[1] = b;
+        st[2] = 1.0f;
+        return;
+    }
+    st[0] = __fadd_rn(st[0], __fmul_rn(ema, __fsub_rn(a, st[0])));
+    st[1] = __fadd_rn(st[1], __fmul_rn(ema, __fsub_rn(b, st[1])));
+}
+
+// Non-finite flags per chunk, then their OR in one thread (no atomics).
+__global__ void nonfinite_chunks(size_t n, size_t m, const float *x, uint8_t *flag)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= m) return;
+    size_t j1 = (c + 1) * MTS_FM_CHUNK < n ? (c + 1) * MTS_FM_CHUNK : n;
+    unsigned bad = 0;
+    for (size_t j = c * MTS_FM_CHUNK; j < j1; j++) bad |= (__float_as_uint(x[j]) & 0x7F800000u) == 0x7F800000u;
+    flag[c] = (uint8_t)bad;
+}
+__global__ void or_flags(size_t m, const uint8_t *flag, int *out)
+{
+    if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
+    int bad = 0;
+    for (size_t c = 0; c < m; c++) bad |= flag[c];
+    *out = bad;
+}
+
 } // namespace
 
 extern "C" {
@@ -398,8 +589,8 @@ int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *l
     }
     void *terms = NULL, *ok = NULL, *sum = NULL;
     int rc;
-    if ((rc = mts_gpu_alloc(&terms, (size_t)N * sizeof(double), err)) ||
-        (rc = mts_gpu_alloc(&ok, (size_t)N * sizeof(int), err)) || (rc = mts_gpu_alloc(&sum, sizeof(double), err)))
+    if ((rc = scratch_alloc(&terms, (size_t)N * sizeof(double), err)) ||
+        (rc = scratch_alloc(&ok, (size_t)N * sizeof(int), err)) || (rc = scratch_alloc(&sum, sizeof(double), err)))
         goto done;
     MTS_LAUNCH(softmax_ce_rows, blocks_for((size_t)N), THREADS, 0, 0)(N, classes, logits, labels, dlogits,
                                                                      (double *)terms, (int *)ok);
@@ -423,9 +614,9 @@ int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *l
         std::free(h);
     }
 done:
-    mts_gpu_free(terms);
-    mts_gpu_free(ok);
-    mts_gpu_free(sum);
+    scratch_free(terms);
+    scratch_free(ok);
+    scratch_free(sum);
     return rc;
 }
 
@@ -436,30 +627,19 @@ int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const fl
     size_t cnt = (size_t)N * HW;
     void *s1 = NULL, *s2 = NULL, *mean = NULL, *is = NULL;
     int rc;
-    if ((rc = mts_gpu_alloc(&s1, (size_t)C * 8, err)) || (rc = mts_gpu_alloc(&s2, (size_t)C * 8, err)) ||
-        (rc = mts_gpu_alloc(&mean, (size_t)C * 4, err)) || (rc = mts_gpu_alloc(&is, (size_t)C * 4, err)))
+    if ((rc = scratch_alloc(&s1, (size_t)C * 8, err)) || (rc = scratch_alloc(&s2, (size_t)C * 8, err)) ||
+        (rc = scratch_alloc(&mean, (size_t)C * 4, err)) || (rc = scratch_alloc(&is, (size_t)C * 4, err)))
         goto done;
     if (train) {
         // mean first (the variance's terms need it), as the CPU does
         if ((rc = reduce_rows<double>(C, cnt, BnX{x, C, HW}, (double *)s1, err))) goto done;
         void *m = NULL;
-        if ((rc = mts_gpu_alloc(&m, (size_t)C * 8, err))) goto done;
-        // m[c] = s1[c] / cnt in double, for the variance terms
-        {
-            double *hs = (double *)std::malloc((size_t)C * 8);
-            if (!hs) {
-                mts_gpu_free(m);
-                rc = mts_fail(err, MTS_ENOMEM, "gpu bn: out of host memory");
-                goto done;
-            }
-            if ((rc = mts_gpu_download(hs, s1, (size_t)C * 8, err)) == MTS_OK) {
-                for (int c = 0; c < C; c++) hs[c] = hs[c] / (double)cnt; // correctly rounded: as on the device
-                rc = mts_gpu_upload(m, hs, (size_t)C * 8, err);
-            }
-            std::free(hs);
-        }
+        if ((rc = scratch_alloc(&m, (size_t)C * 8, err))) goto done;
+        // m[c] = s1[c] / cnt in double (correctly rounded, as the CPU), for the variance terms
+        MTS_LAUNCH(div_d, blocks_for((size_t)C), THREADS, 0, 0)(C, (const double *)s1, (double)cnt, (double *)m);
+        rc = launch_check(err, "batchnorm mean");
         if (rc == MTS_OK) rc = reduce_rows<double>(C, cnt, BnVar{x, (const double *)m, C, HW}, (double *)s2, err);
-        mts_gpu_free(m);
+        scratch_free(m);
         if (rc) goto done;
     }
     MTS_LAUNCH(bn_stats, blocks_for((size_t)C), THREADS, 0, 0)(C, cnt, (const double *)s1, (const double *)s2, rmean,
@@ -473,10 +653,10 @@ int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const fl
                                                                        (const float *)is, y, xhat);
     rc = launch_check(err, "batchnorm forward");
 done:
-    mts_gpu_free(s1);
-    mts_gpu_free(s2);
-    mts_gpu_free(mean);
-    mts_gpu_free(is);
+    scratch_free(s1);
+    scratch_free(s2);
+    scratch_free(mean);
+    scratch_free(is);
     return rc;
 }
 
@@ -486,7 +666,7 @@ int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamm
     size_t cnt = (size_t)N * HW;
     void *sg = NULL, *sgx = NULL;
     int rc;
-    if ((rc = mts_gpu_alloc(&sg, (size_t)C * 8, err)) || (rc = mts_gpu_alloc(&sgx, (size_t)C * 8, err)) ||
+    if ((rc = scratch_alloc(&sg, (size_t)C * 8, err)) || (rc = scratch_alloc(&sgx, (size_t)C * 8, err)) ||
         (rc = reduce_rows<double>(C, cnt, BnX{dy, C, HW}, (double *)sg, err)) ||
         (rc = reduce_rows<double>(C, cnt, BnDyX{dy, xhat, C, HW}, (double *)sgx, err)))
         goto done;
@@ -497,8 +677,8 @@ int mts_gpu_bn_backward(int N, int C, int HW, const float *dy, const float *gamm
                                                              (const double *)sgx, dx);
     rc = launch_check(err, "batchnorm backward");
 done:
-    mts_gpu_free(sg);
-    mts_gpu_free(sgx);
+    scratch_free(sg);
+    scratch_free(sgx);
     return rc;
 }
 
@@ -589,5 +769,149 @@ int mts_gpu_adam_step(size_t n, float *param, const float *grad, float *m, float
                                                     (float)bc1, (float)bc2);
     return launch_check(err, "adam step");
 }
+
+
+// ------------------------------------------ device-resident training
+
+int mts_gpu_add(size_t n, const float *a, const float *b, float *y, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(add_k, blocks_for(n), THREADS, 0, 0)(n, a, b, y);
+    return launch_check(err, "residual add");
+}
+
+int mts_gpu_acc(size_t n, float *dst, const float *src, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(acc_k, blocks_for(n), THREADS, 0, 0)(n, dst, src);
+    return launch_check(err, "gradient sum");
+}
+
+int mts_gpu_copy_pz(size_t n, const float *src, float *dst, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(copy_pz_k, blocks_for(n), THREADS, 0, 0)(n, src, dst);
+    return launch_check(err, "gradient copy");
+}
+
+int mts_gpu_copy(size_t n, const float *src, float *dst, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(copy_k, blocks_for(n), THREADS, 0, 0)(n, src, dst);
+    return launch_check(err, "copy");
+}
+
+int mts_gpu_zero(size_t n, float *dst, mts_err *err)
+{
+    if (!n) return MTS_OK;
+    cudaError_t e = cudaMemset(dst, 0, n * sizeof(float));
+    return e == cudaSuccess ? MTS_OK : mts_fail(err, MTS_EIO, "gpu zero: %s", cudaGetErrorString(e));
+}
+
+int mts_gpu_gather(int N, size_t ss, const float *x, const uint8_t *y, const int32_t *order, float *xb, uint8_t *yb,
+                   mts_err *err)
+{
+    if (N <= 0 || !ss) return MTS_OK;
+    MTS_LAUNCH(gather_k, blocks_for((size_t)N * ss), THREADS, 0, 0)(N, ss, x, y, order, xb, yb);
+    return launch_check(err, "batch gather");
+}
+
+size_t mts_gpu_conv2d_work(const mts_conv_geom *g, int N)
+{
+    size_t NP = (size_t)N * g->oh * g->ow, K = (size_t)g->cin * g->k * g->k;
+    return NP * (K + (size_t)g->cout);
+}
+
+// A caller's workspace, or one allocated for this call.
+static int conv_work(const mts_conv_geom *g, int N, float **work, void **own, mts_err *err)
+{
+    *own = NULL;
+    if (*work) return MTS_OK;
+    int rc = scratch_alloc(own, mts_gpu_conv2d_work(g, N) * sizeof(float), err);
+    *work = (float *)*own;
+    return rc;
+}
+
+int mts_gpu_conv2d_forward(const mts_gpu_gemm_plan *fwd, const mts_conv_geom *g, int N, const float *x,
+                           const float *w, const float *b, float *y, float *work, mts_err *err)
+{
+    int P = g->oh * g->ow, K = g->cin * g->k * g->k;
+    size_t NP = (size_t)N * P;
+    if (!NP) return MTS_OK;
+    void *own;
+    int rc = conv_work(g, N, &work, &own, err);
+    if (rc != MTS_OK) return rc;
+    float *col = work, *t = work + NP * K;
+    // col^T * w^T [N*P][cout]: a = activation, b = weight, sum over K in order
+    // (conv.c stores it transposed; the same outputs)
+    if ((rc = mts_gpu_im2col(g, N, x, col, err)) == MTS_OK &&
+        (rc = mts_gpu_gemm_dev(fwd, 1, 1, (int)NP, g->cout, K, col, (int)NP, w, K, 0.0f, t, g->cout, err)) ==
+            MTS_OK) {
+        MTS_LAUNCH(conv_out_k, blocks_for(NP * g->cout), THREADS, 0, 0)(N, g->cout, P, t, b, y);
+        rc = launch_check(err, "conv output");
+    }
+    scratch_free(own);
+    return rc;
+}
+
+int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g, int N, const float *x,
+                            const float *w, const float *dy, float *dx, float *dw, float *db, float *work,
+                            mts_err *err)
+{
+    int P = g->oh * g->ow, K = g->cin * g->k * g->k, C = g->cout;
+    size_t NP = (size_t)N * P;
+    if (!NP) return MTS_OK;
+    void *own;
+    int rc = conv_work(g, N, &work, &own, err);
+    if (rc != MTS_OK) return rc;
+    float *dyc = work, *col = work + NP * C; // col, then dcol^T: NP * K floats
+    MTS_LAUNCH(conv_dyc_k, blocks_for(NP * C), THREADS, 0, 0)(N, C, P, dy, dyc);
+    rc = launch_check(err, "conv gradient layout");
+    // db: the fixed blocked order of fmath.h over (n, p)
+    if (rc == MTS_OK && db) rc = reduce_rows<float>(C, NP, RowTerm{dyc, NP}, db, err);
+    // dw[cout][K] = dyc * col^T: a = gradient, b = activation, sum over N*P in order
+    if (rc == MTS_OK && dw && (rc = mts_gpu_im2col(g, N, x, col, err)) == MTS_OK)
+        rc = mts_gpu_gemm_dev(bwd, 0, 1, C, K, (int)NP, dyc, (int)NP, col, (int)NP, 0.0f, dw, K, err);
+    // dcol^T[N*P][K] = dyc^T * w: a = gradient, b = weight, sum over cout; col2im
+    if (rc == MTS_OK && dx && (rc = mts_gpu_gemm_dev(bwd, 1, 0, (int)NP, K, C, dyc, (int)NP, w, K, 0.0f, col, K,
+                                                     err)) == MTS_OK)
+        rc = mts_gpu_col2im(g, N, col, dx, err);
+    scratch_free(own);
+    return rc;
+}
+
+int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err)
+{
+    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
+    if (!m) return MTS_OK;
+    void *part = NULL;
+    int rc = scratch_alloc(&part, 2 * m * sizeof(float), err);
+    if (rc != MTS_OK) return rc;
+    float *lo = (float *)part, *hi = lo + m;
+    MTS_LAUNCH(minmax_chunks, blocks_for(m), THREADS, 0, 0)(n, m, x, lo, hi);
+    MTS_LAUNCH(observe_k, 1, 1, 0, 0)(m, lo, hi, st, MTS_QAT_EMA);
+    rc = launch_check(err, "range observer");
+    scratch_free(part);
+    return rc;
+}
+
+int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err)
+{
+    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
+    *any = 0;
+    if (!m) return MTS_OK;
+    void *part = NULL;
+    int rc = scratch_alloc(&part, m + sizeof(int) * 2, err);
+    if (rc != MTS_OK) return rc;
+    int *out = (int *)part;
+    uint8_t *flag = (uint8_t *)part + sizeof(int) * 2;
+    MTS_LAUNCH(nonfinite_chunks, blocks_for(m), THREADS, 0, 0)(n, m, x, flag);
+    MTS_LAUNCH(or_flags, 1, 1, 0, 0)(m, flag, out);
+    if ((rc = launch_check(err, "non-finite check")) == MTS_OK) rc = mts_gpu_download(any, out, sizeof(int), err);
+    scratch_free(part);
+    return rc;
+}
+
+void mts_gpu_scratch_release(void) { scratch_release_idle(); }
 
 } // extern "C"

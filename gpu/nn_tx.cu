@@ -54,7 +54,7 @@ __global__ void gelu_fwd(size_t n, const float *x, float *y)
 __global__ void gelu_bwd(size_t n, const float *x, const float *dy, float *dx)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dx[i] = mts_fm_mul(dy[i], mts_fm_gelu_grad(x[i])); // dy * d(GELU)/dx, as act.c
+    if (i < n) dx[i] = mts_fm_canon(mts_fm_mul(dy[i], mts_fm_gelu_grad(x[i]))); // dy * d(GELU)/dx, as act.c
 }
 
 // Row softmax: one row per thread.
@@ -142,7 +142,7 @@ __global__ void tokens_fwd(int N, int T, int D, const float *cls, const float *p
     int d = (int)(i % D), t2 = (int)((i / D) % T2);
     size_t n = i / ((size_t)D * T2);
     float v = t2 < off ? cls[d] : x[(n * T + (t2 - off)) * D + d];
-    y[i] = mts_fm_add(v, pos[(size_t)t2 * D + d]);
+    y[i] = mts_fm_canon(mts_fm_add(v, pos[(size_t)t2 * D + d]));
 }
 // dpos[i] = sum over n of dy[n][i], FP32 from +0 in n order (one thread per
 // i); dcls (with a class token) = dpos[0..D).
@@ -152,6 +152,7 @@ __global__ void tokens_dpos(int N, int T2, int D, const float *dy, float *dpos, 
     if (i >= (size_t)T2 * D) return;
     float s = 0.0f;
     for (int n = 0; n < N; n++) s = mts_fm_add(s, dy[(size_t)n * T2 * D + i]);
+    s = mts_fm_canon(s);
     dpos[i] = s;
     if (dcls && i < (size_t)D) dcls[i] = s;
 }
@@ -175,7 +176,7 @@ __global__ void tokpool_fwd(int N, int T, int D, int mode, const float *x, float
     }
     float s = 0.0f;
     for (int t = 0; t < T; t++) s = mts_fm_add(s, xn[(size_t)t * D]);
-    y[i] = mts_fm_div(s, (float)T);
+    y[i] = mts_fm_canon(mts_fm_div(s, (float)T));
 }
 __global__ void tokpool_bwd(int N, int T, int D, int mode, const float *dy, float *dx)
 {
@@ -184,7 +185,7 @@ __global__ void tokpool_bwd(int N, int T, int D, int mode, const float *dy, floa
     size_t n = i / ((size_t)T * D);
     int t = (int)((i / D) % T);
     float g = dy[n * D + i % D];
-    dx[i] = mode == MTS_TOKPOOL_CLS ? (t == 0 ? g : 0.0f) : mts_fm_div(g, (float)T);
+    dx[i] = mode == MTS_TOKPOOL_CLS ? (t == 0 ? g : 0.0f) : mts_fm_canon(mts_fm_div(g, (float)T));
 }
 
 int zero_cols(int rows, int ld, int c0, int w, float *a, mts_err *err)

@@ -49,13 +49,6 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch 
     (void)ldb, (void)beta, (void)C, (void)ldc;
     return NOCUDA(err);
 }
-int mts_gpu_gemm_host(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
-                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
-{
-    (void)plan, (void)transA, (void)transB, (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb;
-    (void)beta, (void)C, (void)ldc;
-    return NOCUDA(err);
-}
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
@@ -145,4 +138,20 @@ NOCUDA_OP(int mts_gpu_tokens_backward(int N, int T, int D, int has_cls, const fl
                                       float *dcls, mts_err *err))
 NOCUDA_OP(int mts_gpu_tokpool_forward(int N, int T, int D, int mode, const float *x, float *y, mts_err *err))
 NOCUDA_OP(int mts_gpu_tokpool_backward(int N, int T, int D, int mode, const float *dy, float *dx, mts_err *err))
+NOCUDA_OP(int mts_gpu_add(size_t n, const float *a, const float *b, float *y, mts_err *err))
+NOCUDA_OP(int mts_gpu_acc(size_t n, float *dst, const float *src, mts_err *err))
+NOCUDA_OP(int mts_gpu_copy_pz(size_t n, const float *src, float *dst, mts_err *err))
+NOCUDA_OP(int mts_gpu_copy(size_t n, const float *src, float *dst, mts_err *err))
+NOCUDA_OP(int mts_gpu_zero(size_t n, float *dst, mts_err *err))
+NOCUDA_OP(int mts_gpu_gather(int N, size_t ss, const float *x, const uint8_t *y, const int32_t *order, float *xb,
+                             uint8_t *yb, mts_err *err))
+size_t mts_gpu_conv2d_work(const mts_conv_geom *g, int N) { return 0; }
+void mts_gpu_scratch_release(void) {}
+NOCUDA_OP(int mts_gpu_conv2d_forward(const mts_gpu_gemm_plan *fwd, const mts_conv_geom *g, int N, const float *x,
+                                     const float *w, const float *b, float *y, float *work, mts_err *err))
+NOCUDA_OP(int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g, int N, const float *x,
+                                      const float *w, const float *dy, float *dx, float *dw, float *db, float *work,
+                                      mts_err *err))
+NOCUDA_OP(int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err))
+NOCUDA_OP(int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err))
 #pragma GCC diagnostic pop

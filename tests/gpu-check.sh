@@ -10,7 +10,9 @@
 #       repository root with build-gpucheck/pkg carried along: nvidia-smi -L,
 #       every GPU test with MANTIS_REQUIRE_GPU=1 (a skip is a failure), the
 #       GEMM benchmark against cuBLAS, and `mantis train --device cuda`
-#       against `--device cpu` on a short run, compared byte for byte. Logs go
+#       against `--device cpu` on short runs of LeNet-300-100, LeNet-5,
+#       vit-tiny and ResNet-20 (CIFAR-shaped data made from the MNIST subset), compared
+#       byte for byte, with each run's wall and epoch seconds. Logs go
 #       to $OUT (at most 8 files; build-gpucheck/out without it); the last
 #       line is "N passed, N failed" and the exit status is 0 only when
 #       nothing failed. Without a GPU it says so and exits 1.
@@ -39,6 +41,31 @@ idx_head() { # SRC DST N HEADER_BYTES RECORD_BYTES
     printf "\\x$(printf %02x $((n >> 8 & 255)))\\x$(printf %02x $((n & 255)))"
     tail -c +9 "$src" | head -c $((hdr - 8 + n * rec))
   } >"$dst"
+}
+
+# CIFAR-shaped data for ResNet-20 in DST (the loader wants 10,000 records
+# per file): 64 distinct records (label k % 10, then 3072 bytes of the
+# MNIST subset's images) repeated in data_batch_1.bin; the other five files
+# link to it. Deterministic; what the pixels show does not matter here.
+synth_cifar() { # MNIST_DIR DST
+  local mn=$1 dst=$2 k f
+  rm -rf "$dst"
+  mkdir -p "$dst/rec"
+  for k in $(seq 0 63); do
+    {
+      printf "\\x$(printf %02x $((k % 10)))"
+      tail -c +$((17 + k * 3072)) "$mn/train-images-idx3-ubyte" | head -c 3072
+    } >"$dst/rec/$k"
+  done
+  (cd "$dst/rec" && cat $(seq 0 63)) >"$dst/block"
+  for k in 1 2 3 4 5 6 7 8; do # 64 -> 16384 records
+    cat "$dst/block" "$dst/block" >"$dst/block2" && mv "$dst/block2" "$dst/block"
+  done
+  head -c $((10000 * 3073)) "$dst/block" >"$dst/data_batch_1.bin"
+  rm -rf "$dst/rec" "$dst/block"
+  for f in data_batch_2 data_batch_3 data_batch_4 data_batch_5 test_batch; do
+    ln -s data_batch_1.bin "$dst/$f.bin"
+  done
 }
 
 prepare() {
@@ -145,31 +172,49 @@ run() {
   fi
   tee -a "$log" <"$out/bench_gemm.log" >/dev/null
 
-  # 4. training on the GPU against the CPU, byte for byte (less the timings)
-  local name args dev
-  for name in fp32 lut-fmaq; do
-    case $name in
-    fp32) args="--mul fp32" ;;
-    *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
+  # 4. training on the GPU against the CPU, byte for byte (less the timings
+  # and what only --device cuda reports); the cuda runs must have stayed on
+  # the device ("gpu_path": "resident"). Wall seconds of each run and the
+  # epoch's training seconds (its JSON) go to the log: the resident path's
+  # timing. The JSON files stay out of $OUT (its file count), in $top/train.
+  local name args dev model data sub jd=$top/train wall t1 rc
+  rm -rf "$jd"
+  mkdir -p "$jd"
+  synth_cifar "$root/$pkg/mnist" "$top/cifar" || fail "CIFAR-shaped data for resnet20 could not be made"
+  for model in lenet300 lenet5 vit-tiny resnet20; do
+    case $model in
+    resnet20) data="cifar10 --data-dir $top/cifar" sub="--subset 1024 --test-subset 1024 --batch 128" ;;
+    *) data="mnist --data-dir $root/$pkg/mnist" sub="--subset 1024 --test-subset 1024 --batch 64" ;;
     esac
-    for dev in cpu cuda; do
-      t0=$SECONDS
-      # shellcheck disable=SC2086
-      timeout 120 "$mantis" train --model lenet300 --data mnist --data-dir "$root/$pkg/mnist" --epochs 1 \
-        --subset 1024 --test-subset 1024 --batch 64 --seed 1 $args --device $dev --threads 0 \
-        --json "$out/train-$name-$dev.json" >>"$out/train.log" 2>&1
-      rc=$?
-      say "train $name --device $dev: exit $rc, $((SECONDS - t0)) s"
+    for name in fp32 lut-fmaq; do
+      case $name in
+      fp32) args="--mul fp32" ;;
+      *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
+      esac
+      local j="$jd/$model-$name"
+      for dev in cpu cuda; do
+        t1=$(date +%s.%N)
+        # shellcheck disable=SC2086
+        timeout 150 "$mantis" train --model $model --data $data --epochs 1 $sub --seed 1 $args --device $dev \
+          --threads 0 --json "$j-$dev.json" >>"$out/train.log" 2>&1
+        rc=$?
+        wall=$(awk -v a="$t1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+        say "train $model $name --device $dev: exit $rc, wall $wall s, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$j-$dev.json" 2>/dev/null | head -1) s$(sed -n 's/.*"gpu_path": \(".*"\).*/, gpu_path \1/p' "$j-$dev.json" 2>/dev/null)$(sed -n 's/.*"device_peak_bytes": \([0-9]*\).*/, device peak \1 bytes/p' "$j-$dev.json" 2>/dev/null)"
+        { echo "== $model $name $dev"; cat "$j-$dev.json" 2>/dev/null; echo; } >>"$out/train.log"
+      done
+      strip_json() { grep -v '"gpu_path"\|"device_peak_bytes"' "$1" | sed 's/, "seconds".*//'; }
+      if [ -s "$j-cpu.json" ] && [ -s "$j-cuda.json" ] && cmp -s <(strip_json "$j-cpu.json") <(strip_json "$j-cuda.json"); then
+        pass "train $model $name: --device cuda equals --device cpu"
+      else
+        fail "train $model $name: --device cuda differs from --device cpu (or a run failed; see train.log)"
+        diff <(strip_json "$j-cpu.json" 2>/dev/null) <(strip_json "$j-cuda.json" 2>/dev/null) | head -10 | tee -a "$log"
+      fi
+      if grep -q '"gpu_path": "resident"' "$j-cuda.json" 2>/dev/null; then
+        pass "train $model $name --device cuda: device-resident"
+      else
+        fail "train $model $name --device cuda: not device-resident ($(grep '"gpu_path"' "$j-cuda.json" 2>/dev/null))"
+      fi
     done
-    if [ -s "$out/train-$name-cpu.json" ] && [ -s "$out/train-$name-cuda.json" ] &&
-      cmp -s <(sed 's/, "seconds".*//' "$out/train-$name-cpu.json") \
-        <(sed 's/, "seconds".*//' "$out/train-$name-cuda.json"); then
-      pass "train $name: --device cuda equals --device cpu"
-    else
-      fail "train $name: --device cuda differs from --device cpu (or a run failed; see train.log)"
-      diff <(sed 's/, "seconds".*//' "$out/train-$name-cpu.json" 2>/dev/null) \
-        <(sed 's/, "seconds".*//' "$out/train-$name-cuda.json" 2>/dev/null) | head -10 | tee -a "$log"
-    fi
   done
   finish
 }

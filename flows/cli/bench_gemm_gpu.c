@@ -3,8 +3,8 @@
  * baseline and our GPU providers on device-resident operands: NATIVE, LUT
  * bf16 (e8m7 table of the model, default mbm; kernel 2 and the reference
  * kernel 1), LUT e8m10 (table in global memory / L2), FMAq M7E4 (bf16 LUT
- * products, biases 12/10, chunk 16), INT8 table (host-pointer path: includes
- * its host quantization and transfers).
+ * products, biases 12/10, chunk 16), INT8 table (its per-call ranges and
+ * quantization on the device included).
  * Prints the time, approx-MAC/s, the ratio to cuBLAS and the peak device
  * memory. docs/gemm.md, "GPU". */
 #include <stdio.h>
@@ -20,25 +20,23 @@
 
 #define CMD "bench gemm --device cuda"
 #define N_GPU 7
-#define I_INT 6 /* the INT8 row (host pointers) */
+#define I_INT 6 /* the INT8 row */
 
 /* lut-bf16-k1: the same table through kernel 1, the readable reference
  * kernel (gpu/gemm.cu), for the ratio of the tiled kernel 2 to it */
 static const char *const names[N_GPU] = {"cublas",   "native",    "lut-bf16", "lut-bf16-k1",
                                          "lut-m10", "fmaq-m7e4", "int8"};
 
-/* Best wall time (s) of reps runs of provider idx after a warm-up; dA etc.
- * on the device, hA etc. on the host (INT only). */
-static int time_one(int idx, const mts_gpu_gemm_plan *pl, const mts_provider *pint, int n, int reps, const float *dA,
-                    const float *dB, float *dC, const float *hA, const float *hB, float *hC, double *best,
-                    mts_err *err)
+/* Best wall time (s) of reps runs of provider idx after a warm-up, on the
+ * device operands dA, dB, dC. */
+static int time_one(int idx, const mts_gpu_gemm_plan *pl, int n, int reps, const float *dA, const float *dB, float *dC,
+                    double *best, mts_err *err)
 {
     *best = 1e30;
     for (int r = 0; r <= reps; r++) {
         double t0 = mts_clock_now();
         int rc;
         if (idx == 0) rc = mts_gpu_sgemm_cublas(n, n, n, dA, dB, dC, err);
-        else if (idx == I_INT) rc = mts_gpu_gemm(pint, 0, 0, n, n, n, hA, n, hB, n, 0.0f, hC, n, err);
         else rc = mts_gpu_gemm_dev(pl, 0, 0, n, n, n, dA, n, dB, n, 0.0f, dC, n, err);
         if (rc == MTS_OK) rc = mts_gpu_sync(err);
         if (rc != MTS_OK) return rc;
@@ -105,7 +103,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
     p[I_INT].lut = &i8;
     mts_gpu_gemm_plan *pl[N_GPU] = {0};
     int status = 0;
-    for (int i = 1; i < I_INT && !status; i++)
+    for (int i = 1; i < N_GPU && !status; i++)
         if (mts_gpu_plan_open(&p[i], &pl[i], &err) || (i == 3 && mts_gpu_plan_set_kernel(pl[i], 1, &err)))
             status = cli_error(CMD, "%s: %s", names[i], err.msg);
 
@@ -115,7 +113,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
     for (int s = 0; s < nsizes && !status; s++) {
         int n = sizes[s];
         size_t nn = (size_t)n * n;
-        float *h = malloc(3 * nn * sizeof(float));
+        float *h = malloc(2 * nn * sizeof(float));
         void *d[3] = {0};
         if (!h) {
             status = cli_error(CMD, "out of host memory for %zu-element operands", nn);
@@ -129,7 +127,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
                 status = cli_error(CMD, "%s", err.msg);
         double t[N_GPU];
         for (int i = 0; i < N_GPU && !status; i++) {
-            int rc = time_one(i, pl[i], &p[I_INT], n, reps, d[0], d[1], d[2], h, h + nn, h + 2 * nn, &t[i], &err);
+            int rc = time_one(i, pl[i], n, reps, d[0], d[1], d[2], &t[i], &err);
             if (rc == MTS_EUNSUPPORTED && i == 0) { /* no cuBLAS: the others still run */
                 printf("%-6d %-12s %s\n", n, names[i], err.msg);
                 t[0] = 0;

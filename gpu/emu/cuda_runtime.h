@@ -233,32 +233,49 @@ template <class T> T __ldg(const T *p) { return *p; }
 // On the CPU (SSE, -ffp-contract=off, round to nearest even, denormals
 // kept) each is one correctly rounded IEEE operation, as on the device.
 
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
+// A NaN result is the GPU's 0x7FFFFFFF whatever the operands (an x86 CPU
+// keeps an operand's payload and sign): code whose NaN bits would differ
+// from the CPU's on a device differs here too.
+inline float mts_emu_nan(float x)
+{
+    if (x == x) return x;
+    unsigned u = 0x7FFFFFFFu;
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+inline float __fadd_rn(float a, float b) { return mts_emu_nan(a + b); }
+inline float __fsub_rn(float a, float b) { return mts_emu_nan(a - b); }
+inline float __fmul_rn(float a, float b) { return mts_emu_nan(a * b); }
 // toward zero: the exact product (a double holds it) rounded to nearest,
 // then one step toward zero where that rounding went away from it
 inline float __fmul_rz(float a, float b)
 {
     double d = (double)a * (double)b;
     float f = (float)d;
-    return std::fabs((double)f) > std::fabs(d) ? std::nextafter(f, 0.0f) : f;
+    return mts_emu_nan(std::fabs((double)f) > std::fabs(d) ? std::nextafter(f, 0.0f) : f);
 }
-inline float __fdiv_rn(float a, float b) { return a / b; }
-inline float __fsqrt_rn(float a) { return std::sqrt(a); }
-inline float __frcp_rn(float a) { return 1.0f / a; }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline double __dadd_rn(double a, double b) { return a + b; }
-inline double __dsub_rn(double a, double b) { return a - b; }
-inline double __dmul_rn(double a, double b) { return a * b; }
-inline double __ddiv_rn(double a, double b) { return a / b; }
-inline double __dsqrt_rn(double a) { return std::sqrt(a); }
-inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+inline double mts_emu_dnan(double x)
+{
+    if (x == x) return x;
+    unsigned long long u = 0x7FFFFFFFFFFFFFFFull;
+    std::memcpy(&x, &u, 8);
+    return x;
+}
+inline float __fdiv_rn(float a, float b) { return mts_emu_nan(a / b); }
+inline float __fsqrt_rn(float a) { return mts_emu_nan(std::sqrt(a)); }
+inline float __frcp_rn(float a) { return mts_emu_nan(1.0f / a); }
+inline float __fmaf_rn(float a, float b, float c) { return mts_emu_nan(std::fma(a, b, c)); }
+inline double __dadd_rn(double a, double b) { return mts_emu_dnan(a + b); }
+inline double __dsub_rn(double a, double b) { return mts_emu_dnan(a - b); }
+inline double __dmul_rn(double a, double b) { return mts_emu_dnan(a * b); }
+inline double __ddiv_rn(double a, double b) { return mts_emu_dnan(a / b); }
+inline double __dsqrt_rn(double a) { return mts_emu_dnan(std::sqrt(a)); }
+inline double __fma_rn(double a, double b, double c) { return mts_emu_dnan(std::fma(a, b, c)); }
 inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
 inline int __float2int_rz(float x) { return (int)x; }
 inline float __int2float_rn(int x) { return (float)x; }
 inline float __uint2float_rn(unsigned x) { return (float)x; }
-inline float __double2float_rn(double x) { return (float)x; }
+inline float __double2float_rn(double x) { return mts_emu_nan((float)x); }
 
 // ------------------------------------------------------- bit intrinsics
 

@@ -14,7 +14,8 @@
  *                 mts_amsim_entry_hd      AMSim's decoding of a LUT entry
  *                 mts_amsim_hd            AMSim on a table of entries
  *   FMAq          mts_q_hd, mts_qadd_hd, mts_fmaq_hd   (fmaq.h)
- *   INT           mts_qdot_correct_hd     the zero-point correction (intmul.h)
+ *   INT           mts_affine_quantize_hd  a real value's code (intmul.h)
+ *                 mts_qdot_correct_hd     the zero-point correction (intmul.h)
  *   GEMM output   mts_gemm_store_hd       beta and the canonical NaN (gemm.h)
  *
  * Only integer operations on bit patterns, and FP32/FP64 operations named
@@ -30,6 +31,7 @@
 #include "mantis/format.h"
 #include "mantis/fpbits.h"
 #include "mantis/hd.h"
+#include "mantis/intmul.h"
 #include "mantis/lut.h"
 #include "mantis/mul.h"
 
@@ -335,6 +337,17 @@ static inline MTS_HD uint32_t mts_fmaq_hd(const mts_qfmt *qprod, const mts_qfmt 
 /* ------------------------------------------------------------------ INT */
 
 /* mts_qdot_correct (intmul.h): sum (qa-za)(qb-zb) from the integer sums. */
+/* mts_affine_quantize (intmul.h): round(r / scale), half away from zero,
+ * plus the zero point, clamped to [qmin, qmax]; NaN -> the zero point. */
+static inline MTS_HD int32_t mts_affine_quantize_hd(const mts_affine *p, double r)
+{
+    if (r != r) return p->zero_point;
+    double q = mts_fm_dadd(round(mts_fm_ddiv(r, p->scale)), (double)p->zero_point);
+    if (q < p->qmin) return p->qmin;
+    if (q > p->qmax) return p->qmax;
+    return (int32_t)q;
+}
+
 static inline MTS_HD int64_t mts_qdot_correct_hd(int64_t s_ab, int64_t s_a, int64_t s_b, int64_t n, int32_t za,
                                                  int32_t zb)
 {

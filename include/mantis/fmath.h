@@ -404,6 +404,13 @@ static inline MTS_HD float mts_fm_sumf_array(const float *x, size_t n)
  * twins (gpu/nn_tx.cu) both call these, so both round the same operations
  * in the same order. */
 
+/* A NaN as the one quiet NaN 0x7FC00000, anything else as it is. An x86
+ * CPU propagates a NaN operand's payload and sign (and makes 0xFFC00000 of
+ * inf - inf); an NVIDIA GPU returns 0x7FFFFFFF for every NaN result. The ops
+ * whose outputs may be NaN store through this, on both sides, so their
+ * bits agree (as mts_gemm's store rule does for the GEMMs). */
+static inline MTS_HD float mts_fm_canon(float x) { return x != x ? mts_fm_float(0x7FC00000u) : x; }
+
 /* GELU, tanh form (Hendrycks & Gimpel): sqrt(2/pi) and the cubic's factor. */
 #define MTS_FM_GELU_C 0.7978845608028654f
 #define MTS_FM_GELU_A 0.044715f
@@ -417,7 +424,7 @@ static inline MTS_HD float mts_fm_gelu_tanh(float v)
 /* 0.5 v (1 + t) */
 static inline MTS_HD float mts_fm_gelu(float v)
 {
-    return mts_fm_mul(mts_fm_mul(0.5f, v), mts_fm_add(1.0f, mts_fm_gelu_tanh(v)));
+    return mts_fm_canon(mts_fm_mul(mts_fm_mul(0.5f, v), mts_fm_add(1.0f, mts_fm_gelu_tanh(v))));
 }
 /* d GELU / dv = 0.5 (1 + t) + 0.5 v (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 v^2) */
 static inline MTS_HD float mts_fm_gelu_grad(float v)
@@ -426,7 +433,7 @@ static inline MTS_HD float mts_fm_gelu_grad(float v)
     float l = mts_fm_mul(0.5f, mts_fm_add(1.0f, t));
     float r = mts_fm_mul(mts_fm_mul(mts_fm_mul(0.5f, v), mts_fm_sub(1.0f, mts_fm_mul(t, t))), MTS_FM_GELU_C);
     float q = mts_fm_add(1.0f, mts_fm_mul(mts_fm_mul(mts_fm_mul(3.0f, MTS_FM_GELU_A), v), v));
-    return mts_fm_add(l, mts_fm_mul(r, q));
+    return mts_fm_canon(mts_fm_add(l, mts_fm_mul(r, q)));
 }
 
 /* One row of the softmax: y = exp(x - max) / sum, the FP32 sum in j order
@@ -440,14 +447,14 @@ static inline MTS_HD void mts_fm_softmax_row(int W, const float *x, float *y)
         y[j] = mts_fm_expf(mts_fm_sub(x[j], mx));
         s = mts_fm_add(s, y[j]);
     }
-    for (int j = 0; j < W; j++) y[j] = mts_fm_div(y[j], s);
+    for (int j = 0; j < W; j++) y[j] = mts_fm_canon(mts_fm_div(y[j], s));
 }
 /* Its gradient: dx = y (dy - sum_j dy_j y_j), the sum in j order from +0. */
 static inline MTS_HD void mts_fm_softmax_row_grad(int W, const float *y, const float *dy, float *dx)
 {
     float s = 0.0f;
     for (int j = 0; j < W; j++) s = mts_fm_add(s, mts_fm_mul(dy[j], y[j]));
-    for (int j = 0; j < W; j++) dx[j] = mts_fm_mul(y[j], mts_fm_sub(dy[j], s));
+    for (int j = 0; j < W; j++) dx[j] = mts_fm_canon(mts_fm_mul(y[j], mts_fm_sub(dy[j], s)));
 }
 
 /* One row of LayerNorm over D values: mean and variance in double (sums in
@@ -466,8 +473,8 @@ static inline MTS_HD float mts_fm_layernorm_row(int D, const float *x, const flo
     float is = mts_fm_div(1.0f, mts_fm_sqrt(mts_fm_add((float)mts_fm_ddiv(v, (double)D), eps))), m = (float)mean;
     for (int d = 0; d < D; d++) {
         float h = mts_fm_mul(mts_fm_sub(x[d], m), is);
-        xhat[d] = h;
-        y[d] = mts_fm_add(mts_fm_mul(h, gamma[d]), beta[d]);
+        xhat[d] = mts_fm_canon(h);
+        y[d] = mts_fm_canon(mts_fm_add(mts_fm_mul(h, gamma[d]), beta[d]));
     }
     return is;
 }
@@ -482,8 +489,8 @@ static inline MTS_HD void mts_fm_layernorm_col_grad(int R, int D, int d, const f
         g = mts_fm_dadd(g, mts_fm_dmul((double)dy[o], (double)xhat[o]));
         b = mts_fm_dadd(b, (double)dy[o]);
     }
-    dgamma[d] = (float)g;
-    dbeta[d] = (float)b;
+    dgamma[d] = mts_fm_canon((float)g);
+    dbeta[d] = mts_fm_canon((float)b);
 }
 /* One row of LayerNorm's input gradient: with g = dy gamma (double),
  * dx = invstd/D (D g - sum g - xhat sum(g xhat)), the sums in d order. */
@@ -500,7 +507,7 @@ static inline MTS_HD void mts_fm_layernorm_row_grad(int D, const float *dy, cons
     for (int d = 0; d < D; d++) {
         double g = mts_fm_dmul((double)dy[d], (double)gamma[d]);
         double t = mts_fm_dsub(mts_fm_dsub(mts_fm_dmul((double)D, g), sg), mts_fm_dmul((double)xhat[d], sgh));
-        dx[d] = (float)mts_fm_dmul(k, t);
+        dx[d] = mts_fm_canon((float)mts_fm_dmul(k, t));
     }
 }
 

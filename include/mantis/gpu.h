@@ -81,8 +81,9 @@ int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err);
 /* mts_gemm's contract on device pointers (A, B, C on the device; shapes and
  * leading dimensions as gemm.h). Asynchronous: the GEMM is queued on the
  * default stream after earlier work; a copy to the host or mts_gpu_sync waits
- * for it and reports a fault while it ran. INT plans return
- * MTS_EUNSUPPORTED here (its per-call quantization runs on the host). */
+ * for it and reports a fault while it ran. INT plans quantize on the
+ * device with per-call ranges (sim/gemm/int.c's), which waits for the
+ * operands: INT's call returns once its codes are computed. */
 int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
 
@@ -95,7 +96,7 @@ typedef struct mts_gpu_batch {
     size_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
 } mts_gpu_batch;
 
-/* mts_gpu_gemm_dev for each GEMM of bt (NULL: one GEMM). */
+/* mts_gpu_gemm_dev for each GEMM of bt (NULL: one GEMM; INT: one GEMM only). */
 int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch *bt, int transA, int transB, int m,
                              int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                              int ldc, mts_err *err);
@@ -104,10 +105,6 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch 
  * mts_gemm calls when p->device == MTS_GPU_DEVICE_CUDA). */
 int mts_gpu_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
-
-/* mts_gpu_gemm through a given plan (its kernel; INT plans too). */
-int mts_gpu_gemm_host(const mts_gpu_gemm_plan *plan, int transA, int transB, int m, int n, int k, const float *A,
-                      int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err);
 
 /* cuBLAS SGEMM (FP32, TF32 off) on device pointers, row-major as mts_gemm,
  * beta 0, no transposes: the baseline of `mantis bench gemm --device cuda`.
@@ -125,7 +122,11 @@ int mts_gpu_sync(mts_err *err);
  * context; err last) and, by contract, the same bits as the CPU op,
  * including the fixed blocked order of fmath.h for every long reduction.
  * Written and compiled; NOT yet run on a GPU (tests/test_gpu.cpp compares
- * each with its CPU twin where a device is present). All synchronous. */
+ * each with its CPU twin where a device is present). The twins of
+ * nn_ops.cu are asynchronous as mts_gpu_gemm_dev: queued on the default
+ * stream in order; a result that comes back to the host (softmax CE's loss,
+ * mts_gpu_nonfinite) and every copy to the host or mts_gpu_sync wait for
+ * the work before them and report a fault it caused. */
 int mts_gpu_relu_forward(size_t n, const float *x, float *y, mts_err *err);
 int mts_gpu_relu_backward(size_t n, const float *y, const float *dy, float *dx, mts_err *err);
 /* Dense with IDENTITY STE (the masked STE backward is not on the GPU). */
@@ -202,6 +203,47 @@ int mts_gpu_tokens_backward(int N, int T, int D, int has_cls, const float *dy, f
                             mts_err *err);
 int mts_gpu_tokpool_forward(int N, int T, int D, int mode, const float *x, float *y, mts_err *err);
 int mts_gpu_tokpool_backward(int N, int T, int D, int mode, const float *dy, float *dx, mts_err *err);
+
+/* ------------------------- device-resident training (gpu/nn_ops.cu)
+ *
+ * What sim/nn/gpunet.c needs beside the twins above to run a whole
+ * training step on the device (the CPU ops they mirror in brackets). */
+/* y = a + b elementwise (residual add, mts__add_t). */
+int mts_gpu_add(size_t n, const float *a, const float *b, float *y, mts_err *err);
+/* dst = dst + src (a later gradient contribution, mts__acc_t). */
+int mts_gpu_acc(size_t n, float *dst, const float *src, mts_err *err);
+/* dst = +0 + src; src == dst allowed (a first contribution, mts__copy_pz_t,
+ * mts__plus_zero_t). */
+int mts_gpu_copy_pz(size_t n, const float *src, float *dst, mts_err *err);
+/* dst = src (n floats, device to device). */
+int mts_gpu_copy(size_t n, const float *src, float *dst, mts_err *err);
+/* dst = +0 (n floats). */
+int mts_gpu_zero(size_t n, float *dst, mts_err *err);
+/* The batch of samples order[0..N) of a device-resident data set x[][ss],
+ * y[]: xb[b] = x[order[b]], yb[b] = y[order[b]] (order on the device). */
+int mts_gpu_gather(int N, size_t ss, const float *x, const uint8_t *y, const int32_t *order, float *xb, uint8_t *yb,
+                   mts_err *err);
+/* Conv2D (mts_conv2d_forward / backward, conv.c) as im2col, one
+ * mts_gpu_gemm_dev per pass in the CPU's shapes and operand order (forward
+ * col^T x W^T over K; dW = dY x col^T over N*P; dcol^T = dY^T x W over
+ * cout, then the col2im gather) and the bias gradient in fmath.h's blocked
+ * order, so the bits are the CPU's. work: mts_gpu_conv2d_work(g, N) floats
+ * of device scratch, or NULL (allocated per call). */
+size_t mts_gpu_conv2d_work(const mts_conv_geom *g, int N);
+int mts_gpu_conv2d_forward(const mts_gpu_gemm_plan *fwd, const mts_conv_geom *g, int N, const float *x,
+                           const float *w, const float *b, float *y, float *work, mts_err *err);
+int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g, int N, const float *x,
+                            const float *w, const float *dy, float *dx, float *dw, float *db, float *work,
+                            mts_err *err);
+/* One training step of a range observer st[MTS_QAT_STATE] (on the device)
+ * over x[0..n) (mts_qat_observe). */
+int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err);
+/* *any = 1 when some x[i] is inf or NaN, else 0 (to the host). */
+int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err);
+/* The twins take their short-lived scratch (reduction partial sums, BN and
+ * softmax statistics) from a cache of device blocks that outlives the call;
+ * this frees the idle ones (device-resident training calls it at its end). */
+void mts_gpu_scratch_release(void);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
  *   nn_data.h   MNIST / Fashion-MNIST / CIFAR-10 loaders
  *   nn_ckpt.h   checkpoints
  *   nn_train.h  epochs, evaluation, and the train / test drivers
+ *   nn_gpunet.h the same epochs and evaluation device-resident (--device cuda)
  * See docs/training.md. */
 #ifndef MANTIS_NN_H
 #define MANTIS_NN_H
@@ -18,6 +19,7 @@
 #include "mantis/nn_arith.h"
 #include "mantis/nn_ckpt.h"
 #include "mantis/nn_data.h"
+#include "mantis/nn_gpunet.h"
 #include "mantis/nn_net.h"
 #include "mantis/nn_ops.h"
 #include "mantis/nn_optim.h"

@@ -201,6 +201,7 @@ typedef struct mts_test_result {
     int samples;
     double acc;
     char layers[1024];           /* the per-layer rules applied, as mts_train_info.layers */
+    char gpu_path[600];          /* device cuda: "resident" or "per-gemm: <why>" (JSON gpu_path); else "" */
 } mts_test_result;
 
 /* Rebuilds the model named in the checkpoint, loads it and evaluates the

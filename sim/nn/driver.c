@@ -13,6 +13,7 @@
 #include "mantis/fs.h"
 #include "mantis/gpu.h"
 #include "mantis/json.h"
+#include "mantis/nn_gpunet.h"
 #include "mantis/nn_trace.h"
 #include "mantis/nn_train.h"
 #include "mantis/trace.h"
@@ -74,10 +75,13 @@ typedef struct run {
     uint8_t *labels;
     int prev_done;
     nn_layers layers;    /* per-layer multipliers (--mul-layer) */
+    mts_gpunet *gpu;     /* device-resident training (--device cuda, when it takes the run) */
+    char gpu_path[600];  /* "resident" or "per-gemm: <why>" (--device cuda only) */
 } run;
 
 static void run_free(run *r)
 {
+    mts_gpunet_close(r->gpu);
     mts_nn_tracer_free(&r->tracer);
     nn_layers_close(&r->layers);
     mts_opt_free(&r->opt);
@@ -294,6 +298,10 @@ static void print_json(FILE *f, void *ud)
         mts_jw_end(&w);
     }
     mts_jw_end(&w);
+    if (c->device) { /* which GPU path ran, and the device memory it took at most */
+        mts_jw_str(&w, "gpu_path", r->gpu_path);
+        mts_jw_uint(&w, "device_peak_bytes", (unsigned long long)mts_gpu_peak_bytes());
+    }
     const mts_train_info *in = r->info;
     mts_jw_bool(&w, "diverged", in->diverged);
     if (in->diverged) { /* no accuracy: a diverged run has none worth reporting */
@@ -341,31 +349,65 @@ static void on_batch(void *ud, int done, int total)
     if (r->c->progress) report(r, MTS_TRAIN_BATCH, done, total);
 }
 
+/* The training and evaluation contexts of the run. */
+static void run_ctx(run *r, mts_nn_ctx *train, mts_nn_ctx *eval)
+{
+    const mts_train_config *c = r->c;
+    *train = mts_nn_ctx_cpu(&r->af.p, &r->ab.p);
+    *eval = mts_nn_ctx_cpu(&r->at.p, NULL);
+    train->ste = r->ste;
+    train->int_bwd = (int)r->ibwd;
+    train->qtab = &r->af.qtab;
+    train->igrad = &r->af.igrad;
+    eval->qtab = &r->at.qtab;
+    train->tracer = c->trace ? &r->tracer : NULL;
+    train->tap = c->tap;
+    nn_layers_bind(&r->layers, r->net.n, train, eval);
+    train->node_ctx = r->layers.train_nodes;
+    eval->node_ctx = r->layers.eval_nodes;
+}
+
+/* With --device cuda: device-resident training when it takes the run
+ * (nn_gpunet.h), else the per-GEMM path; gpu_path says which and why. */
+static int prepare_device(run *r, mts_err *err)
+{
+    if (!r->c->device) return MTS_OK;
+    mts_nn_ctx train, eval;
+    run_ctx(r, &train, &eval);
+    mts_err why;
+    if (mts_gpunet_supports(&r->net, &train, &eval, &why) != MTS_OK) {
+        snprintf(r->gpu_path, sizeof r->gpu_path, "per-gemm: %s", why.msg);
+        return MTS_OK;
+    }
+    snprintf(r->gpu_path, sizeof r->gpu_path, "resident");
+    mts_err e;
+    int rc = mts_gpunet_open(&r->gpu, &r->net, &r->opt, &r->af.p, &r->ab.p, &r->at.p, &r->train, r->info->ntrain,
+                             &r->test, r->info->ntest, &e);
+    return rc == MTS_OK ? MTS_OK : mts_fail(err, rc, "device-resident training: %s", e.msg);
+}
+
 /* Epoch e (0-based): train (traced if asked), evaluate with the test
  * provider (never traced), record, checkpoint, rewrite the JSON. */
 static int run_epoch(run *r, int e, mts_err *err)
 {
     const mts_train_config *c = r->c;
-    mts_nn_ctx train = mts_nn_ctx_cpu(&r->af.p, &r->ab.p), eval = mts_nn_ctx_cpu(&r->at.p, NULL);
-    train.ste = r->ste;
-    train.int_bwd = (int)r->ibwd;
-    train.qtab = &r->af.qtab;
-    train.igrad = &r->af.igrad;
-    eval.qtab = &r->at.qtab;
-    train.tracer = c->trace ? &r->tracer : NULL;
-    train.tap = c->tap;
-    nn_layers_bind(&r->layers, r->net.n, &train, &eval);
-    train.node_ctx = r->layers.train_nodes;
-    eval.node_ctx = r->layers.eval_nodes;
+    mts_nn_ctx train, eval;
+    run_ctx(r, &train, &eval);
     mts_epoch_stats st;
     r->info->epoch = e + 1;
     mts_epoch_order(c->seed, e, r->info->ntrain, r->order); /* the order mts_train_epoch uses */
     r->prev_done = 0;
-    int rc = mts_train_epoch(&r->net, &r->opt, &train, &r->train, r->info->ntrain, c->batch, c->seed, e,
-                             mts_opt_lr(&r->opt, e), on_batch, r, &st, err);
+    int rc = r->gpu ? mts_gpunet_train_epoch(r->gpu, &r->net, &r->opt, r->info->ntrain, c->batch, c->seed, e,
+                                             mts_opt_lr(&r->opt, e), on_batch, r, &st, err)
+                    : mts_train_epoch(&r->net, &r->opt, &train, &r->train, r->info->ntrain, c->batch, c->seed, e,
+                                      mts_opt_lr(&r->opt, e), on_batch, r, &st, err);
     if (rc == MTS_OK && r->info->diverged) /* nothing of this epoch is kept but the JSON's verdict */
         return c->json ? write_json(r, err) : MTS_OK;
-    if (rc == MTS_OK) rc = mts_evaluate(&r->net, &eval, &r->test, r->info->ntest, &st.test_acc, err);
+    if (rc == MTS_OK)
+        rc = r->gpu ? mts_gpunet_evaluate(r->gpu, r->info->ntest, &st.test_acc, err)
+                    : mts_evaluate(&r->net, &eval, &r->test, r->info->ntest, &st.test_acc, err);
+    /* a checkpoint holds the device's parameters, statistics and moments */
+    if (rc == MTS_OK && r->gpu && c->ckdir) rc = mts_gpunet_download(r->gpu, &r->net, &r->opt, err);
     if (rc != MTS_OK) return rc;
     r->meta->hist[r->meta->nhist++] = st;
     r->meta->epoch = e + 1;
@@ -396,6 +438,7 @@ static int run_all(run *r, mts_err *err)
     r->order = malloc(sizeof(int32_t) * (size_t)(info->ntrain + 1));
     r->labels = malloc((size_t)c->batch);
     if (!r->order || !r->labels) return mts_fail(err, MTS_ENOMEM, "train: out of memory");
+    if ((rc = prepare_device(r, err)) != MTS_OK) return rc;
     report(r, MTS_TRAIN_STARTED, 0, 0);
     for (int e = info->start; e < c->epochs && !info->diverged; e++)
         if ((rc = run_epoch(r, e, err)) != MTS_OK) return rc;

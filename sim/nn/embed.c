@@ -3,6 +3,7 @@
  * optional class token, and pooling of the tokens into one vector. */
 #include <string.h>
 
+#include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
 
 void mts_patchify_forward(int N, int C, int Hh, int W, int p, const float *x, float *y)
@@ -37,10 +38,10 @@ void mts_tokens_forward(int N, int T, int D, const float *cls, const float *pos,
     for (int n = 0; n < N; n++) {
         float *yn = y + (size_t)n * T2 * D;
         if (cls)
-            for (int d = 0; d < D; d++) yn[d] = cls[d] + pos[d];
+            for (int d = 0; d < D; d++) yn[d] = mts_fm_canon(cls[d] + pos[d]);
         for (int t = 0; t < T; t++)
             for (int d = 0; d < D; d++)
-                yn[(size_t)(t + off) * D + d] = x[((size_t)n * T + t) * D + d] + pos[(size_t)(t + off) * D + d];
+                yn[(size_t)(t + off) * D + d] = mts_fm_canon(x[((size_t)n * T + t) * D + d] + pos[(size_t)(t + off) * D + d]);
     }
 }
 
@@ -50,7 +51,7 @@ void mts_tokens_backward(int N, int T, int D, int has_cls, const float *dy, floa
     for (size_t i = 0; i < (size_t)T2 * D; i++) {
         float s = 0.0f;
         for (int n = 0; n < N; n++) s += dy[(size_t)n * T2 * D + i];
-        dpos[i] = s;
+        dpos[i] = mts_fm_canon(s);
     }
     if (has_cls && dcls) memcpy(dcls, dpos, sizeof(float) * (size_t)D); /* cls and pos[0] enter as a sum */
     if (dx)
@@ -69,7 +70,7 @@ void mts_tokpool_forward(int N, int T, int D, int mode, const float *x, float *y
             }
             float s = 0.0f;
             for (int t = 0; t < T; t++) s += xn[(size_t)t * D];
-            y[(size_t)n * D + d] = s / (float)T;
+            y[(size_t)n * D + d] = mts_fm_canon(s / (float)T);
         }
 }
 
@@ -79,6 +80,6 @@ void mts_tokpool_backward(int N, int T, int D, int mode, const float *dy, float 
         for (int t = 0; t < T; t++)
             for (int d = 0; d < D; d++) {
                 float g = dy[(size_t)n * D + d];
-                dx[((size_t)n * T + t) * D + d] = mode == MTS_TOKPOOL_CLS ? (t == 0 ? g : 0.0f) : g / (float)T;
+                dx[((size_t)n * T + t) * D + d] = mode == MTS_TOKPOOL_CLS ? (t == 0 ? g : 0.0f) : mts_fm_canon(g / (float)T);
             }
 }

@@ -12,9 +12,6 @@
 #include "mantis/rng.h"
 #include "nn_internal.h"
 
-#define BN_MOMENTUM 0.1f
-#define BN_EPS 1e-5f
-#define LN_EPS 1e-5f
 #define POS_INIT 0.02f /* position embeddings start uniform in [-POS_INIT, POS_INIT] */
 
 static size_t node_size(const mts_layer *l) { return (size_t)l->c * l->h * l->w; }

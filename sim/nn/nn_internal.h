@@ -11,6 +11,12 @@
 #include "mantis/nn_arith.h"
 #include "mantis/nn_train.h"
 
+/* BatchNorm's running-average momentum and epsilon, LayerNorm's epsilon
+ * (net.c, gpunet.c). */
+#define BN_MOMENTUM 0.1f
+#define BN_EPS 1e-5f
+#define LN_EPS 1e-5f /* LayerNorm */
+
 /* mts_prov_mul with fp32 = mts_model_find("fp32") looked up once by the
  * caller, for the STE replay's inner loop (prov.c). */
 uint32_t nn_prov_mul(const mts_provider *p, const mts_model *fp32, uint32_t a, uint32_t b);

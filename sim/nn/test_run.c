@@ -8,6 +8,7 @@
 
 #include "mantis/fs.h"
 #include "mantis/json.h"
+#include "mantis/nn_gpunet.h"
 #include "mantis/nn_train.h"
 #include "nn_internal.h"
 
@@ -86,6 +87,7 @@ static void print_json(FILE *f, void *ud)
     mts_jw_str(&w, "layers", r->layers);
     mts_jw_int(&w, "samples", r->samples);
     mts_jw_num(&w, "test_acc", r->acc, "%.6f");
+    if (r->gpu_path[0]) mts_jw_str(&w, "gpu_path", r->gpu_path); /* --device cuda only */
     mts_jw_end(&w);
 }
 
@@ -113,7 +115,19 @@ static int evaluate(const mts_test_config *c, const char *path, const mts_arith_
     ctx.qtab = &ar->qtab;
     nn_layers_bind(L, net->n, NULL, &ctx);
     ctx.node_ctx = L->eval_nodes;
-    if ((rc = mts_evaluate(net, &ctx, test, r->samples, &r->acc, err)) != MTS_OK) return rc;
+    /* --device cuda: on the device when it takes the net and provider (nn_gpunet.h) */
+    mts_err why;
+    if (c->device && mts_gpunet_supports(net, NULL, &ctx, &why) == MTS_OK) {
+        mts_gpunet *g = NULL;
+        snprintf(r->gpu_path, sizeof r->gpu_path, "resident");
+        rc = mts_gpunet_open(&g, net, NULL, NULL, NULL, &ar->p, NULL, 0, test, r->samples, err);
+        if (rc == MTS_OK) rc = mts_gpunet_evaluate(g, r->samples, &r->acc, err);
+        mts_gpunet_close(g);
+    } else {
+        if (c->device) snprintf(r->gpu_path, sizeof r->gpu_path, "per-gemm: %s", why.msg);
+        rc = mts_evaluate(net, &ctx, test, r->samples, &r->acc, err);
+    }
+    if (rc != MTS_OK) return rc;
     if (c->json_out) print_json(c->json_out, r);
     return c->json ? mts_fs_write_stream(c->json, print_json, r, err) : MTS_OK;
 }
