@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_torch.py - the PyTorch CPU baseline of `mantis bench train`.
+"""bench_torch.py - the PyTorch baseline of `mantis bench train` (CPU, or the GPU with --device cuda).
 
 Trains one epoch of the same model as `mantis train --model M` (as
 examples/models.c builds it) on the first N training images of DATA_DIR,
@@ -7,6 +7,12 @@ with the same batch and optimizer (SGD lr 0.01 momentum 0.9), on T threads,
 and prints one JSON line {"model": M, "samples": N, "seconds": S, "threads":
 T, "torch": VERSION}. Only the epoch is timed (not data loading or model
 construction), like the "seconds" of mantis train's JSON.
+
+--device cuda: FP32 on the GPU with TF32 off (torch.backends.cuda.matmul.allow_tf32
+and torch.backends.cudnn.allow_tf32 False), the model, the whole data set and the
+batch order on the GPU before the clock starts, the device synchronised before
+it starts and stops; the line adds "device" and "gpu". Without a CUDA device
+(or a PyTorch built without CUDA) it prints {"error": ...} and exits 3.
 
 Models and data (the inputs standardised as sim/nn/data.c does, so both sides
 see the same dense inputs):
@@ -21,7 +27,7 @@ see the same dense inputs):
                      1x1 convolution + BatchNorm shortcuts where the shape
                      changes, global average pooling, dense 10
 
-usage: bench_torch.py --model M --data-dir DIR [--subset N] [--threads T] [--batch B] [--seed S]
+usage: bench_torch.py --model M --data-dir DIR [--subset N] [--threads T] [--batch B] [--seed S] [--device cpu|cuda]
 """
 import argparse
 import json
@@ -161,19 +167,29 @@ def build(torch, model):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="PyTorch CPU baseline of mantis bench train")
+    ap = argparse.ArgumentParser(description="PyTorch baseline of mantis bench train")
     ap.add_argument("--model", required=True)
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--subset", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     a = ap.parse_args()
     try:
         import torch
     except ImportError:
         print(json.dumps({"error": "python3-torch is not installed"}))
         return 3
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        why = "built without CUDA" if torch.version.cuda is None else "no CUDA device"
+        print(json.dumps({"error": "PyTorch %s has no GPU (%s)" % (torch.__version__, why)}))
+        return 3
+    if cuda:  # FP32 as the issue's anchors: no TF32 tensor-core rounding of the operands
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     if a.model == "resnet20":
@@ -181,12 +197,15 @@ def main():
     else:
         x, y = load_mnist(torch, a.data_dir, a.subset)
     n = x.shape[0]
-    net = build(torch, a.model)
+    net = build(torch, a.model).to(dev)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(a.seed)
     order = torch.randperm(n, generator=g)
+    x, y, order = x.to(dev), y.to(dev), order.to(dev)  # the data set lives on the device, as ours does
     net.train()
+    if cuda:
+        torch.cuda.synchronize()
     t0 = time.perf_counter()
     for b in range(0, n, a.batch):
         idx = order[b:b + a.batch]
@@ -194,9 +213,15 @@ def main():
         loss = loss_fn(net(x[idx]), y[idx])
         loss.backward()
         opt.step()
+    if cuda:
+        torch.cuda.synchronize()
     sec = time.perf_counter() - t0
-    print(json.dumps({"model": a.model, "samples": n, "seconds": round(sec, 4), "threads": a.threads,
-                      "batch": a.batch, "torch": torch.__version__}))
+    out = {"model": a.model, "samples": n, "seconds": round(sec, 4), "threads": a.threads, "batch": a.batch,
+           "torch": torch.__version__, "device": a.device}
+    if cuda:
+        out["gpu"] = torch.cuda.get_device_name(0)
+        out["tf32"] = False
+    print(json.dumps(out))
     return 0
 
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "mantis/fs.h"
+#include "mantis/gpu.h"
 #include "mantis/json.h"
 #include "test_util.h"
 
@@ -1086,6 +1087,9 @@ TEST(FlowConfig, EveryKeyTakesGoodAndRefusesBadValues) {
         {"slurm_account", "proj-1", {"a;b"}},
         {"slurm_options", "--qos=low --nice=10", {"qos=low", "--comment=$(id)", "--x='y'"}},
         {"slurm_poll", "5", {"0", "601", "abc", ""}},
+        {"device", "cuda", {"gpu", "", "CPU", "cuda auto"}},
+        {"profile", "gpu", {"fast", "", "quick gpu", "default"}},
+        {"cifar_dir", "/tmp", {"", longv}},
     };
     std::string d = tmpdir() + "/flowkeys";
     sh("rm -rf " + d + " && mkdir -p " + d);
@@ -1141,4 +1145,261 @@ TEST(FlowConfig, EveryKeyTakesGoodAndRefusesBadValues) {
     }
     EXPECT_GT(documented, 30);
     EXPECT_GT(tried, 110);
+}
+
+// ---------------------------------------------------------------------------
+// Devices and profiles (docs/flow.md "Devices and the GPU profile"). The
+// emulated GPU's side (auto finding a device, the GPU profile's commands,
+// bench train --device cuda) is in tests/test_flow_gpu.cpp, under
+// mantis-gpuemu.
+namespace devices {
+
+bool gpu_here() {
+    mts_err err;
+    return mts_gpu_probe(nullptr, &err) == MTS_OK;
+}
+
+// The lines of text holding needle.
+std::vector<std::string> lines_of(const std::string &text, const std::string &needle) {
+    std::vector<std::string> v;
+    for (auto &l : split_lines(text))
+        if (l.find(needle) != std::string::npos) v.push_back(l);
+    return v;
+}
+
+std::string replace_all(std::string s, const std::string &a, const std::string &b) {
+    for (size_t p = s.find(a); p != std::string::npos; p = s.find(a, p + b.size())) s.replace(p, a.size(), b);
+    return s;
+}
+
+}  // namespace devices
+
+// auto stands for the GPU profile only on a GPU with no size pinned by a
+// user's file; none changes nothing; quick is what --quick always applied;
+// gpu: the LeNets on the whole of Fashion-MNIST, or ResNet-20 on CIFAR-10.
+TEST(FlowProfile, AutoPicksGpuOnlyOnAGpuWithNoSizePinned) {
+    flow_cfg c, ref;
+    mts_err err;
+    ASSERT_EQ(flow_cfg_load(&c, nullptr, 0, &err), MTS_OK);
+    EXPECT_STREQ(c.device, "auto");
+    EXPECT_STREQ(c.profile, "auto");
+    EXPECT_STREQ(flow_profile_pick(&c, "auto", 0), "none") << "no GPU: the CPU's sizes";
+    EXPECT_STREQ(flow_profile_pick(&c, "auto", 1), "gpu");
+    EXPECT_STREQ(flow_profile_pick(&c, "quick", 1), "quick");
+    EXPECT_STREQ(flow_profile_pick(&c, "none", 1), "none");
+    std::string d = tmpdir() + "/profile";
+    sh("rm -rf " + d + " && mkdir -p " + d);
+    for (const char *line : {"models = lenet5", "datasets = mnist", "epochs = 3", "batch = 32", "subset = 100",
+                             "seed = 2", "seeds = 1, 2", "lr = 0.1", "opt = adam"}) {
+        std::ofstream(d + "/p.flow") << line << "\n";
+        ASSERT_EQ(flow_cfg_load(&c, (d + "/p.flow").c_str(), 0, &err), MTS_OK) << err.msg;
+        EXPECT_STREQ(flow_profile_pick(&c, "auto", 1), "none") << line << " pins a size";
+    }
+    for (const char *line : {"designs = rtl", "jobs = 2", "device = cuda", "trace_subset = 100", "baselines = fp32"}) {
+        std::ofstream(d + "/p.flow") << line << "\n";
+        ASSERT_EQ(flow_cfg_load(&c, (d + "/p.flow").c_str(), 0, &err), MTS_OK) << err.msg;
+        EXPECT_STREQ(flow_profile_pick(&c, "auto", 1), "gpu") << line << " pins no size";
+    }
+    const std::string dflt = src + "/flows/default.flow";
+    ASSERT_EQ(flow_cfg_load(&c, dflt.c_str(), 0, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(flow_cfg_load(&ref, dflt.c_str(), 0, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(flow_cfg_profile(&c, "none", 0, &err), MTS_OK);
+    EXPECT_EQ(memcmp(&c, &ref, sizeof c), 0) << "profile none changed the configuration";
+    ASSERT_EQ(flow_cfg_load(&ref, dflt.c_str(), 1, &err), MTS_OK) << err.msg;  // --quick as it always was
+    ASSERT_EQ(flow_cfg_profile(&c, "quick", 0, &err), MTS_OK);
+    EXPECT_EQ(memcmp(&c, &ref, sizeof c), 0) << "profile quick is not what flow_cfg_load(quick) applies";
+    EXPECT_EQ(c.quick, 1);
+    EXPECT_STREQ(c.profile_used, "quick");
+    EXPECT_EQ(c.epochs, 1);
+    EXPECT_EQ(c.subset, 8000);
+    EXPECT_EQ(c.batch, 32);
+    EXPECT_STREQ(c.opt, "adam");
+    EXPECT_STREQ(c.lr, "0.002");
+    EXPECT_EQ(c.nseeds, 2);
+    for (int cifar = 0; cifar < 2; cifar++) {
+        ASSERT_EQ(flow_cfg_load(&c, dflt.c_str(), 0, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(flow_cfg_profile(&c, "gpu", cifar, &err), MTS_OK);
+        EXPECT_STREQ(c.profile_used, "gpu");
+        EXPECT_EQ(c.quick, 0);
+        ASSERT_EQ(c.nseeds, 3);
+        EXPECT_EQ(c.seeds[0] * 100 + c.seeds[1] * 10 + c.seeds[2], 123);
+        EXPECT_EQ(c.subset, 0) << "the whole training set";
+        EXPECT_STREQ(c.opt, "sgd");
+        ASSERT_EQ(c.ndatasets, 1);
+        if (cifar) {
+            ASSERT_EQ(c.nmodels, 1);
+            EXPECT_STREQ(c.models[0], "resnet20");
+            EXPECT_STREQ(c.datasets[0], "cifar10");
+            EXPECT_EQ(c.batch, 128);
+        } else {
+            ASSERT_EQ(c.nmodels, 2);
+            EXPECT_STREQ(c.models[0], "lenet300");
+            EXPECT_STREQ(c.models[1], "lenet5");
+            EXPECT_STREQ(c.datasets[0], "fashion-mnist");
+            EXPECT_GT(c.epochs, ref.epochs) << "more epochs than the CPU default";
+        }
+    }
+    EXPECT_EQ(flow_cfg_profile(&c, "auto", 0, &err), MTS_EINVAL) << "auto is picked first (flow_profile_pick)";
+    EXPECT_EQ(flow_cfg_profile(&c, "fast", 0, &err), MTS_EINVAL);
+    // cifar_dir: the CIFAR-10 path of the steps, relative to the file's directory
+    char path[FLOW_PATH];
+    std::ofstream(d + "/p.flow") << "data_dir = dd\ncifar_dir = cf\n";
+    ASSERT_EQ(flow_cfg_load(&c, (d + "/p.flow").c_str(), 0, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(flow_data_path(&c, "cifar10", path, sizeof path), 0);
+    EXPECT_EQ(std::string(path).substr(std::string(path).size() - 3), "/cf") << path;
+    ASSERT_EQ(flow_data_path(&c, "mnist", path, sizeof path), 0);
+    EXPECT_EQ(std::string(path).substr(std::string(path).size() - 9), "/dd/mnist") << path;
+}
+
+// On the CPU the flow adds nothing to its steps' commands, so their keys, and
+// so their results, are the ones the flow had before devices existed; auto
+// without a GPU is the CPU; cuda without one is one line, exit 2.
+TEST(FlowDevice, CpuAddsNothingToTheStepsCudaWithoutAGpuIsOneLine) {
+    using namespace devices;
+    std::string d = tmpdir() + "/flowdev";
+    ASSERT_EQ(sh("rm -rf " + d + " && mkdir -p " + d + "/designs " + d + "/data/mnist " + d + "/data/fashion-mnist"), 0);
+    auto dry = [&](const std::string &extra, const std::string &out) {
+        return run_cli("flow --dry-run --sweep none --designs " + d + "/designs --data-dir " + d + "/data --out " + d +
+                       "/" + out + " " + extra);
+    };
+    CliResult cpu = dry("--device cpu", "cpu");
+    ASSERT_EQ(cpu.status, 0) << cpu.err;
+    auto trains = lines_of(cpu.out, "' 'train' ");
+    ASSERT_EQ(trains.size(), 12u) << cpu.out;  // 2 baselines x 2 models x 3 seeds (flows/default.flow)
+    EXPECT_TRUE(lines_of(cpu.out, "'--device'").empty()) << cpu.out;
+    EXPECT_EQ(lines_of(cpu.out, "'--epochs' '2'").size(), 12u) << "the default's sizes: " << cpu.out;
+    if (gpu_here()) GTEST_SKIP() << "a GPU is here: auto and cuda find it (tests/test_flow_gpu.cpp, emulated)";
+    CliResult au = dry("", "auto");  // device = auto, the default
+    ASSERT_EQ(au.status, 0) << au.err;
+    EXPECT_EQ(replace_all(au.out, d + "/auto/", d + "/cpu/"), cpu.out) << "auto without a GPU: the CPU's commands";
+    CliResult cu = dry("--device cuda", "cuda");
+    EXPECT_EQ(cu.status, 2);
+    EXPECT_EQ(split_lines(cu.err).size(), 1u) << cu.err;
+    EXPECT_NE(cu.err.find("mantis flow: --device cuda: gpu: "), std::string::npos) << cu.err;
+    std::ofstream(d + "/k.flow") << "device = cuda\n";
+    cu = dry("--config " + d + "/k.flow", "cuda");
+    EXPECT_EQ(cu.status, 2);
+    EXPECT_NE(cu.err.find("k.flow: device = cuda: gpu: "), std::string::npos) << cu.err;
+    EXPECT_FALSE(exists(d + "/cuda/steps")) << "nothing runs or is written";
+}
+
+// With the Slurm executor the jobs run elsewhere: device = cuda is not
+// probed here; its trainings carry --device cuda and ask Slurm for a GPU,
+// and auto picks the GPU profile for the default configuration.
+TEST(FlowDevice, SlurmJobsOfACudaFlowAskForAGpu) {
+    using namespace devices;
+    if (!have_tool("sbatch")) GTEST_SKIP() << "no sbatch (slurm-client)";
+    std::string d = tmpdir() + "/flowdev-slurm";
+    ASSERT_EQ(sh("rm -rf " + d + " && mkdir -p " + d + "/designs " + d + "/data/mnist " + d + "/data/fashion-mnist"), 0);
+    CliResult r = run_cli("flow --dry-run --executor slurm --device cuda --sweep none --designs " + d +
+                          "/designs --data-dir " + d + "/data --out " + d + "/out");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("gpu profile (auto), trainings on cuda"), std::string::npos) << r.out;
+    auto trains = lines_of(r.out, "/train-lenet");
+    ASSERT_EQ(trains.size(), 12u) << r.out;
+    for (auto &l : trains) EXPECT_NE(l.find("'--gres=gpu:1'"), std::string::npos) << l;
+    for (auto &l : lines_of(r.out, "/synth-")) EXPECT_EQ(l.find("--gres"), std::string::npos) << l;
+    glob_t gl;
+    ASSERT_EQ(glob((d + "/out/jobs/baseline-bf16/train-lenet5-fashion-mnist-s3-*.sh").c_str(), 0, nullptr, &gl), 0);
+    std::string job = slurp(gl.gl_pathv[0]);
+    globfree(&gl);
+    EXPECT_NE(job.find("'--device' 'cuda'"), std::string::npos) << job;
+    EXPECT_NE(job.find("'--epochs' '5'"), std::string::npos) << "the GPU profile: " << job;
+    EXPECT_EQ(job.find("'--subset'"), std::string::npos) << "the whole training set: " << job;
+}
+
+// The report says where each row's trainings ran: the device (the step's
+// JSON "device", else its command's --device, else the CPU), the JSON's
+// gpu_path and the largest device_peak_bytes, in results.csv, results.json
+// and the page, and the run's device and profile at the top.
+TEST(FlowReport, EachRowSaysWhereItRan) {
+    if (sh("command -v gnuplot >/dev/null") != 0) GTEST_SKIP() << "gnuplot not installed: report test skipped";
+    using report_graph::Graph;
+    Graph G;
+    G.root = tmpdir() + "/report-device";
+    sh("rm -rf " + G.root + " && mkdir -p " + G.root);
+    static char dev[] = "--device", cuda[] = "cuda";
+    auto on_gpu = [&](const std::string &design, int seed, const std::string &extra) {
+        G.add(design, "train-lenet300-mnist-s" + std::to_string(seed), ST_DONE, 0,
+              "{\"epochs\": [{\"epoch\": 1, \"train_acc\": 0.9, \"test_acc\": 0.9}], \"diverged\": false, "
+              "\"final_test_acc\": 0.9" + extra + "}");
+        G.s.back().argc = 2;
+        G.s.back().argv[0] = dev;
+        G.s.back().argv[1] = cuda;
+    };
+    G.design("gpu_row", 100, 0.02);
+    on_gpu("gpu_row", 1, ", \"gpu_path\": \"resident\", \"device_peak_bytes\": 3145728");
+    on_gpu("gpu_row", 2, ", \"gpu_path\": \"resident\", \"device_peak_bytes\": 1048576");  // not the last: the largest
+    G.design("cpu_row", 200, 0.01);
+    G.train("cpu_row", 1, 0.92);
+    G.train("cpu_row", 2, 0.91);
+    G.design("mixed_row", 300, 0.01);
+    on_gpu("mixed_row", 1, "");
+    on_gpu("mixed_row", 2, ", \"device\": \"cpu\"");  // the JSON's own word wins
+    flow_cfg c;
+    mts_err err;
+    ASSERT_EQ(flow_cfg_load(&c, nullptr, 0, &err), MTS_OK);
+    c.nbaselines = 0;
+    c.seeds[0] = 1, c.seeds[1] = 2, c.nseeds = 2;
+    c.cuda = 1;
+    snprintf(c.device_name, sizeof c.device_name, "Test GPU <1>");
+    snprintf(c.profile_used, sizeof c.profile_used, "gpu");
+    c.profile_auto = 1;
+    flow_graph g;
+    memset(&g, 0, sizeof g);
+    g.s = G.s.data();
+    g.n = (int)G.s.size();
+    snprintf(g.root, sizeof g.root, "%s", G.root.c_str());
+    ASSERT_EQ(flow_report(&c, &g, "mantis flow (test)", nullptr, nullptr, &err), MTS_OK) << err.msg;
+    std::string csv = slurp(G.root + "/results.csv");
+    EXPECT_EQ(col(csv, "gpu_row", "device"), "cuda");
+    EXPECT_EQ(col(csv, "gpu_row", "gpu_path"), "resident");
+    EXPECT_EQ(col(csv, "gpu_row", "device_peak_bytes"), "3145728") << "the largest of the seeds";
+    EXPECT_EQ(col(csv, "cpu_row", "device"), "cpu");
+    EXPECT_EQ(col(csv, "cpu_row", "device_peak_bytes"), "");
+    EXPECT_EQ(col(csv, "mixed_row", "device"), "cuda+cpu");
+    std::string json = slurp(G.root + "/results.json");
+    EXPECT_NE(json.find("\"device\": \"cuda\", \"device_name\": \"Test GPU <1>\", \"profile\": \"gpu\", "
+                        "\"profile_auto\": true"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"device\": \"cuda\", \"gpu_path\": \"resident\", \"device_peak_bytes\": 3145728"),
+              std::string::npos) << json;
+    EXPECT_NE(json.find("\"device\": \"cpu\", \"gpu_path\": \"\", \"device_peak_bytes\": null"), std::string::npos)
+        << json;
+    std::string html = slurp(G.root + "/report.html");
+    EXPECT_NE(html.find("Trainings and tests ran on <b>cuda</b> (Test GPU &lt;1&gt;)"), std::string::npos);
+    EXPECT_NE(html.find("GPU profile, picked because the trainings run on a GPU"), std::string::npos);
+    EXPECT_NE(html.find("<td>cuda<br><small>resident, 3.0 MiB peak</small></td>"), std::string::npos);
+    EXPECT_NE(html.find("<th>device</th>"), std::string::npos);
+    std::string skip, blog;  // the page with its device column, as a person sees it
+    int rc = browser_check(G.root, &skip, &blog);
+    if (!skip.empty()) GTEST_SKIP() << "browser check skipped: " << skip;
+    EXPECT_EQ(rc, 0) << blog;
+}
+
+// The GPU profile trains ResNet-20 on CIFAR-10 when its files are found (in
+// DATA_DIR/cifar10, or --cifar-dir), the LeNets on Fashion-MNIST otherwise.
+TEST(FlowDevice, GpuProfileTakesCifarWhenItsFilesAreFound) {
+    using namespace devices;
+    std::string d = tmpdir() + "/flowdev-cifar";
+    ASSERT_EQ(sh("rm -rf " + d + " && mkdir -p " + d + "/designs " + d + "/data/fashion-mnist " + d + "/mine"), 0);
+    auto dry = [&](const std::string &extra, const std::string &out) {
+        return run_cli("flow --dry-run --device cpu --profile gpu --sweep none --designs " + d + "/designs --data-dir " +
+                       d + "/data --out " + d + "/" + out + " " + extra);
+    };
+    CliResult r = dry("", "fmnist");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(lines_of(r.out, "'--model' 'lenet5' '--data' 'fashion-mnist'").size(), 6u) << r.out;
+    EXPECT_TRUE(lines_of(r.out, "resnet20").empty()) << r.out;
+    std::ofstream(d + "/mine/data_batch_1.bin") << "x";  // found by name: the trainer reads it
+    r = dry("--cifar-dir " + d + "/mine", "cifar");
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto trains = lines_of(r.out, "' 'train' ");
+    ASSERT_EQ(trains.size(), 6u) << r.out;  // 2 baselines x resnet20 x 3 seeds
+    for (auto &l : trains)
+        EXPECT_NE(l.find("'--model' 'resnet20' '--data' 'cifar10' '--data-dir' '" + d + "/mine'"), std::string::npos)
+            << l;
+    ASSERT_EQ(sh("mv " + d + "/mine " + d + "/data/cifar10"), 0);
+    r = dry("", "cifar-in-data");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(lines_of(r.out, "'--data' 'cifar10' '--data-dir' '" + d + "/data/cifar10'").size(), 6u) << r.out;
 }

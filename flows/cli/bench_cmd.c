@@ -9,7 +9,7 @@
 static const cli_command benches[] = {
     {"core", cmd_bench_core, "scalar AMSim, C models and FMAq vs native FP32 multiply and add"},
     {"gemm", cmd_bench_gemm, "GEMM providers (native, LUT, FMAq) vs OpenBLAS SGEMM"},
-    {"train", cmd_bench_train, "one training epoch of LeNet-300-100, LeNet-5, ResNet-20 and vit-tiny per provider vs PyTorch CPU"},
+    {"train", cmd_bench_train, "one training epoch of LeNet-300-100, LeNet-5, ResNet-20 and vit-tiny per provider vs PyTorch (CPU or --device cuda)"},
     {"rtl", cmd_bench_rtl, "Verilated RTL sweeps and mantis verify throughput vs the C models"},
     {"cosim", cmd_bench_cosim, "SystemC MAC array PE-cycles/s (lut, rtl) and LeNet-5 conv2 replay vs mts_gemm"},
 };

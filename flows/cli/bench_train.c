@@ -8,7 +8,10 @@
  * (examples/bench_torch.py, when python3-torch is importable; skipped with a
  * note otherwise), all in one run, as ratios to PyTorch with the issues'
  * goals. Each figure is the best epoch time ("seconds" of the train JSON: the
- * epoch, not loading or evaluation) of --reps runs. docs/benchmarks.md. */
+ * epoch, not loading or evaluation) of --reps runs. With --device cuda both
+ * sides run on the GPU: PyTorch FP32 with TF32 off and its data on the GPU,
+ * ours `mantis train --device cuda` (OpenBLAS has no GPU row; a configuration
+ * the trainer refuses on the GPU says why). docs/benchmarks.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "mantis/fs.h"
+#include "mantis/gpu.h"
 #include "mantis/intmul.h"
 #include "mantis/json.h"
 #include "mantis/proc.h"
@@ -38,7 +42,8 @@ static const char *const conf_mul[N_CONF][13] = {
 };
 /* The models, their data, batch and default training samples (a ResNet-20
  * or vit-tiny epoch of the whole set would take many minutes per
- * configuration on a CPU; --subset sets every model's count). */
+ * configuration on a CPU; on the GPU every model takes its whole set, as the
+ * issue's anchors were measured; --subset sets every model's count). */
 #define N_MODELS 4
 static const struct {
     const char *name;
@@ -51,11 +56,12 @@ typedef struct train_bench_opts {
     int subset, threads, reps, torch;
     int run[N_MODELS]; /* --models */
     const char *data_dir, *cifar_dir, *python, *script, *mantis;
+    int cuda; /* --device cuda: both sides on the GPU */
 } train_bench_opts;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: mantis bench train [--device cpu] [--models LIST] [--subset N] [--threads T] [--reps R]\n"
+    fprintf(f, "usage: mantis bench train [--device cpu|cuda] [--models LIST] [--subset N] [--threads T] [--reps R]\n"
                "                          [--data-dir DIR] [--cifar-dir DIR] [--python PY] [--torch-script FILE]\n"
                "                          [--no-torch] [--mantis EXE]\n"
                "  one training epoch of each model with fp32, blas, bf16 MBM LUT, FMAq M7E4 and (LeNets)\n"
@@ -64,7 +70,10 @@ static void usage(FILE *f)
                "  12800 samples), resnet20 (CIFAR-10 from --cifar-dir, else CIFAR-shaped synthetic data;\n"
                "  batch 128, 5120 samples); --subset N: the first N samples of every model. Defaults:\n"
                "  2 threads, best of 1, data/mnist, /usr/bin/python3 if present, examples/bench_torch.py;\n"
-               "  --mantis: time another build's `mantis train`, e.g. an older one\n");
+               "  --mantis: time another build's `mantis train`, e.g. an older one\n"
+               "  --device cuda: both on the GPU: PyTorch FP32 with TF32 off and its data on the GPU against\n"
+               "  `mantis train --device cuda` (no blas row), every model's whole set unless --subset;\n"
+               "  exit 2 when no CUDA device can be used\n");
 }
 
 /* --models: a comma-separated list of the names above; 0, or 2 with an
@@ -91,7 +100,7 @@ static int parse_models(const char *v, int run[N_MODELS])
 static int parse_opts(int argc, char **argv, train_bench_opts *o)
 {
     *o = (train_bench_opts){0, 2, 1, 1, {1, 1, 1, 1}, "data/mnist", NULL, NULL, "examples/bench_torch.py",
-                            "/proc/self/exe"};
+                            "/proc/self/exe", 0};
     o->python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -106,7 +115,8 @@ static int parse_opts(int argc, char **argv, train_bench_opts *o)
         }
         if (!v) return cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         if (!strcmp(a, "--device")) {
-            if (strcmp(v, "cpu")) return cli_error(CMD, "--device '%s': only cpu is benchmarked here", v);
+            if (strcmp(v, "cpu") && strcmp(v, "cuda")) return cli_error(CMD, "--device '%s': expected cpu or cuda", v);
+            o->cuda = !strcmp(v, "cuda");
         } else if (!strcmp(a, "--subset")) {
             if (mts_parse_int(v, 0, 60000, &x)) return cli_error(CMD, "--subset '%s': expected 0 .. 60000", v);
             o->subset = (int)x;
@@ -149,8 +159,33 @@ static double epoch_seconds(const char *path)
     return v;
 }
 
+/* bench_torch.py's {"error": ...} line at path, else "": why PyTorch did not run. */
+static void torch_error(const char *path, char *buf, size_t n)
+{
+    mts_json *j = mts_json_load(path);
+    snprintf(buf, n, "%s", mts_json_str(j, "error", ""));
+    mts_json_free(j);
+}
+
+/* The last "mantis ...: " line of a child's log (its error; the ones
+ * before are progress), else "". */
+static void last_error(const char *log, char *buf, size_t n)
+{
+    FILE *f = fopen(log, "r");
+    char line[512];
+    buf[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!strncmp(line, "mantis ", 7)) snprintf(buf, n, "%s", line);
+    }
+    if (f) fclose(f);
+}
+
 /* The training samples model mi runs. */
-static int samples_of(const train_bench_opts *o, int mi) { return o->subset ? o->subset : models[mi].subset; }
+static int samples_of(const train_bench_opts *o, int mi)
+{
+    return o->subset ? o->subset : o->cuda ? 0 : models[mi].subset;
+}
 
 /* One timed epoch of configuration q for model mi (its data in dir): its
  * seconds, or -1 with a note in why. */
@@ -182,6 +217,10 @@ static double run_conf(const train_bench_opts *o, const char *tmp, int mi, const
         argv[n++] = threads;
         argv[n++] = "--batch";
         argv[n++] = batch;
+        if (o->cuda) {
+            argv[n++] = "--device";
+            argv[n++] = "cuda";
+        }
         io.out = json;
     } else {
         argv[n++] = o->mantis;
@@ -206,12 +245,25 @@ static double run_conf(const train_bench_opts *o, const char *tmp, int mi, const
         argv[n++] = threads;
         argv[n++] = "--json";
         argv[n++] = json;
+        if (o->cuda) {
+            argv[n++] = "--device";
+            argv[n++] = "cuda";
+        }
         for (int i = 0; conf_mul[q][i]; i++) argv[n++] = strcmp(conf_mul[q][i], "{INT8}") ? conf_mul[q][i] : int8;
     }
     argv[n] = NULL;
     int rc = mts_proc_run((char *const *)argv, &io);
     double s = rc == 0 ? epoch_seconds(json) : -1.0;
-    if (s < 0) snprintf(why, nw, "exit %d, see %s", rc, q == 0 ? json : log);
+    if (s < 0) {
+        char msg[512];
+        if (q == 0) torch_error(json, msg, sizeof msg);
+        else last_error(log, msg, sizeof msg);
+        int refused = q && o->cuda && rc == MTS_EXIT_INPUT; /* the trainer refused it on the GPU */
+        if (msg[0] && (q == 0 || refused)) snprintf(why, nw, "exit %d: %s", rc, msg); /* the log is removed */
+        else if (msg[0]) snprintf(why, nw, "exit %d: %s; see %s", rc, msg, log);
+        else snprintf(why, nw, "exit %d, see %s", rc, q == 0 ? json : log);
+        if (refused) return -2;
+    }
     return s;
 }
 
@@ -262,6 +314,14 @@ int cmd_bench_train(int argc, char **argv)
     train_bench_opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc != 1) return rc;
+    mts_gpu_info gpu = {0};
+    if (o.cuda) { /* no device: the error mantis train --device cuda gives, before anything runs */
+        mts_err err;
+        int dev = 0;
+        rc = mts_gpu_resolve_device("cuda", &dev, &err);
+        if (rc == MTS_OK) rc = mts_gpu_probe(&gpu, &err);
+        if (rc != MTS_OK) return cli_fail(CMD, rc, &err);
+    }
     int mnist = o.run[0] || o.run[1] || o.run[3];
     if (mnist && !mts_fs_exists(o.data_dir))
         return cli_error(CMD, "%s: no MNIST here (mantis data fetch mnist, or --data-dir)", o.data_dir);
@@ -300,6 +360,10 @@ int cmd_bench_train(int argc, char **argv)
     }
     printf("mantis bench train: %d thread%s, best of %d, load average %.2f; seconds of one epoch\n", o.threads,
            o.threads == 1 ? "" : "s", o.reps, cli_loadavg());
+    if (o.cuda)
+        printf("  device cuda: %s (sm_%d%d, %d SMs, %.1f GiB); PyTorch FP32 with TF32 off, data on the GPU; ours\n"
+               "  mantis train --device cuda\n",
+               gpu.name, gpu.cc_major, gpu.cc_minor, gpu.sm_count, (double)gpu.mem_total / (1u << 30));
     for (int mi = 0; mi < N_MODELS; mi++) {
         if (!o.run[mi]) continue;
         char ns[32] = "all";
@@ -318,15 +382,27 @@ int cmd_bench_train(int argc, char **argv)
             char why[1400] = "";
             t[mi][q] = -1.0;
             if (!o.run[mi] || (q == 0 && !o.torch) || (q == 5 && mi > 1)) continue; /* INT8: the LeNets */
+            if (q == 2 && o.cuda) { /* OpenBLAS: a CPU library */
+                printf("%-9s %-10s %9s %9s  not on the GPU (OpenBLAS runs on the CPU)\n", models[mi].name,
+                       conf_names[q], "-", "-");
+                continue;
+            }
+            int refused = 0;
             for (int r = 0; r < o.reps; r++) {
                 double s = run_conf(&o, tmp, mi, dir, q, why, sizeof why);
                 if (s >= 0 && (t[mi][q] < 0 || s < t[mi][q])) t[mi][q] = s;
+                refused = s == -2;
                 if (s < 0) break;
+            }
+            if (refused) { /* exit 2 on the GPU: the trainer has no GPU path for it yet (its message says) */
+                printf("%-9s %-10s %9s %9s  not available on the GPU (%s)\n", models[mi].name, conf_names[q], "-",
+                       "-", why);
+                continue;
             }
             if (t[mi][q] < 0) {
                 if (q == 0) {
-                    printf("%-9s %-10s %9s %9s  skipped: PyTorch did not run (%s; python3-torch installed?)\n",
-                           models[mi].name, conf_names[q], "-", "-", why);
+                    printf("%-9s %-10s %9s %9s  skipped: PyTorch did not run (%s; python3-torch%s installed?)\n",
+                           models[mi].name, conf_names[q], "-", "-", why, o.cuda ? " with CUDA" : "");
                     o.torch = 0;
                 } else {
                     printf("%-9s %-10s %9s %9s  failed: %s\n", models[mi].name, conf_names[q], "-", "-", why);
@@ -340,20 +416,28 @@ int cmd_bench_train(int argc, char **argv)
             fflush(stdout);
         }
     }
-    if (o.run[1]) {
+    if (o.cuda) { /* issue 31's goals, against PyTorch FP32 on the same GPU */
+        if (o.run[0]) goal("lenet300 bf16 MBM LUT", t[0][3], t[0][0], 1.0);
+        if (o.run[1]) goal("lenet5 bf16 MBM LUT", t[1][3], t[1][0], 1.0);
+        if (o.run[2]) {
+            goal("resnet20 bf16 MBM LUT", t[2][3], t[2][0], 2.0);
+            goal("resnet20 FMAq M7E4", t[2][4], t[2][0], 4.0);
+        }
+    }
+    if (o.run[1] && !o.cuda) {
         goal("lenet5 bf16 MBM LUT", t[1][3], t[1][0], 2.0);
         goal("lenet5 FMAq M7E4", t[1][4], t[1][0], 3.0);
         goal("lenet5 blas", t[1][2], t[1][0], 1.0);
     }
-    if (o.run[0]) goal("lenet300 bf16 MBM LUT", t[0][3], t[0][0], 1.2);
-    if (o.run[2]) {
+    if (o.run[0] && !o.cuda) goal("lenet300 bf16 MBM LUT", t[0][3], t[0][0], 1.2);
+    if (o.run[2] && !o.cuda) {
         goal("resnet20 fp32", t[2][1], t[2][0], 1.2);
         goal("resnet20 bf16 MBM LUT", t[2][3], t[2][0], 2.0);
         goal("resnet20 FMAq M7E4", t[2][4], t[2][0], 3.0);
     }
-    if (o.run[3]) goal("vit-tiny bf16 MBM LUT", t[3][3], t[3][0], 2.0);
+    if (o.run[3] && !o.cuda) goal("vit-tiny bf16 MBM LUT", t[3][3], t[3][0], 2.0);
     for (int mi = 0; mi < 2; mi++) { /* an INT8 epoch (QAT forward, STE backward) against the bf16 LUT's */
-        if (!o.run[mi]) continue;
+        if (!o.run[mi] || o.cuda) continue;
         if (t[mi][5] <= 0 || t[mi][3] <= 0)
             printf("goal %-8s INT8 epoch <= bf16 MBM LUT epoch: not measured\n", models[mi].name);
         else

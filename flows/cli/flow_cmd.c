@@ -10,6 +10,7 @@
 
 #include "mantis/clock.h"
 #include "mantis/fs.h"
+#include "mantis/gpu.h"
 #include "mantis/hash.h"
 #include "mantis/json.h"
 #include "mantis/nn_net.h"
@@ -21,6 +22,7 @@
 
 static const char help[] =
     "usage: mantis flow [--designs DIR] [--config FILE] [--out DIR] [--data-dir DIR] [-j N] [--quick]\n"
+    "                   [--device cpu|cuda|auto] [--profile auto|none|quick|gpu] [--cifar-dir DIR]\n"
     "                   [--sweep 'DESIGN: PARAM = VALUES'] [--executor local|slurm] [--dry-run]\n"
     "Runs every Verilog design in DIR (default rtl/) through the whole Mantis flow and writes\n"
     "OUT/report.html, OUT/results.csv and OUT/results.json (default results/). Steps are\n"
@@ -31,6 +33,13 @@ static const char help[] =
     "  -j N            steps run in parallel (default: number of cores)\n"
     "  --quick         the quick profile, a first look: one epoch on 8,000 training images with Adam\n"
     "                  at 0.002, batch 32, the first two seeds; each sweep keeps its ends and middle\n"
+    "  --device D      where the trainings and tests run: cpu, cuda or auto (default auto: the GPU\n"
+    "                  when one is found; same results either way); overrides the device key\n"
+    "  --profile P     sizes of the trainings: auto (default: gpu when the device is cuda and the\n"
+    "                  configuration pins no size), none, quick (= --quick) or gpu (3 seeds, more\n"
+    "                  data and epochs; ResNet-20 on CIFAR-10 when its files are found, else the\n"
+    "                  LeNets on the whole of Fashion-MNIST)\n"
+    "  --cifar-dir DIR CIFAR-10's binary files (default DATA_DIR/cifar10)\n"
     "  --sweep SPEC    a parameter sweep, as the configuration's sweep key: every value is a design\n"
     "                  point of its own, DESIGN[PARAM=VALUE] (e.g. 'mul_trunc: M = 2..7',\n"
     "                  'int8_bam: BREAK = 0..10:2'; PARAM = VALUES; ... for a product); repeatable;\n"
@@ -89,7 +98,7 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, in
 {
     int k = 0;
     const char **a = base + n;
-    mts_fs_pathf(store[k], FLOW_PATH, "%s/%s", c->data_dir, data); /* data_dir < FLOW_PATH - 32 (config) */
+    flow_data_path(c, data, store[k], FLOW_PATH); /* data_dir < FLOW_PATH - 32 (config) */
     a[0] = "--model"; a[1] = model; a[2] = "--data"; a[3] = data; a[4] = "--data-dir"; a[5] = store[k++];
     snprintf(store[k], FLOW_PATH, "%d", c->epochs);
     a[6] = "--epochs"; a[7] = store[k++];
@@ -113,6 +122,10 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, in
     if (c->int_row) { /* an integer design: its backward (docs/training.md) */
         a[m++] = "--int-backward";
         a[m++] = c->int_bwd;
+    }
+    if (c->cuda) { /* on the CPU nothing is added: the steps' keys, so their results, stay the CPU's */
+        a[m++] = "--device";
+        a[m++] = "cuda";
     }
     a[m++] = "--json";
     a[m++] = "{OUT}";
@@ -224,7 +237,7 @@ static int add_test(flow_graph *g, const flow_cfg *c, const char *design, const 
     const char *argv[STEP_MAX_ARGS];
     char dd[FLOW_PATH];
     char lstore[MTS_MAX_LAYER_RULES][FLOW_ARG]; /* copied by flow_add */
-    mts_fs_pathf(dd, sizeof dd, "%s/%s", c->data_dir, c->datasets[d]);
+    flow_data_path(c, c->datasets[d], dd, sizeof dd);
     int n = 0;
     argv[n++] = "test";
     argv[n++] = "--checkpoint";
@@ -232,6 +245,10 @@ static int add_test(flow_graph *g, const flow_cfg *c, const char *design, const 
     for (int i = 0; i < nmul; i++) argv[n++] = mul[i];
     n += layer_args(c, m, d, mul, nmul, argv + n, lstore);
     const char *tail[] = {"--data-dir", dd, "--threads", "1", "--json", "{OUT}", NULL};
+    if (c->cuda) {
+        argv[n++] = "--device";
+        argv[n++] = "cuda";
+    }
     for (int i = 0; tail[i]; i++) argv[n++] = tail[i];
     argv[n] = NULL;
     int s = flow_add(g, design, name, "json", argv, deps, ndeps, content, err);
@@ -325,7 +342,7 @@ static int plan_power(flow_graph *g, const flow_cfg *c, const flow_point *pt, co
     char data[FLOW_PATH], samples[16], subset[16];
     snprintf(samples, sizeof samples, "%d", c->trace_samples);
     snprintf(subset, sizeof subset, "%d", c->trace_subset);
-    mts_fs_pathf(data, sizeof data, "%s/%s", c->data_dir, c->datasets[0]);
+    flow_data_path(c, c->datasets[0], data, sizeof data); /* on the CPU: the operands are recorded there */
     const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
                          "--data-dir", data, "--epochs", "1", "--subset", subset, "--seed", "1",
                          "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples,
@@ -385,7 +402,7 @@ static int plan_cosim(flow_graph *g, const flow_cfg *c, const char *dname, int l
 {
     char data[FLOW_PATH], batch[16];
     snprintf(batch, sizeof batch, "%d", c->batch);
-    mts_fs_pathf(data, sizeof data, "%s/%s", c->data_dir, c->datasets[0]);
+    flow_data_path(c, c->datasets[0], data, sizeof data); /* on the CPU: the GEMM is dumped there */
     int dep[3] = {lut, 0, synth};
     int gm = flow_add(g, dname, "gemm", "gemm",
                       ARGV("train", "--lut", "{DEP0}", "--model", "lenet5", "--data", c->datasets[0], "--data-dir", data,
@@ -482,7 +499,7 @@ static int plan_baseline(flow_graph *g, const flow_cfg *c, const char *b, mts_er
 
 /* The command line. */
 typedef struct flow_opts {
-    const char *config, *designs, *out, *data_dir, *executor;
+    const char *config, *designs, *out, *data_dir, *executor, *device, *profile, *cifar_dir;
     int quick, retry, dry_run;
     long jobs;
     const char *sweep[FLOW_MAX_SWEEPS]; /* --sweep SPEC, in order */
@@ -507,6 +524,17 @@ static int parse_opts(int argc, char **argv, flow_opts *o)
         else if (!strcmp(a, "--designs")) o->designs = argv[++i];
         else if (!strcmp(a, "--out")) o->out = argv[++i];
         else if (!strcmp(a, "--data-dir")) o->data_dir = argv[++i];
+        else if (!strcmp(a, "--cifar-dir")) o->cifar_dir = argv[++i];
+        else if (!strcmp(a, "--device")) {
+            o->device = argv[++i];
+            if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto"))
+                return cli_error("flow", "--device '%s': expected cpu, cuda or auto", o->device);
+        } else if (!strcmp(a, "--profile")) {
+            o->profile = argv[++i];
+            if (strcmp(o->profile, "auto") && strcmp(o->profile, "none") && strcmp(o->profile, "quick") &&
+                strcmp(o->profile, "gpu"))
+                return cli_error("flow", "--profile '%s': expected auto, none, quick or gpu", o->profile);
+        }
         else if (!strcmp(a, "--sweep")) {
             if (o->nsweep == FLOW_MAX_SWEEPS) return cli_error("flow", "--sweep: at most %d", FLOW_MAX_SWEEPS);
             o->sweep[o->nsweep++] = argv[++i];
@@ -519,6 +547,8 @@ static int parse_opts(int argc, char **argv, flow_opts *o)
             if (mts_parse_int(argv[++i], 1, 256, &o->jobs)) return cli_error("flow", "-j: expected 1..256");
         } else return cli_error("flow", "unknown option '%s' (see mantis flow --help)", a);
     }
+    if (o->quick && o->profile && strcmp(o->profile, "quick"))
+        return cli_error("flow", "--quick and --profile %s: give one of them", o->profile);
     return 0;
 }
 
@@ -552,6 +582,50 @@ static int cli_sweeps(const flow_opts *o, flow_cfg *c)
     return rc;
 }
 
+/* Where the trainings and tests run (device = cpu | cuda | auto, or
+ * --device): c->cuda and c->device_name. With the Slurm executor the jobs
+ * run on other machines, so `cuda` is not probed here (a job that finds no
+ * GPU fails its step); `auto` asks this machine. Returns 0 or cli_error's
+ * status, naming where the device was asked for. */
+static int resolve_device(const flow_opts *o, flow_cfg *c, const char *config)
+{
+    c->cuda = 0;
+    c->device_name[0] = '\0';
+    char where[FLOW_PATH + 32];
+    if (o->device) snprintf(where, sizeof where, "--device %s", c->device);
+    else snprintf(where, sizeof where, "%.*s: device = %s", FLOW_PATH, config ? config : "flow", c->device);
+    if (!strcmp(c->device, "cuda") && !strcmp(c->executor, "slurm")) {
+        c->cuda = 1;
+        snprintf(c->device_name, sizeof c->device_name, "the Slurm jobs' GPU (not probed here)");
+        return 0;
+    }
+    int dev = 0;
+    mts_err err;
+    int rc = mts_gpu_resolve_device(c->device, &dev, &err);
+    if (rc != MTS_OK) return cli_error("flow", "%s: %s", where, err.msg);
+    mts_gpu_info info;
+    if (dev == MTS_GPU_DEVICE_CUDA && mts_gpu_probe(&info, &err) == MTS_OK) {
+        c->cuda = 1;
+        snprintf(c->device_name, sizeof c->device_name, "%s", info.name);
+    }
+    return 0;
+}
+
+/* The profile (--quick, --profile, else the configuration's `profile`;
+ * "auto" picks gpu on a GPU unless a user's configuration pinned a size),
+ * applied to c. Returns 0 or cli_error's status. */
+static int apply_profile(const flow_opts *o, flow_cfg *c)
+{
+    const char *name = o->profile ? o->profile : o->quick ? "quick" : c->profile;
+    const char *pick = flow_profile_pick(c, name, c->cuda);
+    char cifar[FLOW_PATH + 32] = "";
+    if (!flow_data_path(c, "cifar10", cifar, FLOW_PATH)) strcat(cifar, "/data_batch_1.bin");
+    mts_err err;
+    if (flow_cfg_profile(c, pick, mts_fs_exists(cifar), &err)) return cli_error("flow", "%s", err.msg);
+    c->profile_auto = !strcmp(name, "auto") && c->profile_used[0];
+    return 0;
+}
+
 /* The configuration (flows/default.flow unless --config), then the options
  * that override it. */
 static int load_config(const flow_opts *o, flow_cfg *c)
@@ -561,22 +635,29 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     const char *config = o->config;
     snprintf(dflt, sizeof dflt, "%s/flows/default.flow", MANTIS_SOURCE_DIR);
     if (!config && access(dflt, R_OK) == 0) config = dflt;
-    if (flow_cfg_load(c, config, o->quick, &err)) return cli_error("flow", "%s", err.msg);
-    int rc = match_layers(c, config);
-    if (!rc) rc = cli_sweeps(o, c);
-    if (rc) return rc;
-    if (o->quick) flow_sweep_thin(c, 3); /* a first look: each sweep's ends and middle */
+    if (flow_cfg_load(c, config, 0, &err)) return cli_error("flow", "%s", err.msg);
+    if (config == dflt) c->pinned = 0; /* the default's sizes are ours: a profile may replace them */
     if (o->designs) snprintf(c->designs, sizeof c->designs, "%s", o->designs);
     if (o->out) snprintf(c->out, sizeof c->out, "%s", o->out);
     if (o->data_dir && snprintf(c->data_dir, sizeof c->data_dir, "%s", o->data_dir) >= FLOW_PATH - 32)
         return cli_error("flow", "--data-dir: path too long");
+    if (o->cifar_dir && snprintf(c->cifar_dir, sizeof c->cifar_dir, "%s", o->cifar_dir) >= FLOW_PATH)
+        return cli_error("flow", "--cifar-dir: path too long");
+    if (o->executor) snprintf(c->executor, sizeof c->executor, "%s", o->executor);
+    if (o->device) snprintf(c->device, sizeof c->device, "%s", o->device);
+    int rc = resolve_device(o, c, config);
+    if (!rc) rc = apply_profile(o, c); /* before the layer rules and sweeps: it may change the models */
+    if (!rc) rc = match_layers(c, config);
+    if (!rc) rc = cli_sweeps(o, c);
+    if (rc) return rc;
+    if (c->quick) flow_sweep_thin(c, 3); /* a first look: each sweep's ends and middle */
     for (int i = 0; i < c->ndatasets; i++) { /* a flow without its data would fail every training */
         char d[FLOW_PATH];
-        if (mts_fs_pathf(d, sizeof d, "%s/%s", c->data_dir, c->datasets[i]) || !mts_fs_exists(d))
-            return cli_error("flow", "%s: no %s data set here (mantis data fetch %s, or --data-dir / data_dir)",
-                                 d, c->datasets[i], c->datasets[i]);
+        if (flow_data_path(c, c->datasets[i], d, sizeof d) || !mts_fs_exists(d))
+            return cli_error("flow", "%s: no %s data set here (mantis data fetch %s, or --data-dir / data_dir%s)",
+                                 d, c->datasets[i], c->datasets[i],
+                                 strcmp(c->datasets[i], "cifar10") ? "" : " / --cifar-dir / cifar_dir");
     }
-    if (o->executor) snprintf(c->executor, sizeof c->executor, "%s", o->executor);
     if (!o->jobs && !c->jobs && !strcmp(c->executor, "slurm")) c->jobs = 256; /* jobs in the queue at once */
     if (o->jobs) c->jobs = (int)o->jobs;
     if (!c->jobs) c->jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -759,9 +840,11 @@ int cmd_flow(int argc, char **argv)
     g.exe[n] = '\0';
     char points[64] = "";
     if (d.n != d.npaths) snprintf(points, sizeof points, " (%d design points with the sweeps)", d.n);
+    char how[192] = "";
+    if (c.profile_used[0]) snprintf(how, sizeof how, ", %s profile%s", c.profile_used, c.profile_auto ? " (auto)" : "");
+    if (c.cuda) snprintf(how + strlen(how), sizeof how - strlen(how), ", trainings on cuda: %.120s", c.device_name);
     printf("mantis flow: %d designs in %s%s, %d parallel steps%s%s%s -> %s/\n", d.npaths, c.designs, points, c.jobs,
-           c.quick ? ", quick profile" : "", g.executor ? ", slurm executor" : "", o.dry_run ? ", dry run" : "",
-           c.out);
+           how, g.executor ? ", slurm executor" : "", o.dry_run ? ", dry run" : "", c.out);
     status = plan_detect(&g, &c, &d);
     if (!status) status = flow_run(&g, c.jobs, stdout);
     if (!status && o.dry_run)

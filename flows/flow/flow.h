@@ -50,6 +50,16 @@ typedef struct flow_cfg {
     int trace_samples, trace_subset;
     int jobs;                  /* parallel steps; 0: cores */
     int quick;                 /* --quick profile applied */
+    /* devices and profiles (docs/flow.md "Devices and the GPU profile") */
+    char device[8];            /* device = cpu | cuda | auto (the key, or --device) */
+    int cuda;                  /* resolved (flow_cmd.c): 1 when trainings and tests get --device cuda */
+    char device_name[128];     /* the device the coordinator found ("" for the CPU) */
+    char profile[8];           /* profile = auto | none | quick | gpu (the key, or --profile / --quick) */
+    char profile_used[8];      /* the profile applied: "" (none), "quick" or "gpu" */
+    int profile_auto;          /* 1: profile_used was picked by auto (device cuda, sizes not pinned) */
+    unsigned pinned;           /* the size keys a configuration file set (FLOW_PIN_*); auto picks no profile
+                                  when a user's file pinned one */
+    char cifar_dir[FLOW_PATH]; /* CIFAR-10's binary files ("": DATA_DIR/cifar10) */
     char baselines[FLOW_MAX_LIST][32];
     int nbaselines;
     char cmodels[16][64];      /* "design=model": verify the design against C model `model` too */
@@ -123,6 +133,27 @@ void flow_sweep_point(const flow_sweep *s, int k, char name[FLOW_NAME], char par
 void flow_sweep_thin(flow_cfg *c, int keep);
 /* The sweep of the design named `design` (file stem), or NULL. */
 const flow_sweep *flow_sweep_of(const flow_cfg *c, const char *design);
+
+/* The size keys a profile sets (flow_cfg.pinned: the ones a file set). */
+enum { FLOW_PIN_MODELS = 1, FLOW_PIN_DATASETS = 2, FLOW_PIN_EPOCHS = 4, FLOW_PIN_BATCH = 8, FLOW_PIN_SUBSET = 16,
+       FLOW_PIN_SEEDS = 32, FLOW_PIN_LR = 64, FLOW_PIN_OPT = 128 };
+
+/* The directory of data set `name` ("mnist", "cifar10", ...): DATA_DIR/name,
+ * or cifar_dir for cifar10 when set, into buf. 0, or -1 when too long. */
+int flow_data_path(const flow_cfg *c, const char *name, char *buf, size_t n);
+
+/* The profile "auto" stands for: "gpu" when the trainings run on the GPU
+ * (cuda) and no size key was pinned by a configuration of the user's
+ * (c->pinned == 0), else "none". Any other name is returned as it is. */
+const char *flow_profile_pick(const flow_cfg *c, const char *name, int cuda);
+
+/* Applies profile `name` to c: "none" (nothing), "quick" (a first look in
+ * minutes) or "gpu" (more data, epochs and seeds: LeNet-300-100 and LeNet-5
+ * on the whole of Fashion-MNIST, or ResNet-20 on CIFAR-10 when cifar10 is
+ * 1, i.e. its files were found). Each sets the size keys whatever the
+ * configuration says; c->profile_used names it. MTS_OK, or MTS_EINVAL for
+ * another name ("auto" included: pick first). docs/flow.md. */
+int flow_cfg_profile(flow_cfg *c, const char *name, int cifar10, mts_err *err);
 
 /* Defaults, then the file (NULL: none), then the quick profile if quick. A
  * config line is `key = value` (# comments); unknown keys, bad or partly

@@ -23,6 +23,9 @@ static const char *const state_name[4] = {"ok", "failed", "diverged", "skipped"}
 typedef struct row {
     char design[64], kind[16], format[24], verify[64], model[32], data[32], status[256];
     char int_bwd[8]; /* an integer design's backward (its trainings' "int_backward"), else "" */
+    char device[24];  /* where its trainings (tests) ran: "cpu", "cuda", "cpu+cuda" when seeds differ */
+    char gpu_path[256]; /* their JSON's "gpu_path" when it has one ("resident", "per-gemm: WHY") */
+    double dev_peak;  /* the largest "device_peak_bytes" of their JSON (NaN: none) */
     row_state state;
     double mred, nmed, err_rate, bias, wce;
     double area, gates, delay, pw_uniform, pw_work, energy;
@@ -151,6 +154,32 @@ static void fill_design(const flow_graph *g, const char *d, row *r)
     mts_json_free(j);
 }
 
+/* Where step s ran: its JSON's "device" when it says, else its command's
+ * --device (none: the CPU, the default of mantis train and test). */
+static const char *step_device(const flow_step *s, const mts_json *j)
+{
+    const char *d = mts_json_str(j, "device", NULL);
+    if (d && *d) return d;
+    for (int i = 0; i + 1 < s->argc; i++)
+        if (!strcmp(s->argv[i], "--device")) return s->argv[i + 1];
+    return "cpu";
+}
+
+/* The device columns of row r from one of its finished steps. */
+static void note_device(row *r, const flow_step *s, const mts_json *j)
+{
+    const char *d = step_device(s, j);
+    size_t u = strlen(r->device), k = strlen(d);
+    int seen = 0;
+    for (const char *p = r->device; (p = strstr(p, d)); p++)
+        seen |= (p == r->device || p[-1] == '+') && (p[k] == '+' || !p[k]);
+    if (!seen) snprintf(r->device + u, sizeof r->device - u, "%s%s", u ? "+" : "", d);
+    const char *path = mts_json_str(j, "gpu_path", "");
+    if (*path && !r->gpu_path[0]) snprintf(r->gpu_path, sizeof r->gpu_path, "%s", path);
+    double peak = mts_json_num(j, "device_peak_bytes", NAN);
+    if (!isnan(peak) && (isnan(r->dev_peak) || peak > r->dev_peak)) r->dev_peak = peak;
+}
+
 /* The training steps of the row, one per seed: mean and sample standard
  * deviation of the final test accuracy over the seeds that trained to the
  * end, the mean curve, and the verdict of the ones that did not. */
@@ -159,7 +188,7 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
     double sum = 0, sq = 0, tr = 0, csum[CURVE_MAX] = {0};
     int cn[CURVE_MAX] = {0};
     char div[200] = "";
-    r->test_acc = r->test_std = r->train_acc = NAN;
+    r->test_acc = r->test_std = r->train_acc = r->dev_peak = NAN;
     r->nseeds = c->nseeds;
     for (int k = 0; k < c->nseeds; k++) {
         char name[80]; /* "train-" + model[32] + "-" + data[32] + "-s" + seed */
@@ -174,6 +203,7 @@ static void fill_train(const flow_cfg *c, const flow_graph *g, row *r)
         if (s->state != ST_DONE) continue; /* skipped: the design's verdict says why */
         mts_json *j = mts_json_load(s->out);
         if (j && !r->int_bwd[0]) snprintf(r->int_bwd, sizeof r->int_bwd, "%s", mts_json_str(j, "int_backward", ""));
+        note_device(r, s, j);
         if (s->exit_code == MTS_EXIT_DIVERGED) { /* mantis train: diverged (docs/training.md) */
             size_t u = strlen(div);
             snprintf(div + u, sizeof div - u, "%sseed %d at epoch %.0f step %.0f", u ? ", " : "", c->seeds[k],
@@ -1103,6 +1133,9 @@ static void write_csv(FILE *f, const report *rp)
     mts_csv_str(&w, "test_acc_per_seed");
     mts_csv_str(&w, "test_acc_per_epoch");
     mts_csv_str(&w, "int_backward");
+    mts_csv_str(&w, "device");
+    mts_csv_str(&w, "gpu_path");
+    mts_csv_str(&w, "device_peak_bytes");
     mts_csv_end(&w);
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
@@ -1128,6 +1161,9 @@ static void write_csv(FILE *f, const report *rp)
             len += (size_t)snprintf(list + len, sizeof list - len, "%s%.2f", e ? " " : "", r->curve[e]);
         mts_csv_str(&w, list);
         mts_csv_str(&w, r->int_bwd);
+        mts_csv_str(&w, r->device);
+        mts_csv_str(&w, r->gpu_path);
+        mts_csv_num(&w, r->dev_peak, "%.0f");
         mts_csv_end(&w);
     }
 }
@@ -1196,6 +1232,10 @@ static void write_json(FILE *f, const report *rp)
     mts_jw_arr(&w, "layers", 0);
     for (int r = 0; r < c->nlayers; r++) mts_jw_str(&w, NULL, c->layers[r]);
     mts_jw_end(&w);
+    mts_jw_str(&w, "device", c->cuda ? "cuda" : "cpu"); /* where this run sent its trainings and tests */
+    mts_jw_str(&w, "device_name", c->device_name);
+    mts_jw_str(&w, "profile", c->profile_used[0] ? c->profile_used : "none");
+    mts_jw_bool(&w, "profile_auto", c->profile_auto);
     mts_jw_arr(&w, "rows", 1);
     for (int i = 0; i < rp->n; i++) {
         const row *r = &rp->rows[i];
@@ -1210,6 +1250,9 @@ static void write_json(FILE *f, const report *rp)
         mts_jw_str(&w, "state", state_name[r->state]);
         mts_jw_str(&w, "status", r->status);
         mts_jw_str(&w, "int_backward", r->int_bwd);
+        mts_jw_str(&w, "device", r->device);
+        mts_jw_str(&w, "gpu_path", r->gpu_path);
+        mts_jw_num(&w, "device_peak_bytes", r->dev_peak, "%.0f"); /* NaN: null */
         double v[NCOLS];
         row_values(r, v);
         for (int k = 0; k < NCOLS; k++) mts_jw_num(&w, col_names[k], v[k], "%.9g");
@@ -1294,7 +1337,21 @@ static void html_head(FILE *f, const report *rp)
     for (int s = 0; s < c->ndatasets; s++) fprintf(f, "%s%s", s ? ", " : "", c->datasets[s]);
     fprintf(f, "; %d epoch(s); seeds ", c->epochs);
     for (int k = 0; k < c->nseeds; k++) fprintf(f, "%s%d", k ? ", " : "", c->seeds[k]);
-    fprintf(f, "%s.</p>\n", c->quick ? "; quick profile (subset of the training data)" : "");
+    fprintf(f, "%s", c->quick ? "; quick profile (subset of the training data)" : "");
+    if (!strcmp(c->profile_used, "gpu"))
+        fprintf(f, "; GPU profile%s (%s images per epoch)",
+                c->profile_auto ? ", picked because the trainings run on a GPU and no size was pinned" : "",
+                c->subset ? "a subset of the" : "all training");
+    fputs(".</p>\n<p>Trainings and tests ran on ", f);
+    if (c->cuda) {
+        fputs("<b>cuda</b> (", f);
+        html_esc(f, c->device_name);
+        fputs(")", f);
+    } else {
+        fputs("<b>the CPU</b>", f);
+    }
+    fputs(" (column <em>device</em>: where each row's ran); operand traces and the GEMM dump run on the CPU.</p>\n",
+          f);
     if (c->nlayers) { /* per-layer multipliers (layers = ...): every training and test of the matching models */
         fprintf(f, "<p>Per-layer multipliers, last match wins (<code>design</code>: the row's own multiplier): ");
         for (int r = 0; r < c->nlayers; r++) {
@@ -1442,7 +1499,7 @@ static void html_table(FILE *f, const report *rp)
 {
     fprintf(f, "<h2>Designs</h2>\n<table><tr><th>design</th><th>status</th><th>kind</th><th>format</th>"
                "<th>verification</th><th>model</th><th>data</th><th>run</th><th>test acc %%</th><th>seeds</th><th>train acc %%</th>"
-               "<th>test acc per epoch</th><th>MRED</th><th>NMED</th><th>error rate</th><th>bias</th><th>area um&sup2;</th>"
+               "<th>device</th><th>test acc per epoch</th><th>MRED</th><th>NMED</th><th>error rate</th><th>bias</th><th>area um&sup2;</th>"
                "<th>NAND2 eq</th><th>delay ps</th><th>power uW (uniform)</th><th>pJ/op</th><th>power uW (workload)</th>"
                "<th>cosim cycles / inference</th><th>cosim pJ / inference</th>"
                "</tr>\n");
@@ -1462,6 +1519,15 @@ static void html_table(FILE *f, const report *rp)
         fprintf(f, "<td>%d/%d</td>", r->ndone, r->nseeds);
         cell(f, r->train_acc, "%.2f");
         fputs("<td>", f);
+        if (r->device[0]) html_esc(f, r->device);
+        else fputs("&ndash;", f);
+        if (r->gpu_path[0] || !isnan(r->dev_peak)) {
+            fputs("<br><small>", f);
+            html_esc(f, r->gpu_path);
+            if (!isnan(r->dev_peak)) fprintf(f, "%s%.1f MiB peak", r->gpu_path[0] ? ", " : "", r->dev_peak / 1048576.0);
+            fputs("</small>", f);
+        }
+        fputs("</td><td>", f);
         for (int e = 0; e < r->ncurve; e++) fprintf(f, "%s%.2f", e ? " " : "", r->curve[e]);
         fputs("</td>", f);
         cell(f, r->mred, "%.3g");
