@@ -22,4 +22,31 @@
 #define MTS_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
 #endif
 
+
+#include <cstddef>
+
+#include "mantis/status.h"
+
+// The elementwise kernels' launch (gpu/nn_ops.cu, gpu/nn_tx.cu): THREADS per
+// block, blocks_for(n) blocks for n threads, and launch_check(err, what):
+// the launch's own error (configuration, resources). The kernels run in
+// stream order on the default stream, as mts_gpu_gemm_dev's: a copy to the
+// host or mts_gpu_sync waits for them and reports a fault they caused (one
+// synchronisation per kernel cost more than the small kernels themselves).
+namespace {
+
+const int THREADS = 256;
+
+inline unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
+
+inline int launch_check(mts_err *err, const char *what)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return MTS_OK;
+    return mts_fail(err, e == cudaErrorMemoryAllocation ? MTS_ENOMEM : MTS_EIO, "gpu %s: %s", what,
+                    cudaGetErrorString(e));
+}
+
+} // namespace
+
 #endif

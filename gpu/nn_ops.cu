@@ -25,21 +25,7 @@
 
 namespace {
 
-const int THREADS = 256;
-
-unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
-
-// A launch's own error (configuration, resources). The kernels run in
-// stream order on the default stream, as mts_gpu_gemm_dev's: a copy to the
-// host or mts_gpu_sync waits for them and reports a fault they caused (one
-// synchronisation per kernel cost more than the small kernels themselves).
-int launch_check(mts_err *err, const char *what)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) return MTS_OK;
-    return mts_fail(err, e == cudaErrorMemoryAllocation ? MTS_ENOMEM : MTS_EIO, "gpu %s: %s", what,
-                    cudaGetErrorString(e));
-}
+// THREADS, blocks_for, launch_check: launch.h
 
 // ------------------------------------------------ scratch of the twins
 //

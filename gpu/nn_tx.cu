@@ -31,20 +31,7 @@
 
 namespace {
 
-const int THREADS = 256;
-
-unsigned blocks_for(size_t n) { return (unsigned)((n + THREADS - 1) / THREADS); }
-
-// A launch's error; the kernel runs in stream order after it (as the GEMMs
-// and nn_ops.cu's twins): a fault while it runs is reported by the next copy
-// to the host or mts_gpu_sync.
-int launch_check(mts_err *err, const char *what)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) return MTS_OK;
-    return mts_fail(err, e == cudaErrorMemoryAllocation ? MTS_ENOMEM : MTS_EIO, "gpu %s: %s", what,
-                    cudaGetErrorString(e));
-}
+// THREADS, blocks_for, launch_check: launch.h
 
 // ------------------------------------------------------------- kernels
 

@@ -487,14 +487,7 @@ int mts_gpunet_train_epoch(mts_gpunet *g, mts_net *net, mts_opt *opt, int n, int
             break;
         if (progress) progress(pctx, b0 + N, n);
     }
-    if (rc == MTS_OK && st) {
-        double dt = mts_clock_now() - t0;
-        st->train_loss = n ? loss / n : 0.0;
-        st->train_acc = n ? (double)correct / n : 0.0;
-        st->seconds = dt;
-        st->samples_per_s = dt > 0 ? n / dt : 0.0;
-        st->lr = lr;
-    }
+    if (rc == MTS_OK && st) mts__epoch_stats(st, t0, loss, correct, n, lr);
     return rc;
 }
 

@@ -65,6 +65,10 @@ void mts__relu_forward_t(int threads, size_t n, const float *x, float *y);
 void mts__relu_backward_t(int threads, size_t n, const float *y, const float *dy, float *dx, int pz);
 void mts__copy_pz_t(int threads, size_t n, const float *src, float *dst);
 void mts__add_t(int threads, size_t n, const float *a, const float *b, float *y);
+
+/* An epoch's statistics (train.c): loss and correct count summed over n
+ * samples since the clock read t0, at learning rate lr. */
+void mts__epoch_stats(mts_epoch_stats *st, double t0, double loss, long correct, int n, float lr);
 void mts__acc_t(int threads, size_t n, float *dst, const float *src);
 void mts__plus_zero_t(int threads, size_t n, float *dst);
 

@@ -27,6 +27,16 @@ static void prefetch_sample(const float *x, size_t n)
     for (size_t b = 0; b < n * sizeof *x; b += 64) __builtin_prefetch(p + b);
 }
 
+void mts__epoch_stats(mts_epoch_stats *st, double t0, double loss, long correct, int n, float lr)
+{
+    double dt = mts_clock_now() - t0;
+    st->train_loss = n ? loss / n : 0.0;
+    st->train_acc = n ? (double)correct / n : 0.0;
+    st->seconds = dt;
+    st->samples_per_s = dt > 0 ? n / dt : 0.0;
+    st->lr = lr;
+}
+
 int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts_dataset *d, int n, int batch,
                     uint64_t seed, int epoch, float lr, void (*progress)(void *pctx, int done, int total),
                     void *pctx, mts_epoch_stats *st, mts_err *err)
@@ -68,14 +78,7 @@ int mts_train_epoch(mts_net *net, mts_opt *opt, const mts_nn_ctx *ctx, const mts
         mts_opt_step(opt, net, lr);
         if (progress) progress(pctx, b0 + N, n);
     }
-    if (rc == MTS_OK && st) {
-        double dt = mts_clock_now() - t0;
-        st->train_loss = n ? loss / n : 0.0;
-        st->train_acc = n ? (double)correct / n : 0.0;
-        st->seconds = dt;
-        st->samples_per_s = dt > 0 ? n / dt : 0.0;
-        st->lr = lr;
-    }
+    if (rc == MTS_OK && st) mts__epoch_stats(st, t0, loss, correct, n, lr);
 done:
     free(order);
     free(xb);
