@@ -189,8 +189,8 @@ TEST(NnAttnGelu, FastFormsEqualDefinition)
     mts_gelu_backward(x.size(), x.data(), dy.data(), dx.data());
     for (size_t i = 0; i < x.size(); i++) {
         float v = x[i], t = mts_fm_tanhf(C * (v + A * v * v * v));
-        float ry = 0.5f * v * (1.0f + t);
-        float rd = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * C * (1.0f + 3.0f * A * v * v));
+        float ry = mts_fm_canon(0.5f * v * (1.0f + t)); // NaN results canonical (fmath.h: the CPU's and GPU's bits)
+        float rd = mts_fm_canon(dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * C * (1.0f + 3.0f * A * v * v)));
         ASSERT_EQ(mts_f2u(y[i]), mts_f2u(ry)) << "gelu(" << std::hexfloat << v << "): " << y[i] << " vs " << ry;
         ASSERT_EQ(mts_f2u(dx[i]), mts_f2u(rd)) << "gelu'(" << std::hexfloat << v << "): " << dx[i] << " vs " << rd;
     }
