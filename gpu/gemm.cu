@@ -108,11 +108,22 @@ template <class T> __device__ inline T *batch_ptr(T *base, const mts_gpu_batch &
     return base + (size_t)(z / (unsigned)bt.inner) * so + (size_t)(z % (unsigned)bt.inner) * si;
 }
 
-__device__ uint32_t load_op(const Job &g, const float *X, int ld, int trans, int r, int c, int rows, int cols)
+// Element (r, c) of op(X) as bits, 0 outside rows x cols.
+__device__ inline uint32_t load_raw(const float *X, int ld, int trans, int r, int c, int rows, int cols)
 {
     if (r >= rows || c >= cols) return 0;
-    uint32_t x = mts_f2u(trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]);
+    return mts_f2u(trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]);
+}
+
+// An operand as mts_gemm_ref quantizes it (LUT: RNE to the input format).
+__device__ inline uint32_t quant_in(const Job &g, uint32_t x)
+{
     return g.quant ? mts_fmt_quantize_hd(&g.qin, x, MTS_RNE) : x;
+}
+
+__device__ uint32_t load_op(const Job &g, const float *X, int ld, int trans, int r, int c, int rows, int cols)
+{
+    return quant_in(g, load_raw(X, ld, trans, r, c, rows, cols));
 }
 
 __device__ uint32_t product(const Job &g, uint32_t a, uint32_t b)
@@ -203,12 +214,6 @@ const int TF_SMEM_MAX = 16384;
 // floats in shared or global memory.
 enum Pk { PK_F32 = 0, PK_SCALAR = 1, PK_LUTF_SMEM = 2, PK_LUTF_GLOBAL = 3 };
 
-__device__ inline uint32_t load_raw(const float *X, int ld, int trans, int r, int c, int rows, int cols)
-{
-    if (r >= rows || c >= cols) return 0;
-    return mts_f2u(trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c]);
-}
-
 // One operand as kernel 2 stages it. PK_F32: as read; PK_SCALAR: as
 // load_op quantizes it; PK_LUTF: the operand quantized (in_fmt, RNE) and
 // truncated to the table's format as mts_mul_classify does (rule 1), split
@@ -224,7 +229,7 @@ __device__ inline int stage_op(const Job &g, uint32_t x, int row_operand, uint32
         *S = x;
         return 1;
     }
-    uint32_t q = g.quant ? mts_fmt_quantize_hd(&g.qin, x, MTS_RNE) : x;
+    uint32_t q = quant_in(g, x);
     if (PK == PK_SCALAR) {
         *S = q;
         return 1;
@@ -761,15 +766,13 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *b
     if (bt->outer < 0 || bt->inner < 0 || (long long)bt->outer * bt->inner > 65535)
         return mts_fail(err, MTS_EINVAL, "gpu gemm: a batch of %d x %d GEMMs (at most 65535 in all)", bt->outer,
                         bt->inner);
-    if (bt->outer == 0 || bt->inner == 0) return MTS_OK;
+    if (m < 0 || n < 0 || k < 0) return mts_fail(err, MTS_EINVAL, "gpu gemm: negative shape %d x %d x %d", m, n, k);
+    if (bt->outer == 0 || bt->inner == 0 || m == 0 || n == 0) return MTS_OK;
     if (pl->p.kind == MTS_PROV_INT) {
         if (bt->outer * bt->inner != 1)
             return mts_fail(err, MTS_EUNSUPPORTED, "gpu gemm: INT runs one GEMM at a time (its ranges are per call)");
-        if (m < 0 || n < 0 || k < 0) return mts_fail(err, MTS_EINVAL, "gpu gemm: negative shape %d x %d x %d", m, n, k);
-        return m == 0 || n == 0 ? MTS_OK : gemm_int_dev(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+        return gemm_int_dev(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     }
-    if (m < 0 || n < 0 || k < 0) return mts_fail(err, MTS_EINVAL, "gpu gemm: negative shape %d x %d x %d", m, n, k);
-    if (m == 0 || n == 0) return MTS_OK;
     Job g;
     std::memset(&g, 0, sizeof g);
     g.m = m, g.n = n, g.k = k, g.transA = transA, g.transB = transB, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
