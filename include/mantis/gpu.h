@@ -121,8 +121,8 @@ int mts_gpu_sync(mts_err *err);
  * mts_gpu_ in front, the same arguments (a GEMM plan instead of the
  * context; err last) and, by contract, the same bits as the CPU op,
  * including the fixed blocked order of fmath.h for every long reduction.
- * Written and compiled; NOT yet run on a GPU (tests/test_gpu.cpp compares
- * each with its CPU twin where a device is present). The twins of
+ * tests/test_gpu.cpp compares each with its CPU twin, under the emulation
+ * and on a device (run on an H100, gpu/README.md "Status"). The twins of
  * nn_ops.cu are asynchronous as mts_gpu_gemm_dev: queued on the default
  * stream in order; a result that comes back to the host (softmax CE's loss,
  * mts_gpu_nonfinite) and every copy to the host or mts_gpu_sync wait for
