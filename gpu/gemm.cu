@@ -295,7 +295,10 @@ template <int PK, bool FMAQ, class S>
 __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
 {
     __shared__ uint32_t As[S::bk][S::bm], Bs[S::bk][S::bn]; // staged operands (PK_LUTF: sign and power of two)
-    __shared__ uint32_t Ai[S::bk][S::bm], Bi[S::bk][S::bn]; // PK_LUTF: table index parts
+    // PK_LUTF: table index parts (one row otherwise: no static shared memory
+    // the other product kinds do not use, which would cost them occupancy)
+    constexpr int IK = PK >= PK_LUTF_SMEM ? S::bk : 1;
+    __shared__ uint32_t Ai[IK][S::bm], Bi[IK][S::bn];
     MTS_DYNAMIC_SHARED(float, Ts);              // PK_LUTF_SMEM: the table
     const int tid = threadIdx.x, tx = tid % S::tx, ty = tid / S::tx;
     const int i0 = blockIdx.y * S::bm, j0 = blockIdx.x * S::bn;
@@ -317,19 +320,19 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
         for (int t = tid; t < S::bm * S::bk; t += S::nt) { // A: rows i0.., columns k0..
             int row = g.transA ? t % S::bm : t / S::bk, kk = g.transA ? t / S::bm : t % S::bk;
             uint32_t x = load_raw(A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
-            safe &= stage_op<PK>(g, x, 1, &As[kk][row], &Ai[kk][row]);
+            safe &= stage_op<PK>(g, x, 1, &As[kk][row], IK > 1 ? &Ai[kk][row] : nullptr);
         }
         for (int t = tid; t < S::bk * S::bn; t += S::nt) { // B: rows k0.., columns j0..
             int col = g.transB ? t / S::bk : t % S::bn, kk = g.transB ? t % S::bk : t / S::bn;
             uint32_t x = load_raw(B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
-            safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], &Bi[kk][col]);
+            safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], IK > 1 ? &Bi[kk][col] : nullptr);
         }
         safe = __syncthreads_and(safe);
         int kend = g.k - k0 < S::bk ? g.k - k0 : S::bk;
         for (int kk = 0; kk < kend; kk++) {
             uint32_t a[S::tm], ai[S::tm], b[S::tn], bi[S::tn];
-            for (int r = 0; r < S::tm; r++) a[r] = As[kk][ty + S::ty * r], ai[r] = PK >= PK_LUTF_SMEM ? Ai[kk][ty + S::ty * r] : 0;
-            for (int c = 0; c < S::tn; c++) b[c] = Bs[kk][tx + S::tx * c], bi[c] = PK >= PK_LUTF_SMEM ? Bi[kk][tx + S::tx * c] : 0;
+            for (int r = 0; r < S::tm; r++) a[r] = As[kk][ty + S::ty * r], ai[r] = IK > 1 ? Ai[kk][ty + S::ty * r] : 0;
+            for (int c = 0; c < S::tn; c++) b[c] = Bs[kk][tx + S::tx * c], bi[c] = IK > 1 ? Bi[kk][tx + S::tx * c] : 0;
             if (PK >= PK_LUTF_SMEM && !safe) k2_step<PK, FMAQ, true, S>(g, T, a, ai, b, bi, acc, s);
             else k2_step<PK, FMAQ, false, S>(g, T, a, ai, b, bi, acc, s);
             if (FMAQ && ++inchunk == g.chunk) {
