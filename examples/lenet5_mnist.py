@@ -14,6 +14,7 @@ from another RNG, and the ops between the GEMMs are PyTorch's).
 
     PYTHONPATH=python python3 examples/lenet5_mnist.py --rtl rtl/mul_mbm.v
     PYTHONPATH=python python3 examples/lenet5_mnist.py --mul mbm --epochs 1 --threads 2
+    PYTHONPATH=python python3 examples/lenet5_mnist.py --mul mbm --library-ops  # ReLU/pooling: the library's
     PYTHONPATH=python python3 examples/lenet5_mnist.py --native      # PyTorch FP32, no Mantis
 
 Prints one line per epoch and a JSON line {"mul", "epochs", "train",
@@ -105,7 +106,7 @@ def run(args):
         mantis.set_num_threads(args.threads)
         m = multiplier(args)
         desc = m.desc
-        mantis.torch.approximate(model, mul=m)
+        mantis.torch.approximate(model, mul=m, library_ops=args.library_ops)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     hist = []
     for e in range(args.epochs):
@@ -128,6 +129,8 @@ def parse(argv=None):
     ap.add_argument("--mul", default="mbm", help="a C model name or SPEC when no --rtl (default mbm)")
     ap.add_argument("--man-bits", type=int, default=None)
     ap.add_argument("--native", action="store_true", help="plain PyTorch FP32 (the baseline)")
+    ap.add_argument("--library-ops", action="store_true",
+                    help="ReLU and max pooling through the library too (approximate(..., library_ops=True))")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "data", "mnist"))
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--subset", type=int, default=0, help="first N training images (0: all)")

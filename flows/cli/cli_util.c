@@ -1,9 +1,12 @@
 /* cli_util.c - helpers shared by the CLI commands (cli_util.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "mantis/fs.h"
@@ -65,4 +68,12 @@ double cli_loadavg(void)
         fclose(f);
     }
     return l;
+}
+
+int cli_idle_core(void)
+{
+    cpu_set_t set;
+    double l = cli_loadavg();
+    int cpus = sched_getaffinity(0, sizeof set, &set) ? (int)sysconf(_SC_NPROCESSORS_ONLN) : CPU_COUNT(&set);
+    return l >= 0.0 && cpus > 0 && l < cpus - 0.5;
 }

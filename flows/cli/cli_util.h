@@ -38,6 +38,13 @@ FILE *cli_text(const char *out1, const char *out2);
  * machine's benchmark figures. */
 double cli_loadavg(void);
 
+/* 1 when the machine looks idle enough for OpenMP's idle threads to spin
+ * briefly: the 1-minute load average is known and below the CPUs this
+ * process may run on minus 0.5 (a core free). python/mantis/_lib.py's
+ * _idle_core() is the same rule (it must decide before libgomp loads). */
+int cli_idle_core(void);
+#define CLI_OMP_BRIEF_SPIN "10000" /* GOMP_SPINCOUNT then (main.c) */
+
 /* Called with a command's exit status when it returns: flushes stdout and
  * turns a failed write (ENOSPC, EIO, EPIPE) into one line and exit 4
  * (MTS_EXIT_ENV) when the command had succeeded. */

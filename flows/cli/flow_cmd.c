@@ -662,6 +662,9 @@ static int load_config(const flow_opts *o, flow_cfg *c)
     if (o->jobs) c->jobs = (int)o->jobs;
     if (!c->jobs) c->jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (c->jobs < 1) c->jobs = 1;
+    /* steps side by side keep the machine busy: their OpenMP threads sleep
+     * at once, whatever the load average said when each started (main.c) */
+    if (c->jobs > 1 && !getenv("OMP_WAIT_POLICY")) (void)setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     return 0;
 }
 

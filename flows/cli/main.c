@@ -32,14 +32,19 @@ static void usage(FILE *out)
 }
 
 /* libgomp's idle threads spin for a while before they sleep (OMP_WAIT_POLICY
- * unset). On a machine busy with other processes (a flow's parallel steps,
- * CI) that spinning takes the cores the work needs: vit-tiny, 1,280 images,
- * --threads 2 beside two other busy processes on 2 cores took 148.8 s
- * (42.5 s user) spinning and 14.4 s (1.9 s user) passive. libgomp reads the
- * variable when it is loaded, before main, so it is set here and this
- * process re-executes itself once: only commands that run threads (the
- * others start often and briefly; `bench` keeps the default, as the
- * baselines it starts do); a user's own setting is kept. */
+ * unset: about 3 ms). On a machine busy with other processes (a flow's
+ * parallel steps, CI) that spinning takes the cores the work needs:
+ * vit-tiny, 1,280 images, --threads 2 beside two other busy processes on 2
+ * cores took 148.8 s (42.5 s user) spinning and 14.4 s (1.9 s user)
+ * passive. Passive threads sleep at once, and every parallel region then
+ * pays a futex wake-up: on an idle machine a brief spin (GOMP_SPINCOUNT
+ * 10000, well under a millisecond) saves that, 5-10% of a LeNet-5 epoch at
+ * 2 threads (docs/training.md, "Threads on a busy machine"), so it is
+ * added when the load average leaves a core free (cli_idle_core). libgomp
+ * reads both variables when it is loaded, before main, so they are set
+ * here and this process re-executes itself once: only commands that run
+ * threads (the others start often and briefly; `bench` keeps the default,
+ * as the baselines it starts do); a user's own setting is kept. */
 static void omp_passive(char **argv)
 {
     static const char *const threaded[] = {"train", "test", "lutgen", "metrics", "verify", NULL};
@@ -47,6 +52,7 @@ static void omp_passive(char **argv)
     for (int i = 0; threaded[i]; i++) hit |= !strcmp(argv[1], threaded[i]);
     if (!hit || getenv("OMP_WAIT_POLICY")) return;
     if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1)) return;
+    if (!getenv("GOMP_SPINCOUNT") && cli_idle_core()) (void)setenv("GOMP_SPINCOUNT", CLI_OMP_BRIEF_SPIN, 1);
     execv("/proc/self/exe", argv); /* returns only on failure: go on as we are */
 }
 

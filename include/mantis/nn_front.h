@@ -140,6 +140,30 @@ int mts_front_matmul_forward(const mts_front_mul *fwd, int threads, int device, 
 int mts_front_matmul_backward(const mts_front_mul *bwd, int threads, int device, int B, int m, int k, int q,
                               const float *a, const float *b, const float *dc, float *da, float *db, mts_err *err);
 
+/* ------------------------------------------------- exact ops
+ * `mantis train`'s own ReLU and max pooling, for a model that wants them
+ * instead of PyTorch's (mantis.torch.approximate(..., library_ops=True)):
+ * no multiplier, same results as PyTorch's but for the NaN rules below. */
+
+/* y = x > 0 ? x : +0 (a NaN or -0 gives +0; PyTorch keeps both), n floats,
+ * on threads (mts_relu_forward's rule, the trainer's threaded pass). */
+void mts_front_relu_forward(int threads, size_t n, const float *x, float *y);
+/* dx = y > 0 ? dy : +0, y the forward's output (PyTorch's threshold_backward). */
+void mts_front_relu_backward(int threads, size_t n, const float *y, const float *dy, float *dx);
+
+/* Max pooling of x[N][C][H][W], k x k windows at stride s, no padding:
+ * y[N][C][oh][ow] with oh = (H - k) / s + 1 (floor), argmax the winner's
+ * index within its H x W plane: the first maximum in raster order (PyTorch's
+ * tie rule); a NaN is never greater than the running maximum, so it wins
+ * only first in its window (PyTorch's maximum is any NaN). MTS_EINVAL
+ * for a size below 1 or a window larger than the plane. mts_maxpool_*. */
+int mts_front_maxpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, int32_t *argmax,
+                              mts_err *err);
+/* dx[N][C][H][W] = the sum of dy over the outputs whose argmax each input is
+ * (zero elsewhere), in output order. */
+int mts_front_maxpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, const int32_t *argmax,
+                               float *dx, mts_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -43,13 +43,34 @@ def _gomp_loaded():
         return True  # cannot tell: change nothing
 
 
+_BRIEF_SPIN = "10000"  # CLI_OMP_BRIEF_SPIN (flows/cli/cli_util.h)
+
+
+def _idle_core():
+    """cli_idle_core() of flows/cli/cli_util.c, the same rule (it has to be
+    decided before libgomp loads, so before the library can be asked): the
+    1-minute load average is known and below this process's CPUs - 0.5."""
+    try:
+        with open("/proc/loadavg") as f:
+            load = float(f.read().split()[0])
+        cpus = len(os.sched_getaffinity(0))
+    except (OSError, ValueError, IndexError):
+        return False
+    return cpus > 0 and load < cpus - 0.5
+
+
 def _passive_omp():
     """OMP_WAIT_POLICY=PASSIVE unless the environment sets it, as `mantis
     train` does (docs/training.md): spinning OpenMP threads are ruinous on a
-    shared machine. libgomp reads it once, when it is loaded, so this only
-    works when nothing loaded it yet (mantis imported before torch)."""
+    shared machine; plus a brief spin (GOMP_SPINCOUNT) when a core is idle,
+    which saves a futex wake-up at each of the many hand-overs between
+    PyTorch's ops and ours. libgomp reads both once, when it is loaded, so
+    this only works when nothing loaded it yet (mantis imported before
+    torch)."""
     if "OMP_WAIT_POLICY" not in os.environ and not _gomp_loaded():
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        if "GOMP_SPINCOUNT" not in os.environ and _idle_core():
+            os.environ["GOMP_SPINCOUNT"] = _BRIEF_SPIN
 
 
 def _load():
@@ -115,6 +136,10 @@ conv2d_backward = _fn("mts_front_conv2d_backward", _I, _P, _P, _I, _I, _I, *_G, 
 conv2d_shape = _fn("mts_front_conv2d_shape", _I, *_G, ctypes.POINTER(_I), ctypes.POINTER(_I), _ERR)
 matmul_forward = _fn("mts_front_matmul_forward", _I, _P, _I, _I, _I, _I, _I, _I, _FP, _FP, _FP, _ERR)
 matmul_backward = _fn("mts_front_matmul_backward", _I, _P, _I, _I, _I, _I, _I, _I, _FP, _FP, _FP, _FP, _FP, _ERR)
+relu_forward = _fn("mts_front_relu_forward", None, _I, _Z, _FP, _FP)
+relu_backward = _fn("mts_front_relu_backward", None, _I, _Z, _FP, _FP, _FP)
+maxpool_forward = _fn("mts_front_maxpool_forward", _I, _I, _I, _I, _I, _I, _I, _FP, _FP, _FP, _ERR)
+maxpool_backward = _fn("mts_front_maxpool_backward", _I, _I, _I, _I, _I, _I, _I, _FP, _FP, _FP, _ERR)
 
 
 def _status_name(code):

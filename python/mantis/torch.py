@@ -5,6 +5,9 @@ Autograd functions: linear, conv2d, matmul, bmm. Modules: Linear, Conv2d
 (subclasses of torch.nn's, same parameters and state_dict keys), MatMul.
 approximate(model, mul=..., layers={pattern: mul}, exclude=[...]) swaps a
 model's Linear and Conv2d layers in place; restore(model) swaps them back.
+With library_ops=True it also runs nn.ReLU and nn.MaxPool2d through the
+library's own ops (ReLU, MaxPool2d here: `mantis train`'s, faster on a CPU
+than PyTorch 1.13's; no multiplier involved).
 
 Each layer has three multipliers, as `mantis train` (docs/training.md):
 mul (the forward pass in training), mul_bwd (both backward GEMMs; default:
@@ -24,8 +27,8 @@ from torch.autograd.function import once_differentiable
 from . import _lib
 from .multiplier import get_num_threads, resolve
 
-__all__ = ["linear", "conv2d", "matmul", "bmm", "Linear", "Conv2d", "MatMul", "approximate", "restore",
-           "layer_names"]
+__all__ = ["linear", "conv2d", "matmul", "bmm", "Linear", "Conv2d", "MatMul", "ReLU", "MaxPool2d", "approximate",
+           "restore", "layer_names"]
 
 # ------------------------------------------------------------ checking
 
@@ -244,6 +247,60 @@ def _apply(fn, op, tensors, *rest, fwd, bwd):
         return fn.apply(*tensors, *rest, device)
     dev = tensors[0].device
     return fn.apply(*[_host(t) for t in tensors], *rest, device).to(dev)
+
+
+class _ReLUFn(torch.autograd.Function):
+    """mts_front_relu_*: mantis train's ReLU (x > 0 ? x : +0)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.empty_like(x)
+        _lib.relu_forward(get_num_threads(), x.numel(), x.data_ptr(), y.data_ptr())
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx = torch.empty_like(y)
+        _lib.relu_backward(get_num_threads(), y.numel(), y.data_ptr(), dy.data_ptr(), dx.data_ptr())
+        return dx
+
+
+class _MaxPool2dFn(torch.autograd.Function):
+    """mts_front_maxpool_*: k x k windows at stride s, no padding."""
+
+    @staticmethod
+    def forward(ctx, x, k, s):
+        N, C, H, W = x.shape
+        oh, ow = (H - k) // s + 1, (W - k) // s + 1
+        y = torch.empty(N, C, oh, ow, dtype=torch.float32)
+        idx = torch.empty(N, C, oh, ow, dtype=torch.int32)
+        err = _lib.err_buf()
+        _lib.check(_lib.maxpool_forward(N, C, H, W, k, s, x.data_ptr(), y.data_ptr(), idx.data_ptr(), err), err)
+        ctx.save_for_backward(idx)
+        ctx.mantis = (N, C, H, W, k, s)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        (idx,) = ctx.saved_tensors
+        N, C, H, W, k, s = ctx.mantis
+        dy = dy.contiguous()
+        dx = torch.empty(N, C, H, W, dtype=torch.float32)
+        err = _lib.err_buf()
+        _lib.check(_lib.maxpool_backward(N, C, H, W, k, s, dy.data_ptr(), idx.data_ptr(), dx.data_ptr(), err), err)
+        return dx, None, None
+
+
+def _library_op_takes(x):
+    """The library's exact ops take float32 tensors on the CPU; anything else
+    (CUDA tensors, other dtypes) runs PyTorch's own op, which gives the same
+    values (no multiplier is involved)."""
+    return x.device.type == "cpu" and x.dtype == torch.float32 and x.layout == torch.strided
 
 
 # --------------------------------------------------------- functional
@@ -469,6 +526,60 @@ class MatMul(_Approx, nn.Module):
         return "exact torch.matmul" if self._mantis is None else repr(self._mantis)
 
 
+class ReLU(nn.ReLU):
+    """nn.ReLU through the library (`mantis train`'s op): the same values
+    as PyTorch's but a NaN or -0 input gives +0 where PyTorch keeps it, and
+    the output is always a new tensor (inplace=True is not honoured). Tensors
+    the library does not take (CUDA, not float32) run PyTorch's ReLU."""
+
+    def forward(self, input):
+        if not _library_op_takes(input):
+            return nn.ReLU.forward(self, input)
+        return _ReLUFn.apply(input.contiguous())
+
+
+class MaxPool2d(nn.MaxPool2d):
+    """nn.MaxPool2d through the library (`mantis train`'s op) for square
+    windows and strides without padding, dilation, ceil_mode or
+    return_indices (other configurations are not swapped by approximate();
+    constructing one here is a ValueError): the same values and gradients
+    as PyTorch's (the first maximum in raster order takes the gradient) but
+    a NaN is never greater than the running maximum (first in its window it
+    is kept, later it is ignored), where PyTorch's maximum is the NaN
+    wherever it lies. Tensors the library does not take run PyTorch's op."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        nn.MaxPool2d.__init__(self, kernel_size, stride, padding, dilation, return_indices, ceil_mode)
+        if _pool_geom(self) is None:
+            raise ValueError("mantis: MaxPool2d(%s): the library pools square windows at a square stride without "
+                             "padding, dilation, ceil_mode or return_indices" % nn.MaxPool2d.extra_repr(self))
+
+    def forward(self, input):
+        k, s = _pool_geom(self)
+        if not _library_op_takes(input) or input.dim() not in (3, 4) or min(input.shape[-2:]) < k:
+            return nn.MaxPool2d.forward(self, input)  # PyTorch's op (and its error for a too-small input)
+        x = input.contiguous()
+        unbatched = x.dim() == 3
+        if unbatched:
+            x = x.unsqueeze(0)
+        if x.numel() == 0:
+            return nn.MaxPool2d.forward(self, input)
+        y = _MaxPool2dFn.apply(x, k, s)
+        return y.squeeze(0) if unbatched else y
+
+
+def _pool_geom(mod):
+    """(k, s) when the library's max pooling runs mod's configuration, else None."""
+    def one(v):
+        if isinstance(v, (tuple, list)):
+            return v[0] if len(v) == 2 and v[0] == v[1] else None
+        return v
+    k, s, p, d = one(mod.kernel_size), one(mod.stride), one(mod.padding), one(mod.dilation)
+    if None in (k, s, p, d) or p != 0 or d != 1 or mod.ceil_mode or mod.return_indices or k < 1 or s < 1:
+        return None
+    return int(k), int(s)
+
+
 # ------------------------------------------------- approximate / restore
 
 # Layers that multiply but that mantis.torch cannot run: approximate() refuses
@@ -527,7 +638,8 @@ def _parents(model):
     return out
 
 
-def approximate(model, mul=None, layers=None, exclude=(), *, mul_bwd=None, mul_test=None, ste="identity"):
+def approximate(model, mul=None, layers=None, exclude=(), *, mul_bwd=None, mul_test=None, ste="identity",
+                library_ops=False):
     """Swaps model's Linear and Conv2d layers (and gives mantis.torch.MatMul
     modules a multiplier) in place, and returns model.
 
@@ -546,7 +658,13 @@ def approximate(model, mul=None, layers=None, exclude=(), *, mul_bwd=None, mul_t
     is an error unless
     excluded: nothing is left exact silently. Nothing changes when it
     raises. The new layers share the originals' parameters (optimizers keep
-    working); restore(model) puts the originals back."""
+    working); restore(model) puts the originals back.
+
+    library_ops=True also swaps every nn.ReLU and every nn.MaxPool2d that
+    the library can run (mantis.torch.ReLU and MaxPool2d: `mantis train`'s
+    exact ops, faster than PyTorch 1.13's on a CPU; NaN rules differ, see
+    their doc) outside excluded modules; other pooling configurations stay
+    PyTorch's."""
     if not isinstance(model, nn.Module):
         raise TypeError("mantis: approximate(): model must be a torch.nn.Module, not %s" % type(model).__name__)
     rules = list((layers or {}).items())
@@ -593,14 +711,25 @@ def approximate(model, mul=None, layers=None, exclude=(), *, mul_bwd=None, mul_t
             names = [n for n, _ in layer_names(model)]
             raise ValueError("mantis: approximate(): pattern '%s' names no Linear, Conv2d or MatMul layer (layers: "
                              "%s%s)" % (p, ", ".join(names[:8]), ", ..." if len(names) > 8 else ""))
+    if library_ops:
+        for name, mod in model.named_modules():
+            if not name or any(name == s or name.startswith(s + ".") for s in skip):
+                continue
+            if any(_match(p, name) for p in exclude):
+                continue
+            if type(mod) is nn.ReLU:
+                plan.append((name, mod, "relu", None))
+            elif type(mod) is nn.MaxPool2d and _pool_geom(mod) is not None:
+                plan.append((name, mod, "maxpool", None))
     parents = _parents(model)
+    swap_to = {"linear": Linear, "conv": Conv2d, "relu": ReLU, "maxpool": MaxPool2d}
     for name, mod, kind, muls in plan:
         if kind == "mantis":
             if "_mantis_previous" not in mod.__dict__:
                 object.__setattr__(mod, "_mantis_previous", mod.__dict__.get("_mantis"))
             object.__setattr__(mod, "_mantis", muls)
             continue
-        new = _swap(mod, Linear if kind == "linear" else Conv2d, muls)
+        new = _swap(mod, swap_to[kind], muls)
         for parent, attr, _ in parents.get(id(mod), []):
             parent._modules[attr] = new
     return model

@@ -145,8 +145,18 @@ def test_passive_openmp_when_imported_first():
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(mantis.__file__))
     code = "import os, %s; print(os.environ.get('OMP_WAIT_POLICY'))"
-    run = lambda mods, e: subprocess.run([sys.executable, "-c", code % mods], env=e, capture_output=True, text=True,
-                                         check=True).stdout.strip()
+    run_env = lambda c, e: subprocess.run([sys.executable, "-c", c], env=e, capture_output=True, text=True,
+                                          check=True).stdout.strip()
+    run = lambda mods, e: run_env(code % mods, e)
     assert run("mantis, torch", env) == "PASSIVE"
     assert run("torch, mantis", env) == "None"
     assert run("mantis", dict(env, OMP_WAIT_POLICY="ACTIVE")) == "ACTIVE"
+    # the brief spin: only beside the PASSIVE the package chose, only when a
+    # core is idle (the same rule as the CLI's), never over a user's value
+    env.pop("GOMP_SPINCOUNT", None)
+    code = "import os, mantis, torch; print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))"
+    policy, spin = run_env(code, env).split()
+    assert policy == "PASSIVE" and spin in ("None", "10000")  # which one: the load average at the time
+    code = "import os, mantis; print(os.environ.get('GOMP_SPINCOUNT'))"
+    assert run_env(code, dict(env, GOMP_SPINCOUNT="7")) == "7"
+    assert run_env(code, dict(env, OMP_WAIT_POLICY="PASSIVE")) == "None"

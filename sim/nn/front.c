@@ -15,6 +15,7 @@
 #include "mantis/nn_train.h"
 #include "mantis/rtl.h"
 #include "mantis/verify.h"
+#include "nn_internal.h"
 
 /* What a multiplier was opened from, shared by the handles derived from it
  * (mts_front_mul_acc); freed with the last of them. */
@@ -528,4 +529,38 @@ int mts_front_matmul_backward(const mts_front_mul *bwd, int threads, int device,
     int rc = call_ctx(NULL, bwd, threads, device, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(B, m, k, q, err);
     return rc != MTS_OK ? rc : mts_matmul_backward(&ctx, B, m, k, q, a, b, dc, da, db, err);
+}
+
+/* ------------------------------------------------------------- exact ops */
+
+void mts_front_relu_forward(int threads, size_t n, const float *x, float *y) { mts__relu_forward_t(threads, n, x, y); }
+
+void mts_front_relu_backward(int threads, size_t n, const float *y, const float *dy, float *dx)
+{
+    mts__relu_backward_t(threads, n, y, dy, dx, 0);
+}
+
+static int pool_check(int N, int C, int H, int W, int k, int s, mts_err *err)
+{
+    int rc = check_sizes(N, C, H, W, err);
+    if (rc == MTS_OK) rc = check_sizes(k, s, 1, 1, err);
+    if (rc == MTS_OK && (k > H || k > W))
+        rc = mts_fail(err, MTS_EINVAL, "max pooling: a %dx%d window is larger than the %dx%d input", k, k, H, W);
+    return rc;
+}
+
+int mts_front_maxpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y, int32_t *argmax,
+                              mts_err *err)
+{
+    int rc = pool_check(N, C, H, W, k, s, err);
+    if (rc == MTS_OK) mts_maxpool_forward(N, C, H, W, k, s, x, y, argmax);
+    return rc;
+}
+
+int mts_front_maxpool_backward(int N, int C, int H, int W, int k, int s, const float *dy, const int32_t *argmax,
+                               float *dx, mts_err *err)
+{
+    int rc = pool_check(N, C, H, W, k, s, err);
+    if (rc == MTS_OK) mts_maxpool_backward(N, C, H, W, k, s, dy, argmax, dx);
+    return rc;
 }
