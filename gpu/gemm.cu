@@ -50,6 +50,7 @@
 #include "mantis/gemm.h"
 #include "mantis/gpu.h"
 #include "mantis/intmul.h"
+#include "mantis/ste_hd.h"
 
 namespace {
 
@@ -177,6 +178,29 @@ __global__ void gemm_kernel(Job g)
         acc = mts_u2f(y);
     }
     mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, acc);
+}
+
+// The FMAq STE mask of y[n][o] = x[n][:] . w[o][:] (mts_ste_mask's replay,
+// ste_hd.h's rules): one thread per output, its in mask bytes at
+// mask[(n*out + o)*in], the products as this job's GEMM forms them.
+__global__ void ste_mask_kernel(Job g, int ste, int N, int in, int out, const float *x, const float *w,
+                                uint8_t *mask)
+{
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)N * out) return;
+    const float *xn = x + (t / (size_t)out) * in, *wo = w + (t % (size_t)out) * in;
+    uint8_t *m = mask + t * in;
+    mts_ste_run r;
+    mts_ste_begin_hd(&r, ste, &g.qacc);
+    for (size_t c0 = 0; c0 < (size_t)in; c0 += (size_t)g.chunk) {
+        size_t c1 = c0 + (size_t)g.chunk < (size_t)in ? c0 + (size_t)g.chunk : (size_t)in;
+        for (size_t i = c0; i < c1; i++)
+            m[i] = (uint8_t)mts_ste_term_hd(&r, &g.qprod, &g.qacc,
+                                            product(g, quant_in(g, mts_f2u(xn[i])), quant_in(g, mts_f2u(wo[i]))), i);
+        size_t z = mts_ste_chunk_end_hd(&r, &g.qacc, c0, c1);
+        for (size_t i = c0; i < z; i++) m[i] = 0;
+    }
+    for (size_t i = 0; i < r.dead_end; i++) m[i] = 0;
 }
 
 // ------------------------------------------------------------ kernel 2
@@ -757,6 +781,26 @@ int mts_gpu_gemm_dev(const mts_gpu_gemm_plan *pl, int transA, int transB, int m,
     return mts_gpu_gemm_dev_batched(pl, NULL, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
 }
 
+// The arithmetic of plan pl's float provider in a zeroed job: the product
+// kind, operand rounding, table and FMAq formats (no shape, no operands).
+static void job_arith(const mts_gpu_gemm_plan *pl, Job *g)
+{
+    std::memset(g, 0, sizeof *g);
+    g->fmaq = pl->p.fmaq ? 1 : 0;
+    g->chunk = pl->p.chunk > 0 ? pl->p.chunk : 16;
+    g->prod = pl->p.kind == MTS_PROV_LUT ? PROD_LUT : (g->fmaq ? PROD_FP32M : PROD_F32);
+    if (pl->p.kind == MTS_PROV_LUT) { // operands as mts_gemm_ref quantizes them
+        g->quant = 1;
+        g->lutf = pl->p.lut->fmt;
+        g->qin = pl->p.in_fmt.M == 0 && pl->p.in_fmt.E == 0 ? g->lutf : pl->p.in_fmt;
+        g->T = pl->T;
+    }
+    if (g->fmaq) {
+        g->qprod = pl->p.qprod;
+        g->qacc = pl->p.qacc;
+    }
+}
+
 int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *bt, int transA, int transB, int m,
                              int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                              int ldc, mts_err *err)
@@ -777,23 +821,10 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *b
         return gemm_int_dev(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     }
     Job g;
-    std::memset(&g, 0, sizeof g);
+    job_arith(pl, &g);
     g.m = m, g.n = n, g.k = k, g.transA = transA, g.transB = transB, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
     g.A = A, g.B = B, g.C = C, g.beta = beta;
     g.bt = *bt;
-    g.fmaq = pl->p.fmaq ? 1 : 0;
-    g.chunk = pl->p.chunk > 0 ? pl->p.chunk : 16;
-    g.prod = pl->p.kind == MTS_PROV_LUT ? PROD_LUT : (g.fmaq ? PROD_FP32M : PROD_F32);
-    if (pl->p.kind == MTS_PROV_LUT) { // operands as mts_gemm_ref quantizes them
-        g.quant = 1;
-        g.lutf = pl->p.lut->fmt;
-        g.qin = pl->p.in_fmt.M == 0 && pl->p.in_fmt.E == 0 ? g.lutf : pl->p.in_fmt;
-        g.T = pl->T;
-    }
-    if (g.fmaq) {
-        g.qprod = pl->p.qprod;
-        g.qacc = pl->p.qacc;
-    }
     cudaError_t e;
     if (pl->kernel != 1) {
         g.Tf = pl->Tf;
@@ -808,6 +839,24 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *b
     // no synchronisation: the work is ordered on the default stream; a fault
     // while it runs is reported by the next copy or mts_gpu_sync
     return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "GEMM kernel");
+}
+
+int mts_gpu_ste_mask(const mts_gpu_gemm_plan *fwd, int ste, int N, int in, int out, const float *x, const float *w,
+                     uint8_t *mask, mts_err *err)
+{
+    if (!fwd) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
+    if (!fwd->p.fmaq || fwd->p.kind == MTS_PROV_INT)
+        return mts_fail(err, MTS_EINVAL, "gpu STE mask: the forward provider must be an FMAq float provider");
+    if (ste < MTS_STE_HD_REC_OF || ste > MTS_STE_HD_IMM_DIFF)
+        return mts_fail(err, MTS_EINVAL, "gpu STE mask: STE %d is not a masked estimator", ste);
+    if (N < 0 || in < 0 || out < 0) return mts_fail(err, MTS_EINVAL, "gpu STE mask: negative shape");
+    if (!N || !in || !out) return MTS_OK;
+    Job g;
+    job_arith(fwd, &g);
+    size_t threads = (size_t)N * out;
+    MTS_LAUNCH(ste_mask_kernel, (unsigned)((threads + 127) / 128), 128, 0, 0)(g, ste, N, in, out, x, w, mask);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "STE mask kernel");
 }
 
 // INT on device pointers, as sim/gemm/int.c (mts_gemm_int_quantize): each

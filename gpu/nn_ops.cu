@@ -196,6 +196,24 @@ __global__ void relu_bwd(size_t n, const float *y, const float *dy, float *dx)
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
+// The masked STE backward's operands (mts_gpu_dense_backward_ste): the
+// weights of each sample, w where the mask passes, else +0 (t over
+// [N][out][in], the mask's own order) ...
+__global__ void masked_rows(size_t n, size_t ow, const uint8_t *mask, const float *w, float *t)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) t[i] = mask[i] ? w[i % ow] : 0.0f;
+}
+// ... and the activations of each output, t[o][n][i] = x[n][i] where the
+// mask of product (n, o, i) passes, else +0.
+__global__ void masked_cols(int N, int in, int out, const uint8_t *mask, const float *x, float *t)
+{
+    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x, ni = (size_t)N * in;
+    if (j >= ni * out) return;
+    size_t o = j / ni, r = j % ni, n = r / in, i = r % in;
+    t[j] = mask[(n * out + o) * in + i] ? x[r] : 0.0f;
+}
+
 __global__ void bias_add(int N, int out, float *y, const float *b)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -562,6 +580,41 @@ int mts_gpu_dense_backward(const mts_gpu_gemm_plan *bwd, int N, int in, int out,
     if (db) rc = reduce_rows<float>(out, (size_t)N, ColTerm{dy, out}, db, err);
     if (rc == MTS_OK && dx) rc = mts_gpu_gemm_dev(bwd, 0, 0, N, in, out, dy, out, w, in, 0.0f, dx, in, err);
     if (rc == MTS_OK && dw) rc = mts_gpu_gemm_dev(bwd, 1, 0, out, in, N, dy, out, x, in, 0.0f, dw, in, err);
+    return rc;
+}
+
+int mts_gpu_dense_backward_ste(const mts_gpu_gemm_plan *fwd, const mts_gpu_gemm_plan *bwd, int ste, int N, int in,
+                               int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                               float *db, mts_err *err)
+{
+    int rc = MTS_OK;
+    if (db) rc = reduce_rows<float>(out, (size_t)N, ColTerm{dy, out}, db, err);
+    if (rc != MTS_OK || (!dx && !dw) || N <= 0 || in <= 0 || out <= 0) return rc;
+    size_t nm = (size_t)N * out * in;
+    void *mask = NULL, *tmp = NULL;
+    if ((rc = scratch_alloc(&mask, nm, err)) || (rc = scratch_alloc(&tmp, nm * sizeof(float), err)) ||
+        (rc = mts_gpu_ste_mask(fwd, ste, N, in, out, x, w, (uint8_t *)mask, err)))
+        goto done;
+    if (dx) { /* tmp[n][o][i] = w[o][i] where product (n, o, i) passes; dx[n] = dy[n] tmp[n] */
+        MTS_LAUNCH(masked_rows, blocks_for(nm), THREADS, 0, 0)(nm, (size_t)out * in, (const uint8_t *)mask, w,
+                                                               (float *)tmp);
+        mts_gpu_batch bt = {N, 1, (size_t)out, 0, (size_t)out * in, 0, (size_t)in, 0};
+        if ((rc = launch_check(err, "STE masked weights")) ||
+            (rc = mts_gpu_gemm_dev_batched(bwd, &bt, 0, 0, 1, in, out, dy, out, (const float *)tmp, in, 0.0f, dx, in,
+                                           err)))
+            goto done;
+    }
+    if (dw) { /* tmp[o][n][i] = x[n][i] where product (n, o, i) passes; dw[o] = dy[:, o]^T tmp[o] */
+        MTS_LAUNCH(masked_cols, blocks_for(nm), THREADS, 0, 0)(N, in, out, (const uint8_t *)mask, x, (float *)tmp);
+        mts_gpu_batch bt = {out, 1, 1, 0, (size_t)N * in, 0, (size_t)in, 0};
+        if ((rc = launch_check(err, "STE masked activations")) ||
+            (rc = mts_gpu_gemm_dev_batched(bwd, &bt, 1, 0, 1, in, N, dy, out, (const float *)tmp, in, 0.0f, dw, in,
+                                           err)))
+            goto done;
+    }
+done:
+    scratch_free(mask);
+    scratch_free(tmp);
     return rc;
 }
 

@@ -85,6 +85,11 @@ NOCUDA_OP(int mts_gpu_dense_forward(const mts_gpu_gemm_plan *fwd, int N, int in,
                                     const float *w, const float *b, float *y, mts_err *err))
 NOCUDA_OP(int mts_gpu_dense_backward(const mts_gpu_gemm_plan *bwd, int N, int in, int out, const float *x,
                                      const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err))
+NOCUDA_OP(int mts_gpu_ste_mask(const mts_gpu_gemm_plan *fwd, int ste, int N, int in, int out, const float *x,
+                               const float *w, uint8_t *mask, mts_err *err))
+NOCUDA_OP(int mts_gpu_dense_backward_ste(const mts_gpu_gemm_plan *fwd, const mts_gpu_gemm_plan *bwd, int ste, int N,
+                                         int in, int out, const float *x, const float *w, const float *dy, float *dx,
+                                         float *dw, float *db, mts_err *err))
 NOCUDA_OP(int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *labels, float *dlogits,
                                  double *loss, int *correct, mts_err *err))
 NOCUDA_OP(int mts_gpu_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma,

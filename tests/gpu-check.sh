@@ -10,8 +10,9 @@
 #       repository root with build-gpucheck/pkg carried along: nvidia-smi -L,
 #       every GPU test with MANTIS_REQUIRE_GPU=1 (a skip is a failure), the
 #       GEMM benchmark against cuBLAS, and `mantis train --device cuda`
-#       against `--device cpu` on short runs of LeNet-300-100, LeNet-5,
-#       vit-tiny and ResNet-20 (CIFAR-shaped data made from the MNIST subset), compared
+#       against `--device cpu` on short runs of LeNet-300-100 (also with the
+#       masked FMAq STEs), LeNet-5, vit-tiny and ResNet-20 (CIFAR-shaped data
+#       made from the MNIST subset), compared
 #       byte for byte, with each run's wall and epoch seconds. Logs go
 #       to $OUT (at most 8 files; build-gpucheck/out without it); the last
 #       line is "N passed, N failed" and the exit status is 0 only when
@@ -201,9 +202,14 @@ run() {
     resnet20) data="cifar10 --data-dir $top/cifar" sub="--subset 256 --test-subset 256 --batch 128" ;;
     *) data="mnist --data-dir $root/$pkg/mnist" sub="--subset 1024 --test-subset 1024 --batch 64" ;;
     esac
-    for name in fp32 lut-fmaq; do
+    names="fp32 lut-fmaq"
+    # the masked STEs (the accumulator paper's Table 6 setting: M4E3, bias 5) on the dense-only model
+    [ $model = lenet300 ] && names="$names ste-imm-diff ste-rec-of"
+    for name in $names; do
       case $name in
       fp32) args="--mul fp32" ;;
+      ste-imm-diff) args="--mul mbm --man-bits 7 --acc M4E3 --acc-bias 5 --no-underflow --ste imm-diff" ;;
+      ste-rec-of) args="--mul fp32 --acc M4E3 --acc-bias 5 --ste rec-of" ;;
       *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
       esac
       local j="$jd/$model-$name"

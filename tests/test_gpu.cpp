@@ -759,6 +759,82 @@ TEST(GpuOps, DenseSoftmaxRelu)
     mts_gpu_plan_close(pl);
 }
 
+// The accumulator paper's masked STEs on the device: the masks equal
+// mts_ste_mask's byte for byte and the masked backward mts_dense_backward's
+// bits, over native and LUT products, M4E3 accumulators with and without
+// underflow, ragged sizes, special operands; overflow, swamping and
+// underflow all occur (the masks must zero something).
+TEST(GpuOps, DenseMaskedSteEqualsCpu)
+{
+    NEED_GPU();
+    const int N = 5, in = 37, out = 6;
+    mts_err err;
+    auto x = randv((size_t)N * in, 11), w = randv((size_t)out * in, 12), dy = randv((size_t)N * out, 13);
+    const float sp[] = {0.0f, -0.0f, 1e-40f, 3e30f, -INFINITY, NAN, 7.75f, -0.03125f};
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) x[i * 23 % x.size()] = sp[i], w[i * 31 % w.size()] = sp[i];
+    struct Case { const char *mul; int chunk, no_uf; } cases[] = {{"fp32", 8, 0}, {"bf16", 4, 1}, {"mbm", 16, 0}};
+    for (const Case &c : cases) {
+        mts_arith_spec s;
+        mts_arith_spec_init(&s);
+        std::snprintf(s.mul, sizeof s.mul, "%s", c.mul);
+        std::snprintf(s.acc, sizeof s.acc, "M4E3");
+        s.acc_bias = s.prod_bias = 5;
+        s.chunk = c.chunk;
+        s.no_underflow = c.no_uf;
+        mts_arith af, ab;
+        ASSERT_EQ(mts_arith_open(&s, 0, &af, &err), MTS_OK) << err.msg;
+        s.acc[0] = 0;
+        ASSERT_EQ(mts_arith_open(&s, 0, &ab, &err), MTS_OK) << err.msg;
+        mts_gpu_gemm_plan *pf, *pb;
+        ASSERT_EQ(mts_gpu_plan_open(&af.p, &pf, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_plan_open(&ab.p, &pb, &err), MTS_OK) << err.msg;
+        Dev<float> gx(x), gw(w), gdy(dy);
+        for (mts_ste ste : {MTS_STE_REC_OF, MTS_STE_IMM_OF, MTS_STE_IMM_DIFF}) {
+            std::string what = std::string(c.mul) + " " + mts_ste_name(ste);
+            std::vector<uint8_t> m((size_t)N * out * in, 9);
+            for (int n = 0; n < N; n++)
+                for (int o = 0; o < out; o++)
+                    mts_ste_mask(&af.p, ste, &x[(size_t)n * in], &w[(size_t)o * in], in, 1, &m[((size_t)n * out + o) * in]);
+            size_t zeros = 0;
+            for (uint8_t v : m) zeros += v == 0;
+            EXPECT_GT(zeros, 0u) << what << ": the data must trigger the STE";
+            Dev<uint8_t> gm(std::vector<uint8_t>(m.size(), 9));
+            ASSERT_EQ(mts_gpu_ste_mask(pf, (int)ste, N, in, out, gx.d(), gw.d(), gm.d(), &err), MTS_OK) << err.msg;
+            auto hm = gm.get();
+            for (size_t i = 0; i < m.size(); i++)
+                if (hm[i] != m[i]) {
+                    ADD_FAILURE() << what << ": mask of product (" << i / in / out << ", " << i / in % out << ", "
+                                  << i % in << "): gpu " << (int)hm[i] << " cpu " << (int)m[i] << " (x 0x" << std::hex
+                                  << fbits(x[i / in / out * in + i % in]) << ", w 0x" << fbits(w[i / in % out * in + i % in])
+                                  << ")";
+                    break;
+                }
+            std::vector<float> dx((size_t)N * in), dw((size_t)out * in), db(out);
+            mts_nn_ctx ctx = mts_nn_ctx_cpu(&af.p, &ab.p);
+            ctx.ste = ste;
+            ASSERT_EQ(mts_dense_backward(&ctx, N, in, out, x.data(), w.data(), dy.data(), dx.data(), dw.data(),
+                                         db.data(), &err),
+                      MTS_OK)
+                << err.msg;
+            Dev<float> gdx(dx), gdw(dw), gdb(db);
+            ASSERT_EQ(mts_gpu_dense_backward_ste(pf, pb, (int)ste, N, in, out, gx.d(), gw.d(), gdy.d(), gdx.d(), gdw.d(),
+                                                 gdb.d(), &err),
+                      MTS_OK)
+                << err.msg;
+            expect_same(gdx.get(), dx, (what + " dx").c_str());
+            expect_same(gdw.get(), dw, (what + " dw").c_str());
+            expect_same(gdb.get(), db, (what + " db").c_str());
+        }
+        EXPECT_EQ(mts_gpu_ste_mask(pb, (int)MTS_STE_REC_OF, N, in, out, gx.d(), gw.d(), nullptr, &err), MTS_EINVAL)
+            << "a provider without FMAq has no STE mask";
+        EXPECT_EQ(mts_gpu_ste_mask(pf, (int)MTS_STE_IDENTITY, N, in, out, gx.d(), gw.d(), nullptr, &err), MTS_EINVAL);
+        mts_gpu_plan_close(pf);
+        mts_gpu_plan_close(pb);
+        mts_arith_close(&af);
+        mts_arith_close(&ab);
+    }
+}
+
 TEST(GpuOps, BatchNormPoolConvOptimizers)
 {
     NEED_GPU();
@@ -1243,6 +1319,7 @@ struct ResidentCase {
     // the backward's FMAq accumulator ("" none). Not M7E4: its range ends at
     // 2^-7 and most gradients would flush to 0, which hides backward errors.
     const char *bacc;
+    mts_ste ste = MTS_STE_IDENTITY; // the dense layers' FMAq estimator
 };
 
 struct BatchLog {
@@ -1314,9 +1391,10 @@ void resident_equals_cpu(const ResidentCase &t)
         ASSERT_EQ(mts_opt_init(&o, net[i].nparam, &err), MTS_OK) << err.msg;
     }
     mts_nn_ctx train = mts_nn_ctx_cpu(&af.p, &ab.p), eval = mts_nn_ctx_cpu(&at.p, nullptr);
+    train.ste = t.ste;
     ASSERT_EQ(mts_gpunet_supports(&net[1], &train, &eval, &err), MTS_OK) << err.msg;
     mts_gpunet *g = nullptr;
-    ASSERT_EQ(mts_gpunet_open(&g, &net[1], &opt[1], &af.p, &ab.p, &at.p, &tr, t.ntrain, &te, t.ntest, &err), MTS_OK)
+    ASSERT_EQ(mts_gpunet_open(&g, &net[1], &opt[1], &af.p, &ab.p, &at.p, (int)t.ste, &tr, t.ntrain, &te, t.ntest, &err), MTS_OK)
         << err.msg;
     BatchLog log[2] = {{&net[0], {}}, {&net[1], {}}};
     for (int e = 0; e < t.epochs; e++) {
@@ -1383,6 +1461,16 @@ TEST(GpuTrain, ResidentLenet5LutFmaqAdamCosine)
 {
     NEED_GPU();
     resident_equals_cpu({"lenet5", 1, 28, 28, 6, 5, 4, 2, "bf16", "M7E4", MTS_OPT_ADAM, MTS_SCHED_COSINE, 1e-4f, ""});
+}
+// the accumulator paper's masked estimators (M4E3 accumulators: its Table 6
+// setting), every dense layer's backward masked on the device
+TEST(GpuTrain, ResidentLenet300MaskedSte)
+{
+    NEED_GPU();
+    resident_equals_cpu({"lenet300", 1, 28, 28, 8, 3, 4, 1, "bf16", "M4E3", MTS_OPT_ADAM, MTS_SCHED_CONST, 0.0f, "",
+                         MTS_STE_IMM_DIFF});
+    resident_equals_cpu({"lenet300", 1, 28, 28, 4, 3, 4, 1, "fp32", "M4E3", MTS_OPT_SGD, MTS_SCHED_CONST, 0.0f, "",
+                         MTS_STE_REC_OF});
 }
 // FMAq over native products (the "fp32" model), forward and backward; one
 // step (2.1 M parameters: about 9 s a step under the emulation)

@@ -129,11 +129,27 @@ int mts_gpu_sync(mts_err *err);
  * the work before them and report a fault it caused. */
 int mts_gpu_relu_forward(size_t n, const float *x, float *y, mts_err *err);
 int mts_gpu_relu_backward(size_t n, const float *y, const float *dy, float *dx, mts_err *err);
-/* Dense with IDENTITY STE (the masked STE backward is not on the GPU). */
+/* Dense: forward, and backward with the IDENTITY STE (plain GEMMs). */
 int mts_gpu_dense_forward(const mts_gpu_gemm_plan *fwd, int N, int in, int out, const float *x, const float *w,
                           const float *b, float *y, mts_err *err);
 int mts_gpu_dense_backward(const mts_gpu_gemm_plan *bwd, int N, int in, int out, const float *x, const float *w,
                            const float *dy, float *dx, float *dw, float *db, mts_err *err);
+/* The FMAq STE masks of dense's forward y[N][out] = x[N][in] w[out][in]^T
+ * through fwd (an FMAq float provider): mask[(n*out + o)*in + i] = 1 when
+ * product (n, o, i) passes estimator ste (MTS_STE_REC_OF, _IMM_OF,
+ * _IMM_DIFF; mts_ste_mask's replay, ste_hd.h), one device thread per
+ * output. mask: N*out*in bytes on the device. */
+int mts_gpu_ste_mask(const mts_gpu_gemm_plan *fwd, int ste, int N, int in, int out, const float *x, const float *w,
+                     uint8_t *mask, mts_err *err);
+/* Dense backward with a masked STE (mts_dense_backward when ctx->fwd is
+ * FMAq and ctx->ste is not IDENTITY): the masks above, then per sample
+ * dx[n] = dy[n] (mask_n . w) and per output dw[o] = dy[:, o] (mask_o . x)
+ * as batched GEMMs through bwd, the CPU's shapes and operand order; db as
+ * mts_gpu_dense_backward. Device scratch: N*out*in bytes and twice as many
+ * floats. */
+int mts_gpu_dense_backward_ste(const mts_gpu_gemm_plan *fwd, const mts_gpu_gemm_plan *bwd, int ste, int N, int in,
+                               int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                               float *db, mts_err *err);
 /* Softmax CE: labels on the device; *loss (the batch mean) and *correct
  * come back to the host. */
 int mts_gpu_softmax_ce(int N, int classes, const float *logits, const uint8_t *labels, float *dlogits, double *loss,

@@ -43,11 +43,13 @@ int mts_gpunet_supports(const mts_net *net, const mts_nn_ctx *train, const mts_n
  * the first ntrain samples of train and ntest of test, opens a GEMM plan for
  * each of fwd, bwd and test (tables uploaded once) and allocates every
  * activation and workspace for net->batch samples once. train NULL: for
- * evaluation only (opt, fwd, bwd unused; mts_gpunet_train_epoch refuses).
- * Errors: the provider's or the device's (MTS_EUNSUPPORTED, MTS_ENOMEM
- * naming the size). */
+ * evaluation only (opt, fwd, bwd, ste unused; mts_gpunet_train_epoch
+ * refuses). ste: the FMAq estimator of dense layers (mts_ste, the train
+ * context's), masked on the device (mts_gpu_dense_backward_ste) when fwd
+ * is FMAq and ste is not MTS_STE_IDENTITY. Errors: the provider's or the
+ * device's (MTS_EUNSUPPORTED, MTS_ENOMEM naming the size). */
 int mts_gpunet_open(mts_gpunet **g, const mts_net *net, const mts_opt *opt, const mts_provider *fwd,
-                    const mts_provider *bwd, const mts_provider *test, const mts_dataset *train, int ntrain,
+                    const mts_provider *bwd, const mts_provider *test, int ste, const mts_dataset *train, int ntrain,
                     const mts_dataset *test_set, int ntest, mts_err *err);
 void mts_gpunet_close(mts_gpunet *g);
 

@@ -42,9 +42,9 @@ typedef enum {
     MTS_STE_IMM_DIFF = 3  /* Immediate/DIFF: zeroed if |z-s|/(|p|+eps1) <= eps2 (OF, UF, swamping) */
 } mts_ste;
 
-/* DIFF thresholds (the paper gives no values): eps1 guards 0/0, eps2 binarises alpha. */
-#define MTS_STE_DIFF_EPS1 1e-30
-#define MTS_STE_DIFF_EPS2 0.5
+/* DIFF thresholds (the paper gives no values): eps1 guards 0/0, eps2
+ * binarises alpha: MTS_STE_HD_DIFF_EPS1 = 1e-30, MTS_STE_HD_DIFF_EPS2 = 0.5
+ * in ste_hd.h, where the estimators' rules are (one copy, CPU and GPU). */
 
 /* Parses "identity", "rec-of", "imm-of", "imm-diff" (also "recursive/of",
  * "immediate/of", "immediate/diff"). */

@@ -30,6 +30,7 @@ struct mts_gpunet {
     int ntrain, ntest;
     unsigned char *seen;         /* per node, during backward */
     int profile;                 /* MANTIS_GPU_PROFILE set: time each node (mts_gpunet_profile) */
+    int ste;                     /* dense layers' FMAq estimator (MTS_STE_IDENTITY: plain GEMMs) */
     double prof[MTS_L_TOKPOOL + 1][2]; /* seconds per node kind, forward / backward */
 };
 
@@ -104,9 +105,6 @@ int mts_gpunet_supports(const mts_net *net, const mts_nn_ctx *train, const mts_n
     if (train && ((rc = prov_ok(train->fwd, "forward", err)) || (rc = prov_ok(train->bwd, "backward", err))))
         return rc;
     if ((rc = prov_ok(eval->fwd, "test", err))) return rc;
-    if (train && train->fwd->fmaq && train->ste != MTS_STE_IDENTITY)
-        return mts_fail(err, MTS_EUNSUPPORTED, "the %s STE of FMAq (its masked backward runs on the CPU)",
-                        mts_ste_name(train->ste));
     if ((train && has_node_ctx(train, net->n)) || has_node_ctx(eval, net->n))
         return mts_fail(err, MTS_EUNSUPPORTED, "per-layer multipliers (--mul-layer)");
     if (train && train->tracer) return mts_fail(err, MTS_EUNSUPPORTED, "the operand trace (--trace-operands)");
@@ -162,8 +160,8 @@ static int upload_set(const mts_dataset *d, int n, float **x, uint8_t **y, mts_e
 }
 
 int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, const mts_provider *fwd,
-                    const mts_provider *bwd, const mts_provider *test, const mts_dataset *train, int ntrain,
-                    const mts_dataset *test_set, int ntest, mts_err *err)
+                    const mts_provider *bwd, const mts_provider *test, int ste, const mts_dataset *train,
+                    int ntrain, const mts_dataset *test_set, int ntest, mts_err *err)
 {
     *out = NULL;
     if (!net->built) return mts_fail(err, MTS_EINVAL, "gpunet: net %s is not built", net->name);
@@ -171,6 +169,7 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
     if (!g) return mts_fail(err, MTS_ENOMEM, "gpunet: out of memory");
     g->net = net;
     g->batch = net->batch;
+    g->ste = train && fwd && fwd->fmaq ? ste : MTS_STE_IDENTITY;
     const char *pe = getenv("MANTIS_GPU_PROFILE");
     g->profile = pe && *pe && strcmp(pe, "0") != 0;
     g->ntrain = !train ? 0 : ntrain < train->n ? ntrain : train->n;
@@ -349,7 +348,11 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
         double t0 = prof_now(g);
         switch (l->kind) {
         case MTS_L_DENSE:
-            rc = mts_gpu_dense_backward(g->pb, N, (int)node_size(a), l->units, A, w, DY, dx, gr, gr + l->nweight, err);
+            rc = g->ste != MTS_STE_IDENTITY
+                     ? mts_gpu_dense_backward_ste(g->pf, g->pb, g->ste, N, (int)node_size(a), l->units, A, w, DY, dx,
+                                                  gr, gr + l->nweight, err)
+                     : mts_gpu_dense_backward(g->pb, N, (int)node_size(a), l->units, A, w, DY, dx, gr,
+                                              gr + l->nweight, err);
             break;
         case MTS_L_CONV:
             rc = mts_gpu_conv2d_backward(g->pb, &l->g, N, A, w, DY, dx, gr, gr + l->nweight, g->work, err);
@@ -384,7 +387,11 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
             break;
         }
         case MTS_L_TOKDENSE:
-            rc = mts_gpu_dense_backward(g->pb, N * a->h, a->w, l->units, A, w, DY, dx, gr, gr + l->nweight, err);
+            rc = g->ste != MTS_STE_IDENTITY
+                     ? mts_gpu_dense_backward_ste(g->pf, g->pb, g->ste, N * a->h, a->w, l->units, A, w, DY, dx, gr,
+                                                  gr + l->nweight, err)
+                     : mts_gpu_dense_backward(g->pb, N * a->h, a->w, l->units, A, w, DY, dx, gr, gr + l->nweight,
+                                              err);
             break;
         case MTS_L_LAYERNORM:
             rc = mts_gpu_layernorm_backward(N * l->c * l->h, l->w, DY, w, g->aux[i], g->aux2[i], dx, gr, gr + l->w,

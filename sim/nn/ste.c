@@ -9,7 +9,12 @@
 #include "mantis/fmaq.h"
 #include "mantis/fpbits.h"
 #include "mantis/nn_ops.h"
+#include "mantis/ste_hd.h"
 #include "nn_internal.h"
+
+_Static_assert(MTS_STE_IDENTITY == MTS_STE_HD_IDENTITY && MTS_STE_REC_OF == MTS_STE_HD_REC_OF &&
+                   MTS_STE_IMM_OF == MTS_STE_HD_IMM_OF && MTS_STE_IMM_DIFF == MTS_STE_HD_IMM_DIFF,
+               "ste_hd.h repeats nn_ops.h's mts_ste values");
 
 int mts_ste_parse(const char *s, mts_ste *ste, mts_err *err)
 {
@@ -41,44 +46,16 @@ uint32_t mts_ste_mask(const mts_provider *p, mts_ste ste, const float *x, const 
 {
     size_t chunk = p->chunk > 0 ? (size_t)p->chunk : 16;
     const mts_model *fp32 = mts_model_find("fp32");
-    double rof = (double)mts_u2f(mts_q_rof(&p->qacc)); /* the largest accumulator magnitude */
-    uint32_t total = 0;
-    int have_total = 0;
-    /* Recursive: a chunk dies if any later second-level add overflowed, so
-     * walk chunks, remember each chunk's range, and zero them afterwards. */
-    size_t last_dead_end = 0; /* terms [0, last_dead_end) are zeroed by a second-level OF */
+    mts_ste_run r;
+    mts_ste_begin_hd(&r, (int)ste, &p->qacc);
     for (size_t c0 = 0; c0 < n; c0 += chunk) {
         size_t c1 = c0 + chunk < n ? c0 + chunk : n;
-        uint32_t s = 0;
-        size_t last_of = 0; /* recursive: terms [c0, last_of) zeroed */
-        for (size_t i = c0; i < c1; i++) {
-            uint32_t pr = nn_prov_mul(p, fp32, mts_f2u(x[i]), mts_f2u(w[i * ws]));
-            uint32_t qp = mts_q(&p->qprod, pr);
-            uint32_t z = mts_qadd(&p->qacc, qp, s); /* = mts_fmaq(qprod, qacc, pr, s) */
-            int keep = 1;
-            if (ste == MTS_STE_IMM_DIFF) {
-                double d = fabs((double)mts_u2f(z) - (double)mts_u2f(s));
-                /* |z-s| / (|p| + eps1) > eps2, without the division */
-                keep = d > MTS_STE_DIFF_EPS2 * (fabs((double)mts_u2f(pr)) + MTS_STE_DIFF_EPS1);
-            } else if (ste != MTS_STE_IDENTITY) {
-                double sum = (double)mts_u2f(qp) + (double)mts_u2f(s);
-                keep = fabs(sum) < rof;
-                if (!keep && ste == MTS_STE_REC_OF) last_of = i + 1;
-            }
-            mask[i] = (uint8_t)keep;
-            s = z;
-        }
-        if (ste == MTS_STE_REC_OF) memset(mask + c0, 0, last_of > c0 ? last_of - c0 : 0);
-        if (!have_total) {
-            total = s;
-            have_total = 1;
-        } else {
-            /* second level: T = Qacc(T + c); its OF kills every term so far */
-            double sum = (double)mts_u2f(total) + (double)mts_u2f(s);
-            if (ste == MTS_STE_REC_OF && !(fabs(sum) < rof)) last_dead_end = c1;
-            total = mts_qadd(&p->qacc, total, s);
-        }
+        for (size_t i = c0; i < c1; i++)
+            mask[i] = (uint8_t)mts_ste_term_hd(&r, &p->qprod, &p->qacc,
+                                               nn_prov_mul(p, fp32, mts_f2u(x[i]), mts_f2u(w[i * ws])), i);
+        size_t z = mts_ste_chunk_end_hd(&r, &p->qacc, c0, c1);
+        memset(mask + c0, 0, z - c0);
     }
-    if (ste == MTS_STE_REC_OF) memset(mask, 0, last_dead_end);
-    return total;
+    memset(mask, 0, r.dead_end);
+    return r.total;
 }
