@@ -121,25 +121,25 @@ static int any_bad(const uint32_t *x, size_t n)
  * packing (same bits, per-panel flags). Subnormals count too: the quantize
  * pass flushes them to zero, but the kernels' in-register rounding (the RNE
  * step alone, vq_clean) does not, and carries 0x007FFFFF into 2^-126. */
+static int bad_rounded_in(const float *X, size_t i0, size_t i1)
+{
+    unsigned acc = 0;
+    for (size_t i = i0; i < i1; i++) {
+        uint32_t x;
+        memcpy(&x, X + i, sizeof x);
+        uint32_t e = (x >> 23) & 0xFFu;
+        acc |= ((x & 0x7FFFFFFFu) != 0) & (e - 65u > 123u); /* e = 0: a subnormal */
+    }
+    return acc != 0;
+}
 static int any_bad_rounded(const float *X, size_t n, int threads)
 {
     enum { BLK = 16384 };
     size_t nblk = (n + BLK - 1) / BLK;
     int bad = 0;
-    if ((double)n < 65536.0) threads = 1;
-    (void)threads;
+    if ((double)n < 65536.0 || threads <= 1) return bad_rounded_in(X, 0, n); /* no team: gemm_internal.h */
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 4) reduction(| : bad)
-    for (size_t b = 0; b < nblk; b++) {
-        size_t i0 = b * BLK, i1 = i0 + BLK < n ? i0 + BLK : n;
-        unsigned acc = 0;
-        for (size_t i = i0; i < i1; i++) {
-            uint32_t x;
-            memcpy(&x, X + i, sizeof x);
-            uint32_t e = (x >> 23) & 0xFFu;
-            acc |= ((x & 0x7FFFFFFFu) != 0) & (e - 65u > 123u); /* e = 0: a subnormal */
-        }
-        bad |= acc != 0;
-    }
+    for (size_t b = 0; b < nblk; b++) bad |= bad_rounded_in(X, b * BLK, b * BLK + BLK < n ? b * BLK + BLK : n);
     return bad;
 }
 
@@ -221,6 +221,35 @@ static void block_t(uint32_t *dst, const float *X, int ld, int r0, int r1, int c
     }
 }
 
+/* Rows [16 blk, 16 blk + 16) of pack; 1 when want_bad and one is bad. */
+static int pack_rows(uint32_t *dst, const float *X, int ld, int trans, int rows, int cols, const mts_format *qf,
+                     const mts_format *rtz, int want_bad, int blk)
+{
+    int fast = qf && !rtz && is_e8(qf) && qf->M < 23;
+    int asis = !qf && !rtz; /* FP32 operands used as given: copied (rows) or transposed in blocks */
+    int r0 = blk * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
+    if (fast && trans) block_t(dst, X, ld, r0, r1, cols, qf->M);
+    else if (asis && trans) block_t(dst, X, ld, r0, r1, cols, -1);
+    else if (asis)
+        for (int r = r0; r < r1; r++)
+            memcpy(dst + (size_t)r * (size_t)cols, X + (size_t)r * (size_t)ld, sizeof(float) * (size_t)cols);
+    else
+        for (int r = r0; r < r1; r++) {
+            uint32_t *row = dst + (size_t)r * (size_t)cols;
+            if (fast) {
+                quantize_row_e8(row, X + (size_t)r * (size_t)ld, cols, qf->M);
+                continue;
+            }
+            for (int c = 0; c < cols; c++) {
+                uint32_t x = mts_f2u(gemm_at(X, ld, trans, r, c));
+                if (qf) x = mts_fmt_quantize(qf, x, MTS_RNE);
+                if (rtz) x = mts_fmt_quantize(rtz, x, MTS_RTZ);
+                row[c] = x;
+            }
+        }
+    return want_bad && any_bad(dst + (size_t)r0 * (size_t)cols, (size_t)(r1 - r0) * (size_t)cols);
+}
+
 /* Reads opX (rows x cols) into a dense array, quantizing each element:
  * qf NULL keeps FP32; rtz (LUT) additionally truncates into the LUT's
  * format as AMSim's rule 1 does, so kernels may index the table directly.
@@ -230,35 +259,14 @@ static void block_t(uint32_t *dst, const float *X, int ld, int r0, int r1, int c
 static int pack(uint32_t *dst, const float *X, int ld, int trans, int rows, int cols, const mts_format *qf,
                 const mts_format *rtz, int threads, int want_bad)
 {
-    int fast = qf && !rtz && is_e8(qf) && qf->M < 23, bad = 0;
-    int asis = !qf && !rtz; /* FP32 operands used as given: copied (rows) or transposed in blocks */
+    int bad = 0;
     int nblk = (rows + 15) / 16;
-    if ((double)rows * cols < 65536.0) threads = 1;
-    (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 4) reduction(| : bad)
-    for (int blk = 0; blk < nblk; blk++) {
-        int r0 = blk * 16, r1 = r0 + 16 < rows ? r0 + 16 : rows;
-        if (fast && trans) block_t(dst, X, ld, r0, r1, cols, qf->M);
-        else if (asis && trans) block_t(dst, X, ld, r0, r1, cols, -1);
-        else if (asis)
-            for (int r = r0; r < r1; r++)
-                memcpy(dst + (size_t)r * (size_t)cols, X + (size_t)r * (size_t)ld, sizeof(float) * (size_t)cols);
-        else
-            for (int r = r0; r < r1; r++) {
-                uint32_t *row = dst + (size_t)r * (size_t)cols;
-                if (fast) {
-                    quantize_row_e8(row, X + (size_t)r * (size_t)ld, cols, qf->M);
-                    continue;
-                }
-                for (int c = 0; c < cols; c++) {
-                    uint32_t x = mts_f2u(gemm_at(X, ld, trans, r, c));
-                    if (qf) x = mts_fmt_quantize(qf, x, MTS_RNE);
-                    if (rtz) x = mts_fmt_quantize(rtz, x, MTS_RTZ);
-                    row[c] = x;
-                }
-            }
-        if (want_bad) bad |= any_bad(dst + (size_t)r0 * (size_t)cols, (size_t)(r1 - r0) * (size_t)cols);
+    if ((double)rows * cols < 65536.0 || threads <= 1) { /* no team: gemm_internal.h */
+        for (int blk = 0; blk < nblk; blk++) bad |= pack_rows(dst, X, ld, trans, rows, cols, qf, rtz, want_bad, blk);
+        return bad;
     }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4) reduction(| : bad)
+    for (int blk = 0; blk < nblk; blk++) bad |= pack_rows(dst, X, ld, trans, rows, cols, qf, rtz, want_bad, blk);
     return bad;
 }
 
@@ -528,20 +536,26 @@ int mts_gemm_batch(const mts_provider *p, int count, int transA, int transB, int
     memset(tabs, 0, sizeof(gemm_tabs) * (size_t)T);
     int first = count;
     rc = MTS_OK;
-#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (int b = 0; b < count; b++) {
-        int t = 0;
+    if (T == 1) { /* in turn, no team: gemm_internal.h */
+        for (int b = 0; b < count && rc == MTS_OK; b++)
+            rc = gemm_run(&p1, 0, 0, &tabs[0], transA, transB, m, n, k, A[b], lda, B[b], ldb, beta, C[b], ldc, err);
+    } else {
+#pragma omp parallel for num_threads(T) schedule(static)
+        for (int b = 0; b < count; b++) {
+            int t = 0;
 #ifdef _OPENMP
-        t = omp_get_thread_num();
+            t = omp_get_thread_num();
 #endif
-        mts_err e;
-        int r = gemm_run(&p1, 0, 0, &tabs[t], transA, transB, m, n, k, A[b], lda, B[b], ldb, beta, C[b], ldc, &e);
-        if (r != MTS_OK) {
+            mts_err e;
+            int r = gemm_run(&p1, 0, 0, &tabs[t], transA, transB, m, n, k, A[b], lda, B[b], ldb, beta, C[b], ldc,
+                             &e);
+            if (r != MTS_OK) {
 #pragma omp critical(mts_gemm_batch)
-            if (b < first) {
-                first = b;
-                rc = r;
-                if (err) *err = e;
+                if (b < first) {
+                    first = b;
+                    rc = r;
+                    if (err) *err = e;
+                }
             }
         }
     }

@@ -169,6 +169,12 @@ void gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1);
  * the threads share one B panel at a time. ctx is the kernel's packed data. */
 typedef void (*gemm_tile_fn)(const gemm_job *g, void *ctx, int i0, int i1, int panel, int j0, int j1);
 void gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx);
+/* Every loop of the GEMM that may run on threads (gemm_tiles, the packing
+ * passes, mts_gemm_batch) runs a plain loop, not a parallel region, when it
+ * has one thread: libgomp sets up a team even for one thread, and inside
+ * another region (mts_gemm_batch's GEMMs side by side, a convolution's
+ * chunks) allocates and frees a new team each time; a vit-tiny epoch at one
+ * thread spent about a tenth of its time on that. */
 
 /* Kernels (each file one family). Return MTS_OK or MTS_ENOMEM. */
 int gemm_scalar(const gemm_job *g, mts_err *err);  /* any job (tile.c) */

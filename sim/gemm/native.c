@@ -83,6 +83,17 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
     }
 }
 
+/* Panel p of B (NR columns, zero past n) into Bp. */
+static void pack_b_panel(const gemm_job *g, float *Bp, size_t K, int p)
+{
+    int w = g->n - p * NR < NR ? g->n - p * NR : NR;
+    for (size_t kk = 0; kk < K; kk++) {
+        float *dst = Bp + ((size_t)p * K + kk) * NR;
+        memcpy(dst, g->B + kk * (size_t)g->n + (size_t)p * NR, sizeof *dst * (size_t)w);
+        for (int jj = w; jj < NR; jj++) dst[jj] = 0.0f;
+    }
+}
+
 int gemm_native(const gemm_job *g, mts_err *err)
 {
     int npan = (g->n + NR - 1) / NR;
@@ -92,15 +103,11 @@ int gemm_native(const gemm_job *g, mts_err *err)
         if (!(Bp = gemm_ws_alloc((size_t)npan * K * NR * sizeof *Bp, 0)))
             return mts_fail(err, MTS_ENOMEM, "gemm: out of memory packing B (%d x %d)", g->k, g->n);
         int threads = (double)npan * K * NR < 65536.0 ? 1 : g->threads; /* waking a team costs more */
+        if (threads <= 1) /* no team: gemm_internal.h */
+            for (int p = 0; p < npan; p++) pack_b_panel(g, Bp, K, p);
+        else
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-        for (int p = 0; p < npan; p++) {
-            int w = g->n - p * NR < NR ? g->n - p * NR : NR;
-            for (size_t kk = 0; kk < K; kk++) {
-                float *dst = Bp + ((size_t)p * K + kk) * NR;
-                memcpy(dst, g->B + kk * (size_t)g->n + (size_t)p * NR, sizeof *dst * (size_t)w);
-                for (int jj = w; jj < NR; jj++) dst[jj] = 0.0f;
-            }
-        }
+            for (int p = 0; p < npan; p++) pack_b_panel(g, Bp, K, p);
     }
     native_ctx c = {Bp};
     gemm_tiles(g, MR, NR, native_tile, &c);

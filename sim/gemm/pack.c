@@ -360,6 +360,60 @@ static inline a_row pack_row_a(const pack_k *ck, const vq_k *qk, const uint32_t 
     return (a_row){spec, nnz, (int)_mm512_reduce_min_epu32(lo), (int)_mm512_reduce_max_epu32(hi)};
 }
 
+/* Panel p of B for pack_fast (its exponent range into *blo, *bhi). */
+static void pack_b_panel(const gemm_job *g, gemm_lutpack *lp, const pack_k *cp, const vq_k *qp, int lut, int nv,
+                         int cshift, int NR, size_t K, int p, int *blo, int *bhi)
+{
+    const pack_k c = *cp;
+    const vq_k q = *qp;
+    __mmask16 spec = 0;
+    __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
+    int j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR;
+    for (size_t kk = 0; kk < K; kk++) {
+        size_t o = ((size_t)p * K + kk) * (size_t)NR;
+        const uint32_t *src = g->B + kk * (size_t)g->n + (size_t)j0;
+        __m512i bq = _mm512_setzero_si512(); /* quad: vector v's mantissas in byte v of each lane */
+        for (int v = 0; v < nv; v++) {
+            int left = w - 16 * v;
+            __mmask16 ld = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+            __m512i x = vq_full(&q, _mm512_maskz_loadu_epi32(ld, src + 16 * v)); /* padding lanes: +0 */
+            size_t ov = o + (size_t)(16 * v);
+            v_flags(&c, x, (__mmask16)0xFFFF, &spec, &lo, &hi);
+            if (!lut) {
+                _mm512_storeu_si512((void *)(lp->Bs + ov), x);
+                continue;
+            }
+            __mmask16 nz;
+            __m512 s = v_pow2(&c, x, &nz);
+            __m512i man = _mm512_srli_epi32(_mm512_and_si512(x, c.man), (unsigned)c.drop);
+            if (lp->quad) {
+                bq = _mm512_or_si512(bq, _mm512_sllv_epi32(man, _mm512_set1_epi32(8 * v)));
+                _mm512_storeu_ps(lp->Bs + 2 * o + 16 * v, s);
+                _mm512_storeu_ps(lp->Bs + 2 * o + 64 + 16 * v, _mm512_add_ps(s, s));
+                continue;
+            }
+            _mm512_storeu_ps(lp->Bs + ov, s);
+            _mm512_storeu_si512((void *)(lp->Bi + ov), _mm512_slli_epi32(man, lp->TB ? 16u : (unsigned)cshift));
+        }
+        if (lp->quad) _mm512_storeu_si512((void *)(lp->Bq + ((size_t)p * K + kk) * 64), bq);
+    }
+    int rlo = (int)_mm512_reduce_min_epu32(lo), rhi = (int)_mm512_reduce_max_epu32(hi);
+    lp->panbad[p] = flag_of(spec, rlo, rhi);
+    if (rlo < *blo) *blo = rlo;
+    if (rhi > *bhi) *bhi = rhi;
+}
+
+/* Row i of A for pack_fast (its exponent range into *alo, *ahi). */
+static inline void pack_a_at(const gemm_job *g, gemm_lutpack *lp, const pack_k *c, const vq_k *qa, int lut, int tb,
+                             int quad, int rshift, size_t K, size_t i, int *alo, int *ahi)
+{
+    a_row r = pack_row_a(c, qa, g->A + i * K, K, lut, tb, quad, rshift, lp->As + i * K, lut ? lp->Ai + i * K : NULL);
+    if (lp->nnz) lp->nnz[i] = r.nnz;
+    lp->rowbad[i] = flag_of(r.spec, r.lo, r.hi);
+    if (r.lo < *alo) *alo = r.lo;
+    if (r.hi > *ahi) *ahi = r.hi;
+}
+
 static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
 {
     int lut = g->prod == GEMM_PROD_LUT, M = lut ? g->lut->fmt.M : 0;
@@ -378,56 +432,19 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
     int threads = (double)m * (double)K < 65536.0 ? 1 : g->threads; /* waking a team costs more */
     int alo = 255, ahi = 0, blo = 255, bhi = 0; /* exp_range of A and B (min and max commute: any split) */
     const int tb = lp->TB != NULL, quad = lp->quad;
+    if (threads <= 1) /* no team: gemm_internal.h */
+        for (size_t i = 0; i < m; i++) pack_a_at(g, lp, &c, &qa, lut, tb, quad, rshift, K, i, &alo, &ahi);
+    else
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 8) reduction(min : alo) reduction(max : ahi)
-    for (size_t i = 0; i < m; i++) {
-        a_row r = pack_row_a(&c, &qa, g->A + i * K, K, lut, tb, quad, rshift, lp->As + i * K,
-                             lut ? lp->Ai + i * K : NULL);
-        if (lp->nnz) lp->nnz[i] = r.nnz;
-        lp->rowbad[i] = flag_of(r.spec, r.lo, r.hi);
-        if (r.lo < alo) alo = r.lo;
-        if (r.hi > ahi) ahi = r.hi;
-    }
+        for (size_t i = 0; i < m; i++) pack_a_at(g, lp, &c, &qa, lut, tb, quad, rshift, K, i, &alo, &ahi);
     if (lp->rawb) return;
     threads = (double)g->n * (double)K < 65536.0 ? 1 : g->threads;
     const vq_k q = vq_consts(g->bround);
+    if (threads <= 1) /* no team: gemm_internal.h */
+        for (int p = 0; p < npan; p++) pack_b_panel(g, lp, &c, &q, lut, nv, cshift, NR, K, p, &blo, &bhi);
+    else
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(min : blo) reduction(max : bhi)
-    for (int p = 0; p < npan; p++) {
-        __mmask16 spec = 0;
-        __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
-        int j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR;
-        for (size_t kk = 0; kk < K; kk++) {
-            size_t o = ((size_t)p * K + kk) * (size_t)NR;
-            const uint32_t *src = g->B + kk * (size_t)g->n + (size_t)j0;
-            __m512i bq = _mm512_setzero_si512(); /* quad: vector v's mantissas in byte v of each lane */
-            for (int v = 0; v < nv; v++) {
-                int left = w - 16 * v;
-                __mmask16 ld = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
-                __m512i x = vq_full(&q, _mm512_maskz_loadu_epi32(ld, src + 16 * v)); /* padding lanes: +0 */
-                size_t ov = o + (size_t)(16 * v);
-                v_flags(&c, x, (__mmask16)0xFFFF, &spec, &lo, &hi);
-                if (!lut) {
-                    _mm512_storeu_si512((void *)(lp->Bs + ov), x);
-                    continue;
-                }
-                __mmask16 nz;
-                __m512 s = v_pow2(&c, x, &nz);
-                __m512i man = _mm512_srli_epi32(_mm512_and_si512(x, c.man), (unsigned)c.drop);
-                if (lp->quad) {
-                    bq = _mm512_or_si512(bq, _mm512_sllv_epi32(man, _mm512_set1_epi32(8 * v)));
-                    _mm512_storeu_ps(lp->Bs + 2 * o + 16 * v, s);
-                    _mm512_storeu_ps(lp->Bs + 2 * o + 64 + 16 * v, _mm512_add_ps(s, s));
-                    continue;
-                }
-                _mm512_storeu_ps(lp->Bs + ov, s);
-                _mm512_storeu_si512((void *)(lp->Bi + ov), _mm512_slli_epi32(man, lp->TB ? 16u : (unsigned)cshift));
-            }
-            if (lp->quad) _mm512_storeu_si512((void *)(lp->Bq + ((size_t)p * K + kk) * 64), bq);
-        }
-        int rlo = (int)_mm512_reduce_min_epu32(lo), rhi = (int)_mm512_reduce_max_epu32(hi);
-        lp->panbad[p] = flag_of(spec, rlo, rhi);
-        if (rlo < blo) blo = rlo;
-        if (rhi > bhi) bhi = rhi;
-    }
+        for (int p = 0; p < npan; p++) pack_b_panel(g, lp, &c, &q, lut, nv, cshift, NR, K, p, &blo, &bhi);
     relax_ranges(g, lp, (exp_range){alo, ahi}, (exp_range){blo, bhi});
 }
 #endif

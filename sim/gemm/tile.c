@@ -34,6 +34,15 @@ void gemm_tile_scalar(const gemm_job *g, int i0, int i1, int j0, int j1)
             gemm_store(gemm_out(g, i, j), g->beta, mts_u2f(gemm_dot(g, i, j)));
 }
 
+/* Tile t of gemm_tiles' order: row block t % nrb of panel t / nrb. */
+static inline void tile_at(const gemm_job *g, gemm_tile_fn fn, void *ctx, int MR, int NR, int nrb, long t)
+{
+    int panel = (int)(t / nrb), rb = (int)(t % nrb);
+    int i0 = rb * MR, i1 = i0 + MR < g->m ? i0 + MR : g->m;
+    int j0 = panel * NR, j1 = j0 + NR < g->n ? j0 + NR : g->n;
+    fn(g, ctx, i0, i1, panel, j0, j1);
+}
+
 void gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx)
 {
     int nrb = (g->m + MR - 1) / MR, npan = (g->n + NR - 1) / NR;
@@ -49,15 +58,14 @@ void gemm_tiles(const gemm_job *g, int MR, int NR, gemm_tile_fn fn, void *ctx)
     long chunk = (ntiles + 8L * g->threads - 1) / (8L * g->threads);
     chunk = (chunk + unit - 1) / unit * unit;
     int threads = ntiles > chunk ? g->threads : 1;
+    if (threads <= 1) { /* no team: gemm_internal.h, after gemm_tiles */
+        for (long t = 0; t < ntiles; t++) tile_at(g, fn, ctx, MR, NR, nrb, t);
+        return;
+    }
     /* dynamic: a thread the OS preempts does not hold the others at the
      * barrier; which thread computes a tile never changes its bits */
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-    for (long t = 0; t < ntiles; t++) {
-        int panel = (int)(t / nrb), rb = (int)(t % nrb);
-        int i0 = rb * MR, i1 = i0 + MR < g->m ? i0 + MR : g->m;
-        int j0 = panel * NR, j1 = j0 + NR < g->n ? j0 + NR : g->n;
-        fn(g, ctx, i0, i1, panel, j0, j1);
-    }
+    for (long t = 0; t < ntiles; t++) tile_at(g, fn, ctx, MR, NR, nrb, t);
 }
 
 static void scalar_tile(const gemm_job *g, void *ctx, int i0, int i1, int panel, int j0, int j1)

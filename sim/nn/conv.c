@@ -361,7 +361,10 @@ typedef int (*chunk_fn)(void *arg, int c, int slot, mts_err *err);
 static int run_chunks(int nchunks, int T, chunk_fn fn, void *arg, mts_err *err)
 {
     int first = nchunks, rc = MTS_OK;
-    (void)T;
+    if (T <= 1) { /* in turn, no team: the GEMMs inside then are not nested regions (sim/gemm/gemm_internal.h) */
+        for (int c = 0; c < nchunks && rc == MTS_OK; c++) rc = fn(arg, c, 0, err);
+        return rc;
+    }
 #pragma omp parallel for num_threads(T) schedule(dynamic, 1)
     for (int c = 0; c < nchunks; c++) {
         mts_err e;
@@ -569,8 +572,8 @@ static int wgrad_chunked(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, c
 {
     int T = wgrad_threads(ctx->bwd, g->cin), rc = MTS_OK, first = T;
     mts_provider p1 = *ctx->bwd;
-    if (T > 1) p1.threads = 1;
-    (void)first;
+    if (T <= 1) return wgrad_part(ctx, &p1, g, N, x, dyc, dw, 0, g->cin, err); /* no team, as run_chunks */
+    p1.threads = 1;
 #pragma omp parallel for num_threads(T) schedule(static, 1)
     for (int t = 0; t < T; t++) {
         mts_err e;
