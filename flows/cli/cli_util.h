@@ -39,9 +39,13 @@ FILE *cli_text(const char *out1, const char *out2);
 double cli_loadavg(void);
 
 /* 1 when the machine looks idle enough for OpenMP's idle threads to spin
- * briefly: the 1-minute load average is known and below the CPUs this
- * process may run on minus 0.5 (a core free). python/mantis/_lib.py's
- * _idle_core() is the same rule (it must decide before libgomp loads). */
+ * briefly: the tasks of other processes running now (/proc/loadavg's fourth
+ * field less this process's running threads) leave a second core of the
+ * CPUs this process may use free; the least of five looks 2 ms apart (the
+ * process that started this one may still be running for a moment). A
+ * snapshot, not the 1-minute average, which still counts the runs that just
+ * ended (a benchmark's previous step). python/mantis/_lib.py's _idle_core()
+ * is the same rule (it must decide before libgomp loads). */
 int cli_idle_core(void);
 #define CLI_OMP_BRIEF_SPIN "10000" /* GOMP_SPINCOUNT then (main.c) */
 

@@ -40,7 +40,7 @@ static void usage(FILE *out)
  * pays a futex wake-up: on an idle machine a brief spin (GOMP_SPINCOUNT
  * 10000, well under a millisecond) saves that, 5-10% of a LeNet-5 epoch at
  * 2 threads (docs/training.md, "Threads on a busy machine"), so it is
- * added when the load average leaves a core free (cli_idle_core). libgomp
+ * added when the processes running now leave a core free (cli_idle_core). libgomp
  * reads both variables when it is loaded, before main, so they are set
  * here and this process re-executes itself once: only commands that run
  * threads (the others start often and briefly; `bench` keeps the default,

@@ -49,14 +49,33 @@ _BRIEF_SPIN = "10000"  # CLI_OMP_BRIEF_SPIN (flows/cli/cli_util.h)
 def _idle_core():
     """cli_idle_core() of flows/cli/cli_util.c, the same rule (it has to be
     decided before libgomp loads, so before the library can be asked): the
-    1-minute load average is known and below this process's CPUs - 0.5."""
-    try:
+    tasks of other processes running now (/proc/loadavg's fourth field less
+    this process's running threads) leave a second core of this process's
+    CPUs free; the least of five looks 2 ms apart."""
+    import time
+
+    def others():
         with open("/proc/loadavg") as f:
-            load = float(f.read().split()[0])
+            running = int(f.read().split()[3].split("/")[0])
+        own = 0
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open("/proc/self/task/%s/stat" % tid) as f:
+                    own += f.read().rpartition(")")[2][:2] == " R"
+            except OSError:
+                pass
+        return running - max(own, 1)
+    try:
+        n = others()
+        for _ in range(4):
+            if n <= 0:
+                break
+            time.sleep(0.002)
+            n = min(n, others())
         cpus = len(os.sched_getaffinity(0))
     except (OSError, ValueError, IndexError):
         return False
-    return cpus > 0 and load < cpus - 0.5
+    return cpus > 0 and 0 <= n <= cpus - 2
 
 
 def _passive_omp():
