@@ -333,6 +333,18 @@ static void qk_row(const uint8_t *plo, const uint8_t *phi, const uint8_t *r, int
     for (int c = 0; c < jn; c++) out[c] = (int64_t)H[c] * 256 + L[c];
 }
 
+/* Tile tI of qk_vbmi: by column chunk, so its codes stay cached. */
+static inline void qk_tile(const uint8_t *plo, const uint8_t *phi, int64_t ktmin, int ct, int swap, int rows, int cols,
+                           int k, const uint8_t *R, size_t ldr, const uint8_t *P, size_t ldp, const qside *Rs,
+                           const qside *Cs, float beta, float *C, int ldc, long tI, int64_t *s, float *out)
+{
+    int r = (int)(tI % rows), j0 = (int)(tI / rows) * QK_COLS;
+    int jn = cols - j0 < QK_COLS ? cols - j0 : QK_COLS;
+    qk_row(plo, phi, R + (size_t)r * ldr, k, P, ldp, j0, jn, s);
+    for (int c = 0; c < jn; c++) s[c] += ktmin;
+    q_epilogue(Rs, Cs, r, j0, jn, k, s, swap, ct, beta, C, ldc, out);
+}
+
 /* The kernel over the job: R (rows x k codes, row-major, ldr: the row
  * operand), P (the column operand's codes, [k][ldp]); swap says R is the
  * caller's b. */
@@ -344,19 +356,20 @@ static void qk_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, 
     int nch = (cols + QK_COLS - 1) / QK_COLS;
     long tiles = (long)rows * nch;
     int64_t ktmin = (int64_t)k * t->tmin;
-    (void)threads;
+    if (threads <= 1) { /* no team (gemm_internal.h, after gemm_tiles) */
+        int64_t s[QK_COLS];
+        float out[QK_COLS];
+        for (long tI = 0; tI < tiles; tI++)
+            qk_tile(plo, phi, ktmin, ct, swap, rows, cols, k, R, ldr, P, ldp, Rs, Cs, beta, C, ldc, tI, s, out);
+        return;
+    }
 #pragma omp parallel num_threads(threads)
     {
         int64_t s[QK_COLS];
         float out[QK_COLS];
 #pragma omp for schedule(dynamic, 4)
-        for (long tI = 0; tI < tiles; tI++) {
-            int r = (int)(tI % rows), j0 = (int)(tI / rows) * QK_COLS; /* by column chunk: its codes stay cached */
-            int jn = cols - j0 < QK_COLS ? cols - j0 : QK_COLS;
-            qk_row(plo, phi, R + (size_t)r * ldr, k, P, ldp, j0, jn, s);
-            for (int c = 0; c < jn; c++) s[c] += ktmin;
-            q_epilogue(Rs, Cs, r, j0, jn, k, s, swap, ct, beta, C, ldc, out);
-        }
+        for (long tI = 0; tI < tiles; tI++)
+            qk_tile(plo, phi, ktmin, ct, swap, rows, cols, k, R, ldr, P, ldp, Rs, Cs, beta, C, ldc, tI, s, out);
     }
 }
 #endif
@@ -446,6 +459,37 @@ static void qs_row(const mts_qtab *t, const uint8_t *dpl, const uint8_t *r, cons
     for (int c = 0; c < jn; c++) out[c] = prod[c] + L[c];
 }
 
+/* Tile tI of qs_vbmi (rw: the calling thread's row words, *lastr the row
+ * they hold). */
+static inline void qs_tile(const mts_qtab *t, const uint8_t *dpl, int ct, int swap, int rows, int cols, int k, int nq,
+                           int sg, const uint8_t *R, size_t ldr, const uint8_t *P, size_t ldp, const uint8_t *P4,
+                           size_t ld4, uint32_t *rw, int *lastr, const qside *Rs, const qside *Cs, float beta, float *C,
+                           int ldc, long tI, int64_t *s, float *out)
+{
+    int r = (int)(tI % rows), j0 = (int)(tI / rows) * QS_COLS; /* by column chunk: its codes stay cached */
+    int jn = cols - j0 < QS_COLS ? cols - j0 : QS_COLS;
+    const uint8_t *rc = R + (size_t)r * ldr;
+    if (r != *lastr) { /* the row's codes, 4 to a word, adjusted for vpdpbusd's unsigned operand */
+        for (int q = 0; q < nq; q++) {
+            uint32_t w = 0;
+            for (int u = 0; u < 4; u++) {
+                int kk = 4 * q + u;
+                uint32_t c = kk < k ? (uint32_t)(uint8_t)(rc[kk] ^ (sg ? 0x80 : 0)) : 0;
+                w |= c << (8 * u);
+            }
+            rw[q] = w;
+        }
+        *lastr = r;
+    }
+    qs_row(t, dpl, rc, rw, k, P, ldp, P4, ld4, j0, jn, s);
+    /* back to the values' products, then the error's offset */
+    for (int c = 0; c < jn; c++) {
+        int64_t fix = sg ? -128 * Cs->sum[j0 + c] : 128 * Rs->sum[r];
+        s[c] += fix + (int64_t)k * t->dmin;
+    }
+    q_epilogue(Rs, Cs, r, j0, jn, k, s, swap, ct, beta, C, ldc, out);
+}
+
 /* The split kernel over the job (as qk_vbmi): Rs / Cs the operands' sums. */
 static void qs_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, int cols, int k, const uint8_t *R,
                     size_t ldr, const uint8_t *P, size_t ldp, const uint8_t *P4, size_t ld4, uint32_t *rws,
@@ -454,7 +498,15 @@ static void qs_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, 
     const uint8_t *dpl = t->dp ? t->dp + (swap ? 65536 : 0) : NULL;
     int nch = (cols + QS_COLS - 1) / QS_COLS, nq = (k + 3) / 4, sg = t->is_signed;
     long tiles = (long)rows * nch;
-    (void)threads;
+    if (threads <= 1) { /* no team (gemm_internal.h, after gemm_tiles) */
+        int64_t s[QS_COLS];
+        float out[QS_COLS];
+        int lastr = -1;
+        for (long tI = 0; tI < tiles; tI++)
+            qs_tile(t, dpl, ct, swap, rows, cols, k, nq, sg, R, ldr, P, ldp, P4, ld4, rws, &lastr, Rs, Cs, beta, C, ldc,
+                    tI, s, out);
+        return;
+    }
 #pragma omp parallel num_threads(threads)
     {
         int64_t s[QS_COLS];
@@ -466,30 +518,9 @@ static void qs_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, 
         uint32_t *rw = rws + (size_t)me * (size_t)(nq + 1); /* this thread's row words */
         int lastr = -1;
 #pragma omp for schedule(dynamic, 4)
-        for (long tI = 0; tI < tiles; tI++) {
-            int r = (int)(tI % rows), j0 = (int)(tI / rows) * QS_COLS; /* by column chunk: its codes stay cached */
-            int jn = cols - j0 < QS_COLS ? cols - j0 : QS_COLS;
-            const uint8_t *rc = R + (size_t)r * ldr;
-            if (r != lastr) { /* the row's codes, 4 to a word, adjusted for vpdpbusd's unsigned operand */
-                for (int q = 0; q < nq; q++) {
-                    uint32_t w = 0;
-                    for (int u = 0; u < 4; u++) {
-                        int kk = 4 * q + u;
-                        uint32_t c = kk < k ? (uint32_t)(uint8_t)(rc[kk] ^ (sg ? 0x80 : 0)) : 0;
-                        w |= c << (8 * u);
-                    }
-                    rw[q] = w;
-                }
-                lastr = r;
-            }
-            qs_row(t, dpl, rc, rw, k, P, ldp, P4, ld4, j0, jn, s);
-            /* back to the values' products, then the error's offset */
-            for (int c = 0; c < jn; c++) {
-                int64_t fix = sg ? -128 * Cs->sum[j0 + c] : 128 * Rs->sum[r];
-                s[c] += fix + (int64_t)k * t->dmin;
-            }
-            q_epilogue(Rs, Cs, r, j0, jn, k, s, swap, ct, beta, C, ldc, out);
-        }
+        for (long tI = 0; tI < tiles; tI++)
+            qs_tile(t, dpl, ct, swap, rows, cols, k, nq, sg, R, ldr, P, ldp, P4, ld4, rw, &lastr, Rs, Cs, beta, C, ldc,
+                    tI, s, out);
     }
 }
 #endif
@@ -742,11 +773,16 @@ int gemm_int(const mts_lut *lut, int threads, int scalar_only, int ct, int trans
     if (!(lo <= hi)) lo = hi = 0.0;
     if ((rc = mts_affine_from_range(lo, hi, lut->int_bits, lut->int_signed, &pb, err)) != MTS_OK) goto done;
     uint32_t mask = (1u << lut->int_bits) - 1u;
-    (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) if (ra * la > 65536)
-    for (size_t r = 0; r < ra; r++) quant_line(&pa, A + r * (size_t)lda, la, ca + r * la, mask);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) if (rb * lb > 65536)
-    for (size_t r = 0; r < rb; r++) quant_line(&pb, B + r * (size_t)ldb, lb, cb + r * lb, mask);
+    if (threads <= 1 || ra * la <= 65536) /* no team: gemm_internal.h */
+        for (size_t r = 0; r < ra; r++) quant_line(&pa, A + r * (size_t)lda, la, ca + r * la, mask);
+    else
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
+        for (size_t r = 0; r < ra; r++) quant_line(&pa, A + r * (size_t)lda, la, ca + r * la, mask);
+    if (threads <= 1 || rb * lb <= 65536)
+        for (size_t r = 0; r < rb; r++) quant_line(&pb, B + r * (size_t)ldb, lb, cb + r * lb, mask);
+    else
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
+        for (size_t r = 0; r < rb; r++) quant_line(&pb, B + r * (size_t)ldb, lb, cb + r * lb, mask);
     if ((rc = qtab_build(&t, lut, QK_SWAP(m, n) ? 2 : 1, err)) != MTS_OK) goto done; /* the plane it reads */
     mts_qopd qa = {ca, la, NULL, pa.zero_point, NULL, pa.scale, transA},
              qb = {cb, lb, NULL, pb.zero_point, NULL, pb.scale, !transB};
