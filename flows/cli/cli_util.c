@@ -61,14 +61,27 @@ int cli_finish(const char *cmd, int rc)
     return rc;
 }
 
+/* /proc/loadavg's 1-minute average (-1 if unknown) and tasks running now
+ * (-1 if unknown). */
+static void loadavg(double *l1, int *running)
+{
+    double l[3];
+    int r = -1, total;
+    *l1 = -1.0;
+    *running = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return;
+    int got = fscanf(f, "%lf %lf %lf %d/%d", &l[0], &l[1], &l[2], &r, &total);
+    fclose(f);
+    if (got >= 1) *l1 = l[0];
+    *running = got == 5 ? r : -1;
+}
+
 double cli_loadavg(void)
 {
-    double l = -1.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
-        fclose(f);
-    }
+    double l;
+    int r;
+    loadavg(&l, &r);
     return l;
 }
 
@@ -77,13 +90,9 @@ double cli_loadavg(void)
  * yield in a loop), -1 if unknown. */
 static int others_running(void)
 {
-    double l[3];
-    int running = -1, total, own = 0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf %lf %lf %d/%d", &l[0], &l[1], &l[2], &running, &total) != 5) running = -1;
-        fclose(f);
-    }
+    double l1;
+    int running = -1, own = 0;
+    loadavg(&l1, &running);
     DIR *d = opendir("/proc/self/task");
     struct dirent *e;
     while (d && (e = readdir(d))) {

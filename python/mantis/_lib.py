@@ -9,6 +9,7 @@ for the duration of every call.
 import ctypes
 import ctypes.util as ctypes_util
 import os
+import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(os.path.dirname(_HERE))
@@ -52,8 +53,6 @@ def _idle_core():
     tasks of other processes running now (/proc/loadavg's fourth field less
     this process's running threads) leave a second core of this process's
     CPUs free; the least of five looks 2 ms apart."""
-    import time
-
     def others():
         with open("/proc/loadavg") as f:
             running = int(f.read().split()[3].split("/")[0])
