@@ -583,6 +583,7 @@ int mts_gpu_dense_backward(const mts_gpu_gemm_plan *bwd, int N, int in, int out,
     return rc;
 }
 
+#define BATCH_MAX 65535 /* GEMMs in one mts_gpu_gemm_dev_batched call */
 int mts_gpu_dense_backward_ste(const mts_gpu_gemm_plan *fwd, const mts_gpu_gemm_plan *bwd, int ste, int N, int in,
                                int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
                                float *db, mts_err *err)
@@ -598,19 +599,25 @@ int mts_gpu_dense_backward_ste(const mts_gpu_gemm_plan *fwd, const mts_gpu_gemm_
     if (dx) { /* tmp[n][o][i] = w[o][i] where product (n, o, i) passes; dx[n] = dy[n] tmp[n] */
         MTS_LAUNCH(masked_rows, blocks_for(nm), THREADS, 0, 0)(nm, (size_t)out * in, (const uint8_t *)mask, w,
                                                                (float *)tmp);
-        mts_gpu_batch bt = {N, 1, (size_t)out, 0, (size_t)out * in, 0, (size_t)in, 0};
-        if ((rc = launch_check(err, "STE masked weights")) ||
-            (rc = mts_gpu_gemm_dev_batched(bwd, &bt, 0, 0, 1, in, out, dy, out, (const float *)tmp, in, 0.0f, dx, in,
-                                           err)))
-            goto done;
+        if ((rc = launch_check(err, "STE masked weights"))) goto done;
+        for (int n0 = 0; n0 < N && rc == MTS_OK; n0 += BATCH_MAX) { /* a launch takes 65535 GEMMs */
+            mts_gpu_batch bt = {N - n0 < BATCH_MAX ? N - n0 : BATCH_MAX, 1, (size_t)out, 0, (size_t)out * in, 0,
+                                (size_t)in, 0};
+            rc = mts_gpu_gemm_dev_batched(bwd, &bt, 0, 0, 1, in, out, dy + (size_t)n0 * out, out,
+                                          (const float *)tmp + (size_t)n0 * out * in, in, 0.0f, dx + (size_t)n0 * in,
+                                          in, err);
+        }
+        if (rc != MTS_OK) goto done;
     }
     if (dw) { /* tmp[o][n][i] = x[n][i] where product (n, o, i) passes; dw[o] = dy[:, o]^T tmp[o] */
         MTS_LAUNCH(masked_cols, blocks_for(nm), THREADS, 0, 0)(N, in, out, (const uint8_t *)mask, x, (float *)tmp);
-        mts_gpu_batch bt = {out, 1, 1, 0, (size_t)N * in, 0, (size_t)in, 0};
-        if ((rc = launch_check(err, "STE masked activations")) ||
-            (rc = mts_gpu_gemm_dev_batched(bwd, &bt, 1, 0, 1, in, N, dy, out, (const float *)tmp, in, 0.0f, dw, in,
-                                           err)))
-            goto done;
+        if ((rc = launch_check(err, "STE masked activations"))) goto done;
+        for (int o0 = 0; o0 < out && rc == MTS_OK; o0 += BATCH_MAX) {
+            mts_gpu_batch bt = {out - o0 < BATCH_MAX ? out - o0 : BATCH_MAX, 1, 1, 0, (size_t)N * in, 0, (size_t)in, 0};
+            rc = mts_gpu_gemm_dev_batched(bwd, &bt, 1, 0, 1, in, N, dy + o0, out,
+                                          (const float *)tmp + (size_t)o0 * N * in, in, 0.0f, dw + (size_t)o0 * in, in,
+                                          err);
+        }
     }
 done:
     scratch_free(mask);
