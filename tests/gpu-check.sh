@@ -17,6 +17,19 @@
 #       to $OUT (at most 8 files; build-gpucheck/out without it); the last
 #       line is "N passed, N failed" and the exit status is 0 only when
 #       nothing failed. Without a GPU it says so and exits 1.
+#   bash tests/gpu-check.sh table6    on the device, a second call: the
+#       accumulator paper's Table 6 (Appendix C.3: the 4-layer 1024-wide MLP,
+#       M4E3 accumulators with bias 5, Adam 1e-3, batch 16, StepLR 0.95) on
+#       all of MNIST (carried gzipped in the package), one `mantis train
+#       --model mlp1024 --device cuda` per row: FP32, Identity with and
+#       without underflow, Immediate/OF, Immediate/DIFF with and without
+#       underflow, Recursive/OF, Identity with 2 more mantissa bits. Epochs:
+#       TABLE6_EPOCHS (default 2; the paper trains up to 100); rows stop
+#       being started after TABLE6_BUDGET seconds (default 400). Prints the
+#       table (final test accuracy, seconds per epoch, gpu_path) into
+#       $OUT/table6.log and every run's JSON into $OUT/table6-runs.txt.
+#       TABLE6_DEVICE=cpu TABLE6_SUBSET=N runs the same rows on this
+#       machine's CPU (a dry run of the script).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -25,7 +38,7 @@ pkg=$top/pkg
 limit_mib=60
 
 usage() {
-  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 die() {
@@ -123,6 +136,12 @@ prepare() {
   idx_head "$mn/train-labels-idx1-ubyte" "$pkg/mnist/train-labels-idx1-ubyte" 1024 8 1
   idx_head "$mn/t10k-images-idx3-ubyte" "$pkg/mnist/t10k-images-idx3-ubyte" 1024 16 784
   idx_head "$mn/t10k-labels-idx1-ubyte" "$pkg/mnist/t10k-labels-idx1-ubyte" 1024 8 1
+  # all of MNIST, gzipped, for `table6` (about 11 MiB)
+  mkdir -p "$pkg/mnist-full"
+  local f
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    gzip -9c "$mn/$f" >"$pkg/mnist-full/$f.gz" || die "cannot compress $mn/$f"
+  done
   git rev-parse HEAD >"$pkg/REVISION" 2>/dev/null || echo unknown >"$pkg/REVISION"
   git status --porcelain 2>/dev/null | grep -q . && echo "(with uncommitted changes)" >>"$pkg/REVISION"
 
@@ -275,9 +294,59 @@ run() {
   finish
 }
 
+# The accumulator paper's Table 6 (see the header): one training per row.
+table6() {
+  [ -x "$pkg/bin/mantis" ] || die "$pkg is missing: run 'bash tests/gpu-check.sh prepare' first and carry $pkg"
+  local out="${OUT:-$top/out}" dev="${TABLE6_DEVICE:-cuda}" epochs="${TABLE6_EPOCHS:-2}"
+  local budget="${TABLE6_BUDGET:-400}" sub="" mn="$top/mnist-table6" f rc failed=0
+  [ -n "${TABLE6_SUBSET:-}" ] && sub="--subset $TABLE6_SUBSET --test-subset $TABLE6_SUBSET"
+  mkdir -p "$out" "$mn"
+  export LD_LIBRARY_PATH="$root/$pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    gzip -dc "$pkg/mnist-full/$f.gz" >"$mn/$f" || die "cannot unpack $pkg/mnist-full/$f.gz"
+  done
+  local log="$out/table6.log"
+  : >"$log"
+  : >"$out/table6-runs.txt"
+  echo "table6: revision $(tr '\n' ' ' <"$pkg/REVISION"), device $dev, $epochs epochs${sub:+, $sub}, $(date -u +%FT%TZ)" |
+    tee -a "$log"
+  local rows=(
+    "fp32|FP32 baseline|--mul fp32"
+    "id-uf|Identity, underflow|--mul fp32 --acc M4E3 --acc-bias 5"
+    "id-nouf|Identity, no underflow|--mul fp32 --acc M4E3 --acc-bias 5 --no-underflow"
+    "imm-of|Immediate/OF, underflow|--mul fp32 --acc M4E3 --acc-bias 5 --ste imm-of"
+    "imm-diff-uf|Immediate/DIFF, underflow|--mul fp32 --acc M4E3 --acc-bias 5 --ste imm-diff"
+    "imm-diff-nouf|Immediate/DIFF, no underflow|--mul fp32 --acc M4E3 --acc-bias 5 --ste imm-diff --no-underflow"
+    "rec-of|Recursive/OF, underflow|--mul fp32 --acc M4E3 --acc-bias 5 --ste rec-of"
+    "id-m6|Identity, M6E3 (2 more mantissa bits)|--mul fp32 --acc M6E3 --acc-bias 5"
+  )
+  printf '%-40s %10s %12s  %s\n' "row (paper: Table 6)" "test acc" "s / epoch" "path" | tee -a "$log"
+  local row name what args j acc secs path
+  for row in "${rows[@]}"; do
+    IFS='|' read -r name what args <<<"$row"
+    if [ "$SECONDS" -gt "$budget" ]; then
+      printf '%-40s %s\n' "$what" "not run (the call has run $SECONDS s; TABLE6_BUDGET=$budget)" | tee -a "$log"
+      continue
+    fi
+    j="$top/table6-$name.json"
+    # shellcheck disable=SC2086
+    "$root/$pkg/bin/mantis" train --model mlp1024 --data mnist --data-dir "$mn" --epochs "$epochs" $sub --seed 1 \
+      $args --device "$dev" --json "$j" >>"$log" 2>&1
+    rc=$?
+    acc=$(sed -n 's/.*"final_test_acc": \([0-9.]*\).*/\1/p' "$j" 2>/dev/null | head -1)
+    secs=$(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$j" 2>/dev/null | tr '\n' ' ')
+    path=$(sed -n 's/.*"gpu_path": "\(.*\)".*/\1/p' "$j" 2>/dev/null | head -1)
+    [ "$rc" -eq 0 ] || { failed=$((failed + 1)); path="exit $rc (see table6.log)"; }
+    printf '%-40s %10s %12s  %s\n' "$what" "${acc:--}" "${secs:--}" "${path:-cpu}" | tee -a "$log"
+    { echo "== $name: $what"; cat "$j" 2>/dev/null; echo; } >>"$out/table6-runs.txt"
+  done
+  [ "$failed" -eq 0 ]
+}
+
 case "${1:-}" in
 prepare) prepare ;;
 run) run ;;
+table6) table6 ;;
 -h | --help | help) usage ;;
 *)
   usage >&2
