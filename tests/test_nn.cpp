@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -18,6 +19,7 @@ extern "C" {
 #include "mantis/amsim.h"
 #include "mantis/fmaq.h"
 #include "mantis/nn.h"
+#include "../sim/nn/nn_internal.h" // the net's BatchNorm forms (mts__bn_*_t)
 }
 #include "test_nn_ctx.h"
 #include "test_rng.h"
@@ -510,11 +512,21 @@ struct NnLut : ::testing::Test {
     }
 };
 
+
+// got == want bit for bit; a mismatch reports the count and the first
+// one, both values in hex.
 void expect_bits(const char *what, const vecf &got, const vecf &want)
 {
     ASSERT_EQ(got.size(), want.size());
+    size_t bad = 0, first = 0;
     for (size_t i = 0; i < got.size(); i++)
-        EXPECT_EQ(mts_f2u(got[i]), mts_f2u(want[i])) << what << " index " << i << ": " << got[i] << " vs " << want[i];
+        if (mts_f2u(got[i]) != mts_f2u(want[i]) && !bad++) first = i;
+    if (bad) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "%s: %zu of %zu differ, first index %zu: got 0x%08x, want 0x%08x", what, bad,
+                      got.size(), first, (unsigned)mts_f2u(got[first]), (unsigned)mts_f2u(want[first]));
+        ADD_FAILURE() << msg;
+    }
 }
 
 mts_provider with_fmaq(mts_provider p)
@@ -722,6 +734,155 @@ TEST(NnBn, FastFormsEqualReference)
                 expect_bits("bn dbeta", db[1], db[0]);
             }
     }
+}
+
+// The forms mts_net_forward / backward use (bn.c): xhat recomputed from the
+// input and the kept mean instead of stored, and a BN writing its ReLU's
+// output and taking its ReLU's backward (ry), on 1 and 2 threads, against
+// the references composed with the ReLU's own ops (relu_forward; relu
+// backward with pz, as the net's driver runs it), bit for bit, on data like
+// the test above's (the +-2^60 pairs, zeros of both signs, an inf and a
+// NaN), where the ReLU sees outputs of both signs and exact zeros.
+TEST(NnBn, NetFormsEqualReference)
+{
+    const int shapes[][3] = {{13, 3, 64}, {4, 2, 256}, {3, 2, 1024}, {5, 2, 49}, {2, 3, 100}, {9, 1, 64},
+                             {40, 2, 1024}}; // the last: 2^16 elements and more, so two threads split it
+    uint64_t s = 777;
+    for (auto &sh : shapes) {
+        int N = sh[0], C = sh[1], HW = sh[2];
+        size_t sz = (size_t)N * C * HW;
+        vecf x(sz), dy(sz), gam = rnd(C, 61, 0.5f, 1.5f), bet = rnd(C, 62, -0.5f, 0.5f);
+        for (size_t i = 0; i < sz; i++) {
+            x[i] = std::ldexp((float)(splitmix64(&s) >> 40) / 16777216.0f - 0.5f, (int)(splitmix64(&s) % 21) - 10);
+            dy[i] = std::ldexp((float)(splitmix64(&s) >> 40) / 16777216.0f - 0.5f, (int)(splitmix64(&s) % 41) - 20);
+            if (splitmix64(&s) % 50 == 0) x[i] = (i & 1) ? -0.0f : 0.0f;
+            if (splitmix64(&s) % 40 == 0) dy[i] = (i & 2) ? -0.0f : 0.0f;
+        }
+        for (int c = 0; c < C; c++) {
+            size_t first = (size_t)c * HW + 1, mid = ((size_t)(N / 2) * C + c) * HW + (size_t)HW / 2 + 3;
+            x[first] = 0x1p60f, x[mid] = -0x1p60f;
+            dy[first] = 0x1p30f, dy[mid] = -0x1p30f;
+        }
+        if (C > 2) { // one channel with an inf and a NaN
+            x[(size_t)2 * HW + 3] = INFINITY;
+            dy[(size_t)2 * HW + 5] = NAN;
+        }
+        if (C > 1) {
+            // channel 0: every dy -0, so the ReLU backward's +0 + dy shows in dx;
+            // the last channel: x constant (xhat +0), gamma -1 and beta -0, so
+            // every BN output is -0, which the ReLU makes +0
+            for (int n = 0; n < N; n++)
+                for (int i = 0; i < HW; i++) {
+                    dy[(size_t)n * C * HW + i] = -0.0f;
+                    x[((size_t)n * C + C - 1) * HW + i] = 0.5f;
+                }
+            gam[C - 1] = -1.0f, bet[C - 1] = -0.0f;
+        }
+        for (int train : {1, 0}) {
+            // the references: y, xhat, invstd; the ReLU of y; the BN's gradient
+            // through the ReLU as the driver forms it (pz: +0 + dy where y > 0)
+            vecf y(sz), h(sz), is(C), rm(C, 0.25f), rv(C, 1.5f), ry(sz), dr(sz);
+            mts_bn_forward_ref(train, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f,
+                               y.data(), h.data(), is.data());
+            mts_relu_forward(sz, y.data(), ry.data());
+            for (size_t i = 0; i < sz; i++) dr[i] = ry[i] > 0.0f ? 0.0f + dy[i] : 0.0f;
+            for (int threads : {1, 2}) {
+                SCOPED_TRACE(testing::Message() << "N " << N << " C " << C << " HW " << HW << " train " << train
+                                                << " threads " << threads);
+                for (int relu : {0, 1}) {
+                    vecf fy(sz, 7.0f), fis(C, 7.0f), fm(C, 7.0f), frm(C, 0.25f), frv(C, 1.5f);
+                    mts__bn_forward_t(threads, train, relu, N, C, HW, x.data(), gam.data(), bet.data(), frm.data(),
+                                      frv.data(), 0.1f, 1e-5f, fy.data(), NULL, fis.data(), fm.data());
+                    expect_bits(relu ? "bn + relu y" : "bn y", fy, relu ? ry : y);
+                    expect_bits("bn invstd", fis, is);
+                    expect_bits("bn running mean", frm, rm);
+                    expect_bits("bn running var", frv, rv);
+                    if (!train) continue; // a backward follows a training forward
+                    for (int pz : {0, 1}) {
+                        const vecf &g = relu ? dr : dy;
+                        vecf rdx(sz), rdg(C), rdb(C), dx(sz, 7.0f), dg(C, 7.0f), db(C, 7.0f);
+                        mts_bn_backward_ref(N, C, HW, g.data(), gam.data(), h.data(), is.data(), rdx.data(), rdg.data(),
+                                            rdb.data());
+                        if (pz)
+                            for (auto &v : rdx) v = 0.0f + v;
+                        mts__bn_backward_t(threads, N, C, HW, dy.data(), relu ? ry.data() : NULL, gam.data(), NULL,
+                                           x.data(), fm.data(), fis.data(), dx.data(), dg.data(), db.data(), pz);
+                        expect_bits(relu ? "bn + relu dx" : "bn dx (xhat from x)", dx, rdx);
+                        expect_bits("bn dgamma", dg, rdg);
+                        expect_bits("bn dbeta", db, rdb);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// mts_net_build pairs a BN with the ReLU that is its only reader; a BN read
+// by an add, a ReLU after an add, and a BN read by a ReLU and an add stay
+// apart. The paired net gives the unpaired one's every bit (its output,
+// every gradient, the running statistics) through two SGD steps, on 1 and
+// 2 threads.
+TEST(NnBn, NetPairsBnWithItsReluBitExact)
+{
+    auto build = [](mts_net *net) {
+        mts_err err;
+        ASSERT_EQ(mts_net_init(net, "bnrelu", 3, 16, 16, &err), MTS_OK);
+        ASSERT_GT(mts_net_conv(net, 8, 3, 1, 1, &err), 0);
+        ASSERT_GT(mts_net_bn(net, &err), 0);
+        int r0 = mts_net_relu(net, &err); // paired with the BN
+        ASSERT_GT(r0, 0);
+        ASSERT_GT(mts_net_conv(net, 8, 3, 1, 1, &err), 0);
+        ASSERT_GT(mts_net_bn(net, &err), 0);
+        ASSERT_GT(mts_net_add(net, r0, &err), 0) << err.msg; // BN -> add: apart
+        ASSERT_GT(mts_net_relu(net, &err), 0);                // add -> ReLU: apart
+        int b2 = mts_net_bn(net, &err);                       // read by a ReLU and an add: apart
+        ASSERT_GT(b2, 0);
+        ASSERT_GT(mts_net_relu(net, &err), 0);
+        ASSERT_GT(mts_net_add(net, b2, &err), 0) << err.msg;
+        ASSERT_GT(mts_net_gap(net, &err), 0);
+        ASSERT_GT(mts_net_dense(net, 5, &err), 0);
+        ASSERT_EQ(mts_net_build(net, 8, 11, &err), MTS_OK) << err.msg;
+    };
+    mts_net net[2];
+    build(&net[0]);
+    build(&net[1]);
+    if (HasFatalFailure()) return;
+    int paired = 0;
+    for (int i = 0; i < net[0].n; i++) {
+        if (net[0].l[i].kind == MTS_L_BN) {
+            paired += net[0].l[i].fused != 0;
+            EXPECT_EQ(net[0].l[i].fused != 0, i == 2) << "node " << i;
+        }
+        net[1].l[i].fused = 0; // the unpaired net: every op on its own
+    }
+    ASSERT_EQ(paired, 1);
+    const int N = 8;
+    vecf x = rnd((size_t)N * 3 * 16 * 16, 91, -2.0f, 2.0f);
+    std::vector<uint8_t> lab = {0, 1, 2, 3, 4, 0, 1, 2};
+    for (int threads : {1, 2}) {
+        mts_provider p = native_prov();
+        p.threads = threads;
+        for (int step = 0; step < 2; step++) {
+            vecf out[2], grad[2], state[2];
+            for (int k = 0; k < 2; k++) {
+                mts_err err;
+                ASSERT_EQ(mts_net_forward(&net[k], NnCtx(&p, &p).get(), 1, N, x.data(), &err), MTS_OK) << err.msg;
+                vecf dl((size_t)N * 5);
+                mts_softmax_ce(N, 5, mts_net_output(&net[k]), lab.data(), dl.data(), nullptr);
+                ASSERT_EQ(mts_net_backward(&net[k], NnCtx(&p, &p).get(), N, x.data(), dl.data(), &err), MTS_OK);
+                out[k].assign(mts_net_output(&net[k]), mts_net_output(&net[k]) + (size_t)N * 5);
+                grad[k].assign(net[k].grad, net[k].grad + net[k].nparam);
+                state[k].assign(net[k].state, net[k].state + net[k].nstate);
+                for (size_t i = 0; i < net[k].nparam; i++) net[k].param[i] -= 0.1f * net[k].grad[i];
+            }
+            SCOPED_TRACE(testing::Message() << "threads " << threads << " step " << step);
+            expect_bits("output", out[0], out[1]);
+            expect_bits("gradients", grad[0], grad[1]);
+            expect_bits("running statistics", state[0], state[1]);
+        }
+    }
+    mts_net_free(&net[0]);
+    mts_net_free(&net[1]);
 }
 
 TEST_F(NnLut, DenseBitExactLut) { dense_bitexact(*this, lp); }

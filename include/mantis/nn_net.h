@@ -34,8 +34,10 @@ typedef struct mts_layer {
     size_t qoff;           /* dense, conv, tokdense: the input's quantization range observer
                               (MTS_QAT_STATE floats of net->state, after every BN state) */
     float *y, *dy;         /* activations and their gradients [batch][c*h*w] */
-    float *aux;            /* BN xhat */
-    float *aux2;           /* BN invstd */
+    float *aux;            /* layer norm: xhat */
+    float *aux2;           /* BN: invstd then mean per channel; layer norm: invstd per row */
+    int fused;             /* BN: the index of the ReLU, its only reader, whose output it writes
+                              (0: none); that ReLU: 1 (mts_net_build) */
     int32_t *argmax;       /* max pool */
     char name[48];         /* "" : named by kind and ordinal (mts_net_layer_name) */
 } mts_layer;

@@ -11,10 +11,16 @@
  * the terms formed by the same FP64 operations), and the chunk sums go into
  * the pairwise tree in their order; the rest term by term. Elementwise
  * passes are the reference's FP32 expressions. The passes are bound by
- * memory at ResNet-20's sizes (8 MB per layer and pass at batch 128). */
+ * memory at ResNet-20's sizes (8 MB per layer and pass at batch 128), so
+ * the net's forms move less: the backward recomputes xhat from the BN's
+ * input (kept by the net anyway) instead of reading a stored copy, and a
+ * BN whose only reader is a ReLU writes the ReLU's output itself and takes
+ * the ReLU's backward into its own (mts__bn_forward_t / mts__bn_backward_t):
+ * every value formed by the same FP32 expression, so the same bits. */
 #include <math.h>
 
 #include "mantis/fmath.h"
+#include "mantis/fpbits.h"
 #include "mantis/nn_ops.h"
 #include "nn_internal.h"
 
@@ -89,28 +95,14 @@ void mts_bn_backward_ref(int N, int C, int HW, const float *dy, const float *gam
     }
 }
 
-/* The terms of one channel's sums: the values (SUM_X), squared deviations
- * from m (SUM_SQ), or the output gradient and its product with xhat
- * (SUM_BWD, two sums). */
-enum { SUM_X, SUM_SQ, SUM_BWD };
+/* The terms of one channel's forward sums: the values (SUM_X) or the
+ * squared deviations from m (SUM_SQ). The backward's sums: bwd_sums. */
+enum { SUM_X, SUM_SQ };
 
-/* Pushes term j of plane pointers a (and b) into s[0] (and s[1]), as the
- * references do. */
-static inline void push_term(int kind, const float *a, const float *b, int j, double m, mts_fm_sumd s[2])
-{
-    if (kind == SUM_X) mts_fm_sumd_push(&s[0], a[j]);
-    else if (kind == SUM_SQ) mts_fm_sumd_push(&s[0], (a[j] - m) * (a[j] - m));
-    else {
-        mts_fm_sumd_push(&s[0], a[j]);
-        mts_fm_sumd_push(&s[1], (double)a[j] * b[j]);
-    }
-}
-
-/* The channel-c sums of kind over the terms in (n, i) order, in the blocked
- * order of fmath.h (s[0], s[1] initialised by the caller; their sums are
- * taken by the caller). */
-static void channel_sums(int kind, int N, int C, int HW, int c, const float *a, const float *b, double m,
-                         mts_fm_sumd s[2])
+/* The channel-c sum of kind over the terms in (n, i) order, in the blocked
+ * order of fmath.h (s initialised by the caller, its sum taken by the
+ * caller). */
+static void channel_sums(int kind, int N, int C, int HW, int c, const float *a, double m, mts_fm_sumd *s)
 {
     int q0 = 0;
     /* planes of whole chunks: eight chunks a step, each its own FP64 chain
@@ -118,53 +110,50 @@ static void channel_sums(int kind, int N, int C, int HW, int c, const float *a, 
      * term) */
     const int cpp = HW / MTS_FM_CHUNK, nch = HW % MTS_FM_CHUNK ? 0 : N * cpp;
     for (; q0 + 8 <= nch; q0 += 8) {
-        const float *pa[8], *pb[8];
+        const float *pa[8];
         for (int q = 0; q < 8; q++) {
             int idx = q0 + q, n = idx / cpp, j = idx % cpp;
-            size_t off = ((size_t)n * C + c) * HW + (size_t)j * MTS_FM_CHUNK;
-            pa[q] = a + off;
-            pb[q] = b ? b + off : NULL;
+            pa[q] = a + ((size_t)n * C + c) * HW + (size_t)j * MTS_FM_CHUNK;
         }
-        double l0[8] = {0}, l1[8] = {0};
-        for (int i = 0; i < MTS_FM_CHUNK; i++)
-            for (int q = 0; q < 8; q++) {
+        /* the terms first, along memory (vector code), then the chains
+         * through them (as bwd_sums) */
+        double t[8][MTS_FM_CHUNK], l0[8] = {0};
+        for (int q = 0; q < 8; q++)
+            for (int i = 0; i < MTS_FM_CHUNK; i++) {
                 double xv = pa[q][i];
-                if (kind == SUM_X) l0[q] = l0[q] + xv;
-                else if (kind == SUM_SQ) l0[q] = l0[q] + (xv - m) * (xv - m);
-                else {
-                    l0[q] = l0[q] + xv;
-                    l1[q] = l1[q] + xv * (double)pb[q][i];
-                }
+                t[q][i] = kind == SUM_X ? xv : (xv - m) * (xv - m);
             }
-        for (int q = 0; q < 8; q++) {
-            mts_fm__sumd_chunk(&s[0], l0[q]);
-            if (kind == SUM_BWD) mts_fm__sumd_chunk(&s[1], l1[q]);
-        }
+        for (int i = 0; i < MTS_FM_CHUNK; i++)
+            for (int q = 0; q < 8; q++) l0[q] = l0[q] + t[q][i];
+        for (int q = 0; q < 8; q++) mts_fm__sumd_chunk(s, l0[q]);
     }
     /* the rest term by term, from the first term of chunk q0 */
     size_t t0 = (size_t)q0 * MTS_FM_CHUNK;
     for (int n = (int)(t0 / (size_t)HW); n < N; n++) {
-        size_t off = ((size_t)n * C + c) * HW;
+        const float *ap = a + ((size_t)n * C + c) * HW;
         int i0 = n == (int)(t0 / (size_t)HW) ? (int)(t0 % (size_t)HW) : 0;
-        for (int i = i0; i < HW; i++) push_term(kind, a + off, b ? b + off : NULL, i, m, s);
+        for (int i = i0; i < HW; i++) mts_fm_sumd_push(s, kind == SUM_X ? ap[i] : (ap[i] - m) * (ap[i] - m));
     }
 }
 
-/* One channel of the forward pass (the reference's body, fast sums). */
-static void fwd_channel(int c, int train, int N, int C, int HW, const float *x, const float *gamma,
+/* One channel of the forward pass (the reference's body, fast sums). With
+ * relu, y gets max(v, +0) of each result v as mts_relu_forward writes it
+ * (the BN + ReLU pair of mts_net_forward, the BN's own output never
+ * stored); mean (optional) keeps the mean for a backward from x. */
+static void fwd_channel(int c, int train, int relu, int N, int C, int HW, const float *x, const float *gamma,
                         const float *beta, float *rmean, float *rvar, float mom, float eps, float *y, float *xhat,
-                        float *invstd)
+                        float *invstd, float *mean_out)
 {
     size_t cnt = (size_t)N * HW;
     float mean, var;
     if (train) {
-        mts_fm_sumd s[2];
-        mts_fm_sumd_init(&s[0]);
-        channel_sums(SUM_X, N, C, HW, c, x, NULL, 0.0, s);
-        double m = mts_fm_sumd_sum(&s[0]) / (double)cnt;
-        mts_fm_sumd_init(&s[0]);
-        channel_sums(SUM_SQ, N, C, HW, c, x, NULL, m, s);
-        double s2 = mts_fm_sumd_sum(&s[0]);
+        mts_fm_sumd s;
+        mts_fm_sumd_init(&s);
+        channel_sums(SUM_X, N, C, HW, c, x, 0.0, &s);
+        double m = mts_fm_sumd_sum(&s) / (double)cnt;
+        mts_fm_sumd_init(&s);
+        channel_sums(SUM_SQ, N, C, HW, c, x, m, &s);
+        double s2 = mts_fm_sumd_sum(&s);
         mean = (float)m;
         var = (float)(s2 / (double)cnt);
         float uvar = cnt > 1 ? (float)(s2 / (double)(cnt - 1)) : var;
@@ -176,6 +165,7 @@ static void fwd_channel(int c, int train, int N, int C, int HW, const float *x, 
     }
     const float is = 1.0f / sqrtf(var + eps), gc = gamma[c], bc = beta[c];
     if (invstd) invstd[c] = is;
+    if (mean_out) mean_out[c] = mean;
     for (int n = 0; n < N; n++) {
         size_t off = ((size_t)n * C + c) * HW;
         const float *xp = x + off;
@@ -187,7 +177,12 @@ static void fwd_channel(int c, int train, int N, int C, int HW, const float *x, 
                 hp[i] = h;
                 yp[i] = gc * h + bc;
             }
-        } else
+        } else if (relu)
+            for (int i = 0; i < HW; i++) {
+                float v = gc * ((xp[i] - mean) * is) + bc;
+                yp[i] = v > 0.0f ? v : 0.0f;
+            }
+        else
             for (int i = 0; i < HW; i++) yp[i] = gc * ((xp[i] - mean) * is) + bc;
     }
 }
@@ -200,30 +195,104 @@ static int bn_threads(int threads, int N, int C, int HW)
     return threads < 1 ? 1 : threads > C ? C : threads;
 }
 
-void mts__bn_forward_t(int threads, int train, int N, int C, int HW, const float *x, const float *gamma,
+void mts__bn_forward_t(int threads, int train, int relu, int N, int C, int HW, const float *x, const float *gamma,
                        const float *beta, float *rmean, float *rvar, float mom, float eps, float *y, float *xhat,
-                       float *invstd)
+                       float *invstd, float *mean)
 {
     int T = bn_threads(threads, N, C, HW);
     (void)T;
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (int c = 0; c < C; c++) fwd_channel(c, train, N, C, HW, x, gamma, beta, rmean, rvar, mom, eps, y, xhat, invstd);
+    for (int c = 0; c < C; c++)
+        fwd_channel(c, train, relu, N, C, HW, x, gamma, beta, rmean, rvar, mom, eps, y, xhat, invstd, mean);
 }
 
 void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float *gamma, const float *beta,
                     float *rmean, float *rvar, float mom, float eps, float *y, float *xhat, float *invstd)
 {
-    mts__bn_forward_t(1, train, N, C, HW, x, gamma, beta, rmean, rvar, mom, eps, y, xhat, invstd);
+    mts__bn_forward_t(1, train, 0, N, C, HW, x, gamma, beta, rmean, rvar, mom, eps, y, xhat, invstd, NULL);
 }
 
-static void bwd_channel(int c, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
-                        const float *invstd, float *dx, float *dgamma, float *dbeta, int pz)
+/* Where one channel's backward reads its terms: the output gradient d at
+ * offset o is dy[o], or with ry (the fused BN + ReLU pair) the ReLU's
+ * backward ry[o] > 0 ? +0 + dy[o] : +0 - what mts__relu_backward_t (pz)
+ * would have written into the BN's dy; xhat h is xhat[o], or recomputed
+ * from the BN's input by the forward's FP32 expression (x[o] - mean) *
+ * invstd: the same bits as the kept xhat. */
+typedef struct bn_src {
+    const float *dy, *ry, *xhat, *x;
+    float mean, is;
+} bn_src;
+
+#define BN_INLINE static inline __attribute__((always_inline))
+BN_INLINE float src_d(const bn_src *s, size_t o, const int relu)
+{
+    float d = s->dy[o];
+    if (!relu) return d;
+    /* ry > 0 ? +0 + d : +0 as a mask of the bits, which vectorises (GCC 12
+     * keeps the select a branch) */
+    uint32_t keep = 0u - (uint32_t)(s->ry[o] > 0.0f);
+    return mts_u2f(mts_f2u(0.0f + d) & keep);
+}
+BN_INLINE float src_h(const bn_src *s, size_t o, const int fromx)
+{
+    return fromx ? (s->x[o] - s->mean) * s->is : s->xhat[o];
+}
+
+/* The channel-c sums of d (s[0]) and d * h (s[1]) in the blocked order,
+ * the chunks side by side as channel_sums sums them, each term formed
+ * where it is read. */
+BN_INLINE void bwd_sums(const bn_src *src, int N, int C, int HW, int c, mts_fm_sumd s[2], const int relu,
+                        const int fromx)
+{
+    int q0 = 0;
+    const int cpp = HW / MTS_FM_CHUNK, nch = HW % MTS_FM_CHUNK ? 0 : N * cpp;
+    for (; q0 + 8 <= nch; q0 += 8) {
+        size_t po[8];
+        for (int q = 0; q < 8; q++) {
+            int idx = q0 + q, n = idx / cpp, j = idx % cpp;
+            po[q] = ((size_t)n * C + c) * HW + (size_t)j * MTS_FM_CHUNK;
+        }
+        /* the terms first, a chunk at a time along memory (vector code),
+         * then the chains through them: formed in the chain loop, the
+         * terms' loads and arithmetic doubled its instructions */
+        double td[8][MTS_FM_CHUNK], tp[8][MTS_FM_CHUNK];
+        for (int q = 0; q < 8; q++)
+            for (int i = 0; i < MTS_FM_CHUNK; i++) {
+                float d = src_d(src, po[q] + i, relu);
+                td[q][i] = d;
+                tp[q][i] = (double)d * (double)src_h(src, po[q] + i, fromx);
+            }
+        double l0[8] = {0}, l1[8] = {0};
+        for (int i = 0; i < MTS_FM_CHUNK; i++)
+            for (int q = 0; q < 8; q++) {
+                l0[q] = l0[q] + td[q][i];
+                l1[q] = l1[q] + tp[q][i];
+            }
+        for (int q = 0; q < 8; q++) {
+            mts_fm__sumd_chunk(&s[0], l0[q]);
+            mts_fm__sumd_chunk(&s[1], l1[q]);
+        }
+    }
+    size_t t0 = (size_t)q0 * MTS_FM_CHUNK;
+    for (int n = (int)(t0 / (size_t)HW); n < N; n++) {
+        size_t off = ((size_t)n * C + c) * HW;
+        int i0 = n == (int)(t0 / (size_t)HW) ? (int)(t0 % (size_t)HW) : 0;
+        for (int i = i0; i < HW; i++) {
+            float d = src_d(src, off + i, relu);
+            mts_fm_sumd_push(&s[0], d);
+            mts_fm_sumd_push(&s[1], (double)d * src_h(src, off + i, fromx));
+        }
+    }
+}
+
+BN_INLINE void bwd_channel_k(int c, int N, int C, int HW, bn_src src, const float *gamma, const float *invstd,
+                             float *dx, float *dgamma, float *dbeta, int pz, const int relu, const int fromx)
 {
     double cnt = (double)N * HW;
     mts_fm_sumd s[2];
     mts_fm_sumd_init(&s[0]);
     mts_fm_sumd_init(&s[1]);
-    channel_sums(SUM_BWD, N, C, HW, c, dy, xhat, 0.0, s);
+    bwd_sums(&src, N, C, HW, c, s, relu, fromx);
     double sg = mts_fm_sumd_sum(&s[0]), sgx = mts_fm_sumd_sum(&s[1]);
     if (dgamma) dgamma[c] = (float)sgx;
     if (dbeta) dbeta[c] = (float)sg;
@@ -231,26 +300,43 @@ static void bwd_channel(int c, int N, int C, int HW, const float *dy, const floa
     const float k = gamma[c] * invstd[c], mg = (float)(sg / cnt), mgx = (float)(sgx / cnt);
     for (int n = 0; n < N; n++) {
         size_t off = ((size_t)n * C + c) * HW;
-        const float *d = dy + off, *h = xhat + off;
         float *o = dx + off;
         if (pz)
-            for (int i = 0; i < HW; i++) o[i] = 0.0f + k * (d[i] - mg - h[i] * mgx);
+            for (int i = 0; i < HW; i++)
+                o[i] = 0.0f + k * (src_d(&src, off + i, relu) - mg - src_h(&src, off + i, fromx) * mgx);
         else
-            for (int i = 0; i < HW; i++) o[i] = k * (d[i] - mg - h[i] * mgx);
+            for (int i = 0; i < HW; i++)
+                o[i] = k * (src_d(&src, off + i, relu) - mg - src_h(&src, off + i, fromx) * mgx);
     }
 }
 
-void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
-                        const float *invstd, float *dx, float *dgamma, float *dbeta, int pz)
+/* One instance per source kind, so the term loads compile branch-free. */
+static void bwd_channel(int c, int N, int C, int HW, const bn_src *src, const float *gamma, const float *invstd,
+                        float *dx, float *dgamma, float *dbeta, int pz)
+{
+    bn_src s = *src;
+    int relu = s.ry != NULL, fromx = s.xhat == NULL;
+    if (relu && fromx) bwd_channel_k(c, N, C, HW, s, gamma, invstd, dx, dgamma, dbeta, pz, 1, 1);
+    else if (relu) bwd_channel_k(c, N, C, HW, s, gamma, invstd, dx, dgamma, dbeta, pz, 1, 0);
+    else if (fromx) bwd_channel_k(c, N, C, HW, s, gamma, invstd, dx, dgamma, dbeta, pz, 0, 1);
+    else bwd_channel_k(c, N, C, HW, s, gamma, invstd, dx, dgamma, dbeta, pz, 0, 0);
+}
+
+void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *ry, const float *gamma,
+                        const float *xhat, const float *x, const float *mean, const float *invstd, float *dx,
+                        float *dgamma, float *dbeta, int pz)
 {
     int T = bn_threads(threads, N, C, HW);
     (void)T;
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
-    for (int c = 0; c < C; c++) bwd_channel(c, N, C, HW, dy, gamma, xhat, invstd, dx, dgamma, dbeta, pz);
+    for (int c = 0; c < C; c++) {
+        bn_src s = {dy, ry, xhat, x, xhat ? 0.0f : mean[c], invstd[c]};
+        bwd_channel(c, N, C, HW, &s, gamma, invstd, dx, dgamma, dbeta, pz);
+    }
 }
 
 void mts_bn_backward(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
                      const float *invstd, float *dx, float *dgamma, float *dbeta)
 {
-    mts__bn_backward_t(1, N, C, HW, dy, gamma, xhat, invstd, dx, dgamma, dbeta, 0);
+    mts__bn_backward_t(1, N, C, HW, dy, NULL, gamma, xhat, NULL, NULL, invstd, dx, dgamma, dbeta, 0);
 }

@@ -391,6 +391,27 @@ static void init_params(mts_net *net, uint64_t seed)
     }
 }
 
+/* Pairs each BN node with the ReLU that is its only reader (ResNet's
+ * conv - BN - ReLU): the BN then writes the ReLU's output and takes the
+ * ReLU's backward into its own (bn.c), two passes over the activations
+ * fewer each way. The BN's own y and dy are then never written. */
+static void fuse_bn_relu(mts_net *net)
+{
+    for (int i = 1; i < net->n; i++) {
+        mts_layer *b = &net->l[i];
+        int readers = 0, relu = 0;
+        for (int j = i + 1; j < net->n; j++) {
+            const mts_layer *r = &net->l[j];
+            readers += (r->in0 == i) + (r->in1 == i);
+            if (r->kind == MTS_L_RELU && r->in0 == i) relu = j;
+        }
+        if (b->kind == MTS_L_BN && readers == 1 && relu) {
+            b->fused = relu;
+            net->l[relu].fused = 1;
+        }
+    }
+}
+
 int mts_net_build(mts_net *net, int batch, uint64_t seed, mts_err *err)
 {
     if (net->built) return mts_fail(err, MTS_EINVAL, "net %s: built twice", net->name);
@@ -424,11 +445,7 @@ int mts_net_build(mts_net *net, int batch, uint64_t seed, mts_err *err)
         l->y = calloc(sz, sizeof(float));
         l->dy = calloc(sz, sizeof(float));
         if (!l->y || !l->dy) goto oom;
-        if (l->kind == MTS_L_BN) {
-            l->aux = calloc(sz, sizeof(float));
-            l->aux2 = calloc((size_t)l->c, sizeof(float));
-            if (!l->aux || !l->aux2) goto oom;
-        }
+        if (l->kind == MTS_L_BN && !(l->aux2 = calloc((size_t)l->c * 2, sizeof(float)))) goto oom;
         if (l->kind == MTS_L_MAXPOOL && !(l->argmax = calloc(sz, sizeof(int32_t)))) goto oom;
         if (l->kind == MTS_L_LAYERNORM) {
             l->aux = calloc(sz, sizeof(float));
@@ -436,6 +453,7 @@ int mts_net_build(mts_net *net, int batch, uint64_t seed, mts_err *err)
             if (!l->aux || !l->aux2) goto oom;
         }
     }
+    fuse_bn_relu(net);
     net->built = 1;
     init_params(net, seed);
     return MTS_OK;
@@ -486,11 +504,13 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
         case MTS_L_MAXPOOL: mts_maxpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y, l->argmax); break;
         case MTS_L_AVGPOOL: mts_avgpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y); break;
         case MTS_L_GAP: mts_gap_forward(N, a->c, a->h * a->w, a->y, l->y); break;
-        case MTS_L_RELU: mts__relu_forward_t(nn_threads(ctx), sz, a->y, l->y); break;
+        case MTS_L_RELU:
+            if (!l->fused) mts__relu_forward_t(nn_threads(ctx), sz, a->y, l->y); /* else: its BN wrote it */
+            break;
         case MTS_L_BN:
-            mts__bn_forward_t(nn_threads(ctx), train, N, l->c, l->h * l->w, a->y, w, w + l->c,
-                              net->state + l->soff, net->state + l->soff + l->c, BN_MOMENTUM, BN_EPS, l->y, l->aux,
-                              l->aux2);
+            mts__bn_forward_t(nn_threads(ctx), train, l->fused > 0, N, l->c, l->h * l->w, a->y, w, w + l->c,
+                              net->state + l->soff, net->state + l->soff + l->c, BN_MOMENTUM, BN_EPS,
+                              l->fused ? net->l[l->fused].y : l->y, NULL, l->aux2, l->aux2 + l->c);
             break;
         case MTS_L_ADD: mts__add_t(nn_threads(ctx), sz, a->y, net->l[l->in1].y, l->y); break;
         case MTS_L_FLATTEN: memcpy(l->y, a->y, sizeof(float) * sz); break;
@@ -592,7 +612,7 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
         const float *w = net->param + l->poff;
         float *g = net->grad + l->poff;
         size_t asz = node_size(a) * (size_t)N, sz = node_size(l) * (size_t)N;
-        if (!seen[i]) { /* no consumer gave this node a gradient: zero */
+        if (!seen[i] && !(l->kind == MTS_L_BN && l->fused)) { /* no consumer gave this node a gradient: zero */
             memset(l->dy, 0, sizeof(float) * sz);
             seen[i] = 1;
         }
@@ -625,11 +645,15 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             if (dx) mts_gap_backward(N, a->c, a->h * a->w, l->dy, dx);
             break;
         case MTS_L_RELU:
-            if (dx) mts__relu_backward_t(T, sz, l->y, l->dy, dx, pz = direct);
+            if (l->fused) dx = NULL; /* its BN takes this backward into its own */
+            else if (dx) mts__relu_backward_t(T, sz, l->y, l->dy, dx, pz = direct);
             break;
-        case MTS_L_BN:
-            mts__bn_backward_t(T, N, l->c, l->h * l->w, l->dy, w, l->aux, l->aux2, dx, g, g + l->c, pz = direct);
+        case MTS_L_BN: {
+            const mts_layer *r = l->fused ? &net->l[l->fused] : NULL;
+            mts__bn_backward_t(T, N, l->c, l->h * l->w, r ? r->dy : l->dy, r ? r->y : NULL, w, NULL, a->y,
+                               l->aux2 + l->c, l->aux2, dx, g, g + l->c, pz = direct);
             break;
+        }
         case MTS_L_ADD:
             if (dx && direct) mts__copy_pz_t(T, sz, l->dy, dx);
             else if (dx) memcpy(dx, l->dy, sizeof(float) * sz);

@@ -49,13 +49,20 @@ void nn_layers_bind(nn_layers *L, int nnodes, const mts_nn_ctx *train, const mts
 void nn_layers_close(nn_layers *L);
 
 /* mts_bn_forward / mts_bn_backward with channels split among threads
- * (same bits for any count; one thread below 2^16 elements) (bn.c); pz:
- * dx = +0 + each result. */
-void mts__bn_forward_t(int threads, int train, int N, int C, int HW, const float *x, const float *gamma,
+ * (same bits for any count; one thread below 2^16 elements) (bn.c).
+ * Forward: relu 1 writes max(v, +0) of each result v into y, as
+ * mts_relu_forward would from the BN's output (which is not stored); mean
+ * (optional, C floats) keeps each channel's mean for a backward from x.
+ * Backward: xhat, or NULL to recompute it from the forward's input x and
+ * mean (the same bits); ry non-NULL: dy is the gradient of the ReLU whose
+ * output is ry, the BN's own gradient being ry > 0 ? +0 + dy : +0 (what
+ * mts__relu_backward_t with pz writes); pz: dx = +0 + each result. */
+void mts__bn_forward_t(int threads, int train, int relu, int N, int C, int HW, const float *x, const float *gamma,
                        const float *beta, float *rmean, float *rvar, float mom, float eps, float *y, float *xhat,
-                       float *invstd);
-void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
-                        const float *invstd, float *dx, float *dgamma, float *dbeta, int pz);
+                       float *invstd, float *mean);
+void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *ry, const float *gamma,
+                        const float *xhat, const float *x, const float *mean, const float *invstd, float *dx,
+                        float *dgamma, float *dbeta, int pz);
 
 /* Elementwise passes of n floats split among threads (same bits for any
  * count; one thread below 2^16 elements) (act.c): ReLU forward and
