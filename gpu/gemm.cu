@@ -12,7 +12,7 @@
 // nothing here restates a rule (tests/test_gpu.cpp compares with
 // mts_gemm_ref, on a GPU and under the CUDA emulation, gpu/emu/).
 //
-// Two numbered kernels (llm.c style), both validated against mts_gemm_ref
+// Three numbered kernels (llm.c style), each validated against mts_gemm_ref
 // (tests/test_gpu.cpp runs every check through each):
 //   kernel 1  gemm_kernel: the readable reference. One thread per output,
 //             16x16 operand tiles in shared memory, the scalar product of
@@ -26,8 +26,11 @@
 //             table's entries as floats in [1, 2^23) held in shared memory
 //             (M <= 7) - exact, see lutf_product. Other providers use the
 //             scalar product of kernel 1 on the staged operands.
-// Each output is still one thread's sequential sum in k from +0, so both
-// kernels give the bits of mts_gemm_ref whatever the tiling.
+//   kernel 3  gemm3_kernel: long sums over few outputs (weight gradients):
+//             eight warps per 8x4 outputs, seven forming the next products
+//             into shared memory while one adds the current ones in order.
+// Each output is still one thread's sequential sum in k from +0, so every
+// kernel gives the bits of mts_gemm_ref whatever the tiling.
 #include <cuda_runtime.h>
 #if defined(MTS_HAVE_CUBLAS)
 #include <cublas_v2.h>
@@ -597,17 +600,135 @@ int sm_count()
     return n;
 }
 
-// Kernel 2 with tile `kernel` (2 Wide, 3 Narrow, 4 Single) or, for 0, the
-// tile the shape asks for: Narrow for n <= 16 with a block per SM, Wide
-// with two blocks per SM, else Single.
+// ------------------------------------------------------------ kernel 3
+
+// Long sums (plan kernel 5): few outputs, each a sum over a long k - a
+// weight gradient's 16 x 144 outputs over k = batch x pixels = 131,072. In
+// kernel 2's Single tile the 32 threads that own the sums also stage every
+// operand and form every product, one warp per SM with nothing to hide its
+// latencies. Here a block of eight warps owns 8 x 4 outputs: warps 1-7 form
+// the products of the next L_BK k into shared memory (one k and one output
+// column per thread, the eight rows in turn; for FMAq with Q_prod applied)
+// while warp 0, a lane per output, adds the current L_BK in k order - the
+// very sequence of adds of kernel 1 (FMAq: mts_fmaq_hd split into its
+// Q_prod and its accumulate), so the same bits. One barrier per step.
+const int L_BM = 8, L_BN = 4, L_BK = 56, L_NT = 256;
+// a step's products P[k][lane] (lane = row * 4 + column) at a row stride of
+// 36 words: the producers' writes (8 k x 4 columns a warp) and warp 0's
+// reads (one k, 32 lanes) both fall into 32 different banks
+const int L_PS = 36;
+
+template <int PK, bool FMAQ>
+__device__ inline void gemm3_produce(const Job &g, const float *A, const float *B, const float *T, int i0, int j0,
+                                     int k0, int p, uint32_t (*P)[L_PS])
+{
+    const int kk = p / L_BN, c = p % L_BN, k = k0 + kk;
+    if (k >= g.k) return; // past the sum's end: warp 0 stops before it
+    uint32_t sb, ib = 0;
+    int safe_b = stage_op<PK>(g, load_raw(B, g.ldb, g.transB, k, j0 + c, g.k, g.n), 0, &sb, &ib);
+    for (int r = 0; r < L_BM; r++) {
+        uint32_t sa, ia = 0;
+        int safe = stage_op<PK>(g, load_raw(A, g.lda, g.transA, i0 + r, k, g.m, g.k), 1, &sa, &ia) && safe_b;
+        float p;
+        if (PK == PK_F32) p = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
+        else if (PK == PK_SCALAR) p = mts_u2f(product(g, sa, sb));
+        else p = safe ? lutf_product<false>(T, sa, ia, sb, ib) : lutf_product<true>(T, sa, ia, sb, ib);
+        P[kk][r * L_BN + c] = FMAQ ? mts_q_hd(&g.qprod, mts_f2u(p)) : mts_f2u(p);
+    }
+}
+
+template <int PK, bool FMAQ>
+__global__ void __launch_bounds__(L_NT) gemm3_kernel(Job g)
+{
+    __shared__ uint32_t P[2][L_BK][L_PS]; // products (bits), double-buffered
+    MTS_DYNAMIC_SHARED(float, Ts);        // PK_LUTF_SMEM: the table, swizzled as stage_op indexes it
+    const int tid = threadIdx.x;
+    const int i0 = blockIdx.y * L_BM, j0 = blockIdx.x * L_BN;
+    const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
+    const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
+    float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
+    const float *T = g.Tf;
+    if (PK == PK_LUTF_SMEM) {
+        for (int t = tid; t < g.tf_n; t += L_NT) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t];
+        T = Ts;
+        __syncthreads();
+    }
+    const int steps = (g.k + L_BK - 1) / L_BK;
+    if (tid >= 32 && steps > 0) gemm3_produce<PK, FMAQ>(g, A, B, T, i0, j0, 0, tid - 32, P[0]);
+    __syncthreads();
+    float acc = 0.0f;
+    uint32_t y = 0, s = 0;
+    int inchunk = 0, first = 1;
+    for (int st = 0; st < steps; st++) {
+        if (tid < 32) { // warp 0: the sums, one lane per output
+            const uint32_t(*Q)[L_PS] = P[st & 1];
+            int kend = g.k - st * L_BK < L_BK ? g.k - st * L_BK : L_BK;
+            for (int kk = 0; kk < kend; kk++) {
+                if (!FMAQ) {
+                    acc = mts_fm_add(acc, mts_u2f(Q[kk][tid]));
+                } else {
+                    s = mts_qadd_hd(&g.qacc, Q[kk][tid], s);
+                    if (++inchunk == g.chunk) {
+                        y = first ? s : mts_qadd_hd(&g.qacc, y, s);
+                        first = 0;
+                        s = 0;
+                        inchunk = 0;
+                    }
+                }
+            }
+        } else if (st + 1 < steps) {
+            gemm3_produce<PK, FMAQ>(g, A, B, T, i0, j0, (st + 1) * L_BK, tid - 32, P[(st + 1) & 1]);
+        }
+        __syncthreads();
+    }
+    if (tid >= 32) return;
+    int i = i0 + tid / L_BN, j = j0 + tid % L_BN;
+    if (i >= g.m || j >= g.n) return;
+    float v = acc;
+    if (FMAQ) v = mts_u2f(inchunk ? (first ? s : mts_qadd_hd(&g.qacc, y, s)) : y);
+    mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, v);
+}
+
+// Launches kernel 3 for job g (the table's shared memory opted in, as launch2).
+template <int PK, bool FMAQ> cudaError_t launch3(const Job &g)
+{
+    dim3 grid((unsigned)((g.n + L_BN - 1) / L_BN), (unsigned)((g.m + L_BM - 1) / L_BM),
+              (unsigned)(g.bt.outer * g.bt.inner));
+    size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
+    if (smem > 0) {
+        cudaError_t e =
+            cudaFuncSetAttribute(gemm3_kernel<PK, FMAQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    MTS_LAUNCH((gemm3_kernel<PK, FMAQ>), grid, dim3(L_NT), smem, 0)(g);
+    return cudaGetLastError();
+}
+
+cudaError_t run_kernel3(const Job &g)
+{
+    if (g.prod == PROD_F32) return launch3<PK_F32, false>(g);
+    if (g.prod == PROD_LUT && g.Tf) {
+        if (g.tf_n <= TF_SMEM_MAX)
+            return g.fmaq ? launch3<PK_LUTF_SMEM, true>(g) : launch3<PK_LUTF_SMEM, false>(g);
+        return g.fmaq ? launch3<PK_LUTF_GLOBAL, true>(g) : launch3<PK_LUTF_GLOBAL, false>(g);
+    }
+    return g.fmaq ? launch3<PK_SCALAR, true>(g) : launch3<PK_SCALAR, false>(g);
+}
+
+// Plan kernel `kernel`: kernel 2 with its tile (2 Wide, 3 Narrow, 4
+// Single), kernel 3 (5), or, for 0, what the shape asks for: Narrow for n
+// <= 16 with a block per SM, Wide with two blocks per SM, else kernel 3
+// for sums of L_LONG_K products or more, Single for shorter ones.
+const int L_LONG_K = 512;
 cudaError_t run_kernel2(const Job &g, int kernel)
 {
     if (kernel == 0) {
         long long sms = sm_count(), wide = (long long)((g.m + 63) / 64) * ((g.n + 63) / 64);
-        kernel = g.n <= 16 && (g.m + 255) / 256 >= sms ? 3 : wide >= 2 * sms ? 2 : 4;
+        kernel = g.n <= 16 && (g.m + 255) / 256 >= sms ? 3 : wide >= 2 * sms ? 2 : g.k >= L_LONG_K ? 5 : 4;
     }
     if (kernel == 2) return launch2_tile<Wide>(g);
     if (kernel == 3) return launch2_tile<Narrow>(g);
+    if (kernel == 5) return run_kernel3(g);
     return launch2_tile<Single>(g);
 }
 
@@ -770,7 +891,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 {
     if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    if (kernel < 0 || kernel > 4) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 4)", kernel);
+    if (kernel < 0 || kernel > 5) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 5)", kernel);
     plan->kernel = kernel;
     return MTS_OK;
 }

@@ -331,11 +331,11 @@ int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, in
 }
 
 // Our GPU GEMM against mts_gemm_ref on one shape: mts_gpu_gemm (host
-// pointers, the default kernel choice) and each numbered kernel (1 to 4; INT
+// pointers, the default kernel choice) and each numbered kernel (1 to 5; INT
 // has 1 and 2) through its own plan; prints the first mismatches with indices and both
 // results in hex. gen: the operand generator (default: every special case).
 void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what,
-           float (*gen)(uint64_t *) = operand, int kmax = 4)
+           float (*gen)(uint64_t *) = operand, int kmax = 5)
 {
     uint64_t s = seed;
     int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 1;
@@ -388,7 +388,7 @@ void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float bet
 const int kShapes[][3] = {{1, 1, 1}, {1, 7, 3}, {17, 1, 33}, {31, 37, 41}, {16, 16, 16}, {33, 17, 65}, {5, 3, 0}};
 
 // kmax: the numbered kernels run beside the default choice (TiledKernelEveryProductKind runs them all)
-void check_all(const mts_provider &p, const char *what, int kmax = 4)
+void check_all(const mts_provider &p, const char *what, int kmax = 5)
 {
     uint64_t seed = 1;
     for (auto &sh : kShapes)
@@ -415,7 +415,7 @@ TEST(GpuGemm, LutEveryMantissaWidth)
         ASSERT_EQ(mts_mulop_model(&op, M <= 7 ? "mbm" : "trunc", &f, &err), MTS_OK) << err.msg;
         ASSERT_EQ(mts_lut_generate(&op, &lut, &err), MTS_OK) << err.msg;
         std::string what = "lut M=" + std::to_string(M);
-        check_all(prov(MTS_PROV_LUT, &lut), what.c_str(), M == 7 || M == 10 ? 4 : 1);
+        check_all(prov(MTS_PROV_LUT, &lut), what.c_str(), M == 7 || M == 10 ? 5 : 1);
         mts_provider wide = prov(MTS_PROV_LUT, &lut); // operands quantized wider, then truncated
         wide.in_fmt = mts_format_e8(M + 3);
         check(wide, 19, 23, 29, 0, 1, 0.0f, 99, (what + " in_fmt M+3").c_str());
@@ -518,8 +518,9 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     uint64_t seed = 40;
     for (auto &cs : cases)
         for (int t = 0; t < 4; t++) {
-            check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical);
-            check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand);
+            // kernels 1-4 (kernel 5 has its own test, LongSumKernelEveryProductKind)
+            check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical, 4);
+            check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand, 4);
         }
     // INT tables: 16-bit entries in shared memory (signed, unsigned), 32-bit
     // ones from global memory, sums in int32 and (entries near 2^27) int64
@@ -540,6 +541,54 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
         check(cs.p, 70, 130, 1, 0, 1, 0.0f, seed++, cs.what, mid);
     }
     mts_lut_free(&l7), mts_lut_free(&l10), mts_lut_free(&l5), mts_lut_free(&lz), mts_lut_free(&la);
+}
+
+// Kernel 3 (plan kernel 5, the long sums of weight gradients) and the
+// default choice that picks it (k >= 512, too few outputs for the wide
+// tile): sums over several of its 56-product steps and a ragged last one,
+// 8 x 4 output tiles cut at every edge, FMAq chunks that end inside a step
+// and across steps (chunk 5, 16, 56, 80), for every product kind: FP32,
+// the bf16 table in shared memory, a 10-bit table read from global memory,
+// the "fp32" model (FMAq over native products), with special operands.
+TEST(GpuGemm, LongSumKernelEveryProductKind)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_format f7 = mts_format_e8(7), f10 = mts_format_e8(10);
+    mts_lut l7{}, l10{}, lz{}, la{};
+    mts_mulop op;
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &l7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &lz, &err), MTS_OK) << err.msg;
+    lz.entry[3 * 128 + 5] = MTS_LUT_ZERO; // not bf16-like: the scalar product
+    ASSERT_EQ(mts_lut_generate(&op, &la, &err), MTS_OK) << err.msg;
+    for (size_t i = 0; i < la.n; i += 7) la.entry[i] ^= 1u << 10; // T[a][b] != T[b][a]: operand order
+    ASSERT_EQ(mts_mulop_model(&op, "trunc", &f10, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &l10, &err), MTS_OK) << err.msg;
+    mts_provider ps[] = {prov(MTS_PROV_NATIVE),   prov(MTS_PROV_LUT, &l7), prov(MTS_PROV_LUT, &l10),
+                         prov(MTS_PROV_LUT, &lz), prov(MTS_PROV_LUT, &la), prov(MTS_PROV_LUT, &l7),
+                         prov(MTS_PROV_NATIVE)};
+    const char *what[] = {"native",         "lut bf16",      "lut e8m10",  "lut bf16 zero entry",
+                          "lut asymmetric", "fmaq lut bf16", "fmaq native"};
+    const int shapes[][3] = {{9, 5, 601}, {8, 4, 56}, {3, 7, 57}, {17, 9, 113}, {1, 1, 520}};
+    uint64_t seed = 900;
+    for (int c = 0; c < 7; c++)
+        for (int chunk : {5, 16, 56, 80}) {
+            mts_provider p = ps[c];
+            if (c >= 5) {
+                p.fmaq = 1;
+                p.chunk = chunk;
+                p.qacc = qfmt(7, 4, 10, 1);
+                p.qprod = qfmt(7, 4, 12, 1, MTS_RNE);
+            } else if (chunk != 5)
+                continue; // no chunks without FMAq
+            std::string w = std::string(what[c]) + " chunk " + std::to_string(chunk);
+            for (auto &sh : shapes)
+                for (int t = 0; t < 4; t++)
+                    check(p, sh[0], sh[1], sh[2], t & 1, t >> 1, t == 2 ? -0.75f : 0.0f, seed++, w.c_str(),
+                          t == 3 ? operand : typical);
+        }
+    for (mts_lut *l : {&l7, &l10, &lz, &la}) mts_lut_free(l);
 }
 
 // The host-pointer path keeps plans between calls: a table rewritten in
@@ -596,7 +645,7 @@ TEST(GpuGemm, BatchedEqualsEachGemm)
                                        &R[o * bt.c_outer + i * bt.c_inner], ldc, &err),
                           MTS_OK)
                     << err.msg;
-        for (int kernel = 0; kernel <= 4; kernel++) {
+        for (int kernel = 0; kernel <= 5; kernel++) {
             mts_gpu_gemm_plan *pl = nullptr;
             void *d[3] = {nullptr, nullptr, nullptr};
             const std::vector<float> *h[3] = {&A, &B, &C0};
@@ -640,8 +689,8 @@ TEST(GpuGemm, KernelNumbersAreChecked)
     mts_provider p = prov(MTS_PROV_NATIVE);
     mts_gpu_gemm_plan *pl = nullptr;
     ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
-    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 5, &err), MTS_EINVAL);
-    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 5"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 6, &err), MTS_EINVAL);
+    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 6"), std::string::npos) << err.msg;
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, -1, &err), MTS_EINVAL);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 1, &err), MTS_OK);
     mts_gpu_plan_close(pl);

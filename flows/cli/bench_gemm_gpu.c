@@ -5,6 +5,10 @@
  * kernel 1), LUT e8m10 (table in global memory / L2), FMAq M7E4 (bf16 LUT
  * products, biases 12/10, chunk 16), INT8 table (its per-call ranges and
  * quantization on the device included).
+ * Then a weight gradient's shape, ResNet-20's first stage at batch 128 (16 x
+ * 144 outputs, sums over k = 131,072): cuBLAS, and NATIVE, LUT bf16 and
+ * FMAq through kernel 2's one-output-per-thread tile (plan kernel 4) and
+ * the long-sum kernel 3 (plan kernel 5, what the default picks there).
  * Prints the time, approx-MAC/s, the ratio to cuBLAS and the peak device
  * memory. docs/gemm.md, "GPU". */
 #include <stdio.h>
@@ -27,23 +31,70 @@
 static const char *const names[N_GPU] = {"cublas",   "native",    "lut-bf16", "lut-bf16-k1",
                                          "lut-m10", "fmaq-m7e4", "int8"};
 
-/* Best wall time (s) of reps runs of provider idx after a warm-up, on the
- * device operands dA, dB, dC. */
-static int time_one(int idx, const mts_gpu_gemm_plan *pl, int n, int reps, const float *dA, const float *dB, float *dC,
-                    double *best, mts_err *err)
+/* Best wall time (s) of reps runs of provider idx (0: cuBLAS) after a
+ * warm-up, an m x n x k GEMM on the device operands dA, dB, dC (row-major,
+ * no transposes). */
+static int time_one(int idx, const mts_gpu_gemm_plan *pl, int m, int n, int k, int reps, const float *dA,
+                    const float *dB, float *dC, double *best, mts_err *err)
 {
     *best = 1e30;
     for (int r = 0; r <= reps; r++) {
         double t0 = mts_clock_now();
         int rc;
-        if (idx == 0) rc = mts_gpu_sgemm_cublas(n, n, n, dA, dB, dC, err);
-        else rc = mts_gpu_gemm_dev(pl, 0, 0, n, n, n, dA, n, dB, n, 0.0f, dC, n, err);
+        if (idx == 0) rc = mts_gpu_sgemm_cublas(m, n, k, dA, dB, dC, err);
+        else rc = mts_gpu_gemm_dev(pl, 0, 0, m, n, k, dA, k, dB, n, 0.0f, dC, n, err);
         if (rc == MTS_OK) rc = mts_gpu_sync(err);
         if (rc != MTS_OK) return rc;
         double t = mts_clock_now() - t0;
         if (r > 0 && t < *best) *best = t; /* run 0 is the warm-up */
     }
     return MTS_OK;
+}
+
+/* The weight-gradient rows (see the header): providers 1, 2 and 5 of p
+ * through plan kernels 4 and 5, beside cuBLAS; 0 or the CLI's status. */
+static int bench_wgrad(const mts_provider *p, int reps)
+{
+    const int m = 16, n = 144, k = 131072, which[3] = {1, 2, 5};
+    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+    float *h = malloc((na + nb) * sizeof(float));
+    void *d[3] = {0};
+    mts_err err;
+    int status = 0;
+    if (!h) return cli_error(CMD, "out of host memory for the weight-gradient operands");
+    mts_rng rng = {2};
+    for (size_t j = 0; j < na + nb; j++) h[j] = mts_rng_uniform(&rng) * 2.0f - 1.0f;
+    if (mts_gpu_alloc(&d[0], na * sizeof(float), &err) || mts_gpu_alloc(&d[1], nb * sizeof(float), &err) ||
+        mts_gpu_alloc(&d[2], nc * sizeof(float), &err) || mts_gpu_upload(d[0], h, na * sizeof(float), &err) ||
+        mts_gpu_upload(d[1], h + na, nb * sizeof(float), &err))
+        status = cli_error(CMD, "weight-gradient operands: %s", err.msg);
+    double macs = (double)m * n * k, tc = 0;
+    if (!status) {
+        int rc = time_one(0, NULL, m, n, k, reps, d[0], d[1], d[2], &tc, &err);
+        if (rc == MTS_OK)
+            printf("%-6s %-12s %10.3f %14.3e %9.2f   (%d x %d outputs, k %d)\n", "wgrad", "cublas", tc * 1e3,
+                   macs / tc, 1.0, m, n, k);
+        else if (rc == MTS_EUNSUPPORTED) tc = 0;
+        else status = cli_error(CMD, "cublas, weight-gradient shape: %s", err.msg);
+    }
+    for (int w = 0; w < 3 && !status; w++)
+        for (int kern = 4; kern <= 5 && !status; kern++) {
+            mts_gpu_gemm_plan *pl = NULL;
+            double t;
+            char name[32];
+            snprintf(name, sizeof name, "%s-k%d", names[which[w]], kern);
+            if (mts_gpu_plan_open(&p[which[w]], &pl, &err) || mts_gpu_plan_set_kernel(pl, kern, &err) ||
+                time_one(which[w], pl, m, n, k, reps, d[0], d[1], d[2], &t, &err))
+                status = cli_error(CMD, "%s, weight-gradient shape: %s", name, err.msg);
+            else
+                printf("%-6s %-12s %10.3f %14.3e %9.2f %12.1f\n", "wgrad", name, t * 1e3, macs / t,
+                       tc > 0 ? t / tc : 0.0, (double)mts_gpu_peak_bytes() / (1 << 20));
+            fflush(stdout);
+            mts_gpu_plan_close(pl);
+        }
+    for (int j = 0; j < 3; j++) mts_gpu_free(d[j]);
+    free(h);
+    return status;
 }
 
 int cmd_bench_gemm_cuda(int argc, char **argv)
@@ -56,7 +107,8 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
         if (cli_is_help(a)) {
             printf("usage: mantis bench gemm --device cuda [--sizes N[,N...]] [--reps R] [--model mbm|exact]\n"
                    "  cuBLAS SGEMM (TF32 off) vs our GPU NATIVE, LUT bf16 (kernels 2 and 1), LUT e8m10, FMAq M7E4, INT8\n"
-                   "  (default sizes 1024,4096,8192; reps 1 after a warm-up)\n");
+                   "  (default sizes 1024,4096,8192; reps 1 after a warm-up), then a weight gradient's shape\n"
+                   "  (16 x 144 outputs, k 131072) through plan kernels 4 and 5\n");
             return 0;
         }
         if (!v) return cli_error(CMD, "option '%s' needs a value", a);
@@ -127,7 +179,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
                 status = cli_error(CMD, "%s", err.msg);
         double t[N_GPU];
         for (int i = 0; i < N_GPU && !status; i++) {
-            int rc = time_one(i, pl[i], n, reps, d[0], d[1], d[2], &t[i], &err);
+            int rc = time_one(i, pl[i], n, n, n, reps, d[0], d[1], d[2], &t[i], &err);
             if (rc == MTS_EUNSUPPORTED && i == 0) { /* no cuBLAS: the others still run */
                 printf("%-6d %-12s %s\n", n, names[i], err.msg);
                 t[0] = 0;
@@ -145,6 +197,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
         for (int j = 0; j < 3; j++) mts_gpu_free(d[j]);
         free(h);
     }
+    if (!status) status = bench_wgrad(p, reps);
     for (int i = 0; i < N_GPU; i++) mts_gpu_plan_close(pl[i]);
     mts_lut_free(&l7);
     mts_lut_free(&l10);
