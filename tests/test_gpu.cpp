@@ -1580,9 +1580,20 @@ TEST(GpuTrain, CliCudaEqualsCpu)
         if (require_gpu()) FAIL() << "MANTIS_REQUIRE_GPU is set, but " << data << " has no MNIST";
         GTEST_SKIP() << data << " has no MNIST (mantis data fetch mnist)";
     }
-    const char *muls[] = {"--mul fp32",
-                          "--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12"};
-    for (const char *mul : muls) {
+    // an integer table: the per-GEMM path (no resident twin), its quantization-aware
+    // layers' integer sums on the CPU, the float backward GEMMs on the device
+    std::string i8 = tmpdir() + "/int8u.lut";
+    {
+        mts_lut t;
+        mts_err err;
+        ASSERT_EQ(mts_intmul_exact_lut(8, 0, &t, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_lut_save(&t, i8.c_str(), &err), MTS_OK) << err.msg;
+        mts_lut_free(&t);
+    }
+    std::string muls[] = {"--mul fp32", "--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12",
+                          "--lut " + i8 + " --int-backward ste", "--lut " + i8 + " --int-backward table",
+                          "--lut " + i8 + " --int-backward approx"};
+    for (const std::string &mul : muls) {
         std::string dir = tmpdir(), common = "train --model lenet300 --data mnist --data-dir " + data +
                                              " --epochs 1 --subset 32 --test-subset 32 --batch 16 --seed 3 " + mul;
         CliResult cpu = run_cli(common + " --device cpu --json " + dir + "/cpu.json --checkpoint " + dir + "/ck-cpu");

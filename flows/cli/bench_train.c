@@ -254,6 +254,12 @@ static double run_conf(const train_bench_opts *o, const char *tmp, int mi, const
     argv[n] = NULL;
     int rc = mts_proc_run((char *const *)argv, &io);
     double s = rc == 0 ? epoch_seconds(json) : -1.0;
+    if (s >= 0 && q && o->cuda) { /* not resident: the row says where the time went (its gpu_path) */
+        mts_json *j = mts_json_load(json);
+        const char *gp = mts_json_str(j, "gpu_path", "");
+        if (strncmp(gp, "per-gemm", 8) == 0) snprintf(why, nw, "%s", gp);
+        mts_json_free(j);
+    }
     if (s < 0) {
         char msg[512];
         if (q == 0) torch_error(json, msg, sizeof msg);
@@ -412,7 +418,8 @@ int cmd_bench_train(int argc, char **argv)
             }
             char x[16] = "-";
             if (t[mi][0] > 0) snprintf(x, sizeof x, "%.2f", t[mi][q] / t[mi][0]);
-            printf("%-9s %-10s %9.2f %9s\n", models[mi].name, conf_names[q], t[mi][q], x);
+            printf("%-9s %-10s %9.2f %9s%s%s%s\n", models[mi].name, conf_names[q], t[mi][q], x, why[0] ? "  (" : "",
+                   why, why[0] ? ")" : "");
             fflush(stdout);
         }
     }

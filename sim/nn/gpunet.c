@@ -79,8 +79,8 @@ static int prov_ok(const mts_provider *p, const char *what, mts_err *err)
     mts_err e;
     if (mts_gpu_supports(p, &e) != MTS_OK) return mts_fail(err, MTS_EUNSUPPORTED, "%s provider: %s", what, e.msg);
     if (p->kind == MTS_PROV_INT)
-        return mts_fail(err, MTS_EUNSUPPORTED, "%s provider is an integer table (quantization-aware layers run on "
-                        "the CPU)", what);
+        return mts_fail(err, MTS_EUNSUPPORTED, "%s provider is an integer table (its quantization-aware layers "
+                        "have no CUDA twin: their integer sums run on the CPU)", what);
     return MTS_OK;
 }
 

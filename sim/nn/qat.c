@@ -59,8 +59,11 @@ static int qlayer_open(qlayer *q, const mts_nn_ctx *ctx, const float *w, int out
     const mts_provider *p = ctx->fwd;
     if (!p || p->kind != MTS_PROV_INT || !p->lut || p->lut->kind != MTS_LUT_INT)
         return mts_fail(err, MTS_EINVAL, "quantization-aware layer: the forward provider is not an integer table");
-    if (p->device != 0 || ctx->device != MTS_DEVICE_CPU)
-        return mts_fail(err, MTS_EUNSUPPORTED, "quantization-aware layers of integer tables run on the CPU only "
+    /* the integer sums run here on the CPU whatever p->device says (the
+     * per-GEMM path of --device cuda: the layer's float backward GEMMs
+     * still go where their provider says); host pointers only */
+    if (ctx->device != MTS_DEVICE_CPU)
+        return mts_fail(err, MTS_EUNSUPPORTED, "quantization-aware layers of integer tables take host pointers "
                         "(no CUDA twin yet)");
     q->lut = p->lut;
     q->bits = p->lut->int_bits;
