@@ -269,8 +269,8 @@ __global__ void bn_apply(int N, int C, int HW, const float *x, const float *gamm
     if (i >= (size_t)N * C * HW) return;
     int c = (int)((i / HW) % C);
     float h = __fmul_rn(__fsub_rn(x[i], mean[c]), is[c]);
-    if (xhat) xhat[i] = h;
-    y[i] = __fadd_rn(__fmul_rn(gamma[c], h), beta[c]);
+    if (xhat) xhat[i] = mts_fm_canon(h); // NaN: the CPU's bits (bn.c)
+    y[i] = mts_fm_canon(__fadd_rn(__fmul_rn(gamma[c], h), beta[c]));
 }
 __global__ void bn_dx(int N, int C, int HW, const float *dy, const float *gamma, const float *xhat,
                       const float *invstd, const double *sg, const double *sgx, float *dx)
@@ -280,17 +280,18 @@ __global__ void bn_dx(int N, int C, int HW, const float *dy, const float *gamma,
     int c = (int)((i / HW) % C);
     double cnt = (double)N * HW;
     float k = __fmul_rn(gamma[c], invstd[c]), mg = (float)__ddiv_rn(sg[c], cnt), mgx = (float)__ddiv_rn(sgx[c], cnt);
-    dx[i] = __fmul_rn(k, __fsub_rn(__fsub_rn(dy[i], mg), __fmul_rn(xhat[i], mgx)));
+    dx[i] = mts_fm_canon(__fmul_rn(k, __fsub_rn(__fsub_rn(dy[i], mg), __fmul_rn(xhat[i], mgx))));
 }
 __global__ void div_d(int n, const double *a, double d, double *q)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) q[i] = __ddiv_rn(a[i], d);
 }
+// BatchNorm's d-gamma / d-beta: the sums as floats, a NaN canonical (bn.c)
 __global__ void d2f(int n, const double *a, float *b)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) b[i] = (float)a[i];
+    if (i < n) b[i] = mts_fm_canon((float)a[i]);
 }
 
 // Pooling: one thread per output (forward) or per input element (backward gathers).

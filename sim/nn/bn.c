@@ -10,7 +10,11 @@
  * side by side, each its own FP64 chain (the chunk's sequential sum from +0,
  * the terms formed by the same FP64 operations), and the chunk sums go into
  * the pairwise tree in their order; the rest term by term. Elementwise
- * passes are the reference's FP32 expressions. The passes are bound by
+ * passes are the reference's FP32 expressions. Every output that can be a
+ * NaN (y, xhat, dx, dgamma, dbeta) is fmath.h's canonical NaN: with a NaN
+ * statistic (an inf or NaN input) two NaNs of different signs meet in one
+ * operation (gamma * invstd against the mean), and which one an x86
+ * instruction passes on depends on the compiler's operand order. The passes are bound by
  * memory at ResNet-20's sizes (8 MB per layer and pass at batch 128), so
  * the net's forms move less: the backward recomputes xhat from the BN's
  * input (kept by the net anyway) instead of reading a stored copy, and a
@@ -60,8 +64,8 @@ void mts_bn_forward_ref(int train, int N, int C, int HW, const float *x, const f
             size_t off = ((size_t)n * C + c) * HW;
             for (int i = 0; i < HW; i++) {
                 float h = (x[off + i] - mean) * is;
-                if (xhat) xhat[off + i] = h;
-                y[off + i] = gamma[c] * h + beta[c];
+                if (xhat) xhat[off + i] = mts_fm_canon(h);
+                y[off + i] = mts_fm_canon(gamma[c] * h + beta[c]);
             }
         }
     }
@@ -83,14 +87,14 @@ void mts_bn_backward_ref(int N, int C, int HW, const float *dy, const float *gam
             }
         }
         double sg = mts_fm_sumd_sum(&ag), sgx = mts_fm_sumd_sum(&agx);
-        if (dgamma) dgamma[c] = (float)sgx;
-        if (dbeta) dbeta[c] = (float)sg;
+        if (dgamma) dgamma[c] = mts_fm_canon((float)sgx);
+        if (dbeta) dbeta[c] = mts_fm_canon((float)sg);
         if (!dx) continue;
         /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)) */
         float k = gamma[c] * invstd[c], mg = (float)(sg / cnt), mgx = (float)(sgx / cnt);
         for (int n = 0; n < N; n++) {
             size_t off = ((size_t)n * C + c) * HW;
-            for (int i = 0; i < HW; i++) dx[off + i] = k * (dy[off + i] - mg - xhat[off + i] * mgx);
+            for (int i = 0; i < HW; i++) dx[off + i] = mts_fm_canon(k * (dy[off + i] - mg - xhat[off + i] * mgx));
         }
     }
 }
@@ -174,8 +178,8 @@ static void fwd_channel(int c, int train, int relu, int N, int C, int HW, const 
             float *hp = xhat + off;
             for (int i = 0; i < HW; i++) {
                 float h = (xp[i] - mean) * is;
-                hp[i] = h;
-                yp[i] = gc * h + bc;
+                hp[i] = mts_fm_canon(h);
+                yp[i] = mts_fm_canon(gc * h + bc);
             }
         } else if (relu)
             for (int i = 0; i < HW; i++) {
@@ -183,7 +187,7 @@ static void fwd_channel(int c, int train, int relu, int N, int C, int HW, const 
                 yp[i] = v > 0.0f ? v : 0.0f;
             }
         else
-            for (int i = 0; i < HW; i++) yp[i] = gc * ((xp[i] - mean) * is) + bc;
+            for (int i = 0; i < HW; i++) yp[i] = mts_fm_canon(gc * ((xp[i] - mean) * is) + bc);
     }
 }
 
@@ -294,8 +298,8 @@ BN_INLINE void bwd_channel_k(int c, int N, int C, int HW, bn_src src, const floa
     mts_fm_sumd_init(&s[1]);
     bwd_sums(&src, N, C, HW, c, s, relu, fromx);
     double sg = mts_fm_sumd_sum(&s[0]), sgx = mts_fm_sumd_sum(&s[1]);
-    if (dgamma) dgamma[c] = (float)sgx;
-    if (dbeta) dbeta[c] = (float)sg;
+    if (dgamma) dgamma[c] = mts_fm_canon((float)sgx);
+    if (dbeta) dbeta[c] = mts_fm_canon((float)sg);
     if (!dx) return;
     const float k = gamma[c] * invstd[c], mg = (float)(sg / cnt), mgx = (float)(sgx / cnt);
     for (int n = 0; n < N; n++) {
@@ -303,10 +307,10 @@ BN_INLINE void bwd_channel_k(int c, int N, int C, int HW, bn_src src, const floa
         float *o = dx + off;
         if (pz)
             for (int i = 0; i < HW; i++)
-                o[i] = 0.0f + k * (src_d(&src, off + i, relu) - mg - src_h(&src, off + i, fromx) * mgx);
+                o[i] = mts_fm_canon(0.0f + k * (src_d(&src, off + i, relu) - mg - src_h(&src, off + i, fromx) * mgx));
         else
             for (int i = 0; i < HW; i++)
-                o[i] = k * (src_d(&src, off + i, relu) - mg - src_h(&src, off + i, fromx) * mgx);
+                o[i] = mts_fm_canon(k * (src_d(&src, off + i, relu) - mg - src_h(&src, off + i, fromx) * mgx));
     }
 }
 
