@@ -830,48 +830,52 @@ TEST(NnBn, NetFormsEqualReference)
     }
 }
 
-// mts_net_build pairs a BN with the ReLU that is its only reader; a BN read
-// by an add, a ReLU after an add, and a BN read by a ReLU and an add stay
-// apart. The paired net gives the unpaired one's every bit (its output,
-// every gradient, the running statistics) through two SGD steps, on 1 and
-// 2 threads.
-TEST(NnBn, NetPairsBnWithItsReluBitExact)
+// mts_net_build pairs a BN, or a residual add, with the ReLU that is its only
+// reader; a BN read by an add, a ReLU read twice, a BN read by a ReLU and an
+// add, and an add read by global pooling stay apart. The add at node 10 has
+// a first input (node 9) that a later add also reads, so its backward takes
+// the paired form's other branch (its input's gradient not written first).
+// The paired net gives the unpaired one's every bit (its output, every
+// gradient, the running statistics) through two SGD steps, on 1 and 2
+// threads; 64 x 8 x 16 x 16 activations, so two threads split the passes.
+TEST(NnBn, NetPairsWithTheirRelusBitExact)
 {
     auto build = [](mts_net *net) {
         mts_err err;
-        ASSERT_EQ(mts_net_init(net, "bnrelu", 3, 16, 16, &err), MTS_OK);
-        ASSERT_GT(mts_net_conv(net, 8, 3, 1, 1, &err), 0);
-        ASSERT_GT(mts_net_bn(net, &err), 0);
-        int r0 = mts_net_relu(net, &err); // paired with the BN
+        ASSERT_EQ(mts_net_init(net, "relupairs", 3, 16, 16, &err), MTS_OK);
+        ASSERT_GT(mts_net_conv(net, 8, 3, 1, 1, &err), 0);  // 1
+        ASSERT_GT(mts_net_bn(net, &err), 0);                 // 2: paired with 3
+        int r0 = mts_net_relu(net, &err);                    // 3
         ASSERT_GT(r0, 0);
-        ASSERT_GT(mts_net_conv(net, 8, 3, 1, 1, &err), 0);
-        ASSERT_GT(mts_net_bn(net, &err), 0);
-        ASSERT_GT(mts_net_add(net, r0, &err), 0) << err.msg; // BN -> add: apart
-        ASSERT_GT(mts_net_relu(net, &err), 0);                // add -> ReLU: apart
-        int b2 = mts_net_bn(net, &err);                       // read by a ReLU and an add: apart
+        ASSERT_GT(mts_net_conv(net, 8, 3, 1, 1, &err), 0);   // 4
+        ASSERT_GT(mts_net_bn(net, &err), 0);                 // 5: read by an add
+        ASSERT_GT(mts_net_add(net, r0, &err), 0) << err.msg; // 6: paired with 7
+        ASSERT_GT(mts_net_relu(net, &err), 0);               // 7
+        int b2 = mts_net_bn(net, &err);                      // 8: read by a ReLU and an add
         ASSERT_GT(b2, 0);
-        ASSERT_GT(mts_net_relu(net, &err), 0);
-        ASSERT_GT(mts_net_add(net, b2, &err), 0) << err.msg;
+        int r9 = mts_net_relu(net, &err);                    // 9: read by two adds
+        ASSERT_GT(r9, 0);
+        ASSERT_GT(mts_net_add(net, b2, &err), 0) << err.msg; // 10: add(9, 8), paired with 11
+        ASSERT_GT(mts_net_relu(net, &err), 0);               // 11
+        ASSERT_GT(mts_net_add(net, r9, &err), 0) << err.msg; // 12: add(11, 9), read by the pooling
         ASSERT_GT(mts_net_gap(net, &err), 0);
         ASSERT_GT(mts_net_dense(net, 5, &err), 0);
-        ASSERT_EQ(mts_net_build(net, 8, 11, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_net_build(net, 64, 11, &err), MTS_OK) << err.msg;
     };
     mts_net net[2];
     build(&net[0]);
     build(&net[1]);
     if (HasFatalFailure()) return;
-    int paired = 0;
     for (int i = 0; i < net[0].n; i++) {
-        if (net[0].l[i].kind == MTS_L_BN) {
-            paired += net[0].l[i].fused != 0;
-            EXPECT_EQ(net[0].l[i].fused != 0, i == 2) << "node " << i;
-        }
+        const mts_layer &l = net[0].l[i];
+        int want = i == 2 ? 3 : i == 6 ? 7 : i == 10 ? 11 : i == 3 || i == 7 || i == 11 ? 1 : 0;
+        EXPECT_EQ(l.fused, want) << "node " << i << " (kind " << l.kind << ")";
         net[1].l[i].fused = 0; // the unpaired net: every op on its own
     }
-    ASSERT_EQ(paired, 1);
-    const int N = 8;
+    const int N = 64;
     vecf x = rnd((size_t)N * 3 * 16 * 16, 91, -2.0f, 2.0f);
-    std::vector<uint8_t> lab = {0, 1, 2, 3, 4, 0, 1, 2};
+    std::vector<uint8_t> lab(N);
+    for (int n = 0; n < N; n++) lab[n] = (uint8_t)(n % 5);
     for (int threads : {1, 2}) {
         mts_provider p = native_prov();
         p.threads = threads;
@@ -896,6 +900,53 @@ TEST(NnBn, NetPairsBnWithItsReluBitExact)
     }
     mts_net_free(&net[0]);
     mts_net_free(&net[1]);
+}
+
+// The residual add paired with its ReLU (act.c) against the ops it replaces,
+// bit for bit: forward mts__add_t then mts__relu_forward_t; backward the
+// ReLU's backward with pz into the add's gradient, mts__copy_pz_t for the
+// first input and the second input's first contribution (zeroed, then
+// mts__acc_t) or a later one (mts__acc_t). Signed zeros (+0 + -0 and -0 +
+// -0 tell the +0 rules apart), inf - inf, NaNs of both signs; 1 and 2
+// threads over 70,001 elements.
+TEST(NnAct, AddReluPairEqualsTheOps)
+{
+    const size_t n = 70001;
+    uint64_t s = 4711;
+    auto pick = [&](float base) {
+        switch (splitmix64(&s) % 12) {
+        case 0: return 0.0f;
+        case 1: return -0.0f;
+        case 2: return INFINITY;
+        case 3: return -INFINITY;
+        case 4: return NAN;
+        case 5: return -NAN;
+        default: return base;
+        }
+    };
+    vecf a(n), b(n), dy(n), sc0(n), ry(n);
+    vecf ra = rnd(n, 81), rb = rnd(n, 82), rd = rnd(n, 83), rs = rnd(n, 84);
+    for (size_t i = 0; i < n; i++) a[i] = pick(ra[i]), b[i] = pick(rb[i]), dy[i] = pick(rd[i]), sc0[i] = pick(rs[i]);
+    for (int threads : {1, 2}) {
+        SCOPED_TRACE(threads);
+        vecf sum(n), want(n, 7.0f), got(n, 7.0f);
+        mts__add_t(threads, n, a.data(), b.data(), sum.data());
+        mts__relu_forward_t(threads, n, sum.data(), want.data());
+        mts__add_relu_t(threads, n, a.data(), b.data(), got.data());
+        expect_bits("add + relu forward", got, want);
+        ry = want;
+        for (int first : {1, 0}) {
+            vecf g(n), dx_want(n), sc_want = sc0, dx(n, 7.0f), sc = sc0;
+            mts__relu_backward_t(threads, n, ry.data(), dy.data(), g.data(), 1);
+            mts__copy_pz_t(threads, n, g.data(), dx_want.data());
+            if (first) std::fill(sc_want.begin(), sc_want.end(), 0.0f);
+            mts__acc_t(threads, n, sc_want.data(), g.data());
+            mts__add_relu_backward_t(threads, n, ry.data(), dy.data(), dx.data(), sc.data(), first);
+            expect_bits("add + relu backward: first input", dx, dx_want);
+            expect_bits(first ? "add + relu backward: second input, first" : "add + relu backward: second input", sc,
+                        sc_want);
+        }
+    }
 }
 
 TEST_F(NnLut, DenseBitExactLut) { dense_bitexact(*this, lp); }

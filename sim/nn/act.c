@@ -60,6 +60,30 @@ void mts__add_t(int threads, size_t n, const float *a, const float *b, float *y)
     for (size_t i = 0; i < n; i++) y[i] = mts_fm_canon(a[i] + b[i]);
 }
 
+void mts__add_relu_t(int threads, size_t n, const float *a, const float *b, float *y)
+{
+    int T = ew_threads(threads, n);
+    (void)T;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (size_t i = 0; i < n; i++) {
+        float v = a[i] + b[i]; /* a NaN sum: +0 either way, canonical or not */
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+void mts__add_relu_backward_t(int threads, size_t n, const float *ry, const float *dy, float *dx, float *sc,
+                              int sc_first)
+{
+    int T = ew_threads(threads, n);
+    (void)T;
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
+    for (size_t i = 0; i < n; i++) {
+        float v = 0.0f + dy[i], g = ry[i] > 0.0f ? v : 0.0f; /* the ReLU's backward (pz) */
+        dx[i] = mts_fm_canon(0.0f + g);
+        sc[i] = mts_fm_canon((sc_first ? 0.0f : sc[i]) + g);
+    }
+}
+
 void mts__acc_t(int threads, size_t n, float *dst, const float *src)
 {
     int T = ew_threads(threads, n);

@@ -391,11 +391,12 @@ static void init_params(mts_net *net, uint64_t seed)
     }
 }
 
-/* Pairs each BN node with the ReLU that is its only reader (ResNet's
- * conv - BN - ReLU): the BN then writes the ReLU's output and takes the
- * ReLU's backward into its own (bn.c), two passes over the activations
- * fewer each way. The BN's own y and dy are then never written. */
-static void fuse_bn_relu(mts_net *net)
+/* Pairs each BN node, and each residual add of two other nodes, with the
+ * ReLU that is its only reader (ResNet's conv - BN - ReLU and add - ReLU):
+ * the node then writes the ReLU's output and takes the ReLU's backward
+ * into its own (bn.c, act.c), passes over the activations fewer each way.
+ * The node's own y and dy are then never written. */
+static void fuse_relu(mts_net *net)
 {
     for (int i = 1; i < net->n; i++) {
         mts_layer *b = &net->l[i];
@@ -405,7 +406,8 @@ static void fuse_bn_relu(mts_net *net)
             readers += (r->in0 == i) + (r->in1 == i);
             if (r->kind == MTS_L_RELU && r->in0 == i) relu = j;
         }
-        if (b->kind == MTS_L_BN && readers == 1 && relu) {
+        int add = b->kind == MTS_L_ADD && b->in0 > 0 && b->in1 > 0 && b->in0 != b->in1;
+        if ((b->kind == MTS_L_BN || add) && readers == 1 && relu) {
             b->fused = relu;
             net->l[relu].fused = 1;
         }
@@ -453,7 +455,7 @@ int mts_net_build(mts_net *net, int batch, uint64_t seed, mts_err *err)
             if (!l->aux || !l->aux2) goto oom;
         }
     }
-    fuse_bn_relu(net);
+    fuse_relu(net);
     net->built = 1;
     init_params(net, seed);
     return MTS_OK;
@@ -512,7 +514,10 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
                               net->state + l->soff, net->state + l->soff + l->c, BN_MOMENTUM, BN_EPS,
                               l->fused ? net->l[l->fused].y : l->y, NULL, l->aux2, l->aux2 + l->c);
             break;
-        case MTS_L_ADD: mts__add_t(nn_threads(ctx), sz, a->y, net->l[l->in1].y, l->y); break;
+        case MTS_L_ADD:
+            if (l->fused) mts__add_relu_t(nn_threads(ctx), sz, a->y, net->l[l->in1].y, net->l[l->fused].y);
+            else mts__add_t(nn_threads(ctx), sz, a->y, net->l[l->in1].y, l->y);
+            break;
         case MTS_L_FLATTEN: memcpy(l->y, a->y, sizeof(float) * sz); break;
         case MTS_L_MATMUL:
             rc = mts_matmul_forward(ctx, N, a->h, a->w, l->w, a->y, net->l[l->in1].y, l->y, err);
@@ -612,7 +617,7 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
         const float *w = net->param + l->poff;
         float *g = net->grad + l->poff;
         size_t asz = node_size(a) * (size_t)N, sz = node_size(l) * (size_t)N;
-        if (!seen[i] && !(l->kind == MTS_L_BN && l->fused)) { /* no consumer gave this node a gradient: zero */
+        if (!seen[i] && !l->fused) { /* no consumer gave this node a gradient: zero (a paired node reads its ReLU's) */
             memset(l->dy, 0, sizeof(float) * sz);
             seen[i] = 1;
         }
@@ -655,6 +660,16 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             break;
         }
         case MTS_L_ADD:
+            if (l->fused && direct) {
+                /* paired with its ReLU: both inputs' gradients from the ReLU's in one pass */
+                const mts_layer *r = &net->l[l->fused];
+                mts_layer *b = &net->l[l->in1];
+                mts__add_relu_backward_t(T, sz, r->y, r->dy, dx, b->dy, !seen[l->in1]);
+                seen[l->in1] = 1;
+                pz = 1;
+                break;
+            }
+            if (l->fused) mts__relu_backward_t(T, sz, net->l[l->fused].y, net->l[l->fused].dy, l->dy, 1);
             if (dx && direct) mts__copy_pz_t(T, sz, l->dy, dx);
             else if (dx) memcpy(dx, l->dy, sizeof(float) * sz);
             pz = direct;

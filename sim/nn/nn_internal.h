@@ -72,6 +72,16 @@ void mts__relu_forward_t(int threads, size_t n, const float *x, float *y);
 void mts__relu_backward_t(int threads, size_t n, const float *y, const float *dy, float *dx, int pz);
 void mts__copy_pz_t(int threads, size_t n, const float *src, float *dst);
 void mts__add_t(int threads, size_t n, const float *a, const float *b, float *y);
+/* A residual add whose only reader is a ReLU (act.c; mts_net_build pairs
+ * them): forward y = max(a + b, +0), the ReLU's output (mts__add_t then
+ * mts__relu_forward_t); backward from the ReLU's output ry and gradient
+ * dy: g = ry > 0 ? +0 + dy : +0 is the add's gradient (the ReLU's backward
+ * with pz), dx = +0 + g for the add's first input (mts__copy_pz_t) and g
+ * added into the second input's gradient sc (+0 + g when sc_first: its
+ * first contribution), NaN canonical as mts__acc_t. */
+void mts__add_relu_t(int threads, size_t n, const float *a, const float *b, float *y);
+void mts__add_relu_backward_t(int threads, size_t n, const float *ry, const float *dy, float *dx, float *sc,
+                              int sc_first);
 
 /* An epoch's statistics (train.c): loss and correct count summed over n
  * samples since the clock read t0, at learning rate lr. */
