@@ -36,8 +36,9 @@ typedef struct mts_layer {
     float *y, *dy;         /* activations and their gradients [batch][c*h*w] */
     float *aux;            /* layer norm: xhat */
     float *aux2;           /* BN: invstd then mean per channel; layer norm: invstd per row */
-    int fused;             /* BN: the index of the ReLU, its only reader, whose output it writes
-                              (0: none); that ReLU: 1 (mts_net_build) */
+    int fused;             /* BN, residual add: the index of the ReLU, its only reader, whose output
+                              it writes and whose backward it takes (0: none); that ReLU: 1
+                              (mts_net_build) */
     int32_t *argmax;       /* max pool */
     char name[48];         /* "" : named by kind and ordinal (mts_net_layer_name) */
 } mts_layer;

@@ -507,7 +507,7 @@ int mts_net_forward(mts_net *net, const mts_nn_ctx *ctx, int train, int N, const
         case MTS_L_AVGPOOL: mts_avgpool_forward(N, a->c, a->h, a->w, l->k, l->stride, a->y, l->y); break;
         case MTS_L_GAP: mts_gap_forward(N, a->c, a->h * a->w, a->y, l->y); break;
         case MTS_L_RELU:
-            if (!l->fused) mts__relu_forward_t(nn_threads(ctx), sz, a->y, l->y); /* else: its BN wrote it */
+            if (!l->fused) mts__relu_forward_t(nn_threads(ctx), sz, a->y, l->y); /* else: its BN or add wrote it */
             break;
         case MTS_L_BN:
             mts__bn_forward_t(nn_threads(ctx), train, l->fused > 0, N, l->c, l->h * l->w, a->y, w, w + l->c,
@@ -617,7 +617,9 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
         const float *w = net->param + l->poff;
         float *g = net->grad + l->poff;
         size_t asz = node_size(a) * (size_t)N, sz = node_size(l) * (size_t)N;
-        if (!seen[i] && !l->fused) { /* no consumer gave this node a gradient: zero (a paired node reads its ReLU's) */
+        /* no consumer gave this node a gradient: zero (a BN or add paired
+         * with its ReLU reads the ReLU's instead; the ReLU's own is zeroed) */
+        if (!seen[i] && !(l->fused && l->kind != MTS_L_RELU)) {
             memset(l->dy, 0, sizeof(float) * sz);
             seen[i] = 1;
         }
@@ -650,7 +652,7 @@ int mts_net_backward(mts_net *net, const mts_nn_ctx *ctx, int N, const float *x,
             if (dx) mts_gap_backward(N, a->c, a->h * a->w, l->dy, dx);
             break;
         case MTS_L_RELU:
-            if (l->fused) dx = NULL; /* its BN takes this backward into its own */
+            if (l->fused) dx = NULL; /* its BN or add takes this backward into its own */
             else if (dx) mts__relu_backward_t(T, sz, l->y, l->dy, dx, pz = direct);
             break;
         case MTS_L_BN: {
