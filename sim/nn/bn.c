@@ -14,13 +14,16 @@
  * NaN (y, xhat, dx, dgamma, dbeta) is fmath.h's canonical NaN: with a NaN
  * statistic (an inf or NaN input) two NaNs of different signs meet in one
  * operation (gamma * invstd against the mean), and which one an x86
- * instruction passes on depends on the compiler's operand order. The passes are bound by
- * memory at ResNet-20's sizes (8 MB per layer and pass at batch 128), so
- * the net's forms move less: the backward recomputes xhat from the BN's
- * input (kept by the net anyway) instead of reading a stored copy, and a
- * BN whose only reader is a ReLU writes the ReLU's output itself and takes
- * the ReLU's backward into its own (mts__bn_forward_t / mts__bn_backward_t):
- * every value formed by the same FP32 expression, so the same bits. */
+ * instruction passes on depends on the compiler's operand order.
+ *
+ * The net's forms (mts__bn_forward_t / mts__bn_backward_t) move less: the
+ * backward recomputes xhat from the BN's input (kept by the net anyway)
+ * instead of reading a stored copy, and a BN whose only reader is a ReLU
+ * writes the ReLU's output itself and takes the ReLU's backward into its
+ * own - every value formed by the same FP32 expression, so the same bits.
+ * The sums form their terms along memory first and run the FP64 chains
+ * through them after: on the development VM the chains, not the memory
+ * traffic, were what the passes cost (docs/training.md, "BatchNorm"). */
 #include <math.h>
 
 #include "mantis/fmath.h"
