@@ -227,7 +227,7 @@ void mts_bn_forward(int train, int N, int C, int HW, const float *x, const float
  * invstd: the same bits as the kept xhat. */
 typedef struct bn_src {
     const float *dy, *ry, *xhat, *x;
-    float mean, is;
+    float mean, is; /* the channel's mean (for x only) and invstd */
 } bn_src;
 
 #define BN_INLINE static inline __attribute__((always_inline))
@@ -292,7 +292,7 @@ BN_INLINE void bwd_sums(const bn_src *src, int N, int C, int HW, int c, mts_fm_s
     }
 }
 
-BN_INLINE void bwd_channel_k(int c, int N, int C, int HW, bn_src src, const float *gamma, const float *invstd,
+BN_INLINE void bwd_channel_k(int c, int N, int C, int HW, bn_src src, const float *gamma,
                              float *dx, float *dgamma, float *dbeta, int pz, const int relu, const int fromx)
 {
     double cnt = (double)N * HW;
@@ -304,7 +304,7 @@ BN_INLINE void bwd_channel_k(int c, int N, int C, int HW, bn_src src, const floa
     if (dgamma) dgamma[c] = mts_fm_canon((float)sgx);
     if (dbeta) dbeta[c] = mts_fm_canon((float)sg);
     if (!dx) return;
-    const float k = gamma[c] * invstd[c], mg = (float)(sg / cnt), mgx = (float)(sgx / cnt);
+    const float k = gamma[c] * src.is, mg = (float)(sg / cnt), mgx = (float)(sgx / cnt);
     for (int n = 0; n < N; n++) {
         size_t off = ((size_t)n * C + c) * HW;
         float *o = dx + off;
@@ -318,15 +318,14 @@ BN_INLINE void bwd_channel_k(int c, int N, int C, int HW, bn_src src, const floa
 }
 
 /* One instance per source kind, so the term loads compile branch-free. */
-static void bwd_channel(int c, int N, int C, int HW, const bn_src *src, const float *gamma, const float *invstd,
-                        float *dx, float *dgamma, float *dbeta, int pz)
+static void bwd_channel(int c, int N, int C, int HW, bn_src s, const float *gamma, float *dx, float *dgamma,
+                        float *dbeta, int pz)
 {
-    bn_src s = *src;
     int relu = s.ry != NULL, fromx = s.xhat == NULL;
-    if (relu && fromx) bwd_channel_k(c, N, C, HW, s, gamma, invstd, dx, dgamma, dbeta, pz, 1, 1);
-    else if (relu) bwd_channel_k(c, N, C, HW, s, gamma, invstd, dx, dgamma, dbeta, pz, 1, 0);
-    else if (fromx) bwd_channel_k(c, N, C, HW, s, gamma, invstd, dx, dgamma, dbeta, pz, 0, 1);
-    else bwd_channel_k(c, N, C, HW, s, gamma, invstd, dx, dgamma, dbeta, pz, 0, 0);
+    if (relu && fromx) bwd_channel_k(c, N, C, HW, s, gamma, dx, dgamma, dbeta, pz, 1, 1);
+    else if (relu) bwd_channel_k(c, N, C, HW, s, gamma, dx, dgamma, dbeta, pz, 1, 0);
+    else if (fromx) bwd_channel_k(c, N, C, HW, s, gamma, dx, dgamma, dbeta, pz, 0, 1);
+    else bwd_channel_k(c, N, C, HW, s, gamma, dx, dgamma, dbeta, pz, 0, 0);
 }
 
 void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, const float *ry, const float *gamma,
@@ -338,7 +337,7 @@ void mts__bn_backward_t(int threads, int N, int C, int HW, const float *dy, cons
 #pragma omp parallel for num_threads(T) schedule(static) if (T > 1)
     for (int c = 0; c < C; c++) {
         bn_src s = {dy, ry, xhat, x, xhat ? 0.0f : mean[c], invstd[c]};
-        bwd_channel(c, N, C, HW, &s, gamma, invstd, dx, dgamma, dbeta, pz);
+        bwd_channel(c, N, C, HW, s, gamma, dx, dgamma, dbeta, pz);
     }
 }
 
