@@ -571,18 +571,29 @@ template <int PK, bool FMAQ, class S> cudaError_t launch2(const Job &g)
     return cudaGetLastError();
 }
 
-// The product kind for job g with tile S: the float table in shared memory
-// unless S's blocks are too small to pay for staging it (Single).
-template <class S> cudaError_t launch2_tile(const Job &g)
+// Job g's product kind and FMAq flag as the template arguments of
+// L::run<PK, FMAQ>(g), for kernels 2 and 3 alike: FP32 multiplies; a
+// bf16-like table as floats, in shared memory when it fits and the block
+// has threads enough to stage it (smem_block), else read from global memory;
+// the scalar product otherwise.
+template <class L> cudaError_t by_product(const Job &g, bool smem_block)
 {
-    if (g.prod == PROD_F32) return launch2<PK_F32, false, S>(g);
+    if (g.prod == PROD_F32) return L::template run<PK_F32, false>(g);
     if (g.prod == PROD_LUT && g.Tf) {
-        if (g.tf_n <= TF_SMEM_MAX && S::nt >= 256)
-            return g.fmaq ? launch2<PK_LUTF_SMEM, true, S>(g) : launch2<PK_LUTF_SMEM, false, S>(g);
-        return g.fmaq ? launch2<PK_LUTF_GLOBAL, true, S>(g) : launch2<PK_LUTF_GLOBAL, false, S>(g);
+        if (g.tf_n <= TF_SMEM_MAX && smem_block)
+            return g.fmaq ? L::template run<PK_LUTF_SMEM, true>(g) : L::template run<PK_LUTF_SMEM, false>(g);
+        return g.fmaq ? L::template run<PK_LUTF_GLOBAL, true>(g) : L::template run<PK_LUTF_GLOBAL, false>(g);
     }
-    return g.fmaq ? launch2<PK_SCALAR, true, S>(g) : launch2<PK_SCALAR, false, S>(g);
+    return g.fmaq ? L::template run<PK_SCALAR, true>(g) : L::template run<PK_SCALAR, false>(g);
 }
+
+template <class S> struct Launch2 {
+    template <int PK, bool FMAQ> static cudaError_t run(const Job &g) { return launch2<PK, FMAQ, S>(g); }
+};
+
+// Kernel 2 with tile S: the table in shared memory unless S's blocks are too
+// small to pay for staging it (Single).
+template <class S> cudaError_t launch2_tile(const Job &g) { return by_product<Launch2<S>>(g, S::nt >= 256); }
 
 // Streaming multiprocessors of the current device (the tile choice).
 int sm_count()
@@ -704,16 +715,10 @@ template <int PK, bool FMAQ> cudaError_t launch3(const Job &g)
     return cudaGetLastError();
 }
 
-cudaError_t run_kernel3(const Job &g)
-{
-    if (g.prod == PROD_F32) return launch3<PK_F32, false>(g);
-    if (g.prod == PROD_LUT && g.Tf) {
-        if (g.tf_n <= TF_SMEM_MAX)
-            return g.fmaq ? launch3<PK_LUTF_SMEM, true>(g) : launch3<PK_LUTF_SMEM, false>(g);
-        return g.fmaq ? launch3<PK_LUTF_GLOBAL, true>(g) : launch3<PK_LUTF_GLOBAL, false>(g);
-    }
-    return g.fmaq ? launch3<PK_SCALAR, true>(g) : launch3<PK_SCALAR, false>(g);
-}
+struct Launch3 {
+    template <int PK, bool FMAQ> static cudaError_t run(const Job &g) { return launch3<PK, FMAQ>(g); }
+};
+cudaError_t run_kernel3(const Job &g) { return by_product<Launch3>(g, true); }
 
 // Plan kernel `kernel`: kernel 2 with its tile (2 Wide, 3 Narrow, 4
 // Single), kernel 3 (5), or, for 0, what the shape asks for: Narrow for n
