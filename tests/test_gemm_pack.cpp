@@ -43,6 +43,7 @@ gemm_job make_job(int m, int n, int k, const std::vector<uint32_t> &A, const std
     g.n = n;
     g.k = k;
     g.A = A.data();
+    g.lda = (size_t)k;
     g.B = B.data();
     g.prod = prod;
     g.lut = lut;

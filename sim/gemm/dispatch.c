@@ -374,7 +374,7 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     /* the job's A, m x k: op(A), or op(B)^T when swapped; the same rule */
     const float *ja = swap ? B : A;
     int atrans = swap ? !transB : transA, ald = swap ? ldb : lda;
-    int adefer = !atrans && ald == g->k && roundable;
+    int adefer = !atrans && roundable;
     if (swap) { /* Aq holds op(B)^T, Bq op(A)^T */
         size_t t = na;
         na = nb;
@@ -397,9 +397,11 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     if (adefer) {
         g->around = qfp ? qfp->M : 0;
         g->A = (const uint32_t *)(const void *)ja;
+        g->lda = (size_t)ald;
     } else {
         pack(Aq, ja, ald, atrans, g->m, g->k, qfp, rtz, g->threads, 0);
         g->A = Aq;
+        g->lda = (size_t)g->k;
     }
     if (defer) {
         g->bround = qfp ? qfp->M : 0;

@@ -64,10 +64,15 @@ typedef struct gemm_job {
      * truncation (dispatch.c). */
     int bround;
     /* The same for A: 0, or M when A is the caller's FP32 array ([m][k],
-     * contiguous) and readers round each element where they read it
+     * rows lda apart) and readers round each element where they read it
      * (gemm_a; pack_fast rounds 16 at a time), so the weights of a forward
      * GEMM are not copied before packing. */
     int around;
+    /* Elements from one row of A to the next: k for a packed A; a deferred
+     * A (the caller's array, op(A) not transposed) keeps the caller's
+     * leading dimension, so a block of a wider matrix (a weight gradient's
+     * slice of columns) is read in place, not copied. */
+    size_t lda;
     /* 1: the caller asked for C^T (mts_gemm_t): output (i, j) of the
      * caller's problem is stored at C[j*ldc + i]. */
     int ct;

@@ -57,7 +57,7 @@ static void native_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel
 
     for (int r = 0; r < MR; r++) { /* rows past m repeat the last row; results dropped */
         int i = i0 + r < i1 ? i0 + r : i1 - 1;
-        a[r] = (const float *)g->A + (size_t)i * (size_t)K; /* FP32 products: never rounded (around 0) */
+        a[r] = (const float *)g->A + (size_t)i * g->lda; /* FP32 products: never rounded (around 0) */
         acc[r][0] = acc[r][1] = VF_ZERO();
         if (g->cont) { /* mts_gemm_acc: go on from C's sums */
             memset(out, 0, sizeof out);

@@ -124,15 +124,96 @@ static inline void copy_over(float *dst, const float *src, int n, const float *e
     memcpy(dst, src, sizeof(float) * (size_t)n);
 }
 
+/* dst[0, n) = row src shifted by `shift` with zeros outside it: dst[i] =
+ * src[i + shift] where 0 <= i + shift < w, else +0 (every i when src is
+ * NULL, a row in the padding). Nothing outside dst[0, n) is written and
+ * nothing outside src[0, w) is read. */
+static inline void copy_shifted(float *dst, const float *src, int n, int shift, int w)
+{
+    int lo = shift < 0 ? -shift : 0, hi = w - shift < n ? w - shift : n; /* dst[lo, hi) come from src */
+    if (!src || hi <= lo) {
+        memset(dst, 0, sizeof(float) * (size_t)n);
+        return;
+    }
+    for (int i = 0; i < lo; i++) dst[i] = 0.0f;
+    memcpy(dst + lo, src + lo + shift, sizeof(float) * (size_t)(hi - lo));
+    for (int i = hi; i < n; i++) dst[i] = 0.0f;
+}
+
+#if defined(__AVX512F__)
+#define ROW_VECS 8 /* rows of up to 128 floats in registers' reach; wider ones use copy_shifted */
+/* The rows of one tap (ky, kx) at stride 1, n = ow floats each: the masks
+ * of copy_shifted's lanes are the same for every row of the tap, so they
+ * are computed once; each vector is stored whole (its lanes past n as +0)
+ * where it ends before `end`, to be overwritten by the next row. */
+typedef struct {
+    int nv;
+    __mmask16 ld[ROW_VECS], st[ROW_VECS];
+} row_masks;
+
+static void row_masks_init(row_masks *r, int n, int shift, int w)
+{
+    int lo = shift < 0 ? -shift : 0, hi = w - shift < n ? w - shift : n;
+    r->nv = (n + 15) / 16;
+    for (int v = 0; v < r->nv; v++) {
+        int a = lo - 16 * v, b = hi - 16 * v, e = n - 16 * v;
+        a = a < 0 ? 0 : a;
+        b = b > 16 ? 16 : b;
+        e = e > 16 ? 16 : e;
+        r->ld[v] = b > a ? (__mmask16)(((1u << b) - 1u) & ~((1u << a) - 1u)) : 0;
+        r->st[v] = (__mmask16)((1u << e) - 1u);
+    }
+}
+
+static inline void copy_masked(float *dst, const float *src, int shift, const row_masks *r, const float *end)
+{
+    for (int v = 0; v < r->nv; v++) {
+        __m512 x = src ? _mm512_maskz_loadu_ps(r->ld[v], src + shift + 16 * v) : _mm512_setzero_ps();
+        if (dst + 16 * (v + 1) <= end) _mm512_storeu_ps(dst + 16 * v, x);
+        else _mm512_mask_storeu_ps(dst + 16 * v, r->st[v], x);
+    }
+}
+#endif
+
 /* Same values as mts_im2col_ref: each output row (fixed tap, sample, oy) is
- * one copy of ow floats (stride 1) from the padded input; the matrix is
- * written front to back. */
+ * one copy of ow floats; at stride 1 from the input itself (the padding
+ * written as zeros, no padded copy of the input), else from a zero-padded
+ * copy. The matrix is written front to back. */
 int mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_err *err)
 {
     int k = g->k, oh = g->oh, ow = g->ow, s = g->stride, hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+    float *dst = col;
+    if (s == 1) {
+        const float *end = col + (size_t)g->cin * k * k * N * oh * ow;
+        for (int ci = 0; ci < g->cin; ci++)
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++) {
+                    const int shift = kx - g->pad;
+#if defined(__AVX512F__)
+                    row_masks rm = {0};
+                    const int vec = ow <= 16 * ROW_VECS;
+                    if (vec) row_masks_init(&rm, ow, shift, g->w);
+#endif
+                    for (int n = 0; n < N; n++) {
+                        const float *plane = x + ((size_t)n * g->cin + ci) * g->h * g->w;
+                        for (int oy = 0; oy < oh; oy++, dst += ow) {
+                            int iy = oy - g->pad + ky;
+                            const float *src = iy >= 0 && iy < g->h ? plane + (size_t)iy * g->w : NULL;
+#if defined(__AVX512F__)
+                            if (vec) {
+                                copy_masked(dst, src, shift, &rm, end);
+                                continue;
+                            }
+#endif
+                            copy_shifted(dst, src, ow, shift, g->w);
+                        }
+                    }
+                }
+        (void)end;
+        return MTS_OK;
+    }
     float *xp = pad_input(g, N, x, err);
     if (!xp) return MTS_ENOMEM;
-    float *dst = col, *end = col + (size_t)g->cin * k * k * N * oh * ow;
     for (int ci = 0; ci < g->cin; ci++)
         for (int ky = 0; ky < k; ky++)
             for (int kx = 0; kx < k; kx++)
@@ -140,9 +221,7 @@ int mts_im2col(const mts_conv_geom *g, int N, const float *x, float *col, mts_er
                     const float *plane = xp + ((size_t)n * g->cin + ci) * hp * wp + kx;
                     for (int oy = 0; oy < oh; oy++, dst += ow) {
                         const float *src = plane + (size_t)(oy * s + ky) * wp;
-                        if (s != 1)
-                            for (int ox = 0; ox < ow; ox++) dst[ox] = src[(size_t)ox * s];
-                        else copy_over(dst, src, ow, end);
+                        for (int ox = 0; ox < ow; ox++) dst[ox] = src[(size_t)ox * s];
                     }
                 }
     free(xp);
@@ -157,23 +236,6 @@ static float *im2col_t_rows(const mts_conv_geom *g, const float *xp, int oy0, in
                             const float *end)
 {
     int k = g->k, s = g->stride, hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
-#if defined(__AVX512F__)
-    if (k == 3) { /* a channel's nine taps: three masked loads into one register, one masked store */
-        (void)end;
-        for (int oy = oy0; oy < oy1; oy++) {
-            const float *rows = xp + (size_t)oy * s * wp;
-            for (int ox = 0; ox < g->ow; ox++)
-                for (int ci = c0; ci < c1; ci++, dst += 9) {
-                    const float *p = rows + (size_t)ci * hp * wp + (size_t)ox * s;
-                    __m512 v = _mm512_maskz_loadu_ps(0x7, p);
-                    v = _mm512_mask_loadu_ps(v, 0x38, p + wp - 3);
-                    v = _mm512_mask_loadu_ps(v, 0x1C0, p + 2 * wp - 6);
-                    _mm512_mask_storeu_ps(dst, 0x1FF, v);
-                }
-        }
-        return dst;
-    }
-#endif
     for (int oy = oy0; oy < oy1; oy++) {
         const float *rows = xp + (size_t)oy * s * wp; /* (ci, ky) = (0, 0) */
         for (int ox = 0; ox < g->ow; ox++)
@@ -186,16 +248,65 @@ static float *im2col_t_rows(const mts_conv_geom *g, const float *xp, int oy0, in
     return dst;
 }
 
+#if defined(__AVX512F__)
+#define T_UNPADDED(g) ((g)->k == 3)
+/* im2col_t_rows for 3 x 3 kernels from the sample's input x itself (no
+ * padded copy): a channel's nine taps are three masked loads into one
+ * register and one masked store; the masks, the same for every channel of
+ * a pixel, leave out the taps in the padding (their lanes load +0) and are
+ * never wider than the row, so nothing outside x is read. */
+static float *im2col_t_rows3(const mts_conv_geom *g, const float *x, int oy0, int oy1, int c0, int c1, float *dst)
+{
+    const int s = g->stride, pad = g->pad, h = g->h, w = g->w;
+    const size_t hw = (size_t)h * w;
+    for (int oy = oy0; oy < oy1; oy++) {
+        const int iy0 = oy * s - pad;
+        for (int ox = 0; ox < g->ow; ox++) {
+            const int ix0 = ox * s - pad;
+            unsigned cm = 0; /* the kernel's columns inside the row */
+            for (int kx = 0; kx < 3; kx++) cm |= (unsigned)(ix0 + kx >= 0 && ix0 + kx < w) << kx;
+            __mmask16 m[3];
+            const float *p[3]; /* row ky's taps land at lanes 3 ky .. 3 ky + 2: its address less 3 ky */
+            for (int ky = 0; ky < 3; ky++) {
+                int iy = iy0 + ky;
+                m[ky] = iy >= 0 && iy < h ? (__mmask16)(cm << (3 * ky)) : 0;
+                p[ky] = x + ((ptrdiff_t)iy * w + ix0 - 3 * ky) + (ptrdiff_t)c0 * (ptrdiff_t)hw;
+            }
+            for (int ci = c0; ci < c1; ci++, dst += 9) {
+                size_t o = (size_t)(ci - c0) * hw;
+                __m512 v = _mm512_maskz_loadu_ps(m[0], p[0] + o);
+                v = _mm512_mask_loadu_ps(v, m[1], p[1] + o);
+                v = _mm512_mask_loadu_ps(v, m[2], p[2] + o);
+                _mm512_mask_storeu_ps(dst, 0x1FF, v);
+            }
+        }
+    }
+    return dst;
+}
+#else
+#define T_UNPADDED(g) 0
+static float *im2col_t_rows3(const mts_conv_geom *g, const float *x, int oy0, int oy1, int c0, int c1, float *dst)
+{
+    (void)g, (void)x, (void)oy0, (void)oy1, (void)c0, (void)c1;
+    return dst;
+}
+#endif
+
 /* The transposed layout colT[N*P][K]: each output pixel's K taps are
  * contiguous (the weight gradient's B operand then needs no transposing
  * read); per pixel, one copy of k floats per (channel, ky) from the padded
- * input, front to back. Same values as mts_im2col_ref, transposed. */
+ * input (3 x 3 kernels on AVX-512: from the input itself), front to back.
+ * Same values as mts_im2col_ref, transposed. */
 int mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT, mts_err *err)
 {
-    size_t plane = (size_t)(g->h + 2 * g->pad) * (size_t)(g->w + 2 * g->pad);
+    size_t plane = (size_t)(g->h + 2 * g->pad) * (size_t)(g->w + 2 * g->pad), in = (size_t)g->cin * g->h * g->w;
+    float *dst = colT, *end = colT + (size_t)N * g->oh * g->ow * g->cin * g->k * g->k;
+    if (T_UNPADDED(g)) {
+        for (int n = 0; n < N; n++) dst = im2col_t_rows3(g, x + (size_t)n * in, 0, g->oh, 0, g->cin, dst);
+        return MTS_OK;
+    }
     float *xp = pad_input(g, N, x, err);
     if (!xp) return MTS_ENOMEM;
-    float *dst = colT, *end = colT + (size_t)N * g->oh * g->ow * g->cin * g->k * g->k;
     for (int n = 0; n < N; n++)
         dst = im2col_t_rows(g, xp + (size_t)n * g->cin * plane, 0, g->oh, 0, g->cin, dst, end);
     free(xp);
@@ -526,7 +637,7 @@ static int wgrad_part(const mts_nn_ctx *ctx, const mts_provider *p, const mts_co
 {
     int k = g->k, oh = g->oh, ow = g->ow, P = oh * ow, K = g->cin * k * k, Kt = (c1 - c0) * k * k;
     size_t NP = (size_t)N * P, prow = (size_t)ow * Kt * sizeof(float); /* bytes of colT per output row */
-    size_t plane = (size_t)(g->h + 2 * g->pad) * (size_t)(g->w + 2 * g->pad);
+    size_t plane = (size_t)(g->h + 2 * g->pad) * (size_t)(g->w + 2 * g->pad), in = (size_t)g->cin * g->h * g->w;
     int band = (int)(WG_BYTES / prow), ns = 1;
     if (band < 1) band = 1;
     if (band >= oh) { /* whole samples per chunk */
@@ -541,8 +652,9 @@ static int wgrad_part(const mts_nn_ctx *ctx, const mts_provider *p, const mts_co
     if (!colT) return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu-float column chunk)", cap);
     for (int n0 = 0; n0 < N && rc == MTS_OK; n0 += ns) {
         int nn = N - n0 < ns ? N - n0 : ns;
-        float *xp = pad_input(g, nn, x + (size_t)n0 * g->cin * g->h * g->w, err);
-        if (!xp) {
+        const float *xs = x + (size_t)n0 * in;
+        float *xp = NULL; /* the padded copy, where the taps are copied from one */
+        if (!T_UNPADDED(g) && !(xp = pad_input(g, nn, xs, err))) {
             rc = MTS_ENOMEM;
             break;
         }
@@ -550,7 +662,8 @@ static int wgrad_part(const mts_nn_ctx *ctx, const mts_provider *p, const mts_co
             int oy1 = oh - oy0 < band ? oh : oy0 + band;
             float *dst = colT;
             for (int j = 0; j < nn; j++)
-                dst = im2col_t_rows(g, xp + (size_t)j * g->cin * plane, oy0, oy1, c0, c1, dst, colT + cap);
+                dst = xp ? im2col_t_rows(g, xp + (size_t)j * g->cin * plane, oy0, oy1, c0, c1, dst, colT + cap)
+                         : im2col_t_rows3(g, xs + (size_t)j * in, oy0, oy1, c0, c1, dst);
             int kc = (int)(dst - colT) / Kt;
             /* dw[cout][c0 k k ..) (+)= dyc[:, q0 .. q0 + kc) * colT: a = gradient, b = activation */
             if (q0 == 0)
