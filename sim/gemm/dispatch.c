@@ -143,6 +143,12 @@ static int any_bad_rounded(const float *X, size_t n, int threads)
     return bad;
 }
 
+int gemm_b_bad(const gemm_job *g)
+{
+    return g->bbad >= 0 ? g->bbad : any_bad_rounded((const float *)(const void *)g->B, (size_t)g->k * (size_t)g->n,
+                                                    g->threads);
+}
+
 /* Rows [r0, r1) of a transposed opX (element (r, c) at X[c*ld + r]) in
  * blocks of 16 x 16: each column of X is read 16 contiguous floats at a
  * time and the block is written out transposed, instead of one strided read
@@ -406,8 +412,9 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     if (defer) {
         g->bround = qfp ? qfp->M : 0;
         /* unrounded (FP32 products) B is never read raw (no byte table):
-         * 1 keeps any reader on the packed, per-panel-checked path */
-        g->bbad = g->bround ? any_bad_rounded(jb, nb, g->threads) : 1;
+         * 1 keeps any reader on the packed, per-panel-checked path; a
+         * rounded one is scanned only if a kernel asks (gemm_b_bad) */
+        g->bbad = g->bround ? -1 : 1;
         g->B = (const uint32_t *)(const void *)jb;
     } else {
         g->bbad = pack(Bq, jb, jld, jtrans, g->k, g->n, qfp, rtz, g->threads, 1);

@@ -54,7 +54,9 @@ typedef struct gemm_job {
      * (gemm_prod_rc) and the output goes to C^T (gemm_out): bits unchanged. */
     int swap;
     /* 1 when some element of B is one the SIMD kernels do not take
-     * (gemm_exp_ok); 0 lets a kernel read B without per-panel flags. */
+     * (gemm_exp_ok); 0 lets a kernel read B without per-panel flags; -1
+     * not known yet (a deferred B: gemm_b_bad scans it, only for a kernel
+     * that would read it raw - a B that is packed gets per-panel flags). */
     int bbad;
     /* 0: B holds the quantized operand. M (1..22): B is the caller's FP32
      * array itself (op(B) contiguous, [k][n]) and every reader rounds each
@@ -278,9 +280,11 @@ typedef struct gemm_lutpack {
  * bits: tests/test_gemm_pack.cpp). vbmi: 0 gather table, 1 byte table when
  * the LUT has one, 2 also the quad layout when B is packed and NR is 64.
  * rawb asks to leave B unpacked; it is granted (lp->rawb) for byte tables
- * when g->bbad is 0. Returns MTS_OK, 1 when the LUT has no exact SIMD form
+ * when B has no bad element (gemm_b_bad). Returns MTS_OK, 1 when the LUT has no exact SIMD form
  * (use the scalar kernel), or MTS_ENOMEM. */
 int gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
+/* g->bbad, scanning a deferred B (bbad -1) for it (dispatch.c). */
+int gemm_b_bad(const gemm_job *g);
 int gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err);
 
 /* Whether a kernel with MR-row tiles and NR-lane panels should leave B

@@ -61,7 +61,7 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
         if (vbmi) lp->TB = gemm_lut_bytes(g->lut, g->swap);
         if (!lp->TB && !(lp->Tf = gemm_lut_table(g->lut))) return 1; /* no exact SIMD form */
     }
-    lp->rawb = rawb && lp->TB && !g->bbad;
+    lp->rawb = rawb && lp->TB && !gemm_b_bad(g);
     lp->quad = vbmi == 2 && lp->TB && !lp->rawb && NR == 64;
     if (lp->quad) nb *= 2; /* Bs holds Sb and 2 Sb */
     lp->As = gemm_ws_alloc(m * K * sizeof *lp->As, 0);
