@@ -388,7 +388,11 @@ static inline void quad_ctl(__m512i ctl[4])
     }
 }
 
-LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1)
+/* nvv: the vectors of the panel that hold columns of C (the last panel of a
+ * job whose n is not a multiple of 64 has fewer): the others are padding,
+ * never stored, so their lookups' merges and FMAs are left out. */
+LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
+                              const int nvv)
 {
     const int K = g->k;
     const unsigned char *bq = c->Bq + (size_t)panel * (size_t)K * 64;
@@ -411,12 +415,12 @@ LUT_INLINE void lut_tile_quad(const gemm_lutpack *c, const gemm_job *g, int i0, 
                                                  _mm512_loadu_si512((const void *)(row + 64)));
             __m512i sa = VI_OF(VF_SET1(as[r][kk]));
             acc[r][0] = _mm512_fmadd_ps(QUAD_SHUF(sa, t, ctl[0]), VF_LOAD(sb), acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(QUAD_SHUF(sa, t, ctl[1]), VF_LOAD(sb + 16), acc[r][1]);
-            acc[r][2] = _mm512_fmadd_ps(QUAD_BLEND(sa, t), VF_LOAD(sb + 32), acc[r][2]);
-            acc[r][3] = _mm512_fmadd_ps(QUAD_SHUF(sa, t, ctl[3]), VF_LOAD(sb + 48), acc[r][3]);
+            if (nvv > 1) acc[r][1] = _mm512_fmadd_ps(QUAD_SHUF(sa, t, ctl[1]), VF_LOAD(sb + 16), acc[r][1]);
+            if (nvv > 2) acc[r][2] = _mm512_fmadd_ps(QUAD_BLEND(sa, t), VF_LOAD(sb + 32), acc[r][2]);
+            if (nvv > 3) acc[r][3] = _mm512_fmadd_ps(QUAD_SHUF(sa, t, ctl[3]), VF_LOAD(sb + 48), acc[r][3]);
         }
     }
-    store_tile(g, acc, i0, i1, j0, j1, NV);
+    store_tile(g, acc, i0, i1, j0, j1, nvv);
 }
 
 /* Sparse form of the quad kernel: each row runs over its nonzero elements
@@ -537,7 +541,13 @@ static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, i
 #endif
 #if GEMM_VBMI
     if (c->TB) {
-        if (c->quad) lut_tile_quad(c, g, i0, i1, panel, j0, j1);
+        if (c->quad) { /* the vectors holding columns [j0, j1) */
+            int nvv = (j1 - j0 + GW - 1) / GW;
+            if (nvv == 1) lut_tile_quad(c, g, i0, i1, panel, j0, j1, 1);
+            else if (nvv == 2) lut_tile_quad(c, g, i0, i1, panel, j0, j1, 2);
+            else if (nvv == 3) lut_tile_quad(c, g, i0, i1, panel, j0, j1, 3);
+            else lut_tile_quad(c, g, i0, i1, panel, j0, j1, NV);
+        }
         else if (c->rawb) LUT_SHAPES(LUT_VBMI, c, g, i0, i1, panel, j0, j1, 1);
         else LUT_SHAPES(LUT_VBMI, c, g, i0, i1, panel, j0, j1, 0);
         return;
