@@ -5,7 +5,7 @@ shared machine slows each alike:
 
   mantis       `mantis train --model lenet5 --mul mbm` (the bf16 MBM LUT), its JSON "seconds"
   package      examples/lenet5_mnist.py --mul mbm: the same LUT in a PyTorch LeNet-5
-  package_ops  the same with --library-ops: its ReLU and max pooling the library's too
+  package_ops  the same with --library-ops: its ReLU, max pooling and SGD the library's too
   torch        examples/lenet5_mnist.py --native: plain PyTorch FP32
 
 each timing the epoch only (not loading or evaluation), on --threads threads,

@@ -14,7 +14,7 @@ from another RNG, and the ops between the GEMMs are PyTorch's).
 
     PYTHONPATH=python python3 examples/lenet5_mnist.py --rtl rtl/mul_mbm.v
     PYTHONPATH=python python3 examples/lenet5_mnist.py --mul mbm --epochs 1 --threads 2
-    PYTHONPATH=python python3 examples/lenet5_mnist.py --mul mbm --library-ops  # ReLU/pooling: the library's
+    PYTHONPATH=python python3 examples/lenet5_mnist.py --mul mbm --library-ops  # ReLU/pooling/SGD: the library's
     PYTHONPATH=python python3 examples/lenet5_mnist.py --native      # PyTorch FP32, no Mantis
 
 Prints one line per epoch and a JSON line {"mul", "epochs", "train",
@@ -107,7 +107,10 @@ def run(args):
         m = multiplier(args)
         desc = m.desc
         mantis.torch.approximate(model, mul=m, library_ops=args.library_ops)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    if args.library_ops and not args.native:  # mantis train's SGD, one library call per step
+        opt = mantis.torch.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     hist = []
     for e in range(args.epochs):
         t0 = time.perf_counter()
@@ -130,7 +133,8 @@ def parse(argv=None):
     ap.add_argument("--man-bits", type=int, default=None)
     ap.add_argument("--native", action="store_true", help="plain PyTorch FP32 (the baseline)")
     ap.add_argument("--library-ops", action="store_true",
-                    help="ReLU and max pooling through the library too (approximate(..., library_ops=True))")
+                    help="ReLU and max pooling through the library too (approximate(..., library_ops=True)), "
+                         "and mantis train's SGD (mantis.torch.SGD)")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "data", "mnist"))
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--subset", type=int, default=0, help="first N training images (0: all)")

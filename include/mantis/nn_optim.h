@@ -38,6 +38,13 @@ float mts_opt_lr(const mts_opt *o, int epoch);
  * (every parameter is updated, and an inf or NaN one stays so). */
 void mts_opt_step(mts_opt *o, mts_net *net, float lr);
 
+/* The SGD update of n consecutive parameters, mts_opt_step's own rule (FP32,
+ * each operation rounded, no contraction): m = momentum * m + (g + wd * p)
+ * when decay is set, else m = momentum * m + g; then p -= lr * m. Returns 1
+ * when some updated p is inf or NaN, else 0. */
+int mts_sgd_update(size_t n, float *param, const float *grad, float *m, float momentum, float wd, int decay,
+                   float lr);
+
 /* Names "sgd" / "adam" and "const" / "step" / "cosine", and back: the parse
  * functions return 0, or -1 for an unknown name (the caller words the error). */
 const char *mts_opt_name(mts_opt_kind k);

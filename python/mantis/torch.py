@@ -7,7 +7,8 @@ approximate(model, mul=..., layers={pattern: mul}, exclude=[...]) swaps a
 model's Linear and Conv2d layers in place; restore(model) swaps them back.
 With library_ops=True it also runs nn.ReLU and nn.MaxPool2d through the
 library's own ops (ReLU, MaxPool2d here: `mantis train`'s, faster on a CPU
-than PyTorch 1.13's; no multiplier involved).
+than PyTorch 1.13's; no multiplier involved). SGD is `mantis train`'s
+optimizer as a torch.optim.Optimizer (one library call per step).
 
 Each layer has three multipliers, as `mantis train` (docs/training.md):
 mul (the forward pass in training), mul_bwd (both backward GEMMs; default:
@@ -15,7 +16,8 @@ mul without FMAq) and mul_test (the forward pass in eval mode; default:
 mul). The GEMMs are the library's layer ops (mts_dense_*, mts_conv2d_* /
 mts_convg_*, mts_matmul_*): the same operand order, operand rounding, FMAq
 STE and summation order. Everything between the GEMMs (reshapes, padding,
-activations, losses, the optimizer) is PyTorch's own. See docs/python.md.
+activations, losses, the optimizer) is PyTorch's own unless the model uses
+the library ops above. See docs/python.md.
 """
 import ctypes
 
@@ -27,7 +29,7 @@ from torch.autograd.function import once_differentiable
 from . import _lib
 from .multiplier import get_num_threads, resolve
 
-__all__ = ["linear", "conv2d", "matmul", "bmm", "Linear", "Conv2d", "MatMul", "ReLU", "MaxPool2d", "approximate",
+__all__ = ["linear", "conv2d", "matmul", "bmm", "Linear", "Conv2d", "MatMul", "ReLU", "MaxPool2d", "SGD", "approximate",
            "restore", "layer_names"]
 
 # ------------------------------------------------------------ checking
@@ -578,6 +580,73 @@ def _pool_geom(mod):
     if None in (k, s, p, d) or p != 0 or d != 1 or mod.ceil_mode or mod.return_indices or k < 1 or s < 1:
         return None
     return int(k), int(s)
+
+
+# ------------------------------------------------------------ optimizer
+
+
+class SGD(torch.optim.Optimizer):
+    """SGD with momentum and weight decay by `mantis train`'s own update
+    (sim/nn/optim.c, mts_sgd_update), all parameters in one library call
+    per step: m = momentum * m + (g + weight_decay * p) (without the decay
+    term where a group's weight_decay is 0), then p -= lr * m, each
+    operation rounded once. torch.optim.SGD's arithmetic differs in its
+    last bits (its first step copies g into the buffer, so a -0 gradient
+    stays -0 where m starts at +0 here, and its p += -lr * m may be one
+    fused multiply-add); no dampening, nesterov or maximize. Parameters and
+    gradients: contiguous float32 CPU tensors (anything else is a TypeError:
+    use torch.optim.SGD). After each step, `nonfinite` is True when some
+    parameter became inf or NaN (`mantis train` stops there with exit 3)."""
+
+    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
+        for name, v in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0.0:
+                raise ValueError("mantis: SGD: %s %r: expected a number >= 0" % (name, v))
+        super().__init__(params, dict(lr=float(lr), momentum=float(momentum), weight_decay=float(weight_decay)))
+        self.nonfinite = False
+
+    @staticmethod
+    def _check(t, what):
+        if t.device.type != "cpu" or t.dtype != torch.float32 or t.layout != torch.strided or not t.is_contiguous():
+            raise TypeError("mantis: SGD: a %s is a %s %s %s tensor; mantis.torch.SGD takes contiguous float32 CPU "
+                            "tensors (use torch.optim.SGD)" % (what, t.device.type, str(t.dtype).replace("torch.", ""),
+                                                               "contiguous" if t.is_contiguous() else "non-contiguous"))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        bad = 0
+        for group in self.param_groups:
+            ps, gs, bs, ns = [], [], [], []
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                self._check(p, "parameter")
+                self._check(g, "gradient")
+                if g.shape != p.shape:
+                    raise ValueError("mantis: SGD: a gradient of shape %s for a parameter of shape %s"
+                                     % (tuple(g.shape), tuple(p.shape)))
+                st = self.state[p]
+                buf = st.get("momentum_buffer")
+                if buf is None:
+                    buf = st["momentum_buffer"] = torch.zeros_like(p)
+                ps.append(p.data_ptr())
+                gs.append(g.data_ptr())
+                bs.append(buf.data_ptr())
+                ns.append(p.numel())
+            if not ps:
+                continue
+            count, arr = len(ps), ctypes.c_void_p * len(ps)
+            decay = group["weight_decay"] != 0.0
+            bad |= _lib.sgd_step(count, arr(*ps), arr(*gs), arr(*bs), (ctypes.c_size_t * count)(*ns),
+                                 (ctypes.c_int * count)(*([int(decay)] * count)), group["lr"], group["momentum"],
+                                 group["weight_decay"])
+        self.nonfinite = bool(bad)
+        return loss
 
 
 # ------------------------------------------------- approximate / restore

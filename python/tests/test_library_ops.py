@@ -127,3 +127,57 @@ def test_library_op_errors():
     # a window larger than the input: PyTorch's own error, as nn.MaxPool2d gives it
     with pytest.raises(RuntimeError):
         mt.MaxPool2d(3)(torch.zeros(1, 1, 2, 2))
+
+
+def sgd_reference(p, g, m, lr, mom, wd):
+    """mantis train's SGD step (sim/nn/optim.c) one rounded torch op at a time."""
+    t = g + p * wd if wd else g
+    m = m * mom + t
+    return p - m * lr, m
+
+
+def test_sgd_equals_mantis_train_update(gen):
+    """mantis.torch.SGD: every parameter and momentum buffer equal, bit for
+    bit, to the rule of sim/nn/optim.c written out in torch ops (two groups,
+    one with weight decay; gradients with signed zeros, subnormals and
+    exponent boundaries; a parameter without a gradient stays as it is)."""
+    ws = [operands(gen, 7, 5), operands(gen, 33), operands(gen, 2, 3, 4)]
+    idle = torch.randn(3, generator=gen)
+    params = [w.clone().requires_grad_() for w in ws] + [idle.clone().requires_grad_()]
+    opt = mt.SGD([{"params": params[:2], "weight_decay": 5e-4}, {"params": params[2:]}], lr=0.05, momentum=0.9)
+    ref = [(w.clone(), torch.zeros_like(w)) for w in ws]
+    for step in range(4):
+        gs = [no_nan(operands(gen, *w.shape, special=0.2, scale=1e-2)) for w in ws]
+        for p, g in zip(params, gs):
+            p.grad = g.clone()
+        params[3].grad = None
+        opt.step()
+        for i, (g, (p, m)) in enumerate(zip(gs, ref)):
+            ref[i] = sgd_reference(p, g, m, 0.05, 0.9, 5e-4 if i < 2 else 0.0)
+            assert_bits(params[i].detach(), ref[i][0], "parameter %d after step %d" % (i, step + 1))
+            assert_bits(opt.state[params[i]]["momentum_buffer"], ref[i][1], "buffer %d after step %d" % (i, step + 1))
+        assert opt.nonfinite == any(not torch.isfinite(p).all() for p, _ in ref)
+    assert torch.equal(params[3].detach(), idle) and params[3] not in opt.state
+
+
+def test_sgd_flags_nonfinite_and_refuses_what_it_cannot_run():
+    p = torch.tensor([1.0, 3e38], requires_grad=True)
+    opt = mt.SGD([p], lr=1.0)
+    p.grad = torch.tensor([0.5, -3e38])
+    assert opt.step(closure=lambda: torch.tensor(7.0)).item() == 7.0
+    assert opt.nonfinite is True and torch.isinf(p[1]) and p[0].item() == 0.5
+    p.data = torch.tensor([1.0, 2.0])  # a fresh tensor: its own (new) state
+    opt.state.clear()
+    p.grad = torch.tensor([1.0, 1.0])
+    opt.step()
+    assert opt.nonfinite is False
+    for bad, kw in ((torch.zeros(2, dtype=torch.float64, requires_grad=True), {}),
+                    (torch.zeros(4, 4).t().requires_grad_(), {})):
+        o = mt.SGD([bad], lr=0.1, **kw)
+        bad.grad = torch.zeros_like(bad)
+        with pytest.raises(TypeError) as e:
+            o.step()
+        assert str(e.value).startswith("mantis: SGD:") and "\n" not in str(e.value)
+    for kw in ({"lr": -1.0}, {"lr": 0.1, "momentum": float("nan")}, {"lr": 0.1, "weight_decay": True}):
+        with pytest.raises(ValueError):
+            mt.SGD([torch.zeros(1, requires_grad=True)], **kw)

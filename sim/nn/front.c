@@ -12,6 +12,7 @@
 #include "mantis/nn_arith.h"
 #include "mantis/nn_front.h"
 #include "mantis/nn_ops.h"
+#include "mantis/nn_optim.h"
 #include "mantis/nn_train.h"
 #include "mantis/rtl.h"
 #include "mantis/verify.h"
@@ -563,4 +564,14 @@ int mts_front_maxpool_backward(int N, int C, int H, int W, int k, int s, const f
     int rc = pool_check(N, C, H, W, k, s, err);
     if (rc == MTS_OK) mts_maxpool_backward(N, C, H, W, k, s, dy, argmax, dx);
     return rc;
+}
+
+/* -------------------------------------------------------------- optimizer */
+
+int mts_front_sgd_step(int count, float *const *param, const float *const *grad, float *const *buf, const size_t *n,
+                       const int *decay, float lr, float momentum, float wd)
+{
+    int bad = 0;
+    for (int t = 0; t < count; t++) bad |= mts_sgd_update(n[t], param[t], grad[t], buf[t], momentum, wd, decay[t], lr);
+    return bad;
 }

@@ -77,6 +77,12 @@ static uint32_t sgd_range(size_t n, float *restrict param, const float *restrict
     return bad;
 }
 
+int mts_sgd_update(size_t n, float *param, const float *grad, float *m, float momentum, float wd, int decay,
+                   float lr)
+{
+    return sgd_range(n, param, grad, m, momentum, wd, decay, lr) != 0;
+}
+
 static uint32_t adam_range(const mts_opt *o, size_t n, float *restrict param, const float *restrict grad,
                            float *restrict m, float *restrict v, int decay, float lr, float bc1, float bc2)
 {
