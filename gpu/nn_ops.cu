@@ -22,6 +22,7 @@
 #include "launch.h"
 #include "mantis/fmath.h"
 #include "mantis/gpu.h"
+#include "mantis/optim_hd.h"
 
 namespace {
 
@@ -409,28 +410,18 @@ __global__ void col2im_k(mts_conv_geom g, int N, const float *dcolT, float *dx)
     dx[t] = a;
 }
 
-// Optimizers: mts_opt_step's expressions, operation for operation.
+// Optimizers: mts_opt_step's updates, optim_hd.h's one copy of them.
 __global__ void sgd_k(size_t n, float *param, const float *grad, float *m, const uint8_t *wmask, float lr, float mom,
                       float wd)
 {
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
-    float g = grad[j];
-    if (!wmask || wmask[j]) g = __fadd_rn(g, __fmul_rn(wd, param[j]));
-    m[j] = __fadd_rn(__fmul_rn(mom, m[j]), g);
-    param[j] = __fsub_rn(param[j], __fmul_rn(lr, m[j]));
+    if (j < n) mts_sgd_hd(&param[j], grad[j], &m[j], lr, mom, wd, !wmask || wmask[j]);
 }
 __global__ void adam_k(size_t n, float *param, const float *grad, float *m, float *v, const uint8_t *wmask, float lr,
                        float b1, float b2, float eps, float wd, float bc1, float bc2)
 {
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
-    float g = grad[j];
-    if (!wmask || wmask[j]) g = __fadd_rn(g, __fmul_rn(wd, param[j]));
-    m[j] = __fadd_rn(__fmul_rn(b1, m[j]), __fmul_rn(__fsub_rn(1.0f, b1), g));
-    v[j] = __fadd_rn(__fmul_rn(b2, v[j]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), g), g));
-    float mh = __fdiv_rn(m[j], bc1), vh = __fdiv_rn(v[j], bc2);
-    param[j] = __fsub_rn(param[j], __fdiv_rn(__fmul_rn(lr, mh), __fadd_rn(__fsqrt_rn(vh), eps)));
+    if (j < n) mts_adam_hd(&param[j], grad[j], &m[j], &v[j], lr, b1, b2, eps, wd, !wmask || wmask[j], bc1, bc2);
 }
 
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mantis/nn_optim.h"
+#include "mantis/optim_hd.h"
 
 int mts_opt_init(mts_opt *o, size_t nparam, mts_err *err)
 {
@@ -53,25 +54,23 @@ static inline uint32_t nonfinite(float x)
     return (u & 0x7F800000u) == 0x7F800000u;
 }
 
-/* The updates of n consecutive parameters, wd applied when decay is set;
- * nonzero when one of the new values is inf or NaN. One loop per case,
- * with the pointers restrict, so the compiler vectorises them; each
- * element's arithmetic is the one written (FP32, no contraction: the build
- * passes -ffp-contract=off), so the bits do not depend on it. */
+/* The updates of n consecutive parameters (optim_hd.h's rules), wd
+ * applied when decay is set; nonzero when one of the new values is inf or
+ * NaN. The pointers are restrict and decay is hoisted out of the loop
+ * (two instances), so the compiler vectorises them; each element's
+ * arithmetic is the one written, so the bits do not depend on it. */
 static uint32_t sgd_range(size_t n, float *restrict param, const float *restrict grad, float *restrict m,
                           float momentum, float wd, int decay, float lr)
 {
     uint32_t bad = 0;
     if (decay)
         for (size_t j = 0; j < n; j++) {
-            m[j] = momentum * m[j] + (grad[j] + wd * param[j]);
-            param[j] -= lr * m[j];
+            mts_sgd_hd(&param[j], grad[j], &m[j], lr, momentum, wd, 1);
             bad |= nonfinite(param[j]);
         }
     else
         for (size_t j = 0; j < n; j++) {
-            m[j] = momentum * m[j] + grad[j];
-            param[j] -= lr * m[j];
+            mts_sgd_hd(&param[j], grad[j], &m[j], lr, momentum, wd, 0);
             bad |= nonfinite(param[j]);
         }
     return bad;
@@ -89,11 +88,7 @@ static uint32_t adam_range(const mts_opt *o, size_t n, float *restrict param, co
     const float b1 = o->beta1, b2 = o->beta2, wd = decay ? o->wd : 0.0f, eps = o->eps;
     uint32_t bad = 0;
     for (size_t j = 0; j < n; j++) {
-        float g = decay ? grad[j] + wd * param[j] : grad[j];
-        m[j] = b1 * m[j] + (1.0f - b1) * g;
-        v[j] = b2 * v[j] + (1.0f - b2) * g * g;
-        float mh = m[j] / bc1, vh = v[j] / bc2;
-        param[j] -= lr * mh / (sqrtf(vh) + eps);
+        mts_adam_hd(&param[j], grad[j], &m[j], &v[j], lr, b1, b2, eps, wd, decay, bc1, bc2);
         bad |= nonfinite(param[j]);
     }
     return bad;
