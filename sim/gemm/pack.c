@@ -407,7 +407,8 @@ static void pack_b_panel(const gemm_job *g, gemm_lutpack *lp, const pack_k *cp, 
 static inline void pack_a_at(const gemm_job *g, gemm_lutpack *lp, const pack_k *c, const vq_k *qa, int lut, int tb,
                              int quad, int rshift, size_t K, size_t i, int *alo, int *ahi)
 {
-    a_row r = pack_row_a(c, qa, g->A + i * g->lda, K, lut, tb, quad, rshift, lp->As + i * K, lut ? lp->Ai + i * K : NULL);
+    a_row r = pack_row_a(c, qa, g->A + i * g->lda, K, lut, tb, quad, rshift, lp->As + i * K,
+                         lut ? lp->Ai + i * K : NULL);
     if (lp->nnz) lp->nnz[i] = r.nnz;
     lp->rowbad[i] = flag_of(r.spec, r.lo, r.hi);
     if (r.lo < *alo) *alo = r.lo;
