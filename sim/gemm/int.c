@@ -190,6 +190,7 @@ static const uint8_t *row_major(const mts_qopd *o, int rows, int k, uint8_t **tm
     return t;
 }
 
+#if GEMM_VBMI /* its callers: the byte-table kernels below */
 /* Outputs of one row r of the row operand against columns j0 .. j0+jn of
  * the column operand, from their table sums t[c] (offset included): the
  * zero-point correction and the rescale of every output, then the stores.
@@ -216,6 +217,7 @@ static void q_epilogue(const qside *R, const qside *Cs, int r, int j0, int jn, i
         for (int c = 0; c < jn; c++) gemm_store(C + (size_t)(j0 + c) * (size_t)ldc + (size_t)r, beta, out[c]);
     }
 }
+#endif
 
 /* ------------------------------------------------ the scalar reference */
 
