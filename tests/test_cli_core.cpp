@@ -255,6 +255,31 @@ TEST(Cli, EvalAndLutgenWithRtlDesign) {
 // parser refuses; --subset N when given; the INT8 row's table), and the
 // epoch seconds come from each child's own JSON (mantis train's "epochs",
 // bench_torch.py's top-level "seconds"), so the ratios are right.
+// bench gemm --shapes: every provider timed on each shape, in the order
+// given after the --sizes cubes, each row labelled with its shape and
+// transposes; the goal lines (stated at n^3) only for the cubes.
+TEST(Cli, BenchGemmShapesTimeEveryProviderAfterTheCubes) {
+    CliResult r = run_cli("bench gemm --threads 1 --reps 1 --shapes 9x7x5:tn --sizes 8");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const char *provs[] = {"native", "lut", "fmaq", "int8", "int8bam4", "int8bam6"};
+    size_t cube = r.out.find("\n8 "), a = r.out.find("\n9x7x5:tn ");
+    ASSERT_NE(cube, std::string::npos) << r.out;
+    ASSERT_NE(a, std::string::npos) << r.out;
+    EXPECT_LT(cube, a);
+    for (const char *p : provs)
+        EXPECT_TRUE(std::regex_search(r.out, std::regex(std::string("\n9x7x5:tn +") + p + " +[0-9.]+ "))) << p << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n8 +goal FMAq <= 3x LUT"))) << r.out;
+    EXPECT_FALSE(std::regex_search(r.out, std::regex("x[0-9]+:[nt][nt] +goal"))) << r.out;
+    int blas = r.out.find("built without OpenBLAS") == std::string::npos; // its goal line
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2 + 2 * 7 + blas + 4) << r.out; // header, rows, goals
+    // --shapes alone: no default cubes
+    CliResult s = run_cli("bench gemm --threads 1 --reps 1 --shapes 2x3x4:nt");
+    ASSERT_EQ(s.status, 0) << s.err;
+    EXPECT_NE(s.out.find("\n2x3x4:nt "), std::string::npos) << s.out;
+    EXPECT_EQ(s.out.find("\n512 "), std::string::npos) << s.out;
+    EXPECT_EQ(s.out.find("goal"), std::string::npos) << s.out;
+}
+
 TEST(Cli, BenchTrainGivesEachChildWhatItTakesAndReadsItsSeconds) {
     std::string d = tmpdir() + "/bench-train";
     ASSERT_EQ(system(("rm -rf " + d + " && mkdir -p " + d + "/mnist").c_str()), 0);

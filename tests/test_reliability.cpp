@@ -311,6 +311,18 @@ TEST(Reliability, ListsAreNeverCutShortAndSpecsAreStrict)
         EXPECT_EQ(r.status, 2) << v;
         EXPECT_NE(r.err.find("--sizes"), std::string::npos) << r.err;
     }
+    std::string shapes;
+    for (int i = 1; i <= 65; i++) shapes += (i > 1 ? "," : "") + std::to_string(i) + "x2x3";
+    CliResult sh = run_cli("bench gemm --shapes " + shapes);
+    EXPECT_EQ(sh.status, 2) << sh.err;
+    EXPECT_NE(sh.err.find("at most 64 shapes"), std::string::npos) << sh.err;
+    for (const char *v : {"7x5", "7x5x3:x", "7x5x3:ntn", "7x5x3:", "0x5x3", "7x5x3,", ",7x5x3", "7x5x3,,2x2x2",
+                          "70000x5x3", "20000x20000x1", "7x5xx3", "7x5x3x2", "7 x5x3", "+7x5x3", "7x-5x3", ""}) {
+        CliResult r = run_cli(std::string("bench gemm --shapes '") + v + "'");
+        EXPECT_EQ(r.status, 2) << v;
+        EXPECT_EQ(lines(r.err), 1) << r.err;
+        EXPECT_NE(r.err.find("--shapes"), std::string::npos) << v << ": " << r.err;
+    }
     // a flow configuration's seeds: nine of them is refused by name, not cut to eight
     std::string cfg = tmpdir() + "/nine.flow";
     std::ofstream(cfg) << "seeds = 1, 2, 3, 4, 5, 6, 7, 8, 9\n";

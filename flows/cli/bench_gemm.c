@@ -42,39 +42,102 @@ static int32_t bam_product(void *ctx, int32_t a, int32_t b)
     return s;
 }
 
+/* One GEMM to time: C[m][n] = op(A) op(B) over k, op = transposed where
+ * ta / tb (A stored [k][m], B [n][k]). cube: from --sizes (n^3, no
+ * transposes), whose rows get the goal lines. */
+typedef struct gemm_shape {
+    int m, n, k, ta, tb, cube;
+} gemm_shape;
+
 typedef struct gemm_opts {
-    int sizes[BENCH_MAX_SIZES], nsizes, threads, reps;
+    gemm_shape shapes[2 * BENCH_MAX_SIZES]; /* what is timed: the --sizes cubes, then the --shapes */
+    int nshapes, threads, reps;
     const char *model;
     uint64_t seed;
 } gemm_opts;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: mantis bench gemm [--sizes N[,N...]] [--threads T] [--reps R] [--model exact|mbm]\n"
-               "                        [--seed S]\n"
+    fprintf(f, "usage: mantis bench gemm [--sizes N[,N...]] [--shapes MxNxK[:AB][,...]] [--threads T] [--reps R]\n"
+               "                        [--model exact|mbm] [--seed S]\n"
                "  times OpenBLAS SGEMM, native, LUT (bf16), FMAq (M7E4, biases 12/10, chunk 16) and\n"
                "  INT8 (the exact unsigned 8-bit table and the broken-array multiplier at BREAK 4 and 6,\n"
                "  operands quantized per call) GEMMs at N^3 (default sizes 512,1024; threads 0 = all cores; reps 3; model mbm)\n"
+               "  --shapes: M x N (of C) by K GEMMs, after the --sizes cubes (the default ones only without\n"
+               "            --shapes); AB two letters n or t: op(A) and op(B) as stored or transposed (default\n"
+               "            nn), e.g. 1024x16x144:tt,16x72x896; goal lines for the cubes only\n"
                "  --device cuda: the GPU providers against cuBLAS (see --device cuda --help)\n");
 }
 
-/* "N[,N...]" into o->sizes: 0, or the exit status of the error printed
- * (a malformed item, or more sizes than fit: never dropped silently). */
-static int parse_sizes(const char *v, gemm_opts *o)
+/* "N[,N...]" into sh[] as N x N x N cubes: their count, or -(the exit
+ * status of the error printed) (a malformed item, or more sizes than fit:
+ * never dropped silently). */
+static int parse_sizes(const char *v, gemm_shape *sh)
 {
     long x[BENCH_MAX_SIZES];
     int n = mts_parse_int_list(v, 0, 1, 8192, x, BENCH_MAX_SIZES, NULL);
-    if (n == -2) return cli_error(CMD, "--sizes '%s': at most %d sizes", v, BENCH_MAX_SIZES);
-    if (n < 0) return cli_error(CMD, "--sizes '%s': expected sizes 1..8192 separated by commas", v);
-    for (int i = 0; i < n; i++) o->sizes[i] = (int)x[i];
-    o->nsizes = n;
+    if (n == -2) return -cli_error(CMD, "--sizes '%s': at most %d sizes", v, BENCH_MAX_SIZES);
+    if (n < 0) return -cli_error(CMD, "--sizes '%s': expected sizes 1..8192 separated by commas", v);
+    for (int i = 0; i < n; i++) sh[i] = (gemm_shape){(int)x[i], (int)x[i], (int)x[i], 0, 0, 1};
+    return n;
+}
+
+/* One "MxNxK[:AB]" item of --shapes (each dimension 1..65536, no operand or
+ * result over 2^28 floats): 0, or -1. */
+static int parse_shape(const char *s, size_t len, gemm_shape *sh)
+{
+    char buf[64], *dim[3];
+    if (len == 0 || len >= sizeof buf) return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *ab = strchr(buf, ':');
+    sh->ta = sh->tb = 0;
+    if (ab) {
+        *ab++ = '\0';
+        if (strlen(ab) != 2 || !strchr("nt", ab[0]) || !strchr("nt", ab[1])) return -1;
+        sh->ta = ab[0] == 't';
+        sh->tb = ab[1] == 't';
+    }
+    dim[0] = buf;
+    for (int i = 1; i < 3; i++) {
+        char *x = strchr(dim[i - 1], 'x');
+        if (!x) return -1;
+        *x = '\0';
+        dim[i] = x + 1;
+    }
+    long v[3];
+    for (int i = 0; i < 3; i++)
+        if (strchr(dim[i], 'x') || mts_parse_int(dim[i], 1, 65536, &v[i])) return -1;
+    if ((double)v[0] * v[2] > 268435456.0 || (double)v[1] * v[2] > 268435456.0 || (double)v[0] * v[1] > 268435456.0)
+        return -1;
+    *sh = (gemm_shape){(int)v[0], (int)v[1], (int)v[2], sh->ta, sh->tb, 0};
     return 0;
+}
+
+/* "MxNxK[:AB][,...]" into sh[]: their count, or -(the exit status of the
+ * error printed). */
+static int parse_shapes(const char *v, gemm_shape *sh)
+{
+    int n = 0;
+    for (const char *p = v;; p++) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (n == BENCH_MAX_SIZES) return -cli_error(CMD, "--shapes '%s': at most %d shapes", v, BENCH_MAX_SIZES);
+        if (parse_shape(p, len, &sh[n]))
+            return -cli_error(CMD, "--shapes '%s': expected MxNxK[:AB] items separated by commas (dimensions "
+                                   "1..65536, at most 2^28 floats an operand; A and B n or t)", v);
+        n++;
+        if (!e) return n;
+        p = e;
+    }
 }
 
 /* Fills o from argv: 1 parsed, 0 help printed, 2 error printed. */
 static int parse_opts(int argc, char **argv, gemm_opts *o)
 {
-    *o = (gemm_opts){{512, 1024}, 2, 0, 3, "mbm", 1};
+    *o = (gemm_opts){{{0}}, 0, 0, 3, "mbm", 1};
+    gemm_shape cubes[BENCH_MAX_SIZES] = {{512, 512, 512, 0, 0, 1}, {1024, 1024, 1024, 0, 0, 1}}, more[BENCH_MAX_SIZES];
+    int ncubes = 2, nmore = 0, sized = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
@@ -84,7 +147,10 @@ static int parse_opts(int argc, char **argv, gemm_opts *o)
         }
         if (!v) return cli_error(CMD, "unknown or incomplete option '%s' (see --help)", a);
         if (!strcmp(a, "--sizes")) {
-            if (parse_sizes(v, o)) return 2;
+            if ((ncubes = parse_sizes(v, cubes)) < 0) return -ncubes;
+            sized = 1;
+        } else if (!strcmp(a, "--shapes")) {
+            if ((nmore = parse_shapes(v, more)) < 0) return -nmore;
         } else if (!strcmp(a, "--threads")) {
             if (mts_parse_int(v, 0, 1024, &x))
                 return cli_error(CMD, "--threads '%s': expected 0 (all cores) .. 1024", v);
@@ -101,6 +167,11 @@ static int parse_opts(int argc, char **argv, gemm_opts *o)
         }
         i++;
     }
+    /* the cubes of --sizes (the default ones only without --shapes), then the shapes */
+    if (nmore && !sized) ncubes = 0;
+    memcpy(o->shapes, cubes, sizeof *cubes * (size_t)ncubes);
+    memcpy(o->shapes + ncubes, more, sizeof *more * (size_t)nmore);
+    o->nshapes = ncubes + nmore;
     return 1;
 }
 
@@ -132,13 +203,14 @@ static int make_providers(const gemm_opts *o, const mts_lut *lut, const mts_lut 
 
 /* Best wall time of reps runs of one provider (one warm-up first), and the
  * process CPU time (all threads, spinning included) of that run. */
-static int time_gemm(const mts_provider *p, int n, const float *A, const float *B, float *C, int reps,
+static int time_gemm(const mts_provider *p, const gemm_shape *s, const float *A, const float *B, float *C, int reps,
                      double *best, double *cpu, mts_err *err)
 {
     *best = 1e30;
+    int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
     for (int r = -1; r < reps; r++) {
         double c0 = mts_clock_seconds(CLOCK_PROCESS_CPUTIME_ID), t0 = mts_clock_now();
-        int rc = mts_gemm(p, 0, 0, n, n, n, A, n, B, n, 0.0f, C, n, err);
+        int rc = mts_gemm(p, s->ta, s->tb, s->m, s->n, s->k, A, lda, B, ldb, 0.0f, C, s->n, err);
         double t = mts_clock_now() - t0, c = mts_clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
         if (rc != MTS_OK) return rc;
         if (r >= 0 && t < *best) {
@@ -149,27 +221,29 @@ static int time_gemm(const mts_provider *p, int n, const float *A, const float *
     return MTS_OK;
 }
 
-/* nn operands U(-1, 1), typical activations and weights, from seed: A and B
- * alternate draws. */
-static void fill_operands(uint64_t seed, size_t nn, float *A, float *B)
+/* na and nb operands U(-1, 1), typical activations and weights, from seed:
+ * A and B alternate draws (then the longer one's rest). */
+static void fill_operands(uint64_t seed, size_t na, size_t nb, float *A, float *B)
 {
     mts_rng rng = {seed};
-    for (size_t i = 0; i < nn; i++) {
-        A[i] = (float)((double)(mts_rng_next(&rng) >> 40) / 8388608.0 * 2.0 - 1.0);
-        B[i] = (float)((double)(mts_rng_next(&rng) >> 40) / 8388608.0 * 2.0 - 1.0);
+    for (size_t i = 0; i < na || i < nb; i++) {
+        float a = (float)((double)(mts_rng_next(&rng) >> 40) / 8388608.0 * 2.0 - 1.0);
+        float b = (float)((double)(mts_rng_next(&rng) >> 40) / 8388608.0 * 2.0 - 1.0);
+        if (i < na) A[i] = a;
+        if (i < nb) B[i] = b;
     }
 }
 
-/* Times every provider at n^3 into t[] / cpu[] (0 for OpenBLAS when the build
- * has none). */
-static int time_size(const gemm_opts *o, const mts_provider p[N_PROV], int n, double t[N_PROV], double cpu[N_PROV],
-                     mts_err *err)
+/* Times every provider on shape s into t[] / cpu[] (0 for OpenBLAS when the
+ * build has none). */
+static int time_size(const gemm_opts *o, const mts_provider p[N_PROV], const gemm_shape *s, double t[N_PROV],
+                     double cpu[N_PROV], mts_err *err)
 {
-    size_t nn = (size_t)n * (size_t)n;
-    float *A = malloc(nn * sizeof *A), *B = malloc(nn * sizeof *B), *C = malloc(nn * sizeof *C);
+    size_t na = (size_t)s->m * (size_t)s->k, nb = (size_t)s->k * (size_t)s->n, nc = (size_t)s->m * (size_t)s->n;
+    float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *C = malloc(nc * sizeof *C);
     int rc = MTS_OK;
-    if (!A || !B || !C) rc = mts_fail(err, MTS_ENOMEM, "out of memory at size %d", n);
-    if (!rc) fill_operands(o->seed, nn, A, B);
+    if (!A || !B || !C) rc = mts_fail(err, MTS_ENOMEM, "out of memory at %dx%dx%d", s->m, s->n, s->k);
+    if (!rc) fill_operands(o->seed, na, nb, A, B);
     for (int q = 0; q < N_PROV && !rc; q++) {
         t[q] = cpu[q] = 0;
         if (q == 0 && !mts_gemm_have_blas()) continue;
@@ -177,7 +251,7 @@ static int time_size(const gemm_opts *o, const mts_provider p[N_PROV], int n, do
          * OpenMP's team) stop spinning, or they steal the cores */
         struct timespec pause = {0, 300000000L};
         nanosleep(&pause, NULL);
-        rc = time_gemm(&p[q], n, A, B, C, o->reps, &t[q], &cpu[q], err);
+        rc = time_gemm(&p[q], s, A, B, C, o->reps, &t[q], &cpu[q], err);
     }
     free(A);
     free(B);
@@ -185,26 +259,37 @@ static int time_size(const gemm_opts *o, const mts_provider p[N_PROV], int n, do
     return rc;
 }
 
-/* One row per provider, then the goals (ratios against OpenBLAS and LUT). */
-static void print_size(int n, const double t[N_PROV], const double cpu[N_PROV])
+/* One row per provider, then, for an n^3 size, the goals (ratios against
+ * OpenBLAS and LUT). A row is labelled n, or MxNxK:AB for a shape, in a
+ * column w wide. */
+static void shape_label(const gemm_shape *s, char *n, size_t size)
 {
-    double macs = (double)n * n * n;
+    if (s->cube) snprintf(n, size, "%d", s->m);
+    else snprintf(n, size, "%dx%dx%d:%c%c", s->m, s->n, s->k, s->ta ? 't' : 'n', s->tb ? 't' : 'n');
+}
+
+static void print_size(const gemm_shape *s, int w, const double t[N_PROV], const double cpu[N_PROV])
+{
+    double macs = (double)s->m * s->n * s->k;
+    char n[48];
+    shape_label(s, n, sizeof n);
     for (int q = 0; q < N_PROV; q++) {
         if (t[q] == 0) {
-            printf("%-6d %-8s %10s (built without OpenBLAS)\n", n, prov_names[q], "-");
+            printf("%-*s %-8s %10s (built without OpenBLAS)\n", w, n, prov_names[q], "-");
             continue;
         }
         char xb[16] = "-", xl[16] = "-";
         if (t[0] > 0) snprintf(xb, sizeof xb, "%.2f", t[q] / t[0]);
         if (q >= 3) snprintf(xl, sizeof xl, "%.2f", t[q] / t[2]);
-        printf("%-6d %-8s %10.2f %10.2f %10.2f %9s %9s\n", n, prov_names[q], 1e3 * t[q], 1e3 * cpu[q],
+        printf("%-*s %-8s %10.3f %10.3f %10.2f %9s %9s\n", w, n, prov_names[q], 1e3 * t[q], 1e3 * cpu[q],
                macs / t[q] * 1e-9, xb, xl);
     }
+    if (!s->cube) return; /* the goals are stated at n^3 */
     if (t[0] > 0)
-        printf("%-6d goal LUT <= 4x OpenBLAS: %.2fx %s\n", n, t[2] / t[0], t[2] <= 4 * t[0] ? "met" : "MISSED");
-    printf("%-6d goal FMAq <= 3x LUT: %.2fx %s\n", n, t[3] / t[2], t[3] <= 3 * t[2] ? "met" : "MISSED");
+        printf("%-*s goal LUT <= 4x OpenBLAS: %.2fx %s\n", w, n, t[2] / t[0], t[2] <= 4 * t[0] ? "met" : "MISSED");
+    printf("%-*s goal FMAq <= 3x LUT: %.2fx %s\n", w, n, t[3] / t[2], t[3] <= 3 * t[2] ? "met" : "MISSED");
     for (int q = 4; q < N_PROV; q++)
-        printf("%-6d goal %s table <= LUT (time per multiply-add): %.2fx %s\n", n, prov_names[q], t[q] / t[2],
+        printf("%-*s goal %s table <= LUT (time per multiply-add): %.2fx %s\n", w, n, prov_names[q], t[q] / t[2],
                t[q] <= t[2] ? "met" : "MISSED");
 }
 
@@ -246,14 +331,20 @@ int cmd_bench_gemm(int argc, char **argv)
     printf("mantis bench gemm: isa %s, %d thread%s, LUT %s e8m7 (bf16), FMAq M7E4 prod bias 12 / acc bias 10, "
            "chunk 16, INT8 exact / broken-array BREAK 4, 6 (unsigned), best of %d, load average %.2f\n",
            mts_gemm_isa(), cores, cores == 1 ? "" : "s", o.model, o.reps, cli_loadavg());
-    printf("%-6s %-8s %10s %10s %10s %9s %9s\n", "size", "gemm", "wall ms", "cpu ms", "GMAC/s", "x blas", "x lut");
+    int w = 6; /* the label column: sizes, or the widest shape */
+    for (int s = 0; s < o.nshapes; s++) {
+        char n[48];
+        shape_label(&o.shapes[s], n, sizeof n);
+        if ((int)strlen(n) > w) w = (int)strlen(n);
+    }
+    printf("%-*s %-8s %10s %10s %10s %9s %9s\n", w, "size", "gemm", "wall ms", "cpu ms", "GMAC/s", "x blas", "x lut");
     int status = 0;
-    for (int s = 0; s < o.nsizes && !status; s++) {
+    for (int s = 0; s < o.nshapes && !status; s++) {
         double t[N_PROV], cpu[N_PROV];
-        if (time_size(&o, p, o.sizes[s], t, cpu, &err) != MTS_OK)
+        if (time_size(&o, p, &o.shapes[s], t, cpu, &err) != MTS_OK)
             status = cli_error(CMD, "%s", err.msg);
         else
-            print_size(o.sizes[s], t, cpu);
+            print_size(&o.shapes[s], w, t, cpu);
     }
     mts_lut_free(&lut);
     for (int q = 0; q < N_INT; q++) mts_lut_free(&itab[q]);
