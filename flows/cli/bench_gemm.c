@@ -91,12 +91,12 @@ static int parse_shape(const char *s, size_t len, gemm_shape *sh)
     memcpy(buf, s, len);
     buf[len] = '\0';
     char *ab = strchr(buf, ':');
-    sh->ta = sh->tb = 0;
+    int ta = 0, tb = 0;
     if (ab) {
         *ab++ = '\0';
         if (strlen(ab) != 2 || !strchr("nt", ab[0]) || !strchr("nt", ab[1])) return -1;
-        sh->ta = ab[0] == 't';
-        sh->tb = ab[1] == 't';
+        ta = ab[0] == 't';
+        tb = ab[1] == 't';
     }
     dim[0] = buf;
     for (int i = 1; i < 3; i++) {
@@ -110,7 +110,7 @@ static int parse_shape(const char *s, size_t len, gemm_shape *sh)
         if (strchr(dim[i], 'x') || mts_parse_int(dim[i], 1, 65536, &v[i])) return -1;
     if ((double)v[0] * v[2] > 268435456.0 || (double)v[1] * v[2] > 268435456.0 || (double)v[0] * v[1] > 268435456.0)
         return -1;
-    *sh = (gemm_shape){(int)v[0], (int)v[1], (int)v[2], sh->ta, sh->tb, 0};
+    *sh = (gemm_shape){(int)v[0], (int)v[1], (int)v[2], ta, tb, 0};
     return 0;
 }
 

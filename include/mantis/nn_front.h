@@ -168,10 +168,10 @@ int mts_front_maxpool_backward(int N, int C, int H, int W, int k, int s, const f
  * `mantis train`'s SGD step (mts_sgd_update) over count tensors, for a model
  * trained through the package (mantis.torch.SGD): tensor t is param[t],
  * grad[t] and buf[t] (its momentum, zero before the first step), n[t]
- * floats each, weight decay applied where decay[t] is nonzero. Returns 1
+ * floats each; weight decay wd applied when decay is nonzero. Returns 1
  * when some parameter is now inf or NaN, else 0. */
 int mts_front_sgd_step(int count, float *const *param, const float *const *grad, float *const *buf, const size_t *n,
-                       const int *decay, float lr, float momentum, float wd);
+                       int decay, float lr, float momentum, float wd);
 
 #ifdef __cplusplus
 }

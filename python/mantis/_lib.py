@@ -159,7 +159,7 @@ relu_backward = _fn("mts_front_relu_backward", None, _I, _Z, _FP, _FP, _FP)
 maxpool_forward = _fn("mts_front_maxpool_forward", _I, _I, _I, _I, _I, _I, _I, _FP, _FP, _FP, _ERR)
 maxpool_backward = _fn("mts_front_maxpool_backward", _I, _I, _I, _I, _I, _I, _I, _FP, _FP, _FP, _ERR)
 _PA = ctypes.POINTER(ctypes.c_void_p)  # arrays of float addresses
-sgd_step = _fn("mts_front_sgd_step", _I, _I, _PA, _PA, _PA, ctypes.POINTER(_Z), ctypes.POINTER(_I), _F, _F, _F)
+sgd_step = _fn("mts_front_sgd_step", _I, _I, _PA, _PA, _PA, ctypes.POINTER(_Z), _I, _F, _F, _F)
 
 
 def _status_name(code):

@@ -641,9 +641,8 @@ class SGD(torch.optim.Optimizer):
             if not ps:
                 continue
             count, arr = len(ps), ctypes.c_void_p * len(ps)
-            decay = group["weight_decay"] != 0.0
             bad |= _lib.sgd_step(count, arr(*ps), arr(*gs), arr(*bs), (ctypes.c_size_t * count)(*ns),
-                                 (ctypes.c_int * count)(*([int(decay)] * count)), group["lr"], group["momentum"],
+                                 int(group["weight_decay"] != 0.0), group["lr"], group["momentum"],
                                  group["weight_decay"])
         self.nonfinite = bool(bad)
         return loss

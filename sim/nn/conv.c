@@ -124,13 +124,23 @@ static inline void copy_over(float *dst, const float *src, int n, const float *e
     memcpy(dst, src, sizeof(float) * (size_t)n);
 }
 
+/* The elements [*lo, *hi) of an n-float output row that come from an input
+ * row of w floats shifted by `shift` (dst[i] = src[i + shift]): the others
+ * lie in the padding. */
+static inline void shifted_range(int n, int shift, int w, int *lo, int *hi)
+{
+    *lo = shift < 0 ? -shift : 0;
+    *hi = w - shift < n ? w - shift : n;
+}
+
 /* dst[0, n) = row src shifted by `shift` with zeros outside it: dst[i] =
  * src[i + shift] where 0 <= i + shift < w, else +0 (every i when src is
  * NULL, a row in the padding). Nothing outside dst[0, n) is written and
  * nothing outside src[0, w) is read. */
 static inline void copy_shifted(float *dst, const float *src, int n, int shift, int w)
 {
-    int lo = shift < 0 ? -shift : 0, hi = w - shift < n ? w - shift : n; /* dst[lo, hi) come from src */
+    int lo, hi;
+    shifted_range(n, shift, w, &lo, &hi);
     if (!src || hi <= lo) {
         memset(dst, 0, sizeof(float) * (size_t)n);
         return;
@@ -153,7 +163,8 @@ typedef struct {
 
 static void row_masks_init(row_masks *r, int n, int shift, int w)
 {
-    int lo = shift < 0 ? -shift : 0, hi = w - shift < n ? w - shift : n;
+    int lo, hi;
+    shifted_range(n, shift, w, &lo, &hi);
     r->nv = (n + 15) / 16;
     for (int v = 0; v < r->nv; v++) {
         int a = lo - 16 * v, b = hi - 16 * v, e = n - 16 * v;

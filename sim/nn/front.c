@@ -569,9 +569,9 @@ int mts_front_maxpool_backward(int N, int C, int H, int W, int k, int s, const f
 /* -------------------------------------------------------------- optimizer */
 
 int mts_front_sgd_step(int count, float *const *param, const float *const *grad, float *const *buf, const size_t *n,
-                       const int *decay, float lr, float momentum, float wd)
+                       int decay, float lr, float momentum, float wd)
 {
     int bad = 0;
-    for (int t = 0; t < count; t++) bad |= mts_sgd_update(n[t], param[t], grad[t], buf[t], momentum, wd, decay[t], lr);
+    for (int t = 0; t < count; t++) bad |= mts_sgd_update(n[t], param[t], grad[t], buf[t], momentum, wd, decay, lr);
     return bad;
 }
