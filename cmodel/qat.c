@@ -10,37 +10,12 @@
 #include <immintrin.h>
 #endif
 
-static void code_range(int bits, int is_signed, int32_t *qmin, int32_t *qmax)
-{
-    *qmin = is_signed ? -(1 << (bits - 1)) : 0;
-    *qmax = is_signed ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
-}
-
 void mts_qparam_affine(float rmin, float rmax, int bits, int is_signed, mts_qparam *q)
 {
-    code_range(bits, is_signed, &q->qmin, &q->qmax);
-    float lo = isfinite(rmin) && rmin < 0.0f ? rmin : 0.0f;
-    float hi = isfinite(rmax) && rmax > 0.0f ? rmax : 0.0f;
-    float s = (hi - lo) / (float)(q->qmax - q->qmin);
-    if (!(s >= FLT_EPSILON)) s = FLT_EPSILON; /* also an overflowing hi - lo: never */
-    if (isinf(s)) s = FLT_MAX / (float)(q->qmax - q->qmin);
-    q->scale = s;
-    q->inv = 1.0f / s;
-    float z = (float)q->qmin - nearbyintf(lo / s);
-    q->zp = z < (float)q->qmin ? q->qmin : z > (float)q->qmax ? q->qmax : (int32_t)z;
+    mts_qparam_affine_hd(rmin, rmax, bits, is_signed, q);
 }
 
-void mts_qparam_symmetric(float rmin, float rmax, int bits, mts_qparam *q)
-{
-    q->qmax = (1 << (bits - 1)) - 1;
-    q->qmin = -q->qmax;
-    float a = isfinite(rmin) ? fabsf(rmin) : 0.0f, b = isfinite(rmax) ? fabsf(rmax) : 0.0f;
-    float s = (a > b ? a : b) / (float)q->qmax;
-    if (!(s >= FLT_EPSILON)) s = FLT_EPSILON;
-    q->scale = s;
-    q->inv = 1.0f / s;
-    q->zp = 0;
-}
+void mts_qparam_symmetric(float rmin, float rmax, int bits, mts_qparam *q) { mts_qparam_symmetric_hd(rmin, rmax, bits, q); }
 
 /* Finite min and max of x[0..n); 0 when there is none. (Min and max are
  * exact, so the vector form's order does not matter.) */
@@ -60,29 +35,14 @@ static int finite_minmax(const float *x, size_t n, float *lo, float *hi)
     a = _mm512_reduce_min_ps(va);
     b = _mm512_reduce_max_ps(vb);
 #endif
-    for (; i < n; i++) {
-        float v = x[i];
-        if (v < a && v > -INFINITY) a = v;
-        if (v > b && v < INFINITY) b = v;
-    }
-    if (!(a <= b)) return 0;
-    *lo = a == 0.0f ? 0.0f : a; /* +0 for either zero, whichever the loop met first */
-    *hi = b == 0.0f ? 0.0f : b;
-    return 1;
+    for (; i < n; i++) mts_qat_minmax_push(x[i], &a, &b);
+    return mts_qat_minmax_end(a, b, lo, hi);
 }
 
 void mts_qat_observe(float *st, const float *x, size_t n)
 {
     float lo, hi;
-    if (!finite_minmax(x, n, &lo, &hi)) return;
-    if (st[2] == 0.0f) {
-        st[0] = lo;
-        st[1] = hi;
-        st[2] = 1.0f;
-        return;
-    }
-    st[0] = st[0] + MTS_QAT_EMA * (lo - st[0]);
-    st[1] = st[1] + MTS_QAT_EMA * (hi - st[1]);
+    if (finite_minmax(x, n, &lo, &hi)) mts_qat_observe_hd(st, lo, hi);
 }
 
 void mts_qat_act_param(const float *st, const float *x, size_t n, int bits, int is_signed, mts_qparam *q)

@@ -941,10 +941,15 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *b
                         bt->inner);
     if (m < 0 || n < 0 || k < 0) return mts_fail(err, MTS_EINVAL, "gpu gemm: negative shape %d x %d x %d", m, n, k);
     if (bt->outer == 0 || bt->inner == 0 || m == 0 || n == 0) return MTS_OK;
-    if (pl->p.kind == MTS_PROV_INT) {
-        if (bt->outer * bt->inner != 1)
-            return mts_fail(err, MTS_EUNSUPPORTED, "gpu gemm: INT runs one GEMM at a time (its ranges are per call)");
-        return gemm_int_dev(pl, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
+    if (pl->p.kind == MTS_PROV_INT) { // each GEMM quantized with its own ranges, as mts_gemm_batch: in turn
+        int rc = MTS_OK;
+        for (int z = 0; z < bt->outer * bt->inner && rc == MTS_OK; z++) {
+            size_t zo = (size_t)(z / bt->inner), zi = (size_t)(z % bt->inner);
+            rc = gemm_int_dev(pl, transA, transB, m, n, k, A + zo * bt->a_outer + zi * bt->a_inner, lda,
+                              B + zo * bt->b_outer + zi * bt->b_inner, ldb, beta,
+                              C + zo * bt->c_outer + zi * bt->c_inner, ldc, err);
+        }
+        return rc;
     }
     Job g;
     job_arith(pl, &g);

@@ -49,4 +49,9 @@ inline int launch_check(mts_err *err, const char *what)
 
 } // namespace
 
+// Short-lived device blocks from the twins' scratch cache (gpu/nn_ops.cu):
+// a block is the caller's until it gives it back (NULL is ignored).
+int mts_gpu__scratch_alloc(void **p, size_t bytes, mts_err *err);
+void mts_gpu__scratch_free(void *p);
+
 #endif

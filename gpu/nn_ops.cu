@@ -482,44 +482,6 @@ __global__ void conv_dyc_k(int N, int cout, int P, const float *dy, float *dyc)
     dyc[(size_t)co * N * P + n * P + q] = dy[i];
 }
 
-// Range observer (cmodel/qat.c, mts_qat_observe): finite min and max per
-// chunk, then one thread folds them (min and max are exact: any order) and
-// moves st as the CPU does.
-__global__ void minmax_chunks(size_t n, size_t m, const float *x, float *lo, float *hi)
-{
-    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= m) return;
-    size_t j1 = (c + 1) * MTS_FM_CHUNK < n ? (c + 1) * MTS_FM_CHUNK : n;
-    float a = INFINITY, b = -INFINITY;
-    for (size_t j = c * MTS_FM_CHUNK; j < j1; j++) {
-        float v = x[j];
-        if (v < a && v > -INFINITY) a = v;
-        if (v > b && v < INFINITY) b = v;
-    }
-    lo[c] = a;
-    hi[c] = b;
-}
-__global__ void observe_k(size_t m, const float *lo, const float *hi, float *st, float ema)
-{
-    if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
-    float a = INFINITY, b = -INFINITY;
-    for (size_t c = 0; c < m; c++) {
-        if (lo[c] < a) a = lo[c];
-        if (hi[c] > b) b = hi[c];
-    }
-    if (!(a <= b)) return;
-    a = a == 0.0f ? 0.0f : a;
-    b = b == 0.0f ? 0.0f : b;
-    if (st[2] == 0.0f) {
-        st[0] = a;
-        st[1] = b;
-        st[2] = 1.0f;
-        return;
-    }
-    st[0] = __fadd_rn(st[0], __fmul_rn(ema, __fsub_rn(a, st[0])));
-    st[1] = __fadd_rn(st[1], __fmul_rn(ema, __fsub_rn(b, st[1])));
-}
-
 // Non-finite flags per chunk, then their OR in one thread (no atomics).
 __global__ void nonfinite_chunks(size_t n, size_t m, const float *x, uint8_t *flag)
 {
@@ -918,21 +880,6 @@ int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g
     return rc;
 }
 
-int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err)
-{
-    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
-    if (!m) return MTS_OK;
-    void *part = NULL;
-    int rc = scratch_alloc(&part, 2 * m * sizeof(float), err);
-    if (rc != MTS_OK) return rc;
-    float *lo = (float *)part, *hi = lo + m;
-    MTS_LAUNCH(minmax_chunks, blocks_for(m), THREADS, 0, 0)(n, m, x, lo, hi);
-    MTS_LAUNCH(observe_k, 1, 1, 0, 0)(m, lo, hi, st, MTS_QAT_EMA);
-    rc = launch_check(err, "range observer");
-    scratch_free(part);
-    return rc;
-}
-
 int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err)
 {
     size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
@@ -953,3 +900,7 @@ int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err)
 void mts_gpu_scratch_release(void) { scratch_release_idle(); }
 
 } // extern "C"
+
+// The scratch cache for the other twins' files (launch.h).
+int mts_gpu__scratch_alloc(void **p, size_t bytes, mts_err *err) { return scratch_alloc(p, bytes, err); }
+void mts_gpu__scratch_free(void *p) { scratch_free(p); }

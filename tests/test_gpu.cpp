@@ -636,7 +636,10 @@ TEST(GpuGemm, BatchedEqualsEachGemm)
     for (float &v : B) v = typical(&s);
     for (float &v : C0) v = operand(&s);
     std::vector<float> R = C0;
-    for (mts_provider p : {prov(MTS_PROV_LUT, &lut), prov(MTS_PROV_NATIVE)}) {
+    mts_lut ilut{}; // INT: each GEMM of the batch quantized with its own ranges, as one call each
+    ASSERT_EQ(mts_intmul_exact_lut(8, 0, &ilut, &err), MTS_OK) << err.msg;
+    for (size_t i = 0; i < ilut.n; i += 5) ilut.entry[i] += (uint32_t)((i % 9) - 4);
+    for (mts_provider p : {prov(MTS_PROV_LUT, &lut), prov(MTS_PROV_NATIVE), prov(MTS_PROV_INT, &ilut)}) {
         R = C0;
         for (int o = 0; o < 3; o++)
             for (int i = 0; i < 2; i++)
@@ -680,6 +683,7 @@ TEST(GpuGemm, BatchedEqualsEachGemm)
               MTS_EINVAL);
     mts_gpu_plan_close(pl);
     mts_lut_free(&lut);
+    mts_lut_free(&ilut);
 }
 
 TEST(GpuGemm, KernelNumbersAreChecked)
@@ -1352,6 +1356,138 @@ TEST(GpuOps, ConvTwinEqualsCpuConv)
     mts_arith_close(&lut);
 }
 
+// An approximate integer table: the exact product of the operand values
+// with a deterministic error on every third entry.
+void approx_int_lut(int bits, int sg, mts_lut *l)
+{
+    mts_err err;
+    ASSERT_EQ(mts_intmul_exact_lut(bits, sg, l, &err), MTS_OK) << err.msg;
+    for (size_t i = 0; i < l->n; i += 3) l->entry[i] += (uint32_t)((i % 7) - 3);
+}
+
+// Special operands among random ones: NaN, both infinities, -0, a
+// subnormal, a huge value (clipped by any observed range).
+void with_specials(std::vector<float> &v)
+{
+    const float sp[] = {NAN, INFINITY, -INFINITY, -0.0f, 1e-40f, 3e30f};
+    for (size_t i = 0; i < sizeof sp / sizeof *sp && i * 7 < v.size(); i++) v[i * 7] = sp[i];
+}
+
+// The quantization-aware layers of integer tables (qat.c) against their
+// twins (gpu/qat.cu): forward, dx, dw, db for each backward rule, an
+// unsigned 8-bit and a signed 4-bit table, an observer that has seen a
+// range (narrower than x's: both ends clip) and one that has not (x's own).
+TEST(GpuOps, QuantizationAwareTwinsEqualCpu)
+{
+    NEED_GPU();
+    mts_err err;
+    const mts_conv_geom geoms[] = {{3, 7, 6, 4, 3, 2, 1, 0, 0}, {2, 5, 5, 3, 3, 1, 1, 0, 0}, {5, 4, 4, 2, 1, 1, 0, 0, 0}};
+    for (int sg = 0; sg <= 1; sg++) {
+        mts_lut lut{};
+        approx_int_lut(sg ? 4 : 8, sg, &lut);
+        int bits = lut.int_bits;
+        mts_provider pi = prov(MTS_PROV_INT, &lut), pn = prov(MTS_PROV_NATIVE);
+        mts_gpu_qat *q = nullptr;
+        mts_gpu_gemm_plan *plan_i = nullptr, *plan_n = nullptr;
+        ASSERT_EQ(mts_gpu_qat_open(&lut, 1, &q, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_plan_open(&pi, &plan_i, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_gpu_plan_open(&pn, &plan_n, &err), MTS_OK) << err.msg;
+        for (int rule : {MTS_INT_BWD_STE, MTS_INT_BWD_TABLE, MTS_INT_BWD_APPROX})
+            for (int seen = 0; seen <= 1; seen++) {
+                std::string tag = std::string(sg ? "int4 signed" : "int8 unsigned") + " rule " +
+                                  mts_int_bwd_name((mts_int_bwd)rule) + (seen ? " observed" : " unobserved");
+                const mts_provider *bp = rule == MTS_INT_BWD_APPROX ? &pi : &pn;
+                const mts_gpu_gemm_plan *bpl = rule == MTS_INT_BWD_APPROX ? plan_i : plan_n;
+                mts_nn_ctx ctx = mts_nn_ctx_cpu(&pi, bp);
+                ctx.int_bwd = rule;
+                std::vector<float> st = {seen ? -0.3f : 0.0f, seen ? 0.25f : 0.0f, seen ? 1.0f : 0.0f};
+                Dev<float> gst(st);
+                const float *dst = seen ? gst.d() : nullptr;
+                { // dense
+                    const int N = 13, in = 37, out = 11;
+                    auto x = randv((size_t)N * in, 61 + seen), w = randv((size_t)out * in, 62), b = randv(out, 63),
+                         dy = randv((size_t)N * out, 64);
+                    with_specials(x);
+                    w[3] = NAN, w[40] = INFINITY;
+                    mts_qparam qa;
+                    mts_qat_act_param(seen ? st.data() : nullptr, x.data(), x.size(), bits, sg, &qa);
+                    std::vector<float> y((size_t)N * out), dx(x.size()), dw(w.size()), db(out);
+                    ASSERT_EQ(mts_qdense_forward(&ctx, &qa, N, in, out, x.data(), w.data(), b.data(), y.data(), &err),
+                              MTS_OK)
+                        << err.msg;
+                    ASSERT_EQ(mts_qdense_backward(&ctx, &qa, N, in, out, x.data(), w.data(), dy.data(), dx.data(),
+                                                  dw.data(), db.data(), &err),
+                              MTS_OK)
+                        << err.msg;
+                    Dev<float> gx(x), gw(w), gb(b), gdy(dy), gy(y), gdx(dx), gdw(dw), gdb(db);
+                    ASSERT_EQ(mts_gpu_qdense_forward(q, dst, N, in, out, gx.d(), gw.d(), gb.d(), gy.d(), &err), MTS_OK)
+                        << err.msg;
+                    ASSERT_EQ(mts_gpu_qdense_backward(q, rule, bpl, dst, N, in, out, gx.d(), gw.d(), gdy.d(), gdx.d(),
+                                                      gdw.d(), gdb.d(), &err),
+                              MTS_OK)
+                        << err.msg;
+                    expect_same(gy.get(), y, (tag + " dense y").c_str());
+                    expect_same(gdx.get(), dx, (tag + " dense dx").c_str());
+                    expect_same(gdw.get(), dw, (tag + " dense dw").c_str());
+                    expect_same(gdb.get(), db, (tag + " dense db").c_str());
+                }
+                for (mts_conv_geom g : geoms) {
+                    ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK) << err.msg;
+                    const int N = 2;
+                    size_t nx = (size_t)N * g.cin * g.h * g.w, ny = (size_t)N * g.cout * g.oh * g.ow;
+                    size_t nw = (size_t)g.cout * g.cin * g.k * g.k;
+                    auto x = randv(nx, 71 + seen), w = randv(nw, 72), b = randv(g.cout, 73), dy = randv(ny, 74);
+                    with_specials(x);
+                    mts_qparam qa;
+                    mts_qat_act_param(seen ? st.data() : nullptr, x.data(), nx, bits, sg, &qa);
+                    std::vector<float> y(ny), dx(nx), dw(nw), db(g.cout);
+                    ASSERT_EQ(mts_qconv2d_forward(&ctx, &qa, &g, N, x.data(), w.data(), b.data(), y.data(), &err),
+                              MTS_OK)
+                        << err.msg;
+                    ASSERT_EQ(mts_qconv2d_backward(&ctx, &qa, &g, N, x.data(), w.data(), dy.data(), dx.data(),
+                                                   dw.data(), db.data(), &err),
+                              MTS_OK)
+                        << err.msg;
+                    Dev<float> gx(x), gw(w), gb(b), gdy(dy), gy(y), gdx(dx), gdw(dw), gdb(db);
+                    ASSERT_EQ(mts_gpu_qconv2d_forward(q, dst, &g, N, gx.d(), gw.d(), gb.d(), gy.d(), &err), MTS_OK)
+                        << err.msg;
+                    ASSERT_EQ(mts_gpu_qconv2d_backward(q, rule, bpl, dst, &g, N, gx.d(), gw.d(), gdy.d(), gdx.d(),
+                                                       gdw.d(), gdb.d(), nullptr, &err),
+                              MTS_OK)
+                        << err.msg;
+                    std::string c = tag + " conv k" + std::to_string(g.k) + " s" + std::to_string(g.stride);
+                    expect_same(gy.get(), y, (c + " y").c_str());
+                    expect_same(gdx.get(), dx, (c + " dx").c_str());
+                    expect_same(gdw.get(), dw, (c + " dw").c_str());
+                    expect_same(gdb.get(), db, (c + " db").c_str());
+                }
+            }
+        // a table opened without its gradient tables refuses TABLE; a float table is refused
+        mts_gpu_qat *q0 = nullptr;
+        ASSERT_EQ(mts_gpu_qat_open(&lut, 0, &q0, &err), MTS_OK) << err.msg;
+        std::vector<float> one(4, 0.5f);
+        Dev<float> d1(one);
+        EXPECT_EQ(mts_gpu_qdense_backward(q0, MTS_INT_BWD_TABLE, plan_n, nullptr, 2, 1, 2, d1.d(), d1.d(), d1.d(),
+                                          d1.d(), d1.d(), nullptr, &err),
+                  MTS_EINVAL);
+        EXPECT_NE(std::string(err.msg).find("gradient tables"), std::string::npos) << err.msg;
+        mts_gpu_qat_close(q0);
+        mts_gpu_qat_close(q);
+        mts_gpu_plan_close(plan_i);
+        mts_gpu_plan_close(plan_n);
+        mts_lut_free(&lut);
+    }
+    mts_lut flut{};
+    mts_gpu_qat *qf = nullptr;
+    mts_format f7 = mts_format_e8(7);
+    mts_mulop op;
+    ASSERT_EQ(mts_mulop_model(&op, "mbm", &f7, &err), MTS_OK) << err.msg;
+    ASSERT_EQ(mts_lut_generate(&op, &flut, &err), MTS_OK) << err.msg;
+    EXPECT_EQ(mts_gpu_qat_open(&flut, 0, &qf, &err), MTS_EINVAL);
+    EXPECT_EQ(qf, nullptr);
+    mts_lut_free(&flut);
+}
+
 // A few training steps of a built-in model on both backends: the CPU's
 // mts_train_epoch / mts_evaluate against the device-resident ones
 // (nn_gpunet.h) on a synthetic data set of the model's input shape. Every
@@ -1369,6 +1505,9 @@ struct ResidentCase {
     // 2^-7 and most gradients would flush to 0, which hides backward errors.
     const char *bacc;
     mts_ste ste = MTS_STE_IDENTITY; // the dense layers' FMAq estimator
+    // an integer table of ibits-bit operands (approx_int_lut) for the forward and the test instead of
+    // mul/acc; the backward as `mantis train` opens it (native FP32 unless ibwd is APPROX)
+    int ibits = 0, isigned = 0, ibwd = MTS_INT_BWD_STE;
 };
 
 struct BatchLog {
@@ -1417,10 +1556,23 @@ void resident_equals_cpu(const ResidentCase &t)
     std::snprintf(s.mul, sizeof s.mul, "%s", t.mul);
     std::snprintf(s.acc, sizeof s.acc, "%s", t.acc);
     mts_arith af, ab, at;
-    ASSERT_EQ(mts_arith_open(&s, 0, &af, &err), MTS_OK) << err.msg;
-    ASSERT_EQ(mts_arith_open(&s, 0, &at, &err), MTS_OK) << err.msg;
-    std::snprintf(s.acc, sizeof s.acc, "%s", t.bacc ? t.bacc : "");
-    ASSERT_EQ(mts_arith_open(&s, 0, &ab, &err), MTS_OK) << err.msg;
+    if (t.ibits) {
+        mts_lut l[3];
+        for (mts_lut &x : l) approx_int_lut(t.ibits, t.isigned, &x);
+        mts_arith_from_lut(&l[0], 0, "approximate integer table", &af);
+        mts_arith_from_lut(&l[1], 0, "approximate integer table", &at);
+        if (t.ibwd == MTS_INT_BWD_APPROX) mts_arith_from_lut(&l[2], 0, "approximate integer table", &ab);
+        else {
+            mts_lut_free(&l[2]);
+            std::snprintf(s.acc, sizeof s.acc, "%s", "");
+            ASSERT_EQ(mts_arith_open(&s, 0, &ab, &err), MTS_OK) << err.msg;
+        }
+    } else {
+        ASSERT_EQ(mts_arith_open(&s, 0, &af, &err), MTS_OK) << err.msg;
+        ASSERT_EQ(mts_arith_open(&s, 0, &at, &err), MTS_OK) << err.msg;
+        std::snprintf(s.acc, sizeof s.acc, "%s", t.bacc ? t.bacc : "");
+        ASSERT_EQ(mts_arith_open(&s, 0, &ab, &err), MTS_OK) << err.msg;
+    }
     mts_net net[2];
     mts_opt opt[2];
     for (int i = 0; i < 2; i++) {
@@ -1441,9 +1593,10 @@ void resident_equals_cpu(const ResidentCase &t)
     }
     mts_nn_ctx train = mts_nn_ctx_cpu(&af.p, &ab.p), eval = mts_nn_ctx_cpu(&at.p, nullptr);
     train.ste = t.ste;
+    train.int_bwd = t.ibwd;
     ASSERT_EQ(mts_gpunet_supports(&net[1], &train, &eval, &err), MTS_OK) << err.msg;
     mts_gpunet *g = nullptr;
-    ASSERT_EQ(mts_gpunet_open(&g, &net[1], &opt[1], &af.p, &ab.p, &at.p, (int)t.ste, &tr, t.ntrain, &te, t.ntest, &err), MTS_OK)
+    ASSERT_EQ(mts_gpunet_open(&g, &net[1], &opt[1], &af.p, &ab.p, &at.p, (int)t.ste, t.ibwd, &tr, t.ntrain, &te, t.ntest, &err), MTS_OK)
         << err.msg;
     BatchLog log[2] = {{&net[0], {}}, {&net[1], {}}};
     for (int e = 0; e < t.epochs; e++) {
@@ -1541,6 +1694,33 @@ TEST(GpuTrain, ResidentVitTinyLutFmaqAdam)
     NEED_GPU();
     resident_equals_cpu({"vit-tiny", 1, 28, 28, 2, 3, 2, 2, "bf16", "M7E4", MTS_OPT_ADAM, MTS_SCHED_CONST, 1e-4f, "M7E6"});
 }
+// Integer tables: the quantization-aware layers (gpu/qat.cu) with each
+// backward rule, the range observers, per-GEMM INT for APPROX's backward
+// and vit-tiny's attention (each GEMM of a batch quantized on its own)
+TEST(GpuTrain, ResidentLenet5IntSte)
+{
+    NEED_GPU();
+    resident_equals_cpu({"lenet5", 1, 28, 28, 6, 5, 4, 2, "fp32", "", MTS_OPT_SGD, MTS_SCHED_CONST, 5e-4f, "",
+                         MTS_STE_IDENTITY, 8, 0, MTS_INT_BWD_STE});
+}
+TEST(GpuTrain, ResidentResnet20IntTableAdam)
+{
+    NEED_GPU();
+    resident_equals_cpu({"resnet20", 3, 8, 8, 2, 3, 2, 1, "fp32", "", MTS_OPT_ADAM, MTS_SCHED_CONST, 1e-4f, "",
+                         MTS_STE_IDENTITY, 4, 1, MTS_INT_BWD_TABLE});
+}
+TEST(GpuTrain, ResidentLenet300IntApprox)
+{
+    NEED_GPU();
+    resident_equals_cpu({"lenet300", 1, 28, 28, 4, 5, 4, 2, "fp32", "", MTS_OPT_SGD, MTS_SCHED_CONST, 0.0f, "",
+                         MTS_STE_IDENTITY, 8, 1, MTS_INT_BWD_APPROX});
+}
+TEST(GpuTrain, ResidentVitTinyIntSte)
+{
+    NEED_GPU();
+    resident_equals_cpu({"vit-tiny", 1, 28, 28, 2, 3, 2, 1, "fp32", "", MTS_OPT_ADAM, MTS_SCHED_CONST, 1e-4f, "",
+                         MTS_STE_IDENTITY, 8, 0, MTS_INT_BWD_STE});
+}
 TEST(GpuTrain, ResidentResnet18Adam)
 {
     NEED_GPU();
@@ -1580,8 +1760,8 @@ TEST(GpuTrain, CliCudaEqualsCpu)
         if (require_gpu()) FAIL() << "MANTIS_REQUIRE_GPU is set, but " << data << " has no MNIST";
         GTEST_SKIP() << data << " has no MNIST (mantis data fetch mnist)";
     }
-    // an integer table: the per-GEMM path (no resident twin), its quantization-aware
-    // layers' integer sums on the CPU, the float backward GEMMs on the device
+    // an integer table too: device-resident through the quantization-aware twins (gpu/qat.cu),
+    // every backward rule
     std::string i8 = tmpdir() + "/int8u.lut";
     {
         mts_lut t;
@@ -1602,6 +1782,7 @@ TEST(GpuTrain, CliCudaEqualsCpu)
         ASSERT_EQ(gpu.status, 0) << mul << ": " << gpu.err;
         EXPECT_EQ(gpu.out, cpu.out) << mul;
         EXPECT_EQ(without_timings(slurp(dir + "/gpu.json")), without_timings(slurp(dir + "/cpu.json"))) << mul;
+        EXPECT_NE(slurp(dir + "/gpu.json").find("\"gpu_path\": \"resident\""), std::string::npos) << mul;
         mts_net a, b;
         mts_err err;
         for (mts_net *n : {&a, &b}) {

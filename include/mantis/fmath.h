@@ -114,6 +114,17 @@ static inline MTS_HD float mts_fm_sqrt(float a)
 #endif
 }
 
+/* Round to the nearest whole value, ties to even (the default rounding
+ * mode on both sides: nearbyintf on the host, rintf on the device). */
+static inline MTS_HD float mts_fm_rint(float a)
+{
+#if defined(__CUDA_ARCH__)
+    return rintf(a);
+#else
+    return nearbyintf(a);
+#endif
+}
+
 static inline MTS_HD uint32_t mts_fm_bits(float x)
 {
     uint32_t u;

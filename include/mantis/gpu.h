@@ -97,7 +97,8 @@ typedef struct mts_gpu_batch {
     size_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;
 } mts_gpu_batch;
 
-/* mts_gpu_gemm_dev for each GEMM of bt (NULL: one GEMM; INT: one GEMM only). */
+/* mts_gpu_gemm_dev for each GEMM of bt (NULL: one GEMM; INT: one after another, each quantized
+ * with its own ranges as mts_gemm_batch does). */
 int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *plan, const mts_gpu_batch *bt, int transA, int transB, int m,
                              int n, int k, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                              int ldc, mts_err *err);
@@ -255,6 +256,35 @@ int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_conv_geom *g
 /* One training step of a range observer st[MTS_QAT_STATE] (on the device)
  * over x[0..n) (mts_qat_observe). */
 int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err);
+
+/* Quantization-aware layers of an integer table (gpu/qat.cu): the twins of
+ * mts_qdense_forward / backward and mts_qconv2d_forward / backward
+ * (nn_ops.h), the same bits. A mts_gpu_qat holds the table on the device
+ * and, opened with grads, its gradient tables (mts_int_grad_build with the
+ * default half window, as the CPU's run builds them); open it once per run.
+ * MTS_EINVAL for anything but an integer table of 1..8-bit operands. */
+typedef struct mts_gpu_qat mts_gpu_qat;
+int mts_gpu_qat_open(const mts_lut *lut, int grads, mts_gpu_qat **q, mts_err *err);
+void mts_gpu_qat_close(mts_gpu_qat *q);
+/* st: the layer's range observer on the device (its range once seen, else
+ * x's own: mts_qat_act_param), or NULL (x's own); the weight quantizers per
+ * output channel from w (mts_qat_weight_params). */
+int mts_gpu_qdense_forward(const mts_gpu_qat *q, const float *st, int N, int in, int out, const float *x,
+                           const float *w, const float *b, float *y, mts_err *err);
+int mts_gpu_qconv2d_forward(const mts_gpu_qat *q, const float *st, const mts_conv_geom *g, int N, const float *x,
+                            const float *w, const float *b, float *y, mts_err *err);
+/* The backward by int_bwd (mts_int_bwd): APPROX is the plain backward
+ * through bwd (the layer's backward plan, integer or float); STE runs bwd
+ * on the fake-quantized operands; TABLE sums the gradient tables' terms in
+ * the CPU's order (q opened with grads) and takes db from bwd; STE and
+ * TABLE want a float bwd (qat.c's float_bwd) and clear dx where the
+ * quantizer clipped x. work: as mts_gpu_conv2d_backward's. */
+int mts_gpu_qdense_backward(const mts_gpu_qat *q, int int_bwd, const mts_gpu_gemm_plan *bwd, const float *st, int N,
+                            int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                            float *db, mts_err *err);
+int mts_gpu_qconv2d_backward(const mts_gpu_qat *q, int int_bwd, const mts_gpu_gemm_plan *bwd, const float *st,
+                             const mts_conv_geom *g, int N, const float *x, const float *w, const float *dy,
+                             float *dx, float *dw, float *db, float *work, mts_err *err);
 /* *any = 1 when some x[i] is inf or NaN, else 0 (to the host). */
 int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err);
 /* The twins take their short-lived scratch (reduction partial sums, BN and

@@ -11,9 +11,10 @@
  * Taken: every node kind of nn_net.h (every built-in model: lenet300,
  * lenet5, mlp1024, resnet20, resnet18, vit-tiny; the transformer nodes
  * through gpu/nn_tx.cu's twins) with providers the GPU's GEMM takes on
- * device pointers (NATIVE, the "fp32" model, LUT, FMAq over them; not INT),
- * FMAq only with the IDENTITY STE, no per-layer multipliers, operand tracer
- * or GEMM tap. Everything else runs the per-GEMM path (mts_gemm on the GPU,
+ * device pointers (NATIVE, the "fp32" model, LUT, FMAq over them, INT: an
+ * integer forward or test table runs the quantization-aware layers of
+ * qat.c through gpu/qat.cu's twins, with any of its backward rules), no
+ * per-layer multipliers, operand tracer or GEMM tap. Everything else runs the per-GEMM path (mts_gemm on the GPU,
  * the rest on the CPU). */
 #ifndef MANTIS_NN_GPUNET_H
 #define MANTIS_NN_GPUNET_H
@@ -46,11 +47,15 @@ int mts_gpunet_supports(const mts_net *net, const mts_nn_ctx *train, const mts_n
  * evaluation only (opt, fwd, bwd, ste unused; mts_gpunet_train_epoch
  * refuses). ste: the FMAq estimator of dense layers (mts_ste, the train
  * context's), masked on the device (mts_gpu_dense_backward_ste) when fwd
- * is FMAq and ste is not MTS_STE_IDENTITY. Errors: the provider's or the
- * device's (MTS_EUNSUPPORTED, MTS_ENOMEM naming the size). */
+ * is FMAq and ste is not MTS_STE_IDENTITY. int_bwd: the backward of the
+ * quantization-aware layers when fwd is an integer table (mts_int_bwd, the
+ * train context's); STE and TABLE run their float GEMMs through bwd, or
+ * native FP32 where bwd is an integer table (qat.c's rule). Errors: the
+ * provider's or the device's (MTS_EUNSUPPORTED, MTS_ENOMEM naming the
+ * size). */
 int mts_gpunet_open(mts_gpunet **g, const mts_net *net, const mts_opt *opt, const mts_provider *fwd,
-                    const mts_provider *bwd, const mts_provider *test, int ste, const mts_dataset *train, int ntrain,
-                    const mts_dataset *test_set, int ntest, mts_err *err);
+                    const mts_provider *bwd, const mts_provider *test, int ste, int int_bwd,
+                    const mts_dataset *train, int ntrain, const mts_dataset *test_set, int ntest, mts_err *err);
 void mts_gpunet_close(mts_gpunet *g);
 
 /* mts_train_epoch on the device: the first n (<= ntrain) samples in

@@ -16,18 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mantis/lut.h"
+#include "mantis/qat_hd.h"
 #include "mantis/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* One quantizer: FP32 scale and its FP32 reciprocal (PyTorch multiplies by
- * inv = 1.0f / scale), the zero point and the code range [qmin, qmax]. */
-typedef struct mts_qparam {
-    float scale, inv;
-    int32_t zp, qmin, qmax;
-} mts_qparam;
 
 /* Asymmetric (affine) parameters from an observed range, as PyTorch's
  * MinMaxObserver computes them: the range is widened to contain 0
@@ -45,37 +39,18 @@ void mts_qparam_symmetric(float rmin, float rmax, int bits, mts_qparam *q);
 
 /* The quantizer: clamp(nearbyintf(x * inv) + zp, qmin, qmax) (round half to
  * even, FP32 multiply); NaN gives zp, +-inf the end codes. */
-static inline int32_t mts_q_value(const mts_qparam *q, float x)
-{
-    float t = nearbyintf(x * q->inv);
-    if (t != t) return q->zp;
-    t += (float)q->zp; /* |t| beyond 2^24 is clamped anyway */
-    if (t < (float)q->qmin) return q->qmin;
-    if (t > (float)q->qmax) return q->qmax;
-    return (int32_t)t;
-}
+static inline int32_t mts_q_value(const mts_qparam *q, float x) { return mts_q_value_hd(q, x); }
 
 /* The dequantized value (q - zp) * scale, one FP32 rounding. */
-static inline float mts_q_real(const mts_qparam *q, int32_t v) { return (float)(v - q->zp) * q->scale; }
+static inline float mts_q_real(const mts_qparam *q, int32_t v) { return mts_q_real_hd(q, v); }
 
 /* The straight-through estimator's mask: 1 when x quantizes without
  * clamping (nearbyintf(x * inv) + zp in [qmin, qmax]), 0 outside (and for
  * NaN): the gradient of a clipped value is 0, as FakeQuantize's backward. */
-static inline int mts_q_pass(const mts_qparam *q, float x)
-{
-    float t = nearbyintf(x * q->inv) + (float)q->zp;
-    return t >= (float)q->qmin && t <= (float)q->qmax;
-}
+static inline int mts_q_pass(const mts_qparam *q, float x) { return mts_q_pass_hd(q, x); }
 
-/* --------------------------------------------- the range observer */
-
-/* Averaging constant of the activation ranges (PyTorch's
- * MovingAverageMinMaxObserver default). */
-#define MTS_QAT_EMA 0.01f
-
-/* Observer state, MTS_QAT_STATE floats kept with a layer (and in its
- * checkpoint): {min, max, seen}. seen = 0: nothing observed yet. */
-#define MTS_QAT_STATE 3
+/* --------------------------------------------- the range observer
+ * (MTS_QAT_EMA, MTS_QAT_STATE: qat_hd.h) */
 
 /* Training step of the observer: the finite min and max of x[0..n) update
  * st: the first batch sets them, later ones move them by MTS_QAT_EMA of the

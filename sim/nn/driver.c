@@ -383,9 +383,8 @@ static int prepare_device(run *r, mts_err *err)
     }
     snprintf(r->gpu_path, sizeof r->gpu_path, "resident");
     mts_err e;
-    int rc = mts_gpunet_open(&r->gpu, &r->net, &r->opt, &r->af.p, &r->ab.p, &r->at.p, (int)train.ste, &r->train,
-                             r->info->ntrain,
-                             &r->test, r->info->ntest, &e);
+    int rc = mts_gpunet_open(&r->gpu, &r->net, &r->opt, &r->af.p, &r->ab.p, &r->at.p, (int)train.ste, train.int_bwd,
+                             &r->train, r->info->ntrain, &r->test, r->info->ntest, &e);
     return rc == MTS_OK ? MTS_OK : mts_fail(err, rc, "device-resident training: %s", e.msg);
 }
 

@@ -19,6 +19,9 @@ struct mts_gpunet {
     const mts_net *net;          /* shapes and offsets (the host copy's) */
     int batch;
     mts_gpu_gemm_plan *pf, *pb, *pt; /* forward, backward, test */
+    mts_gpu_gemm_plan *pq;       /* an integer forward's float backward (qat.c's float_bwd) where pb is INT */
+    mts_gpu_qat *qf, *qt;        /* the forward's and the test's integer tables (quantization-aware layers), or NULL */
+    int int_bwd;                 /* mts_int_bwd of the quantization-aware layers */
     float *param, *grad, *m, *v, *state;
     uint8_t *wmask;              /* 1 where weight decay applies */
     float **y, **dy, **aux, **aux2;
@@ -78,9 +81,6 @@ static int prov_ok(const mts_provider *p, const char *what, mts_err *err)
     if (!p) return mts_fail(err, MTS_EUNSUPPORTED, "no %s provider", what);
     mts_err e;
     if (mts_gpu_supports(p, &e) != MTS_OK) return mts_fail(err, MTS_EUNSUPPORTED, "%s provider: %s", what, e.msg);
-    if (p->kind == MTS_PROV_INT)
-        return mts_fail(err, MTS_EUNSUPPORTED, "%s provider is an integer table (its quantization-aware layers "
-                        "have no CUDA twin: their integer sums run on the CPU)", what);
     return MTS_OK;
 }
 
@@ -144,6 +144,9 @@ void mts_gpunet_close(mts_gpunet *g)
     mts_gpu_plan_close(g->pf);
     mts_gpu_plan_close(g->pb);
     mts_gpu_plan_close(g->pt);
+    mts_gpu_plan_close(g->pq);
+    mts_gpu_qat_close(g->qf);
+    mts_gpu_qat_close(g->qt);
     mts_gpu_scratch_release();
     free(g);
 }
@@ -160,8 +163,8 @@ static int upload_set(const mts_dataset *d, int n, float **x, uint8_t **y, mts_e
 }
 
 int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, const mts_provider *fwd,
-                    const mts_provider *bwd, const mts_provider *test, int ste, const mts_dataset *train,
-                    int ntrain, const mts_dataset *test_set, int ntest, mts_err *err)
+                    const mts_provider *bwd, const mts_provider *test, int ste, int int_bwd,
+                    const mts_dataset *train, int ntrain, const mts_dataset *test_set, int ntest, mts_err *err)
 {
     *out = NULL;
     if (!net->built) return mts_fail(err, MTS_EINVAL, "gpunet: net %s is not built", net->name);
@@ -192,6 +195,20 @@ int mts_gpunet_open(mts_gpunet **out, const mts_net *net, const mts_opt *opt, co
     if ((train && ((rc = mts_gpu_plan_open(fwd, &g->pf, err)) || (rc = mts_gpu_plan_open(bwd, &g->pb, err)))) ||
         (rc = mts_gpu_plan_open(test, &g->pt, err)))
         goto fail;
+    /* integer tables: the quantization-aware layers' tables (qat.c), and
+     * the float backward of STE and TABLE (native FP32 when the backward
+     * provider is an integer table, as qat.c's float_bwd) */
+    g->int_bwd = int_bwd;
+    if (train && fwd->kind == MTS_PROV_INT) {
+        if ((rc = mts_gpu_qat_open(fwd->lut, int_bwd == MTS_INT_BWD_TABLE, &g->qf, err))) goto fail;
+        if (int_bwd != MTS_INT_BWD_APPROX && bwd->kind == MTS_PROV_INT) {
+            mts_provider native;
+            memset(&native, 0, sizeof native);
+            native.kind = MTS_PROV_NATIVE;
+            if ((rc = mts_gpu_plan_open(&native, &g->pq, err))) goto fail;
+        }
+    }
+    if (test->kind == MTS_PROV_INT && (rc = mts_gpu_qat_open(test->lut, 0, &g->qt, err))) goto fail;
     if ((rc = dalloc(&g->param, np * 4, err)) || (rc = dalloc(&g->state, net->nstate * 4, err)) ||
         (rc = mts_gpu_upload(g->param, net->param, np * 4, err)) ||
         (rc = mts_gpu_upload(g->state, net->state, net->nstate * 4, err)))
@@ -253,7 +270,8 @@ int mts_gpunet_download(const mts_gpunet *g, mts_net *net, mts_opt *opt, mts_err
 /* ------------------------------------------------------------- passes */
 
 /* mts_net_forward: x0 is the input batch (node 0's output) on the device. */
-static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, int train, int N, const float *x0, mts_err *err)
+static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, const mts_gpu_qat *q, int train, int N,
+                   const float *x0, mts_err *err)
 {
     const mts_net *net = g->net;
     for (int i = 1; i < net->n; i++) {
@@ -261,6 +279,7 @@ static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, int train, int 
         const float *A = l->in0 ? g->y[l->in0] : x0, *w = g->param + l->poff;
         float *Y = g->y[i];
         size_t sz = node_size(l) * (size_t)N;
+        const float *st = g->state + l->qoff;
         int rc = MTS_OK;
         /* the range observer of a layer that multiplies (net.c's node_qact) */
         if (train && (l->kind == MTS_L_DENSE || l->kind == MTS_L_CONV || l->kind == MTS_L_TOKDENSE) &&
@@ -269,9 +288,13 @@ static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, int train, int 
         double t0 = prof_now(g);
         switch (l->kind) {
         case MTS_L_DENSE:
-            rc = mts_gpu_dense_forward(plan, N, (int)node_size(a), l->units, A, w, w + l->nweight, Y, err);
+            rc = q ? mts_gpu_qdense_forward(q, st, N, (int)node_size(a), l->units, A, w, w + l->nweight, Y, err)
+                   : mts_gpu_dense_forward(plan, N, (int)node_size(a), l->units, A, w, w + l->nweight, Y, err);
             break;
-        case MTS_L_CONV: rc = mts_gpu_conv2d_forward(plan, &l->g, N, A, w, w + l->nweight, Y, g->work, err); break;
+        case MTS_L_CONV:
+            rc = q ? mts_gpu_qconv2d_forward(q, st, &l->g, N, A, w, w + l->nweight, Y, err)
+                   : mts_gpu_conv2d_forward(plan, &l->g, N, A, w, w + l->nweight, Y, g->work, err);
+            break;
         case MTS_L_MAXPOOL:
             rc = mts_gpu_maxpool_forward(N, a->c, a->h, a->w, l->k, l->stride, A, Y, g->argmax[i], err);
             break;
@@ -286,7 +309,8 @@ static int forward(mts_gpunet *g, const mts_gpu_gemm_plan *plan, int train, int 
         case MTS_L_FLATTEN: rc = mts_gpu_copy(sz, A, Y, err); break;
         case MTS_L_MATMUL: rc = mts_gpu_matmul_forward(plan, N, a->h, a->w, l->w, A, g->y[l->in1], Y, err); break;
         case MTS_L_TOKDENSE:
-            rc = mts_gpu_dense_forward(plan, N * a->h, a->w, l->units, A, w, w + l->nweight, Y, err);
+            rc = q ? mts_gpu_qdense_forward(q, st, N * a->h, a->w, l->units, A, w, w + l->nweight, Y, err)
+                   : mts_gpu_dense_forward(plan, N * a->h, a->w, l->units, A, w, w + l->nweight, Y, err);
             break;
         case MTS_L_LAYERNORM:
             rc = mts_gpu_layernorm_forward(N * l->c * l->h, l->w, A, w, w + l->w, LN_EPS, Y, g->aux[i], g->aux2[i],
@@ -345,9 +369,18 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
         }
         int direct = l->in0 > 0 && !g->seen[l->in0] && l->in1 != l->in0;
         float *dx = l->in0 > 0 ? (direct ? g->dy[l->in0] : g->tmp) : NULL;
+        const float *st = g->state + l->qoff;
+        /* the quantization-aware layers' backward plan (qat.c: the layer's
+         * own for APPROX, else its float backward) */
+        const mts_gpu_gemm_plan *qb = g->int_bwd != MTS_INT_BWD_APPROX && g->pq ? g->pq : g->pb;
         double t0 = prof_now(g);
         switch (l->kind) {
         case MTS_L_DENSE:
+            if (g->qf) {
+                rc = mts_gpu_qdense_backward(g->qf, g->int_bwd, qb, st, N, (int)node_size(a), l->units, A, w, DY, dx,
+                                             gr, gr + l->nweight, err);
+                break;
+            }
             rc = g->ste != MTS_STE_IDENTITY
                      ? mts_gpu_dense_backward_ste(g->pf, g->pb, g->ste, N, (int)node_size(a), l->units, A, w, DY, dx,
                                                   gr, gr + l->nweight, err)
@@ -355,7 +388,9 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
                                               gr + l->nweight, err);
             break;
         case MTS_L_CONV:
-            rc = mts_gpu_conv2d_backward(g->pb, &l->g, N, A, w, DY, dx, gr, gr + l->nweight, g->work, err);
+            rc = g->qf ? mts_gpu_qconv2d_backward(g->qf, g->int_bwd, qb, st, &l->g, N, A, w, DY, dx, gr,
+                                                  gr + l->nweight, g->work, err)
+                       : mts_gpu_conv2d_backward(g->pb, &l->g, N, A, w, DY, dx, gr, gr + l->nweight, g->work, err);
             break;
         case MTS_L_MAXPOOL:
             if (dx) rc = mts_gpu_maxpool_backward(N, a->c, a->h, a->w, l->k, l->stride, DY, g->argmax[i], dx, err);
@@ -387,6 +422,11 @@ static int backward(mts_gpunet *g, int N, const float *x0, mts_err *err)
             break;
         }
         case MTS_L_TOKDENSE:
+            if (g->qf) {
+                rc = mts_gpu_qdense_backward(g->qf, g->int_bwd, qb, st, N * a->h, a->w, l->units, A, w, DY, dx, gr,
+                                             gr + l->nweight, err);
+                break;
+            }
             rc = g->ste != MTS_STE_IDENTITY
                      ? mts_gpu_dense_backward_ste(g->pf, g->pb, g->ste, N * a->h, a->w, l->units, A, w, DY, dx, gr,
                                                   gr + l->nweight, err)
@@ -483,7 +523,7 @@ int mts_gpunet_train_epoch(mts_gpunet *g, mts_net *net, mts_opt *opt, int n, int
         int N = n - b0 < batch ? n - b0 : batch, ok = 0;
         double bl = 0.0;
         if ((rc = mts_gpu_gather(N, ss, g->trx, g->try_, g->order + b0, g->y[0], g->labels, err)) ||
-            (rc = forward(g, g->pf, 1, N, g->y[0], err)) ||
+            (rc = forward(g, g->pf, g->qf, 1, N, g->y[0], err)) ||
             (rc = mts_gpu_softmax_ce(N, classes, g->y[last], g->labels, g->dy[last], &bl, &ok, err)))
             break;
         loss += bl * N;
@@ -507,7 +547,7 @@ int mts_gpunet_evaluate(mts_gpunet *g, int n, double *acc, mts_err *err)
     long correct = 0;
     for (int b0 = 0; b0 < n; b0 += g->batch) {
         int N = n - b0 < g->batch ? n - b0 : g->batch, ok = 0;
-        int rc = forward(g, g->pt, 0, N, g->tex + (size_t)b0 * ss, err);
+        int rc = forward(g, g->pt, g->qt, 0, N, g->tex + (size_t)b0 * ss, err);
         if (rc == MTS_OK)
             rc = mts_gpu_softmax_ce(N, classes, g->y[net->n - 1], g->tey + b0, NULL, NULL, &ok, err);
         if (rc != MTS_OK) return rc;

@@ -60,11 +60,12 @@ static int qlayer_open(qlayer *q, const mts_nn_ctx *ctx, const float *w, int out
     if (!p || p->kind != MTS_PROV_INT || !p->lut || p->lut->kind != MTS_LUT_INT)
         return mts_fail(err, MTS_EINVAL, "quantization-aware layer: the forward provider is not an integer table");
     /* the integer sums run here on the CPU whatever p->device says (the
-     * per-GEMM path of --device cuda: the layer's float backward GEMMs
-     * still go where their provider says); host pointers only */
+     * per-GEMM path of --device cuda, e.g. with per-layer multipliers: the
+     * layer's float backward GEMMs still go where their provider says);
+     * host pointers only (the device-pointer twins: gpu/qat.cu) */
     if (ctx->device != MTS_DEVICE_CPU)
         return mts_fail(err, MTS_EUNSUPPORTED, "quantization-aware layers of integer tables take host pointers "
-                        "(no CUDA twin yet)");
+                        "(on device pointers: gpu.h's mts_gpu_qdense_* / mts_gpu_qconv2d_*)");
     q->lut = p->lut;
     q->bits = p->lut->int_bits;
     q->sg = p->lut->int_signed != 0;
@@ -140,12 +141,6 @@ static void weight_codes(const qlayer *q, const float *w, int out, int in, uint8
 static void act_codes(const mts_qparam *qa, uint32_t mask, const float *x, size_t n, uint8_t *c)
 {
     q_apply(qa, x, n, Q_CODES, mask, c);
-}
-
-/* The value of an n-bit code (sign-extended when signed). */
-static inline int32_t cval(uint32_t c, int bits, int sg)
-{
-    return sg && (c >> (bits - 1)) ? (int32_t)c - (1 << bits) : (int32_t)c;
 }
 
 /* The float provider of the STE and TABLE backward: ctx->bwd unless it is

@@ -120,7 +120,7 @@ static int evaluate(const mts_test_config *c, const char *path, const mts_arith_
     if (c->device && mts_gpunet_supports(net, NULL, &ctx, &why) == MTS_OK) {
         mts_gpunet *g = NULL;
         snprintf(r->gpu_path, sizeof r->gpu_path, "resident");
-        rc = mts_gpunet_open(&g, net, NULL, NULL, NULL, &ar->p, 0, NULL, 0, test, r->samples, err);
+        rc = mts_gpunet_open(&g, net, NULL, NULL, NULL, &ar->p, 0, 0, NULL, 0, test, r->samples, err);
         if (rc == MTS_OK) rc = mts_gpunet_evaluate(g, r->samples, &r->acc, err);
         mts_gpunet_close(g);
     } else {
