@@ -405,11 +405,15 @@ __global__ void gemm_int_kernel(int m, int n, int k, const uint32_t *ia, const u
 // (TE int16_t or uint16_t: an 8-bit table is 128 KiB then; TE int32_t reads
 // it from global memory). ACC: int32_t when no partial sum can overflow it
 // (the host checks k * max|entry|), else int64_t; integer sums in any order
-// are the same sum.
+// are the same sum. qa / qw given (the quantization-aware layers of
+// gpu/qat.cu, quantizers on the device): the rows' zero point and scale from
+// qa, column j's from qw[j], the scale (sa * sb) in FP64 as mts_qgemm's, in
+// place of za, zb and scale.
 template <typename TE, typename ACC>
 __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, const uint32_t *ia, const uint32_t *ib,
                                                         const int64_t *suma, const int64_t *sumb, const int32_t *T,
-                                                        int tn, int nbits, int32_t za, int32_t zb, double scale, float beta,
+                                                        int tn, int nbits, int32_t za, int32_t zb, double scale,
+                                                        const mts_qparam *qa, const mts_qparam *qw, float beta,
                                                         float *C, int ldc)
 {
     __shared__ uint32_t As[BK][BM], Bs[BK][BN];
@@ -446,8 +450,10 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
         for (int c = 0; c < TN; c++) {
             int i = i0 + ty + 16 * r, j = j0 + tx + 16 * c;
             if (i >= m || j >= n) continue;
-            int64_t v = mts_qdot_correct_hd((int64_t)acc[r][c], suma[i], sumb[j], (int64_t)k, za, zb);
-            mts_gemm_store_hd(&C[(size_t)i * ldc + j], beta, mts_qdot_scale_hd(scale, v));
+            int32_t zi = qw ? qa->zp : za, zj = qw ? qw[j].zp : zb;
+            double sc = qw ? mts_fm_dmul((double)qa->scale, (double)qw[j].scale) : scale;
+            int64_t v = mts_qdot_correct_hd((int64_t)acc[r][c], suma[i], sumb[j], (int64_t)k, zi, zj);
+            mts_gemm_store_hd(&C[(size_t)i * ldc + j], beta, mts_qdot_scale_hd(sc, v));
         }
 }
 
@@ -508,6 +514,41 @@ __global__ void int_quant_kernel(const float *X, int ld, int xt, int k, mts_affi
 }
 
 } // namespace
+
+// INT kernel 2 over prepared codes (gemm_int_dev's, or the quantization-aware
+// layers' of gpu/qat.cu; launch.h): the entry and sum types from the table's
+// range [ti_min, ti_max] and k. Launched on the default stream; the launch's
+// own error.
+cudaError_t mts_gpu__int2(const int32_t *T, int tn, int nbits, int32_t ti_min, int32_t ti_max, int m, int n, int k,
+                          const uint32_t *ua, const uint32_t *ub, const int64_t *sa, const int64_t *sb, int32_t za,
+                          int32_t zb, double sc, const mts_qparam *qa, const mts_qparam *qw, float beta, float *C,
+                          int ldc)
+{
+    cudaError_t e = cudaSuccess;
+    dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM));
+    int64_t big = -(int64_t)ti_min > ti_max ? -(int64_t)ti_min : ti_max;
+    bool wide = big * (int64_t)k > INT32_MAX;
+    bool s16 = ti_min >= INT16_MIN && ti_max <= INT16_MAX;
+    bool u16 = ti_min >= 0 && ti_max <= UINT16_MAX;
+#define MTS_INT2(TE, ACC)                                                                                          \
+    do {                                                                                                         \
+        size_t smem = sizeof(TE) == 2 ? (size_t)tn * 2 : 0;                                                      \
+        if (smem > 0) /* (see launch2) */                                                                        \
+            e = cudaFuncSetAttribute(gemm_int2_kernel<TE, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize,     \
+                                     (int)smem);                                                                 \
+        if (e == cudaSuccess)                                                                                    \
+            MTS_LAUNCH((gemm_int2_kernel<TE, ACC>), grid, dim3(NT), smem, 0)(m, n, k, ua, ub, sa, sb, T, tn, nbits, \
+                                                                             za, zb, sc, qa, qw, beta, C, ldc);    \
+    } while (0)
+    if (s16 && !wide) MTS_INT2(int16_t, int32_t);
+    else if (s16) MTS_INT2(int16_t, int64_t);
+    else if (u16 && !wide) MTS_INT2(uint16_t, int32_t);
+    else if (u16) MTS_INT2(uint16_t, int64_t);
+    else if (!wide) MTS_INT2(int32_t, int32_t);
+    else MTS_INT2(int32_t, int64_t);
+#undef MTS_INT2
+    return e;
+}
 
 // --------------------------------------------------------------- host
 
@@ -1045,29 +1086,8 @@ static int gemm_int_dev(const mts_gpu_gemm_plan *cpl, int transA, int transB, in
         dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
         MTS_LAUNCH(gemm_int_kernel, grid, block, 0, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, za, zb, sc, beta, C, ldc);
     } else {
-        dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + BM - 1) / BM));
-        int tn = (int)lut->n;
-        int64_t big = -(int64_t)pl->ti_min > pl->ti_max ? -(int64_t)pl->ti_min : pl->ti_max;
-        bool wide = big * (int64_t)k > INT32_MAX;
-        bool s16 = pl->ti_min >= INT16_MIN && pl->ti_max <= INT16_MAX;
-        bool u16 = pl->ti_min >= 0 && pl->ti_max <= UINT16_MAX;
-#define MTS_INT2(TE, ACC)                                                                                          \
-    do {                                                                                                         \
-        size_t smem = sizeof(TE) == 2 ? (size_t)tn * 2 : 0;                                                      \
-        if (smem > 0) /* (see launch2) */                                                                        \
-            e = cudaFuncSetAttribute(gemm_int2_kernel<TE, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize,     \
-                                     (int)smem);                                                                 \
-        if (e == cudaSuccess)                                                                                    \
-            MTS_LAUNCH((gemm_int2_kernel<TE, ACC>), grid, dim3(NT), smem, 0)(m, n, k, ua, ub, sa, sb, pl->Ti, tn, \
-                                                                             nb, za, zb, sc, beta, C, ldc);      \
-    } while (0)
-        if (s16 && !wide) MTS_INT2(int16_t, int32_t);
-        else if (s16) MTS_INT2(int16_t, int64_t);
-        else if (u16 && !wide) MTS_INT2(uint16_t, int32_t);
-        else if (u16) MTS_INT2(uint16_t, int64_t);
-        else if (!wide) MTS_INT2(int32_t, int32_t);
-        else MTS_INT2(int32_t, int64_t);
-#undef MTS_INT2
+        e = mts_gpu__int2(pl->Ti, (int)lut->n, nb, pl->ti_min, pl->ti_max, m, n, k, ua, ub, sa, sb, za, zb, sc, nullptr,
+                          nullptr, beta, C, ldc);
     }
     if (e == cudaSuccess) e = cudaGetLastError();
     return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "INT GEMM kernel");

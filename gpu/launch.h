@@ -24,7 +24,9 @@
 
 
 #include <cstddef>
+#include <cstdint>
 
+#include "mantis/qat_hd.h"
 #include "mantis/status.h"
 
 // The elementwise kernels' launch (gpu/nn_ops.cu, gpu/nn_tx.cu): THREADS per
@@ -53,5 +55,16 @@ inline int launch_check(mts_err *err, const char *what)
 // a block is the caller's until it gives it back (NULL is ignored).
 int mts_gpu__scratch_alloc(void **p, size_t bytes, mts_err *err);
 void mts_gpu__scratch_free(void *p);
+
+// INT kernel 2 (gpu/gemm.cu) on prepared codes: C[i*ldc + j] for op(A) m x k
+// and B n x k, row codes ua pre-shifted by the table width nbits, ub not,
+// their value sums sa / sb; zero points za, zb and scale sc, or, where qa and
+// qw are given (device pointers), qa's for every row and qw[j]'s for column
+// j (the scale (sa * sb) in FP64). T: the table's tn entries, ti_min /
+// ti_max their range. The launch's own error.
+cudaError_t mts_gpu__int2(const int32_t *T, int tn, int nbits, int32_t ti_min, int32_t ti_max, int m, int n, int k,
+                          const uint32_t *ua, const uint32_t *ub, const int64_t *sa, const int64_t *sb, int32_t za,
+                          int32_t zb, double sc, const mts_qparam *qa, const mts_qparam *qw, float beta, float *C,
+                          int ldc);
 
 #endif

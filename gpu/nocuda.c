@@ -160,6 +160,7 @@ NOCUDA_OP(int mts_gpu_conv2d_backward(const mts_gpu_gemm_plan *bwd, const mts_co
 NOCUDA_OP(int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err))
 NOCUDA_OP(int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err))
 NOCUDA_OP(int mts_gpu_qat_open(const mts_lut *lut, int grads, mts_gpu_qat **q, mts_err *err))
+NOCUDA_OP(int mts_gpu_qat_set_kernel(mts_gpu_qat *q, int kernel, mts_err *err))
 NOCUDA_OP(int mts_gpu_qdense_forward(const mts_gpu_qat *q, const float *st, int N, int in, int out, const float *x,
                                      const float *w, const float *b, float *y, mts_err *err))
 NOCUDA_OP(int mts_gpu_qconv2d_forward(const mts_gpu_qat *q, const float *st, const mts_conv_geom *g, int N,

@@ -8,8 +8,11 @@
 // output is mts_qgemm's one formula, (float)((sa * sb) * (double)acc); the
 // TABLE backward's float sums run in the CPU's term order (tsum_scalar), one
 // thread per output; STE and APPROX reuse the float twins (nn_ops.cu) on the
-// same operands as the CPU. One thread per output everywhere: these are the
-// readable kernels (kernel 1 in llm.c's sense); nothing here is tuned yet.
+// same operands as the CPU. Two forms of the forward: kernel 1, one thread
+// per output (the readable reference), and kernel 2 (the default), the
+// codes laid out for gemm.cu's tiled INT kernel 2 (table in shared memory,
+// 64 x 64 outputs a block) with the quantizers read on the device. The
+// TABLE backward is one thread per output (not tuned).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -24,6 +27,8 @@
 struct mts_gpu_qat {
     int bits, sg;
     uint32_t mask;
+    int kernel;             // the forward's: 1 readable, 2 tiled (mts_gpu_qat_set_kernel)
+    int32_t tmin, tmax;     // the entries' range (kernel 2's entry and sum types)
     int32_t *T;     // [2^bits][2^bits] table entries
     float *da, *db; // the TABLE backward's gradient tables (qat.h), or NULL
 };
@@ -168,6 +173,53 @@ __global__ void qconv_fwd_k(mts_conv_geom g, int N, const uint8_t *cx, const uin
     y[t] = mts_fm_add(qout(s, sa, sb, K, *qa, qw[co]), b ? b[co] : 0.0f);
 }
 
+// Kernel 2's operands: rows of codes as words, the row operand's shifted by
+// the table width (gemm.cu's layout), and each row's sum of code values.
+__global__ void rows2_k(int rows, int k, const uint8_t *c, int shift, int bits, int sg, uint32_t *u, int64_t *sum)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    int64_t s = 0;
+    for (int i = 0; i < k; i++) {
+        uint32_t v = c[(size_t)r * k + i];
+        u[(size_t)r * k + i] = v << shift;
+        s += mts_q_code_value(v, bits, sg);
+    }
+    sum[r] = s;
+}
+// The same for the im2col codes of a convolution: row q = column (n, p) of
+// col, its K taps in (ci, ky, kx) order.
+__global__ void conv_rows2_k(mts_conv_geom g, int N, const uint8_t *cx, const mts_qparam *qa, int bits, int sg,
+                             uint32_t *u, int64_t *sum)
+{
+    int K = g.cin * g.k * g.k;
+    size_t q = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= (size_t)N * g.oh * g.ow) return;
+    uint32_t pad = pad_code(qa, bits);
+    int64_t s = 0;
+    for (int r = 0; r < K; r++) {
+        uint32_t a = col_code(g, cx, pad, r, q);
+        u[q * K + r] = a << bits;
+        s += mts_q_code_value(a, bits, sg);
+    }
+    sum[q] = s;
+}
+
+// y[n][co][p] = t[(n, p)][co] + bias (kernel 2's conv output, [N*P][cout]).
+__global__ void conv_out2_k(int N, int cout, int P, const float *t, const float *b, float *y)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * cout * P) return;
+    int p = (int)(i % P), co = (int)((i / P) % cout);
+    size_t n = i / ((size_t)P * cout);
+    y[i] = mts_fm_add(t[(n * P + p) * cout + co], b ? b[co] : 0.0f);
+}
+__global__ void bias2_k(int N, int out, const float *b, float *y)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)N * out) y[i] = mts_fm_add(y[i], b[i % out]);
+}
+
 // ------------------------------------------------- the TABLE backward
 // Each sum is qat.c's tsum_scalar for one lane: from +0, in term order,
 // acc = acc + d * ((G[(a << bits) | b] - z) * s), every operation rounded.
@@ -302,6 +354,27 @@ int clip(size_t n, const float *x, const mts_qparam *qa, float *dx, mts_err *err
     return launch_check(err, "quantizer clip mask");
 }
 
+// Kernel 2: y (rows x out, ldc out) from the row words ua / sums sa built by
+// the caller and the weights' codes in c.
+int forward2(const mts_gpu_qat *q, const QCall &c, int rows, int K, int out, const uint32_t *ua, const int64_t *sa,
+             float *y, mts_err *err)
+{
+    void *blk = NULL;
+    size_t nw = (size_t)out * K;
+    int rc = mts_gpu__scratch_alloc(&blk, nw * 4 + (size_t)out * 8 + 8, err);
+    if (rc != MTS_OK) return rc;
+    int64_t *sb = (int64_t *)blk;
+    uint32_t *ub = (uint32_t *)(sb + out);
+    MTS_LAUNCH(rows2_k, blocks_for((size_t)out), THREADS, 0, 0)(out, K, c.cw, 0, q->bits, q->sg, ub, sb);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = mts_gpu__int2(q->T, 1 << (2 * q->bits), q->bits, q->tmin, q->tmax, rows, out, K, ua, ub, sa, sb, 0, 0, 0.0,
+                          c.qa, c.qw, 0.0f, y, out);
+    mts_gpu__scratch_free(blk);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? MTS_OK : launch_check(err, "quantization-aware INT kernel 2");
+}
+
 int check_bwd(const mts_gpu_qat *q, int int_bwd, const mts_gpu_gemm_plan *bwd, mts_err *err)
 {
     if (!q || !bwd) return mts_fail(err, MTS_EINVAL, "gpu quantization-aware backward: NULL table or plan");
@@ -353,7 +426,14 @@ int mts_gpu_qat_open(const mts_lut *lut, int grads, mts_gpu_qat **out, mts_err *
     q->bits = lut->int_bits;
     q->sg = lut->int_signed != 0;
     q->mask = (1u << q->bits) - 1u;
+    q->kernel = 2;
     size_t n = (size_t)1 << (2 * q->bits);
+    q->tmin = q->tmax = (int32_t)lut->entry[0];
+    for (size_t i = 1; i < n; i++) {
+        int32_t v = (int32_t)lut->entry[i];
+        q->tmin = v < q->tmin ? v : q->tmin;
+        q->tmax = v > q->tmax ? v : q->tmax;
+    }
     int rc = mts_gpu_alloc((void **)&q->T, n * 4, err);
     if (rc == MTS_OK) rc = mts_gpu_upload(q->T, lut->entry, n * 4, err); // int32 bit patterns
     if (rc == MTS_OK && grads) {
@@ -373,6 +453,16 @@ int mts_gpu_qat_open(const mts_lut *lut, int grads, mts_gpu_qat **out, mts_err *
     return MTS_OK;
 }
 
+int mts_gpu_qat_set_kernel(mts_gpu_qat *q, int kernel, mts_err *err)
+{
+    if (!q) return mts_fail(err, MTS_EINVAL, "gpu quantization-aware layers: NULL table");
+    if (kernel < 0 || kernel > 2)
+        return mts_fail(err, MTS_EINVAL, "gpu quantization-aware layers: no forward kernel %d (1 readable, 2 tiled; "
+                                         "0 the default, 2)", kernel);
+    q->kernel = kernel ? kernel : 2;
+    return MTS_OK;
+}
+
 int mts_gpu_qdense_forward(const mts_gpu_qat *q, const float *st, int N, int in, int out, const float *x,
                            const float *w, const float *b, float *y, mts_err *err)
 {
@@ -382,9 +472,24 @@ int mts_gpu_qdense_forward(const mts_gpu_qat *q, const float *st, int N, int in,
     int rc = qcall_open(c, q, st, x, (size_t)N * in, w, out, in, 1, err);
     if (rc != MTS_OK) return rc;
     size_t ny = (size_t)N * out;
-    MTS_LAUNCH(qdense_fwd_k, blocks_for(ny), THREADS, 0, 0)(N, in, out, c.cx, c.cw, c.qa, c.qw, q->T, q->bits, q->sg,
-                                                            b, y);
-    return launch_check(err, "quantization-aware dense forward");
+    if (q->kernel == 1) {
+        MTS_LAUNCH(qdense_fwd_k, blocks_for(ny), THREADS, 0, 0)(N, in, out, c.cx, c.cw, c.qa, c.qw, q->T, q->bits,
+                                                                q->sg, b, y);
+        return launch_check(err, "quantization-aware dense forward");
+    }
+    void *blk = NULL;
+    if ((rc = mts_gpu__scratch_alloc(&blk, (size_t)N * in * 4 + (size_t)N * 8 + 8, err)) != MTS_OK) return rc;
+    int64_t *sa = (int64_t *)blk;
+    uint32_t *ua = (uint32_t *)(sa + N);
+    MTS_LAUNCH(rows2_k, blocks_for((size_t)N), THREADS, 0, 0)(N, in, c.cx, q->bits, q->bits, q->sg, ua, sa);
+    rc = launch_check(err, "quantization-aware dense codes");
+    if (rc == MTS_OK) rc = forward2(q, c, N, in, out, ua, sa, y, err);
+    if (rc == MTS_OK && b) {
+        MTS_LAUNCH(bias2_k, blocks_for(ny), THREADS, 0, 0)(N, out, b, y);
+        rc = launch_check(err, "quantization-aware dense bias");
+    }
+    mts_gpu__scratch_free(blk);
+    return rc;
 }
 
 int mts_gpu_qdense_backward(const mts_gpu_qat *q, int int_bwd, const mts_gpu_gemm_plan *bwd, const float *st, int N,
@@ -427,8 +532,27 @@ int mts_gpu_qconv2d_forward(const mts_gpu_qat *q, const float *st, const mts_con
     QCall c;
     int rc = qcall_open(c, q, st, x, (size_t)N * g->cin * g->h * g->w, w, g->cout, K, 1, err);
     if (rc != MTS_OK) return rc;
-    MTS_LAUNCH(qconv_fwd_k, blocks_for(ny), THREADS, 0, 0)(*g, N, c.cx, c.cw, c.qa, c.qw, q->T, q->bits, q->sg, b, y);
-    return launch_check(err, "quantization-aware conv forward");
+    if (q->kernel == 1) {
+        MTS_LAUNCH(qconv_fwd_k, blocks_for(ny), THREADS, 0, 0)(*g, N, c.cx, c.cw, c.qa, c.qw, q->T, q->bits, q->sg, b,
+                                                               y);
+        return launch_check(err, "quantization-aware conv forward");
+    }
+    // kernel 2 on the im2col codes: t[N*P][cout], then the output layout and the bias
+    size_t NP = (size_t)N * g->oh * g->ow;
+    void *blk = NULL;
+    if ((rc = mts_gpu__scratch_alloc(&blk, NP * 8 + NP * K * 4 + ny * 4 + 8, err)) != MTS_OK) return rc;
+    int64_t *sa = (int64_t *)blk;
+    uint32_t *ua = (uint32_t *)(sa + NP);
+    float *t = (float *)(ua + NP * K);
+    MTS_LAUNCH(conv_rows2_k, blocks_for(NP), THREADS, 0, 0)(*g, N, c.cx, c.qa, q->bits, q->sg, ua, sa);
+    rc = launch_check(err, "quantization-aware conv codes");
+    if (rc == MTS_OK) rc = forward2(q, c, (int)NP, K, g->cout, ua, sa, t, err);
+    if (rc == MTS_OK) {
+        MTS_LAUNCH(conv_out2_k, blocks_for(ny), THREADS, 0, 0)(N, g->cout, g->oh * g->ow, t, b, y);
+        rc = launch_check(err, "quantization-aware conv output");
+    }
+    mts_gpu__scratch_free(blk);
+    return rc;
 }
 
 int mts_gpu_qconv2d_backward(const mts_gpu_qat *q, int int_bwd, const mts_gpu_gemm_plan *bwd, const float *st,

@@ -11,8 +11,10 @@
 #       every GPU test with MANTIS_REQUIRE_GPU=1 (a skip is a failure), the
 #       GEMM benchmark against cuBLAS, and `mantis train --device cuda`
 #       against `--device cpu` on short runs of LeNet-300-100 (also with the
-#       masked FMAq STEs), LeNet-5, vit-tiny and ResNet-20 (CIFAR-shaped data
-#       made from the MNIST subset), compared
+#       masked FMAq STEs and an 8-bit integer table's table/approx backward),
+#       LeNet-5, vit-tiny and ResNet-20 (CIFAR-shaped data made from the MNIST
+#       subset; LeNet-5 and ResNet-20 also with the integer table, ste),
+#       compared
 #       byte for byte, with each run's wall and epoch seconds. Logs go
 #       to $OUT (at most 8 files; build-gpucheck/out without it); the last
 #       line is "N passed, N failed" and the exit status is 0 only when
@@ -215,6 +217,7 @@ run() {
   rm -rf "$jd"
   mkdir -p "$jd"
   synth_cifar "$root/$pkg/mnist" "$top/cifar" || fail "CIFAR-shaped data for resnet20 could not be made"
+  "$mantis" lutgen --int-exact 8 -o "$top/int8u.lut" >>"$out/train.log" 2>&1 || fail "mantis lutgen --int-exact 8 failed"
   for model in lenet300 lenet5 vit-tiny resnet20; do
     case $model in
     # (ResNet-20 on 256 images: its FMAq run on 1024 took over 150 s on the H100 machine's 16 cores)
@@ -222,13 +225,16 @@ run() {
     *) data="mnist --data-dir $root/$pkg/mnist" sub="--subset 1024 --test-subset 1024 --batch 64" ;;
     esac
     names="fp32 lut-fmaq"
-    # the masked STEs (the accumulator paper's Table 6 setting: M4E3, bias 5) on the dense-only model
-    [ $model = lenet300 ] && names="$names ste-imm-diff ste-rec-of"
+    # the masked STEs (the accumulator paper's Table 6 setting: M4E3, bias 5) on the dense-only model;
+    # an integer table's quantization-aware layers (gpu/qat.cu) with each backward rule
+    [ $model = lenet300 ] && names="$names ste-imm-diff ste-rec-of int8-table int8-approx"
+    [ $model = lenet5 ] || [ $model = resnet20 ] && names="$names int8-ste"
     for name in $names; do
       case $name in
       fp32) args="--mul fp32" ;;
       ste-imm-diff) args="--mul mbm --man-bits 7 --acc M4E3 --acc-bias 5 --no-underflow --ste imm-diff" ;;
       ste-rec-of) args="--mul fp32 --acc M4E3 --acc-bias 5 --ste rec-of" ;;
+      int8-*) args="--lut $top/int8u.lut --int-backward ${name#int8-}" ;;
       *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
       esac
       local j="$jd/$model-$name"
@@ -267,7 +273,7 @@ run() {
   cp "$root/$pkg/mnist"/t10k-* "$top/mnist60k/"
   local spec
   for spec in "lenet300 fp32" "lenet300 lut" "lenet300 lut-fmaq" "lenet5 fp32" "lenet5 lut" "resnet20 fp32" \
-    "resnet20 lut" "resnet20 lut-fmaq"; do
+    "resnet20 lut" "resnet20 lut-fmaq" "lenet5 int8" "resnet20 int8"; do
     set -- $spec
     if [ "$SECONDS" -gt 360 ]; then
       say "epoch $1 $2 --device cuda: skipped (the check has run $SECONDS s)"
@@ -280,6 +286,7 @@ run() {
     case $2 in
     fp32) args="--mul fp32" ;;
     lut) args="--mul mbm --man-bits 7" ;;
+    int8) args="--lut $top/int8u.lut --int-backward ste" ;;
     *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
     esac
     t1=$(date +%s.%N)

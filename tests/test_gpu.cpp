@@ -1403,6 +1403,9 @@ TEST(GpuOps, QuantizationAwareTwinsEqualCpu)
                 std::vector<float> st = {seen ? -0.3f : 0.0f, seen ? 0.25f : 0.0f, seen ? 1.0f : 0.0f};
                 Dev<float> gst(st);
                 const float *dst = seen ? gst.d() : nullptr;
+                int kernel = 1 + (rule + seen) % 2; // the forward's two kernels, each with every rule
+                ASSERT_EQ(mts_gpu_qat_set_kernel(q, kernel, &err), MTS_OK) << err.msg;
+                tag += " kernel " + std::to_string(kernel);
                 { // dense
                     const int N = 13, in = 37, out = 11;
                     auto x = randv((size_t)N * in, 61 + seen), w = randv((size_t)out * in, 62), b = randv(out, 63),
@@ -1462,7 +1465,9 @@ TEST(GpuOps, QuantizationAwareTwinsEqualCpu)
                     expect_same(gdb.get(), db, (c + " db").c_str());
                 }
             }
-        // a table opened without its gradient tables refuses TABLE; a float table is refused
+        // a table opened without its gradient tables refuses TABLE; a float table is refused; kernels 1-2
+        EXPECT_EQ(mts_gpu_qat_set_kernel(q, 3, &err), MTS_EINVAL);
+        EXPECT_NE(std::string(err.msg).find("no forward kernel 3"), std::string::npos) << err.msg;
         mts_gpu_qat *q0 = nullptr;
         ASSERT_EQ(mts_gpu_qat_open(&lut, 0, &q0, &err), MTS_OK) << err.msg;
         std::vector<float> one(4, 0.5f);

@@ -266,6 +266,10 @@ int mts_gpu_qat_observe(float *st, const float *x, size_t n, mts_err *err);
 typedef struct mts_gpu_qat mts_gpu_qat;
 int mts_gpu_qat_open(const mts_lut *lut, int grads, mts_gpu_qat **q, mts_err *err);
 void mts_gpu_qat_close(mts_gpu_qat *q);
+/* The forward's kernel: 1 one thread per output (the readable reference),
+ * 2 gemm.cu's tiled INT kernel 2 on the codes (0 or not set: 2); the same
+ * bits. MTS_EINVAL for another number. */
+int mts_gpu_qat_set_kernel(mts_gpu_qat *q, int kernel, mts_err *err);
 /* st: the layer's range observer on the device (its range once seen, else
  * x's own: mts_qat_act_param), or NULL (x's own); the weight quantizers per
  * output channel from w (mts_qat_weight_params). */
