@@ -44,6 +44,7 @@ gemm_job make_job(int m, int n, int k, const std::vector<uint32_t> &A, const std
     g.k = k;
     g.A = A.data();
     g.lda = (size_t)k;
+    g.ldb = (size_t)n;
     g.B = B.data();
     g.prod = prod;
     g.lut = lut;

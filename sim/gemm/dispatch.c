@@ -145,8 +145,13 @@ static int any_bad_rounded(const float *X, size_t n, int threads)
 
 int gemm_b_bad(const gemm_job *g)
 {
-    return g->bbad >= 0 ? g->bbad : any_bad_rounded((const float *)(const void *)g->B, (size_t)g->k * (size_t)g->n,
-                                                    g->threads);
+    if (g->bbad >= 0) return g->bbad;
+    const float *B = (const float *)(const void *)g->B;
+    if (g->ldb == (size_t)g->n) return any_bad_rounded(B, (size_t)g->k * (size_t)g->n, g->threads);
+    int bad = 0; /* rows ldb apart: row by row (a block of a wider matrix, no team) */
+    for (int kk = 0; kk < g->k && !bad; kk++)
+        bad = bad_rounded_in(B + (size_t)kk * g->ldb, 0, (size_t)g->n);
+    return bad;
 }
 
 /* Rows [r0, r1) of a transposed opX (element (r, c) at X[c*ld + r]) in
@@ -372,11 +377,12 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
     size_t na = (size_t)g->m * (size_t)g->k, nb = (size_t)g->k * (size_t)g->n;
     /* the job's B operand, k x n: op(B), or op(A)^T when swapped */
     const float *jb = swap ? A : B;
-    int jtrans = swap ? !transA : transB, jld = swap ? lda : ldb, jn = swap ? g->m : g->n;
-    /* B stored [k][n] without gaps, and a rounding every reader can apply
-     * (or none): the kernels read the caller's array, no copy is written */
+    int jtrans = swap ? !transA : transB, jld = swap ? lda : ldb;
+    /* B stored [k][n] (rows ldb apart), and a rounding every reader can
+     * apply (or none): the kernels read the caller's array, no copy is
+     * written */
     int roundable = !rtz && (!qfp || (is_e8(qfp) && qfp->M < 23));
-    int defer = !jtrans && jld == jn && roundable;
+    int defer = !jtrans && roundable;
     /* the job's A, m x k: op(A), or op(B)^T when swapped; the same rule */
     const float *ja = swap ? B : A;
     int atrans = swap ? !transB : transA, ald = swap ? ldb : lda;
@@ -416,9 +422,11 @@ static int run_float(const mts_provider *p, gemm_job *g, int transA, int transB,
          * rounded one is scanned only if a kernel asks (gemm_b_bad) */
         g->bbad = g->bround ? -1 : 1;
         g->B = (const uint32_t *)(const void *)jb;
+        g->ldb = (size_t)jld;
     } else {
         g->bbad = pack(Bq, jb, jld, jtrans, g->k, g->n, qfp, rtz, g->threads, 1);
         g->B = Bq;
+        g->ldb = (size_t)g->n;
     }
 
     if (g->prod == GEMM_PROD_MULOP) rc = gemm_mulop(g, err);

@@ -61,7 +61,7 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
 #if GEMM_VBMI
     const vbmi_rawb_k rk = vbmi_rawb_consts(mode == FQ_VBMI ? g->lut->fmt.M : 7);
     const vq_k q = vq_consts(g->bround); /* raw B has bbad == 0: the clean rounding */
-    const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * n */
+    const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * ldb */
     int left0 = j1 - j0, left1 = j1 - j0 - GW;
     const __mmask16 ld0 = left0 >= GW ? (__mmask16)0xFFFF : (__mmask16)((1u << left0) - 1u);
     const __mmask16 ld1 = left1 >= GW ? (__mmask16)0xFFFF : left1 <= 0 ? 0 : (__mmask16)((1u << left1) - 1u);
@@ -82,10 +82,10 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
             vi bi0 = VI_ZERO(), bi1 = VI_ZERO();
 #if GEMM_VBMI
             if (mode == FQ_VBMI && raw) {
-                const uint32_t *row = braw + (size_t)kk * (size_t)g->n;
-                if (kk + RAW_PF < K) { /* as lut.c: B's rows lie n floats apart */
-                    _mm_prefetch((const char *)(row + (size_t)RAW_PF * (size_t)g->n), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(row + (size_t)RAW_PF * (size_t)g->n + GW), _MM_HINT_T0);
+                const uint32_t *row = braw + (size_t)kk * g->ldb;
+                if (kk + RAW_PF < K) { /* as lut.c: B's rows lie ldb floats apart */
+                    _mm_prefetch((const char *)(row + (size_t)RAW_PF * g->ldb), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(row + (size_t)RAW_PF * g->ldb + GW), _MM_HINT_T0);
                 }
                 vbmi_raw_b(&rk, vq_clean(&q, _mm512_maskz_loadu_epi32(ld0, row)), &bi0, &bs0);
                 vbmi_raw_b(&rk, vq_clean(&q, _mm512_maskz_loadu_epi32(ld1, row + GW)), &bi1, &bs1);

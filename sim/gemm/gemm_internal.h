@@ -59,7 +59,7 @@ typedef struct gemm_job {
      * that would read it raw - a B that is packed gets per-panel flags). */
     int bbad;
     /* 0: B holds the quantized operand. M (1..22): B is the caller's FP32
-     * array itself (op(B) contiguous, [k][n]) and every reader rounds each
+     * array itself (op(B) not transposed, [k][n] with rows ldb apart) and every reader rounds each
      * element to M mantissa bits where it reads it (gemm_q_e8, gemm_b;
      * vector form in gemm_simd.h), so the quantize pass writes no copy of a
      * large column matrix. Only for E8 operand formats without a LUT
@@ -75,6 +75,11 @@ typedef struct gemm_job {
      * leading dimension, so a block of a wider matrix (a weight gradient's
      * slice of columns) is read in place, not copied. */
     size_t lda;
+    /* Elements from one row of B to the next: n for a packed B; the
+     * caller's leading dimension for a deferred one (B the caller's array,
+     * op(B) not transposed), so a block of a wider matrix (the gradient's
+     * columns of one sample) is read in place, not copied. */
+    size_t ldb;
     /* 1: the caller asked for C^T (mts_gemm_t): output (i, j) of the
      * caller's problem is stored at C[j*ldc + i]. */
     int ct;

@@ -319,7 +319,7 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const int K = g->k, nr = nv * GW;
     const uint32_t *bi = raw ? NULL : c->Bi + (size_t)panel * (size_t)K * nr;
     const float *bs = raw ? NULL : c->Bs + (size_t)panel * (size_t)K * nr;
-    const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * n */
+    const uint32_t *braw = g->B + j0; /* raw: row kk of B at braw + kk * ldb */
     const vbmi_rawb_k rk = vbmi_rawb_consts(g->lut->fmt.M);
     const vq_k q = vq_consts(g->bround); /* raw B has bbad == 0: the clean rounding */
     __mmask16 ld[NV]; /* raw: the lanes of each vector inside [j0, j1) */
@@ -338,11 +338,11 @@ LUT_INLINE void lut_tile_vbmi(const gemm_lutpack *c, const gemm_job *g, int i0, 
         vf bsx[NV];
         for (int v = 0; v < nv; v++) {
             if (raw) {
-                /* rows of B lie n floats apart (a page apart for a convolution's
+                /* rows of B lie ldb floats apart (a page apart for a convolution's
                  * [K][N*P] operand): fetch RAW_PF rows ahead */
                 if (kk + RAW_PF < K)
-                    _mm_prefetch((const char *)(braw + (size_t)(kk + RAW_PF) * (size_t)g->n + v * GW), _MM_HINT_T0);
-                __m512i x = vq_clean(&q, _mm512_maskz_loadu_epi32(ld[v], braw + (size_t)kk * (size_t)g->n + v * GW));
+                    _mm_prefetch((const char *)(braw + (size_t)(kk + RAW_PF) * g->ldb + v * GW), _MM_HINT_T0);
+                __m512i x = vq_clean(&q, _mm512_maskz_loadu_epi32(ld[v], braw + (size_t)kk * g->ldb + v * GW));
                 vbmi_raw_b(&rk, x, &bix[v], &bsx[v]);
                 continue;
             }

@@ -26,7 +26,7 @@ static inline void load_b(const gemm_job *g, const float *bp, int kk, int j0, in
         *b1 = VF_LOAD(bp + (size_t)kk * NR + GW);
         return;
     }
-    const float *row = (const float *)g->B + (size_t)kk * (size_t)g->n + j0;
+    const float *row = (const float *)g->B + (size_t)kk * g->ldb + j0;
     int w = j1 - j0;
     if (w == NR) {
         *b0 = VF_LOAD(row);
@@ -89,7 +89,7 @@ static void pack_b_panel(const gemm_job *g, float *Bp, size_t K, int p)
     int w = g->n - p * NR < NR ? g->n - p * NR : NR;
     for (size_t kk = 0; kk < K; kk++) {
         float *dst = Bp + ((size_t)p * K + kk) * NR;
-        memcpy(dst, g->B + kk * (size_t)g->n + (size_t)p * NR, sizeof *dst * (size_t)w);
+        memcpy(dst, g->B + kk * g->ldb + (size_t)p * NR, sizeof *dst * (size_t)w);
         for (int jj = w; jj < NR; jj++) dst[jj] = 0.0f;
     }
 }

@@ -247,7 +247,7 @@ int gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm
         int bad = 0, j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR; /* w real lanes, rest padding */
         for (size_t kk = 0; kk < K; kk++) {
             size_t o = ((size_t)p * K + kk) * (size_t)NR;
-            size_t src = kk * (size_t)g->n + (size_t)j0;
+            size_t src = kk * g->ldb + (size_t)j0;
             for (int jj = 0; jj < NR; jj++) {
                 uint32_t x = jj < w ? gemm_b(g, src + (size_t)jj) : 0;
                 bad |= op_flag(x);
@@ -371,7 +371,7 @@ static void pack_b_panel(const gemm_job *g, gemm_lutpack *lp, const pack_k *cp, 
     int j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR;
     for (size_t kk = 0; kk < K; kk++) {
         size_t o = ((size_t)p * K + kk) * (size_t)NR;
-        const uint32_t *src = g->B + kk * (size_t)g->n + (size_t)j0;
+        const uint32_t *src = g->B + kk * g->ldb + (size_t)j0;
         __m512i bq = _mm512_setzero_si512(); /* quad: vector v's mantissas in byte v of each lane */
         for (int v = 0; v < nv; v++) {
             int left = w - 16 * v;

@@ -6,7 +6,7 @@
 
 uint32_t gemm_dot(const gemm_job *g, int i, int j)
 {
-    size_t a = (size_t)i * g->lda, n = (size_t)g->n;
+    size_t a = (size_t)i * g->lda, n = g->ldb;
 
     if (!g->fmaq) {
         float acc = g->cont ? *gemm_out(g, i, j) : 0.0f;
