@@ -134,6 +134,37 @@ int mts_front_conv2d_backward(const mts_front_mul *fwd, const mts_front_mul *bwd
 int mts_front_conv2d_shape(int cin, int h, int w, int cout, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
                            int dw, int groups, int *oh, int *ow, mts_err *err);
 
+/* Quantization-aware dense and conv with an integer forward table, as
+ * `mantis train` runs every dense and conv layer of an integer design
+ * (qat.c: mts_qdense_* / mts_qconv2d_*, docs/training.md "Integer
+ * multipliers"): the activations quantized with the range of st (the
+ * layer's observer, MTS_QAT_STATE floats; NULL: x's own range each call),
+ * which a forward with train moves first (mts_qat_observe); the weights
+ * per output channel. The backward by int_bwd (MTS_INT_BWD_STE, _TABLE or
+ * _APPROX, mts_int_bwd): STE and TABLE take their float GEMMs from bwd, or
+ * native FP32 where bwd is an integer table, as `mantis train`. On the CPU
+ * (device 0; else MTS_EUNSUPPORTED); conv only in mts_conv2d_*'s
+ * geometries (else MTS_EUNSUPPORTED naming what is not). MTS_EINVAL when fwd
+ * is not an integer table. The table's prepared planes and gradient tables
+ * are built once per multiplier. */
+int mts_front_qdense_forward(const mts_front_mul *fwd, int threads, int device, float *st, int train, int N, int in,
+                             int out, const float *x, const float *w, const float *b, float *y, mts_err *err);
+int mts_front_qdense_backward(const mts_front_mul *fwd, const mts_front_mul *bwd, int int_bwd, int threads, int device,
+                              const float *st, int N, int in, int out, const float *x, const float *w,
+                              const float *dy, float *dx, float *dw, float *db, mts_err *err);
+int mts_front_qconv2d_forward(const mts_front_mul *fwd, int threads, int device, float *st, int train, int N, int cin,
+                              int h, int w, int cout, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                              int groups, const float *x, const float *wt, const float *b, float *y, mts_err *err);
+int mts_front_qconv2d_backward(const mts_front_mul *fwd, const mts_front_mul *bwd, int int_bwd, int threads,
+                               int device, const float *st, int N, int cin, int h, int w, int cout, int kh, int kw,
+                               int sh, int sw, int ph, int pw, int dh, int dw, int groups, const float *x,
+                               const float *wt, const float *dy, float *dx, float *dwt, float *db, mts_err *err);
+
+/* One training step of the range observer st over x[0..n) (mts_qat_observe):
+ * what `mantis train` does for a layer whose training forward is not an
+ * integer table but whose test multiplier is. */
+void mts_front_qat_observe(float *st, const float *x, size_t n);
+
 /* c[B][m][q] = a[B][m][k] b[B][k][q] per sample: mts_matmul_*. */
 int mts_front_matmul_forward(const mts_front_mul *fwd, int threads, int device, int B, int m, int k, int q,
                              const float *a, const float *b, float *c, mts_err *err);

@@ -158,6 +158,13 @@ relu_forward = _fn("mts_front_relu_forward", None, _I, _Z, _FP, _FP)
 relu_backward = _fn("mts_front_relu_backward", None, _I, _Z, _FP, _FP, _FP)
 maxpool_forward = _fn("mts_front_maxpool_forward", _I, _I, _I, _I, _I, _I, _I, _FP, _FP, _FP, _ERR)
 maxpool_backward = _fn("mts_front_maxpool_backward", _I, _I, _I, _I, _I, _I, _I, _FP, _FP, _FP, _ERR)
+qdense_forward = _fn("mts_front_qdense_forward", _I, _P, _I, _I, _FP, _I, _I, _I, _I, _FP, _FP, _FP, _FP, _ERR)
+qdense_backward = _fn("mts_front_qdense_backward", _I, _P, _P, _I, _I, _I, _FP, _I, _I, _I, _FP, _FP, _FP, _FP, _FP,
+                      _FP, _ERR)
+qconv2d_forward = _fn("mts_front_qconv2d_forward", _I, _P, _I, _I, _FP, _I, _I, *_G, _FP, _FP, _FP, _FP, _ERR)
+qconv2d_backward = _fn("mts_front_qconv2d_backward", _I, _P, _P, _I, _I, _I, _FP, _I, *_G, _FP, _FP, _FP, _FP, _FP,
+                       _FP, _ERR)
+qat_observe = _fn("mts_front_qat_observe", None, _FP, _FP, _Z)
 _PA = ctypes.POINTER(ctypes.c_void_p)  # arrays of float addresses
 sgd_step = _fn("mts_front_sgd_step", _I, _I, _PA, _PA, _PA, ctypes.POINTER(_Z), _I, _F, _F, _F)
 

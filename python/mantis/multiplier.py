@@ -218,7 +218,10 @@ class Multiplier:
 
     @property
     def kind(self):
-        return self.info["kind"]
+        k = self.__dict__.get("_kind")  # fixed for a handle: asked once (the layers ask per call)
+        if k is None:
+            k = self.__dict__["_kind"] = self.info["kind"]
+        return k
 
     @property
     def fmaq(self):

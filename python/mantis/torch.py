@@ -92,10 +92,20 @@ def _ste_code(ste):
     return _ste_codes[ste]
 
 
-class _Muls:
-    """A layer's three multipliers and STE, resolved once."""
+_INT_BWD = {"ste": 0, "table": 1, "approx": 2}  # mts_int_bwd (nn_ops.h)
 
-    def __init__(self, mul, mul_bwd=None, mul_test=None, ste="identity"):
+
+def _int_bwd_code(name):
+    if not isinstance(name, str) or name not in _INT_BWD:
+        raise ValueError("mantis: int_backward %r: expected ste, table or approx (mantis train --int-backward)"
+                         % (name,))
+    return _INT_BWD[name]
+
+
+class _Muls:
+    """A layer's three multipliers, STE and integer backward, resolved once."""
+
+    def __init__(self, mul, mul_bwd=None, mul_test=None, ste="identity", int_backward="ste"):
         self.fwd = resolve(mul, "mul")
         if self.fwd is None:
             raise ValueError("mantis: a layer needs a multiplier (mul=...)")
@@ -105,9 +115,20 @@ class _Muls:
             raise TypeError("mantis: ste must be a string (identity, rec-of, imm-of, imm-diff)")
         self.ste_name = ste
         self.ste = _ste_code(ste)
+        self.int_bwd_name = int_backward
+        self.int_bwd = _int_bwd_code(int_backward)
+        self.fwd_int, self.test_int = self.fwd.kind == "int", self.test.kind == "int"
 
     def pick(self, training):
         return (self.fwd if training else self.test), self.bwd, self.ste
+
+    def qat(self, module, training):
+        """The quantization-aware state of a Linear or Conv2d call (_QAT),
+        or None when neither the training nor the test multiplier is an
+        integer table."""
+        if not (self.fwd_int or self.test_int):
+            return None
+        return _QAT(module._buffers.get("mantis_qat_range"), training, self.int_bwd)
 
     def __repr__(self):
         s = "mul=%s" % self.fwd.desc
@@ -117,7 +138,28 @@ class _Muls:
             s += ", mul_test=%s" % self.test.desc
         if self.ste_name != "identity":
             s += ", ste=%s" % self.ste_name
+        if (self.fwd_int or self.test_int) and self.int_bwd_name != "ste":
+            s += ", int_backward=%s" % self.int_bwd_name
         return s
+
+
+class _QAT:
+    """How a dense or conv call with an integer table runs, as `mantis train`
+    runs it (mts_front_qdense_* / qconv2d_*): st, the layer's range observer
+    (3 floats, the module's buffer mantis_qat_range; None for the functional
+    form: each call's own range), moved by a training forward; int_bwd the
+    backward rule."""
+
+    def __init__(self, st, train, int_bwd):
+        self.st, self.train, self.int_bwd = st, train, int_bwd
+
+
+def _qat_buffer(module, muls):
+    """Gives a module whose multipliers include an integer table its range
+    observer (a buffer, so state_dict() carries it as a checkpoint carries
+    `mantis train`'s)."""
+    if (muls.fwd_int or muls.test_int) and "mantis_qat_range" not in module._buffers:
+        module.register_buffer("mantis_qat_range", torch.zeros(3, dtype=torch.float32))
 
 
 def _host(t):
@@ -127,28 +169,53 @@ def _host(t):
 # -------------------------------------------------- autograd functions
 
 
+def _qat_runs(q, fwd):
+    """Whether this call is quantization-aware (its multiplier is the integer table)."""
+    return q is not None and fwd.kind == "int"
+
+
+def _qat_observe(q, fwd, x):
+    """A training call whose forward is not the integer table but whose test
+    multiplier is: the observer still learns the range, as `mantis train`'s."""
+    if q is not None and q.train and q.st is not None and not _qat_runs(q, fwd) and x.numel():
+        _lib.qat_observe(q.st.data_ptr(), x.data_ptr(), x.numel())
+    return None
+
+
+def _qat_snapshot(q):
+    """The observer as this forward left it: what its backward quantizes with
+    (`mantis train` reads it after the step's forward, unchanged)."""
+    return None if q.st is None else q.st.detach().clone()
+
+
 class _LinearFn(torch.autograd.Function):
     """y[N][out] = x[N][in] w[out][in]^T + b: mts_dense_forward / backward."""
 
     @staticmethod
-    def forward(ctx, x, w, b, fwd, bwd, ste, device):
+    def forward(ctx, x, w, b, fwd, bwd, ste, q, device):
         N, fin = x.shape
         out = w.shape[0]
         threads = get_num_threads()
         y = torch.empty(N, out, dtype=torch.float32)
+        st = _qat_observe(q, fwd, x)
         if N:
             err = _lib.err_buf()
-            _lib.check(_lib.dense_forward(fwd._h, threads, device, N, fin, out, x.data_ptr(), w.data_ptr(), _ptr(b),
-                                          y.data_ptr(), err), err)
+            if _qat_runs(q, fwd):
+                _lib.check(_lib.qdense_forward(fwd._h, threads, device, _ptr(q.st), int(q.train), N, fin, out,
+                                               x.data_ptr(), w.data_ptr(), _ptr(b), y.data_ptr(), err), err)
+                st = _qat_snapshot(q)
+            else:
+                _lib.check(_lib.dense_forward(fwd._h, threads, device, N, fin, out, x.data_ptr(), w.data_ptr(),
+                                              _ptr(b), y.data_ptr(), err), err)
         ctx.save_for_backward(x, w, b)
-        ctx.mantis = (fwd, bwd, ste, device)
+        ctx.mantis = (fwd, bwd, ste, device, q if _qat_runs(q, fwd) else None, st)
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
         x, w, b = ctx.saved_tensors
-        fwd, bwd, ste, device = ctx.mantis
+        fwd, bwd, ste, device, q, st = ctx.mantis
         nx, nw, nb = ctx.needs_input_grad[:3]
         dx = torch.empty_like(x) if nx else None
         dw = torch.empty_like(w) if nw else None
@@ -156,21 +223,26 @@ class _LinearFn(torch.autograd.Function):
         N, fin = x.shape
         if N == 0:  # no products: the sums of nothing
             return dx, dw.zero_() if dw is not None else None, db.zero_() if db is not None else None, None, None, \
-                None, None
+                None, None, None
         if dx is not None or dw is not None or db is not None:
             dy = dy.contiguous()
             err = _lib.err_buf()
-            _lib.check(_lib.dense_backward(fwd._h, bwd._h, ste, get_num_threads(), device, N, fin, w.shape[0],
-                                           x.data_ptr(), w.data_ptr(), dy.data_ptr(), _ptr(dx), _ptr(dw), _ptr(db),
-                                           err), err)
-        return dx, dw, db, None, None, None, None
+            if q is not None:
+                _lib.check(_lib.qdense_backward(fwd._h, bwd._h, q.int_bwd, get_num_threads(), device, _ptr(st), N,
+                                                fin, w.shape[0], x.data_ptr(), w.data_ptr(), dy.data_ptr(), _ptr(dx),
+                                                _ptr(dw), _ptr(db), err), err)
+            else:
+                _lib.check(_lib.dense_backward(fwd._h, bwd._h, ste, get_num_threads(), device, N, fin, w.shape[0],
+                                               x.data_ptr(), w.data_ptr(), dy.data_ptr(), _ptr(dx), _ptr(dw),
+                                               _ptr(db), err), err)
+        return dx, dw, db, None, None, None, None, None
 
 
 class _Conv2dFn(torch.autograd.Function):
     """mts_front_conv2d_*: mts_conv2d_* or mts_convg_* (same bits)."""
 
     @staticmethod
-    def forward(ctx, x, w, b, geom, fwd, bwd, device):
+    def forward(ctx, x, w, b, geom, fwd, bwd, q, device):
         N, cin, h, wd = x.shape
         cout, _, kh, kw = w.shape
         sh, sw, ph, pw, dh, dw, groups = geom
@@ -179,18 +251,24 @@ class _Conv2dFn(torch.autograd.Function):
         err = _lib.err_buf()
         _lib.check(_lib.conv2d_shape(*g, ctypes.byref(oh), ctypes.byref(ow), err), err)
         y = torch.empty(N, cout, oh.value, ow.value, dtype=torch.float32)
+        st = _qat_observe(q, fwd, x)
         if N:
-            _lib.check(_lib.conv2d_forward(fwd._h, get_num_threads(), device, N, *g, x.data_ptr(), w.data_ptr(),
-                                           _ptr(b), y.data_ptr(), err), err)
+            if _qat_runs(q, fwd):
+                _lib.check(_lib.qconv2d_forward(fwd._h, get_num_threads(), device, _ptr(q.st), int(q.train), N, *g,
+                                                x.data_ptr(), w.data_ptr(), _ptr(b), y.data_ptr(), err), err)
+                st = _qat_snapshot(q)
+            else:
+                _lib.check(_lib.conv2d_forward(fwd._h, get_num_threads(), device, N, *g, x.data_ptr(), w.data_ptr(),
+                                               _ptr(b), y.data_ptr(), err), err)
         ctx.save_for_backward(x, w, b)
-        ctx.mantis = (g, fwd, bwd, device)
+        ctx.mantis = (g, fwd, bwd, device, q if _qat_runs(q, fwd) else None, st)
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
         x, w, b = ctx.saved_tensors
-        g, fwd, bwd, device = ctx.mantis
+        g, fwd, bwd, device, q, st = ctx.mantis
         nx, nw, nb = ctx.needs_input_grad[:3]
         dx = torch.empty_like(x) if nx else None
         dw = torch.empty_like(w) if nw else None
@@ -198,13 +276,18 @@ class _Conv2dFn(torch.autograd.Function):
         N = x.shape[0]
         if N == 0:
             return dx, dw.zero_() if dw is not None else None, db.zero_() if db is not None else None, None, None, \
-                None, None
+                None, None, None
         if dx is not None or dw is not None or db is not None:
             dy = dy.contiguous()
             err = _lib.err_buf()
-            _lib.check(_lib.conv2d_backward(fwd._h, bwd._h, get_num_threads(), device, N, *g, x.data_ptr(),
-                                            w.data_ptr(), dy.data_ptr(), _ptr(dx), _ptr(dw), _ptr(db), err), err)
-        return dx, dw, db, None, None, None, None
+            if q is not None:
+                _lib.check(_lib.qconv2d_backward(fwd._h, bwd._h, q.int_bwd, get_num_threads(), device, _ptr(st), N,
+                                                 *g, x.data_ptr(), w.data_ptr(), dy.data_ptr(), _ptr(dx), _ptr(dw),
+                                                 _ptr(db), err), err)
+            else:
+                _lib.check(_lib.conv2d_backward(fwd._h, bwd._h, get_num_threads(), device, N, *g, x.data_ptr(),
+                                                w.data_ptr(), dy.data_ptr(), _ptr(dx), _ptr(dw), _ptr(db), err), err)
+        return dx, dw, db, None, None, None, None, None
 
 
 class _MatMulFn(torch.autograd.Function):
@@ -315,15 +398,24 @@ def _muls_of(mul, mul_bwd):
     return fwd, resolve(mul_bwd, "mul_bwd") or fwd.without_acc()
 
 
-def linear(input, weight, bias=None, *, mul, mul_bwd=None, ste="identity"):
+def _functional_qat(fwd, int_backward):
+    """The functional form's quantization-aware state: no observer (each
+    call quantizes the activations with their own range)."""
+    code = _int_bwd_code(int_backward)
+    return _QAT(None, False, code) if fwd.kind == "int" else None
+
+
+def linear(input, weight, bias=None, *, mul, mul_bwd=None, ste="identity", int_backward="ste"):
     """torch.nn.functional.linear with every product through mul (backward
     GEMMs through mul_bwd, default mul without FMAq; ste: the FMAq STE of
-    mts_dense_backward: identity, rec-of, imm-of, imm-diff)."""
+    mts_dense_backward: identity, rec-of, imm-of, imm-diff). An integer
+    table runs quantization-aware as `mantis train` does (the activations
+    with this call's own range; int_backward: ste, table or approx)."""
     fwd, bwd = _muls_of(mul, mul_bwd)
-    return _linear(input, weight, bias, fwd, bwd, _ste_code(ste))
+    return _linear(input, weight, bias, fwd, bwd, _ste_code(ste), _functional_qat(fwd, int_backward))
 
 
-def _linear(x, w, b, fwd, bwd, ste):
+def _linear(x, w, b, fwd, bwd, ste, q=None):
     _check_tensor(x, "linear", "input")
     _check_tensor(w, "linear", "weight")
     if b is not None:
@@ -336,7 +428,7 @@ def _linear(x, w, b, fwd, bwd, ste):
         raise ValueError("mantis: linear: zero input features (no products to approximate)")
     lead = x.shape[:-1]
     x2 = x.reshape(-1, w.shape[1]).contiguous()
-    y = _apply(_LinearFn, "linear", (x2, w.contiguous(), None if b is None else b.contiguous()), fwd, bwd, ste,
+    y = _apply(_LinearFn, "linear", (x2, w.contiguous(), None if b is None else b.contiguous()), fwd, bwd, ste, q,
                fwd=fwd, bwd=bwd)
     return y.reshape(*lead, w.shape[0])
 
@@ -349,14 +441,17 @@ def _pair(v, what):
     raise TypeError("mantis: conv2d: %s %r: expected an int or a pair of ints" % (what, v))
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, mul, mul_bwd=None):
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, mul, mul_bwd=None,
+           int_backward="ste"):
     """torch.nn.functional.conv2d (zero padding: an int, a pair, 'valid' or
-    'same') with every product through mul (backward: mul_bwd)."""
+    'same') with every product through mul (backward: mul_bwd). An integer
+    table runs quantization-aware as `mantis train` does (as linear())."""
     fwd, bwd = _muls_of(mul, mul_bwd)
-    return _conv2d(input, weight, bias, stride, padding, dilation, groups, fwd, bwd)
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups, fwd, bwd,
+                   _functional_qat(fwd, int_backward))
 
 
-def _conv2d(x, w, b, stride, padding, dilation, groups, fwd, bwd):
+def _conv2d(x, w, b, stride, padding, dilation, groups, fwd, bwd, q=None):
     _check_tensor(x, "conv2d", "input")
     _check_tensor(w, "conv2d", "weight")
     if b is not None:
@@ -396,7 +491,7 @@ def _conv2d(x, w, b, stride, padding, dilation, groups, fwd, bwd):
     else:
         ph, pw = _pair(padding, "padding")
     y = _apply(_Conv2dFn, "conv2d", (x.contiguous(), w.contiguous(), None if b is None else b.contiguous()),
-               (sh, sw, ph, pw, dh, dw, groups), fwd, bwd, fwd=fwd, bwd=bwd)
+               (sh, sw, ph, pw, dh, dw, groups), fwd, bwd, q, fwd=fwd, bwd=bwd)
     return y.squeeze(0) if unbatched else y
 
 
@@ -456,29 +551,34 @@ def _matmul(a, b, fwd, bwd):
 class _Approx:
     """What the approximate modules share: their multipliers."""
 
-    def set_multipliers(self, mul, mul_bwd=None, mul_test=None, ste="identity"):
+    def set_multipliers(self, mul, mul_bwd=None, mul_test=None, ste="identity", int_backward="ste"):
         """Sets the layer's forward, backward and test multipliers (defaults
-        as `mantis train`: mul_bwd = mul without FMAq, mul_test = mul)."""
-        object.__setattr__(self, "_mantis", _Muls(mul, mul_bwd, mul_test, ste))
+        as `mantis train`: mul_bwd = mul without FMAq, mul_test = mul), the
+        FMAq STE and the integer tables' backward (ste, table, approx)."""
+        muls = _Muls(mul, mul_bwd, mul_test, ste, int_backward)
+        object.__setattr__(self, "_mantis", muls)
+        if isinstance(self, (nn.Linear, nn.Conv2d)):
+            _qat_buffer(self, muls)
         return self
 
     @property
     def multipliers(self):
         m = self.__dict__.get("_mantis")
-        return None if m is None else {"mul": m.fwd, "mul_bwd": m.bwd, "mul_test": m.test, "ste": m.ste_name}
+        return None if m is None else {"mul": m.fwd, "mul_bwd": m.bwd, "mul_test": m.test, "ste": m.ste_name,
+                                       "int_backward": m.int_bwd_name}
 
 
 class Linear(_Approx, nn.Linear):
     """nn.Linear whose products go through Mantis multipliers."""
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, *, mul, mul_bwd=None,
-                 mul_test=None, ste="identity"):
+                 mul_test=None, ste="identity", int_backward="ste"):
         nn.Linear.__init__(self, in_features, out_features, bias, device, dtype)
-        self.set_multipliers(mul, mul_bwd, mul_test, ste)
+        self.set_multipliers(mul, mul_bwd, mul_test, ste, int_backward)
 
     def forward(self, input):
         fwd, bwd, ste = self._mantis.pick(self.training)
-        return _linear(input, self.weight, self.bias, fwd, bwd, ste)
+        return _linear(input, self.weight, self.bias, fwd, bwd, ste, self._mantis.qat(self, self.training))
 
     def extra_repr(self):
         return nn.Linear.extra_repr(self) + ", " + repr(self._mantis)
@@ -490,17 +590,20 @@ class Conv2d(_Approx, nn.Conv2d):
     'zeros' pads with torch.nn.functional.pad first, as nn.Conv2d does."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None, *, mul, mul_bwd=None, mul_test=None):
+                 padding_mode="zeros", device=None, dtype=None, *, mul, mul_bwd=None, mul_test=None,
+                 int_backward="ste"):
         nn.Conv2d.__init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                            padding_mode, device, dtype)
-        self.set_multipliers(mul, mul_bwd, mul_test)
+        self.set_multipliers(mul, mul_bwd, mul_test, int_backward=int_backward)
 
     def forward(self, input):
         fwd, bwd, _ = self._mantis.pick(self.training)
+        q = self._mantis.qat(self, self.training)
         if self.padding_mode != "zeros":
             input = torch.nn.functional.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return _conv2d(input, self.weight, self.bias, self.stride, 0, self.dilation, self.groups, fwd, bwd)
-        return _conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups, fwd, bwd)
+            return _conv2d(input, self.weight, self.bias, self.stride, 0, self.dilation, self.groups, fwd, bwd, q)
+        return _conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups, fwd, bwd,
+                       q)
 
     def extra_repr(self):
         return nn.Conv2d.extra_repr(self) + ", " + repr(self._mantis)
@@ -688,11 +791,13 @@ def _swap(orig, cls, muls):
     new = cls.__new__(cls)
     new.__dict__.update(orig.__dict__)  # the same _parameters dict: one set of weights
     for k in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_state_dict_hooks",
-              "_load_state_dict_pre_hooks", "_modules"):
+              "_load_state_dict_pre_hooks", "_modules", "_buffers"):  # (_buffers: a range observer is new's only)
         if k in orig.__dict__:
             new.__dict__[k] = type(orig.__dict__[k])(orig.__dict__[k])
     object.__setattr__(new, "_mantis", muls)
     object.__setattr__(new, "_mantis_original", orig)
+    if muls is not None and isinstance(new, (nn.Linear, nn.Conv2d)):
+        _qat_buffer(new, muls)
     return new
 
 
@@ -707,7 +812,7 @@ def _parents(model):
 
 
 def approximate(model, mul=None, layers=None, exclude=(), *, mul_bwd=None, mul_test=None, ste="identity",
-                library_ops=False):
+                int_backward="ste", library_ops=False):
     """Swaps model's Linear and Conv2d layers (and gives mantis.torch.MatMul
     modules a multiplier) in place, and returns model.
 
@@ -747,8 +852,8 @@ def approximate(model, mul=None, layers=None, exclude=(), *, mul_bwd=None, mul_t
         raise TypeError("mantis: approximate(): the model is itself a %s; approximate() swaps the layers inside a "
                         "model (use mantis.torch.%s directly)" % (type(model).__name__,
                                                                  "Conv2d" if _kind(model) == "conv" else "Linear"))
-    default = _Muls(mul, mul_bwd, mul_test, ste) if mul is not None else None
-    rule_muls = [_Muls(spec, None, None, ste) for _, spec in rules]
+    default = _Muls(mul, mul_bwd, mul_test, ste, int_backward) if mul is not None else None
+    rule_muls = [_Muls(spec, None, None, ste, int_backward) for _, spec in rules]
     used = [False] * len(rules)
     plan, skip = [], []
     for name, mod in model.named_modules():
@@ -796,6 +901,8 @@ def approximate(model, mul=None, layers=None, exclude=(), *, mul_bwd=None, mul_t
             if "_mantis_previous" not in mod.__dict__:
                 object.__setattr__(mod, "_mantis_previous", mod.__dict__.get("_mantis"))
             object.__setattr__(mod, "_mantis", muls)
+            if isinstance(mod, (nn.Linear, nn.Conv2d)):
+                _qat_buffer(mod, muls)
             continue
         new = _swap(mod, swap_to[kind], muls)
         for parent, attr, _ in parents.get(id(mod), []):

@@ -74,14 +74,6 @@ def test_linear_module_batch_dims_and_no_bias(asym, gen):
     assert_bits(lin.weight.grad, want[2], "dw")
 
 
-def test_linear_int_table_equals_reference(gen):
-    m = int_mul()
-    x, w, b, dy = operands(gen, 11, 6, special=0.1), operands(gen, 5, 6), operands(gen, 5), operands(gen, 11, 5)
-    got = run_linear(lambda x, w, b: mt.linear(x, w, b, mul=m), x, w, b, dy)
-    for g, r, what in zip(got, ref_linear(x, w, b, dy, m, m), ("y", "dx", "dw", "db")):
-        assert_bits(g, r, "linear int %s" % what, [("x", x), ("w", w)])
-
-
 def test_linear_ste_masks_overflowing_terms(gen):
     """With an FMAq forward and a non-identity STE the backward GEMMs see
     masked products (mts_dense_backward): no overflow gives Identity's

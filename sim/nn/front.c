@@ -2,6 +2,7 @@
  * over mts_arith, and the layer ops called with them. Nothing is computed
  * here: opening delegates to nn_arith.h / verify.h, the ops to nn_ops.h. */
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -510,6 +511,123 @@ int mts_front_conv2d_backward(const mts_front_mul *fwd, const mts_front_mul *bwd
     if (rc != MTS_OK) return rc;
     return simple ? mts_conv2d_backward(&ctx, &sg, N, x, wt, dy, dx, dwt, db, err)
                   : mts_convg_backward(&ctx, &g, N, x, wt, dy, dx, dwt, db, err);
+}
+
+/* ------------------------------------------- quantization-aware layers */
+
+static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The context of a quantization-aware call: the integer table's prepared
+ * planes and gradient tables (built on the first call, kept with the
+ * multiplier's source, as the driver keeps them with its arith), the
+ * backward rule. */
+static int q_ctx(const mts_front_mul *fwd, const mts_front_mul *bwd, int int_bwd, int threads, int device,
+                 mts_provider *pf, mts_provider *pb, mts_nn_ctx *ctx, mts_err *err)
+{
+    if (!fwd || fwd->p.kind != MTS_PROV_INT || !fwd->p.lut)
+        return mts_fail(err, MTS_EINVAL, "quantization-aware layer: the forward multiplier is not an integer table");
+    if (int_bwd != MTS_INT_BWD_STE && int_bwd != MTS_INT_BWD_TABLE && int_bwd != MTS_INT_BWD_APPROX)
+        return mts_fail(err, MTS_EINVAL, "integer backward %d: expected ste (0), table (1) or approx (2)", int_bwd);
+    if (device != 0)
+        return mts_fail(err, MTS_EUNSUPPORTED, "quantization-aware layers of an integer table run on the CPU here "
+                                               "(move the tensors to the CPU)");
+    int rc = call_ctx(fwd, bwd, threads, 0, pf, pb, ctx, err);
+    if (rc != MTS_OK) return rc;
+    mts_arith *a = &fwd->src->a;
+    pthread_mutex_lock(&q_mu);
+    rc = mts_arith_int_prepare(a, int_bwd == MTS_INT_BWD_TABLE, err);
+    pthread_mutex_unlock(&q_mu);
+    if (rc != MTS_OK) return rc;
+    ctx->int_bwd = int_bwd;
+    ctx->qtab = &a->qtab;
+    ctx->igrad = &a->igrad;
+    return MTS_OK;
+}
+
+void mts_front_qat_observe(float *st, const float *x, size_t n) { mts_qat_observe(st, x, n); }
+
+/* The activation quantizer of this call (net.c's node_qact: a training
+ * forward moves the observer first, a backward reads it as it is). */
+static void q_act(const mts_provider *pf, const float *st, const float *x, size_t n, mts_qparam *qa)
+{
+    mts_qat_act_param(st, x, n, pf->lut->int_bits, pf->lut->int_signed, qa);
+}
+
+int mts_front_qdense_forward(const mts_front_mul *fwd, int threads, int device, float *st, int train, int N, int in,
+                             int out, const float *x, const float *w, const float *b, float *y, mts_err *err)
+{
+    mts_provider pf, pb;
+    mts_nn_ctx ctx;
+    mts_qparam qa;
+    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, device, &pf, &pb, &ctx, err);
+    if (rc == MTS_OK) rc = check_sizes(N, in, out, 1, err);
+    if (rc != MTS_OK) return rc;
+    if (st && train) mts_qat_observe(st, x, (size_t)N * in);
+    q_act(&pf, st, x, (size_t)N * in, &qa);
+    return mts_qdense_forward(&ctx, &qa, N, in, out, x, w, b, y, err);
+}
+
+int mts_front_qdense_backward(const mts_front_mul *fwd, const mts_front_mul *bwd, int int_bwd, int threads, int device,
+                              const float *st, int N, int in, int out, const float *x, const float *w,
+                              const float *dy, float *dx, float *dw, float *db, mts_err *err)
+{
+    mts_provider pf, pb;
+    mts_nn_ctx ctx;
+    mts_qparam qa;
+    int rc = q_ctx(fwd, bwd, int_bwd, threads, device, &pf, &pb, &ctx, err);
+    if (rc == MTS_OK) rc = check_sizes(N, in, out, 1, err);
+    if (rc != MTS_OK) return rc;
+    q_act(&pf, st, x, (size_t)N * in, &qa);
+    return mts_qdense_backward(&ctx, &qa, N, in, out, x, w, dy, dx, dw, db, err);
+}
+
+/* mts_conv2d_*'s geometry, or MTS_EUNSUPPORTED: qat.c has no grouped or dilated form. */
+static int q_geom(int cin, int h, int w, int cout, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                  int groups, mts_conv_geom *sg, mts_err *err)
+{
+    mts_convg_geom g;
+    int simple, rc = conv_geom(cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, &g, &simple, sg, err);
+    if (rc == MTS_OK && !simple)
+        rc = mts_fail(err, MTS_EUNSUPPORTED,
+                      "quantization-aware conv: kernel %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d, %d groups; "
+                      "integer tables take square kernels with equal strides and padding, no dilation, one group "
+                      "(mantis train's convolutions)",
+                      kh, kw, sh, sw, ph, pw, dh, dw, groups);
+    return rc;
+}
+
+int mts_front_qconv2d_forward(const mts_front_mul *fwd, int threads, int device, float *st, int train, int N, int cin,
+                              int h, int w, int cout, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                              int groups, const float *x, const float *wt, const float *b, float *y, mts_err *err)
+{
+    mts_provider pf, pb;
+    mts_nn_ctx ctx;
+    mts_conv_geom g;
+    mts_qparam qa;
+    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, device, &pf, &pb, &ctx, err);
+    if (rc == MTS_OK) rc = check_sizes(N, 1, 1, 1, err);
+    if (rc == MTS_OK) rc = q_geom(cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, &g, err);
+    if (rc != MTS_OK) return rc;
+    if (st && train) mts_qat_observe(st, x, (size_t)N * cin * h * w);
+    q_act(&pf, st, x, (size_t)N * cin * h * w, &qa);
+    return mts_qconv2d_forward(&ctx, &qa, &g, N, x, wt, b, y, err);
+}
+
+int mts_front_qconv2d_backward(const mts_front_mul *fwd, const mts_front_mul *bwd, int int_bwd, int threads,
+                               int device, const float *st, int N, int cin, int h, int w, int cout, int kh, int kw,
+                               int sh, int sw, int ph, int pw, int dh, int dw, int groups, const float *x,
+                               const float *wt, const float *dy, float *dx, float *dwt, float *db, mts_err *err)
+{
+    mts_provider pf, pb;
+    mts_nn_ctx ctx;
+    mts_conv_geom g;
+    mts_qparam qa;
+    int rc = q_ctx(fwd, bwd, int_bwd, threads, device, &pf, &pb, &ctx, err);
+    if (rc == MTS_OK) rc = check_sizes(N, 1, 1, 1, err);
+    if (rc == MTS_OK) rc = q_geom(cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, &g, err);
+    if (rc != MTS_OK) return rc;
+    q_act(&pf, st, x, (size_t)N * cin * h * w, &qa);
+    return mts_qconv2d_backward(&ctx, &qa, &g, N, x, wt, dy, dx, dwt, db, err);
 }
 
 int mts_front_matmul_forward(const mts_front_mul *fwd, int threads, int device, int B, int m, int k, int q,
