@@ -56,6 +56,11 @@ inline int launch_check(mts_err *err, const char *what)
 int mts_gpu__scratch_alloc(void **p, size_t bytes, mts_err *err);
 void mts_gpu__scratch_free(void *p);
 
+// gpu/nn_ops.cu's output passes: y[N][out] += b (FP32 adds); the conv GEMM's
+// [N*P][cout] result t into y[N][cout][P] plus the bias (+0 without one).
+int mts_gpu__bias_add(int N, int out, float *y, const float *b, mts_err *err);
+int mts_gpu__conv_out(int N, int cout, int P, const float *t, const float *b, float *y, mts_err *err);
+
 // INT kernel 2 (gpu/gemm.cu) on prepared codes: C[i*ldc + j] for op(A) m x k
 // and B n x k, row codes ua pre-shifted by the table width nbits, ub not,
 // their value sums sa / sb; zero points za, zb and scale sc, or, where qa and

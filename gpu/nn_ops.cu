@@ -901,6 +901,21 @@ void mts_gpu_scratch_release(void) { scratch_release_idle(); }
 
 } // extern "C"
 
+// The output passes of the dense and conv twins, for the other twins' files (launch.h).
+int mts_gpu__bias_add(int N, int out, float *y, const float *b, mts_err *err)
+{
+    if (!N || !out) return MTS_OK;
+    MTS_LAUNCH(bias_add, blocks_for((size_t)N * out), THREADS, 0, 0)(N, out, y, b);
+    return launch_check(err, "bias");
+}
+int mts_gpu__conv_out(int N, int cout, int P, const float *t, const float *b, float *y, mts_err *err)
+{
+    size_t n = (size_t)N * cout * P;
+    if (!n) return MTS_OK;
+    MTS_LAUNCH(conv_out_k, blocks_for(n), THREADS, 0, 0)(N, cout, P, t, b, y);
+    return launch_check(err, "conv output");
+}
+
 // The scratch cache for the other twins' files (launch.h).
 int mts_gpu__scratch_alloc(void **p, size_t bytes, mts_err *err) { return scratch_alloc(p, bytes, err); }
 void mts_gpu__scratch_free(void *p) { scratch_free(p); }

@@ -205,21 +205,6 @@ __global__ void conv_rows2_k(mts_conv_geom g, int N, const uint8_t *cx, const mt
     sum[q] = s;
 }
 
-// y[n][co][p] = t[(n, p)][co] + bias (kernel 2's conv output, [N*P][cout]).
-__global__ void conv_out2_k(int N, int cout, int P, const float *t, const float *b, float *y)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)N * cout * P) return;
-    int p = (int)(i % P), co = (int)((i / P) % cout);
-    size_t n = i / ((size_t)P * cout);
-    y[i] = mts_fm_add(t[(n * P + p) * cout + co], b ? b[co] : 0.0f);
-}
-__global__ void bias2_k(int N, int out, const float *b, float *y)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)N * out) y[i] = mts_fm_add(y[i], b[i % out]);
-}
-
 // ------------------------------------------------- the TABLE backward
 // Each sum is qat.c's tsum_scalar for one lane: from +0, in term order,
 // acc = acc + d * ((G[(a << bits) | b] - z) * s), every operation rounded.
@@ -484,10 +469,7 @@ int mts_gpu_qdense_forward(const mts_gpu_qat *q, const float *st, int N, int in,
     MTS_LAUNCH(rows2_k, blocks_for((size_t)N), THREADS, 0, 0)(N, in, c.cx, q->bits, q->bits, q->sg, ua, sa);
     rc = launch_check(err, "quantization-aware dense codes");
     if (rc == MTS_OK) rc = forward2(q, c, N, in, out, ua, sa, y, err);
-    if (rc == MTS_OK && b) {
-        MTS_LAUNCH(bias2_k, blocks_for(ny), THREADS, 0, 0)(N, out, b, y);
-        rc = launch_check(err, "quantization-aware dense bias");
-    }
+    if (rc == MTS_OK && b) rc = mts_gpu__bias_add(N, out, y, b, err);
     mts_gpu__scratch_free(blk);
     return rc;
 }
@@ -547,10 +529,7 @@ int mts_gpu_qconv2d_forward(const mts_gpu_qat *q, const float *st, const mts_con
     MTS_LAUNCH(conv_rows2_k, blocks_for(NP), THREADS, 0, 0)(*g, N, c.cx, c.qa, q->bits, q->sg, ua, sa);
     rc = launch_check(err, "quantization-aware conv codes");
     if (rc == MTS_OK) rc = forward2(q, c, (int)NP, K, g->cout, ua, sa, t, err);
-    if (rc == MTS_OK) {
-        MTS_LAUNCH(conv_out2_k, blocks_for(ny), THREADS, 0, 0)(N, g->cout, g->oh * g->ow, t, b, y);
-        rc = launch_check(err, "quantization-aware conv output");
-    }
+    if (rc == MTS_OK) rc = mts_gpu__conv_out(N, g->cout, g->oh * g->ow, t, b, y, err);
     mts_gpu__scratch_free(blk);
     return rc;
 }

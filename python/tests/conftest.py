@@ -83,6 +83,15 @@ def blocked_sum(v):
     return chunks[0]
 
 
+def run_linear(layer_fn, x, w, b, dy):
+    """y, dx, dw, db of layer_fn(x, w, b) with y's gradient dy (fresh leaves)."""
+    x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
+    b = None if b is None else b.clone().requires_grad_()
+    y = layer_fn(x, w, b)
+    y.backward(dy)
+    return y.detach(), x.grad, w.grad, None if b is None else b.grad
+
+
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)

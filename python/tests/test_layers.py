@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import mantis
 import mantis.torch as mt
-from conftest import assert_bits, blocked_sum, operands
+from conftest import assert_bits, blocked_sum, operands, run_linear
 
 
 def multipliers(asym):
@@ -39,14 +39,6 @@ def ref_linear(x, w, b, dy, fwd, bwd):
     dw = bwd.mm(dy.t(), x, ref=True)  # gradient, activation; sum over the batch
     db = torch.stack([blocked_sum(dy[:, o]) for o in range(dy.shape[1])])
     return y, dx, dw, db
-
-
-def run_linear(layer_fn, x, w, b, dy):
-    x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
-    b = None if b is None else b.clone().requires_grad_()
-    y = layer_fn(x, w, b)
-    y.backward(dy)
-    return y.detach(), x.grad, w.grad, None if b is None else b.grad
 
 
 @pytest.mark.parametrize("shape", [(7, 13, 5), (1, 1, 1), (33, 70, 17), (64, 3, 100)])

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import mantis
 import mantis.torch as mt
-from conftest import assert_bits, blocked_sum, operands
+from conftest import assert_bits, blocked_sum, operands, run_linear as run
 
 F32 = torch.float32
 EPS = torch.tensor(torch.finfo(F32).eps, dtype=F32)
@@ -106,14 +106,6 @@ def ref_linear_qat(x, w, b, dy, T, bits, sg, act_range):
     dw = fp32.mm(dy.t(), xh, ref=True)
     db = torch.stack([blocked_sum(dy[:, o]) for o in range(dy.shape[1])])
     return y, dx, dw, db
-
-
-def run(layer_fn, x, w, b, dy):
-    x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
-    b = None if b is None else b.clone().requires_grad_()
-    y = layer_fn(x, w, b)
-    y.backward(dy)
-    return y.detach(), x.grad, w.grad, None if b is None else b.grad
 
 
 TABLES = [("u4 asym", 4, False, lambda a, b: a * (b | 1)), ("s4 noisy", 4, True, lambda a, b: a * b + (a ^ b) % 3 - 1),
