@@ -157,9 +157,15 @@ class _QAT:
 def _qat_buffer(module, muls):
     """Gives a module whose multipliers include an integer table its range
     observer (a buffer, so state_dict() carries it as a checkpoint carries
-    `mantis train`'s)."""
+    `mantis train`'s). A state_dict without it (the plain model's) still
+    loads: the observer then starts unobserved."""
     if (muls.fwd_int or muls.test_int) and "mantis_qat_range" not in module._buffers:
         module.register_buffer("mantis_qat_range", torch.zeros(3, dtype=torch.float32))
+        module._register_load_state_dict_pre_hook(_qat_range_default)
+
+
+def _qat_range_default(state_dict, prefix, *_):
+    state_dict.setdefault(prefix + "mantis_qat_range", torch.zeros(3, dtype=torch.float32))
 
 
 def _host(t):

@@ -197,8 +197,15 @@ def test_approximate_gives_integer_layers_an_observer_and_restore_removes_it(gen
     x = operands(gen, 4, 1, 4, 4)
     model(x).sum().backward()
     assert model[0].mantis_qat_range[2] == 1.0 and model[3].mantis_qat_range[2] == 1.0
+    observed = {k: v.clone() for k, v in model.state_dict().items()}
+    plain = {k: v for k, v in observed.items() if "mantis_qat_range" not in k}
+    model.load_state_dict(plain)  # a plain model's weights load: the observers start unobserved
+    assert model[3].mantis_qat_range.tolist() == [0.0, 0.0, 0.0]
+    model.load_state_dict(observed)
+    assert model[3].mantis_qat_range[2] == 1.0
     mt.restore(model)
     assert set(model.state_dict()) == keys
+    model.load_state_dict({k: v for k, v in plain.items()})
 
 
 def test_errors_name_what_is_not_supported(gen):
