@@ -1865,19 +1865,31 @@ TEST(GpuTrain, CheckpointResumesAcrossDevices)
         EXPECT_EQ(without_timings(slurp(ck + ".json")), without_timings(slurp(dir + "/ref.json"))) << tag;
         expect_same_ckpt(ck + "/checkpoint.mtsckpt", dir + "/ref/checkpoint.mtsckpt", tag);
     }
-    // `mantis test` of the checkpoint on both devices: the same accuracy, on the device
-    std::string acc[2];
-    const char *tdev[2] = {"cpu", "cuda"};
-    for (int i = 0; i < 2; i++) {
-        CliResult t = run_cli("test --checkpoint " + dir + "/ref --data-dir " + data + " --test-subset 40 --device " +
-                              tdev[i] + " --json " + dir + "/test-" + tdev[i] + ".json");
-        ASSERT_EQ(t.status, 0) << tdev[i] << ": " << t.err;
-        acc[i] = slurp(dir + "/test-" + tdev[i] + ".json");
+    // `mantis test` of the checkpoint on both devices: the same accuracy, on the device; also with
+    // an integer table (quantization-aware, with the observers the float run calibrated)
+    std::string i8 = dir + "/int8u.lut";
+    {
+        mts_lut t;
+        mts_err err;
+        ASSERT_EQ(mts_intmul_exact_lut(8, 0, &t, &err), MTS_OK) << err.msg;
+        for (size_t i = 0; i < t.n; i += 3) t.entry[i] += (uint32_t)((i % 7) - 3); // approximate
+        ASSERT_EQ(mts_lut_save(&t, i8.c_str(), &err), MTS_OK) << err.msg;
+        mts_lut_free(&t);
     }
-    EXPECT_NE(acc[1].find("\"gpu_path\": \"resident\""), std::string::npos) << acc[1];
-    size_t k = acc[1].find(", \"gpu_path\"");
-    ASSERT_NE(k, std::string::npos) << acc[1];
-    EXPECT_EQ(acc[1].substr(0, k), acc[0].substr(0, acc[0].rfind('}'))) << "mantis test --device cuda";
+    for (std::string mul : {std::string(), " --lut " + i8}) {
+        std::string acc[2];
+        const char *tdev[2] = {"cpu", "cuda"};
+        for (int i = 0; i < 2; i++) {
+            CliResult t = run_cli("test --checkpoint " + dir + "/ref --data-dir " + data + " --test-subset 40" + mul +
+                                  " --device " + tdev[i] + " --json " + dir + "/test-" + tdev[i] + ".json");
+            ASSERT_EQ(t.status, 0) << tdev[i] << mul << ": " << t.err;
+            acc[i] = slurp(dir + "/test-" + tdev[i] + ".json");
+        }
+        EXPECT_NE(acc[1].find("\"gpu_path\": \"resident\""), std::string::npos) << acc[1];
+        size_t k = acc[1].find(", \"gpu_path\"");
+        ASSERT_NE(k, std::string::npos) << acc[1];
+        EXPECT_EQ(acc[1].substr(0, k), acc[0].substr(0, acc[0].rfind('}'))) << "mantis test --device cuda" << mul;
+    }
 }
 
 } // namespace
