@@ -185,7 +185,6 @@ def _qat_observe(q, fwd, x):
     multiplier is: the observer still learns the range, as `mantis train`'s."""
     if q is not None and q.train and q.st is not None and not _qat_runs(q, fwd) and x.numel():
         _lib.qat_observe(q.st.data_ptr(), x.data_ptr(), x.numel())
-    return None
 
 
 def _qat_snapshot(q):
@@ -203,7 +202,8 @@ class _LinearFn(torch.autograd.Function):
         out = w.shape[0]
         threads = get_num_threads()
         y = torch.empty(N, out, dtype=torch.float32)
-        st = _qat_observe(q, fwd, x)
+        _qat_observe(q, fwd, x)
+        st = None  # the observer as this forward leaves it, for the backward (quantization-aware calls)
         if N:
             err = _lib.err_buf()
             if _qat_runs(q, fwd):
@@ -257,7 +257,8 @@ class _Conv2dFn(torch.autograd.Function):
         err = _lib.err_buf()
         _lib.check(_lib.conv2d_shape(*g, ctypes.byref(oh), ctypes.byref(ow), err), err)
         y = torch.empty(N, cout, oh.value, ow.value, dtype=torch.float32)
-        st = _qat_observe(q, fwd, x)
+        _qat_observe(q, fwd, x)
+        st = None  # as _LinearFn's
         if N:
             if _qat_runs(q, fwd):
                 _lib.check(_lib.qconv2d_forward(fwd._h, get_num_threads(), device, _ptr(q.st), int(q.train), N, *g,
