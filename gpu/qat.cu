@@ -403,7 +403,8 @@ void mts_gpu_qat_close(mts_gpu_qat *q)
 int mts_gpu_qat_open(const mts_lut *lut, int grads, mts_gpu_qat **out, mts_err *err)
 {
     *out = NULL;
-    if (!lut || lut->kind != MTS_LUT_INT || !lut->entry || lut->int_bits < 1 || lut->int_bits > 8)
+    if (!lut || lut->kind != MTS_LUT_INT || !lut->entry || lut->int_bits < 1 || lut->int_bits > 8 ||
+        lut->n != (size_t)1 << (2 * lut->int_bits))
         return mts_fail(err, MTS_EINVAL, "gpu quantization-aware layers: expected an integer table of 1..8-bit "
                                          "operands");
     mts_gpu_qat *q = (mts_gpu_qat *)std::calloc(1, sizeof *q);

@@ -1490,6 +1490,12 @@ TEST(GpuOps, QuantizationAwareTwinsEqualCpu)
     ASSERT_EQ(mts_lut_generate(&op, &flut, &err), MTS_OK) << err.msg;
     EXPECT_EQ(mts_gpu_qat_open(&flut, 0, &qf, &err), MTS_EINVAL);
     EXPECT_EQ(qf, nullptr);
+    mts_lut short_int{}; // an integer table whose entry count does not match its width
+    ASSERT_EQ(mts_intmul_exact_lut(4, 0, &short_int, &err), MTS_OK) << err.msg;
+    short_int.n /= 2;
+    EXPECT_EQ(mts_gpu_qat_open(&short_int, 0, &qf, &err), MTS_EINVAL);
+    short_int.n *= 2;
+    mts_lut_free(&short_int);
     mts_lut_free(&flut);
 }
 
