@@ -218,7 +218,7 @@ __global__ void masked_cols(int N, int in, int out, const uint8_t *mask, const f
 __global__ void bias_add(int N, int out, float *y, const float *b)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)N * out) y[i] = __fadd_rn(y[i], b[i % out]);
+    if (i < (size_t)N * out) y[i] = mts_fm_canon(__fadd_rn(y[i], b[i % out])); // NaN: the CPU's bits
 }
 
 // Softmax CE of one sample per thread: its loss term (double) and dlogits.
@@ -407,7 +407,7 @@ __global__ void col2im_k(mts_conv_geom g, int N, const float *dcolT, float *dx)
             a = __fadd_rn(a, dcolT[((size_t)n * P + oy * g.ow + ox) * K + r]);
         }
     }
-    dx[t] = a;
+    dx[t] = mts_fm_canon(a); // NaN: the CPU's bits (conv.c)
 }
 
 // Optimizers: mts_opt_step's updates, optim_hd.h's one copy of them.
@@ -470,7 +470,7 @@ __global__ void conv_out_k(int N, int cout, int P, const float *t, const float *
     if (i >= (size_t)N * cout * P) return;
     int q = (int)(i % P), co = (int)((i / P) % cout);
     size_t n = i / ((size_t)P * cout);
-    y[i] = __fadd_rn(t[(n * P + q) * cout + co], b ? b[co] : 0.0f);
+    y[i] = mts_fm_canon(__fadd_rn(t[(n * P + q) * cout + co], b ? b[co] : 0.0f));
 }
 // dyc[co][n*P + q] = dy[n][co][q] (conv.c's backward operand)
 __global__ void conv_dyc_k(int N, int cout, int P, const float *dy, float *dyc)

@@ -149,7 +149,7 @@ __global__ void qdense_fwd_k(int N, int in, int out, const uint8_t *cx, const ui
         sb += mts_q_code_value(w[i], bits, sg);
     }
     float v = qout(s, sa, sb, in, *qa, qw[o]);
-    y[t] = b ? mts_fm_add(v, b[o]) : v;
+    y[t] = b ? mts_fm_canon(mts_fm_add(v, b[o])) : v; // NaN: the CPU's bits (qat.c)
 }
 
 // y[n][co][p]: the im2col codes of column (n, p) against w[co][:], + bias.
@@ -170,7 +170,7 @@ __global__ void qconv_fwd_k(mts_conv_geom g, int N, const uint8_t *cx, const uin
         sa += mts_q_code_value(a, bits, sg);
         sb += mts_q_code_value(w[r], bits, sg);
     }
-    y[t] = mts_fm_add(qout(s, sa, sb, K, *qa, qw[co]), b ? b[co] : 0.0f);
+    y[t] = mts_fm_canon(mts_fm_add(qout(s, sa, sb, K, *qa, qw[co]), b ? b[co] : 0.0f));
 }
 
 // Kernel 2's operands: rows of codes as words, the row operand's shifted by

@@ -782,6 +782,15 @@ TEST(GpuOps, DenseSoftmaxRelu)
     Dev<float> gx(x), gw(w), gb(b), gy(y), gdx(dx), gdw(dw), gdb(db), gdz(dz);
     ASSERT_EQ(mts_gpu_dense_forward(pl, N, in, out, gx.d(), gw.d(), gb.d(), gy.d(), &err), MTS_OK) << err.msg;
     expect_same(gy.get(), y, "dense forward");
+    { // a NaN and both infinities among the weights, -inf in the bias: NaN sums stored as the one canonical NaN
+        auto ws = w, bs = b;
+        ws[1] = NAN, ws[4] = INFINITY, ws[5] = -INFINITY, ws[in + 3] = INFINITY, bs[1] = -INFINITY;
+        std::vector<float> ys(y.size());
+        ASSERT_EQ(mts_dense_forward(&ctx, N, in, out, x.data(), ws.data(), bs.data(), ys.data(), &err), MTS_OK);
+        Dev<float> gws(ws), gbs(bs), gys(ys);
+        ASSERT_EQ(mts_gpu_dense_forward(pl, N, in, out, gx.d(), gws.d(), gbs.d(), gys.d(), &err), MTS_OK) << err.msg;
+        expect_same(gys.get(), ys, "dense forward, special weights");
+    }
 
     std::vector<uint8_t> lab(N);
     for (int n = 0; n < N; n++) lab[n] = (uint8_t)((n * 7) % out);
@@ -1333,6 +1342,9 @@ TEST(GpuOps, ConvTwinEqualsCpuConv)
             size_t nx = (size_t)N * g.cin * g.h * g.w, ny = (size_t)N * g.cout * g.oh * g.ow;
             size_t nw = (size_t)g.cout * g.cin * g.k * g.k;
             auto x = randv(nx, 41), w = randv(nw, 42), b = randv(g.cout, 43), dy = randv(ny, 44);
+            // a NaN and both infinities among the weights: col2im then sums NaN and inf - inf, whose
+            // NaN bits differ between x86 and the GPU unless both store the canonical one
+            w[1] = NAN, w[nw / 2] = INFINITY, w[nw / 2 + 1] = -INFINITY;
             std::vector<float> y(ny), dx(nx), dw(nw), db(g.cout);
             mts_nn_ctx ctx = mts_nn_ctx_cpu(p, p);
             ASSERT_EQ(mts_conv2d_forward(&ctx, &g, N, x.data(), w.data(), b.data(), y.data(), &err), MTS_OK);

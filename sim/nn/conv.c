@@ -57,6 +57,14 @@ void mts_im2col_ref(const mts_conv_geom *g, int N, const float *x, float *col)
             }
 }
 
+/* dst = src with a NaN as 0x7FC00000 (mts_fm_canon): col2im's sums, so a
+ * NaN has the bits of the GPU's twin (which returns its own NaN) and not
+ * the payload x86's additions happened to keep. */
+static void canon_copy(float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = mts_fm_canon(src[i]);
+}
+
 void mts_col2im_ref(const mts_conv_geom *g, int N, const float *dcolT, float *dx)
 {
     int k = g->k, P = g->oh * g->ow, K = g->cin * k * k;
@@ -78,6 +86,8 @@ void mts_col2im_ref(const mts_conv_geom *g, int N, const float *dcolT, float *dx
                     }
                 }
         }
+    size_t nx = (size_t)N * g->cin * g->h * g->w;
+    canon_copy(dx, dx, nx);
 }
 
 /* The fast forms below work on a zero-padded copy of the input (or, for
@@ -379,7 +389,10 @@ static int col2im_rows_s1(const mts_conv_geom *g, int N, const float *dcol, floa
                                 acc[j] = _mm512_add_ps(acc[j], _mm512_maskz_loadu_ps(m, tap + (size_t)oy * ow));
                             }
                         }
-                    for (int j = 0; j < nr; j++) _mm512_storeu_ps(rb[j] + 16 * c, acc[j]);
+                    for (int j = 0; j < nr; j++) /* a NaN sum as 0x7FC00000 (mts_fm_canon) */
+                        _mm512_storeu_ps(rb[j] + 16 * c,
+                                         _mm512_mask_blend_ps(_mm512_cmp_ps_mask(acc[j], acc[j], _CMP_UNORD_Q), acc[j],
+                                                              _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000))));
                 }
                 for (int j = 0; j < nr; j++)
                     memcpy(dx + (((size_t)n * g->cin + ci) * g->h + (size_t)(iy0 + j)) * g->w, rb[j] + pad,
@@ -419,8 +432,8 @@ static int col2im_any(const mts_conv_geom *g, int N, const float *src, size_t ns
         }
     for (size_t pl = 0; pl < (size_t)N * g->cin; pl++)
         for (int iy = 0; iy < g->h; iy++)
-            memcpy(dx + (pl * g->h + (size_t)iy) * g->w, acc + (pl * hp + (size_t)(iy + g->pad)) * wp + g->pad,
-                   sizeof(float) * (size_t)g->w);
+            canon_copy(dx + (pl * g->h + (size_t)iy) * g->w, acc + (pl * hp + (size_t)(iy + g->pad)) * wp + g->pad,
+                       (size_t)g->w);
     free(acc);
     return MTS_OK;
 }
@@ -537,7 +550,7 @@ static int fwd_chunk(void *arg, int c, int slot, mts_err *err)
         if (rc != MTS_OK) return rc;
         for (int co = 0; co < g->cout; co++) {
             float *yo = y + (size_t)co * P, bias = a->b ? a->b[co] : 0.0f;
-            for (int q = 0; q < P; q++) yo[q] = yo[q] + bias;
+            for (int q = 0; q < P; q++) yo[q] = mts_fm_canon(yo[q] + bias);
         }
         return MTS_OK;
     }
@@ -548,7 +561,7 @@ static int fwd_chunk(void *arg, int c, int slot, mts_err *err)
             float *yo = a->y + ((size_t)(n0 + n) * g->cout + co) * P;
             const float *to = t + (size_t)co * NC + (size_t)n * P;
             float bias = a->b ? a->b[co] : 0.0f;
-            for (int q = 0; q < P; q++) yo[q] = to[q] + bias;
+            for (int q = 0; q < P; q++) yo[q] = mts_fm_canon(to[q] + bias);
         }
     return MTS_OK;
 }

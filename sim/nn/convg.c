@@ -101,7 +101,7 @@ int mts_convg_forward(const mts_nn_ctx *ctx, const mts_convg_geom *g, int N, con
             for (int n = 0; n < N; n++) {
                 float *yo = y + ((size_t)n * g->cout + c) * P;
                 const float *to = t + (size_t)co * NP + (size_t)n * P;
-                for (int q = 0; q < P; q++) yo[q] = to[q] + bias;
+                for (int q = 0; q < P; q++) yo[q] = mts_fm_canon(to[q] + bias);
             }
         }
     }
@@ -158,6 +158,8 @@ int mts_convg_backward(const mts_nn_ctx *ctx, const mts_convg_geom *g, int N, co
                                 }
                             }
                         }
+                    /* a NaN sum as 0x7FC00000, as conv.c's col2im (mts_fm_canon) */
+                    for (size_t i = 0; i < (size_t)g->h * g->w; i++) xp[i] = mts_fm_canon(xp[i]);
                 }
         }
     }

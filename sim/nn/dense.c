@@ -28,7 +28,7 @@ int mts_dense_forward(const mts_nn_ctx *ctx, int N, int in, int out, const float
     if (rc != MTS_OK) return rc;
     if (b)
         for (int n = 0; n < N; n++)
-            for (int o = 0; o < out; o++) y[(size_t)n * out + o] += b[o];
+            for (int o = 0; o < out; o++) y[(size_t)n * out + o] = mts_fm_canon(y[(size_t)n * out + o] + b[o]);
     return MTS_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <omp.h>
 #endif
 
+#include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -287,7 +288,7 @@ int mts_qdense_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, int N, int i
     }
     if (rc == MTS_OK && b)
         for (int n = 0; n < N; n++)
-            for (int o = 0; o < out; o++) y[(size_t)n * out + o] += b[o];
+            for (int o = 0; o < out; o++) y[(size_t)n * out + o] = mts_fm_canon(y[(size_t)n * out + o] + b[o]);
     qlayer_close(&q);
     free(cx);
     free(cw);
@@ -458,7 +459,7 @@ int mts_qconv2d_forward(const mts_nn_ctx *ctx, const mts_qparam *qa, const mts_c
                 float *yo = y + ((size_t)n * C + co) * P;
                 const float *to = t + (size_t)co * NP + (size_t)n * P;
                 float bias = b ? b[co] : 0.0f;
-                for (int p = 0; p < P; p++) yo[p] = to[p] + bias;
+                for (int p = 0; p < P; p++) yo[p] = mts_fm_canon(to[p] + bias);
             }
     qlayer_close(&q);
     free(cx);
