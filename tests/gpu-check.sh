@@ -8,14 +8,15 @@
 #       under 60 MiB, and prints the device command and what to carry.
 #   bash tests/gpu-check.sh run       on the machine with the GPU, from the
 #       repository root with build-gpucheck/pkg carried along: nvidia-smi -L,
-#       every GPU test with MANTIS_REQUIRE_GPU=1 (a skip is a failure), the
+#       every GPU test with MANTIS_REQUIRE_GPU=1 (a skip is a failure),
+#       python/tests/test_cuda.py under the device's python3 (the Python
+#       front end's layers on CUDA tensors against the CPU, bit for bit), the
 #       GEMM benchmark against cuBLAS, and `mantis train --device cuda`
 #       against `--device cpu` on short runs of LeNet-300-100 (also with the
 #       masked FMAq STEs and an 8-bit integer table's table/approx backward),
 #       LeNet-5, vit-tiny and ResNet-20 (CIFAR-shaped data made from the MNIST
 #       subset; LeNet-5 and ResNet-20 also with the integer table, ste),
-#       compared
-#       byte for byte, with each run's wall and epoch seconds. Logs go
+#       compared byte for byte, with each run's wall and epoch seconds. Logs go
 #       to $OUT (at most 8 files; build-gpucheck/out without it); the last
 #       line is "N passed, N failed" and the exit status is 0 only when
 #       nothing failed. Without a GPU it says so and exits 1.
@@ -40,7 +41,7 @@ pkg=$top/pkg
 limit_mib=60
 
 usage() {
-  sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 die() {
@@ -110,13 +111,20 @@ prepare() {
     { cat "$top/cmake.log" >&2; die "cmake failed"; }
   grep -q 'the GPU half (gpu/\*.cu) is built' "$top/cmake.log" ||
     die "CMake did not enable CUDA (no nvcc?): the device check needs the CUDA half built (see $top/cmake.log)"
-  nice cmake --build "$build" -j"$jobs" --target mantis test_gpu >"$top/build.log" 2>&1 ||
+  nice cmake --build "$build" -j"$jobs" --target mantis test_gpu mantis_shared >"$top/build.log" 2>&1 ||
     { tail -30 "$top/build.log" >&2; die "build failed (full log: $top/build.log)"; }
 
   rm -rf "$pkg"
-  mkdir -p "$pkg/bin" "$pkg/lib" "$pkg/mnist"
+  mkdir -p "$pkg/bin" "$pkg/lib" "$pkg/mnist" "$pkg/pylib"
   cp "$build/bin/mantis" "$build/bin/test_gpu" "$pkg/bin/"
   strip "$pkg/bin/mantis" "$pkg/bin/test_gpu"
+  # the Python front end's library, with the one dependency the device's
+  # Python may lack (OpenMP's runtime); its C++ runtime is the one PyTorch
+  # loads there (a newer one, which the older build runs on)
+  cp "$build/lib/libmantis.so" "$pkg/pylib/"
+  strip "$pkg/pylib/libmantis.so"
+  cp -L "$(ldd "$pkg/pylib/libmantis.so" | awk '/libgomp\.so/ {print $3}')" "$pkg/pylib/" ||
+    die "libmantis.so does not link OpenMP's runtime as expected"
   # the shared libraries beside them, but not the C library itself (it must
   # be the device's own) nor the CUDA driver (the device's, loaded by the
   # static CUDA runtime)
@@ -198,6 +206,27 @@ run() {
   say "test_gpu: $ok passed, $bad failed or skipped, exit $rc, $((SECONDS - t0)) s"
   grep -E '^\[  (FAILED  |SKIPPED )\] [A-Za-z0-9_]+\.[A-Za-z0-9_]+ \(' "$out/test_gpu.log" | tee -a "$log"
   [ "$rc" -eq 0 ] || [ "$bad" -gt 0 ] || fail "test_gpu exited $rc (see test_gpu.log)"
+
+  # 2b. the Python front end on CUDA tensors (python/tests/test_cuda.py:
+  # every layer's bits on a CUDA tensor against the CPU tensor's) under the
+  # device's own python3 and PyTorch; a skip is a failure. Only the
+  # pylib folder on the library path: PyTorch keeps its own C++ runtime.
+  t0=$SECONDS
+  local py=python3 pyout="$out/python.log" np nf
+  if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import torch, pytest' >/dev/null 2>&1; then
+    LD_LIBRARY_PATH="$root/$pkg/pylib" MANTIS_LIB="$root/$pkg/pylib/libmantis.so" PYTHONPATH="$root/python" \
+      PYTHONDONTWRITEBYTECODE=1 timeout 150 "$py" -m pytest -q -p no:cacheprovider -rs python/tests/test_cuda.py \
+      >"$pyout" 2>&1
+    rc=$?
+    np=$(grep -oE '[0-9]+ passed' "$pyout" | tail -1 | cut -d' ' -f1)
+    nf=$(grep -oE '[0-9]+ (failed|skipped|error|errors)' "$pyout" | awk '{s += $1} END {print s + 0}')
+    passed=$((passed + ${np:-0}))
+    failed=$((failed + nf))
+    say "python test_cuda.py: ${np:-0} passed, $nf failed, skipped or in error, exit $rc, $((SECONDS - t0)) s ($("$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' 2>&1))"
+    [ "$rc" -eq 0 ] || [ "$nf" -gt 0 ] || fail "python test_cuda.py exited $rc (see python.log)"
+  else
+    fail "python3 with torch and pytest not found: the Python front end was not checked"
+  fi
 
   # 3. the GEMM benchmark against cuBLAS at sizes that fit
   t0=$SECONDS

@@ -29,6 +29,7 @@
 #include "mantis/mul.h"
 #include "mantis/nn_arith.h"
 #include "mantis/nn_ckpt.h"
+#include "mantis/nn_front.h"
 #include "mantis/nn_gpunet.h"
 #include "mantis/nn_train.h"
 #include "mantis/nn_net.h"
@@ -1509,6 +1510,110 @@ TEST(GpuOps, QuantizationAwareTwinsEqualCpu)
     short_int.n *= 2;
     mts_lut_free(&short_int);
     mts_lut_free(&flut);
+}
+
+// The flat interface's quantization-aware layers (nn_front.h, what the
+// Python front calls for CUDA tensors) with device CUDA against device 0:
+// host arrays staged through the device twins, the same y, dx, dw, db and
+// observer, for every backward rule, a float backward multiplier (a LUT)
+// beside the table itself, dense and conv, a signed and an unsigned table.
+TEST(GpuOps, FrontQuantizationAwareOnDeviceEqualsCpu)
+{
+    NEED_GPU();
+    mts_err err;
+    mts_front_mul *mbm = nullptr;
+    ASSERT_EQ(mts_front_mul_open("mbm", nullptr, nullptr, 7, &mbm, &err), MTS_OK) << err.msg;
+    for (int sg = 0; sg <= 1; sg++) {
+        const int bits = sg ? 4 : 8, n = 1 << bits;
+        std::vector<int32_t> prod((size_t)n * n);
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < n; b++) {
+                int va = sg && a >= n / 2 ? a - n : a, vb = sg && b >= n / 2 ? b - n : b;
+                prod[(size_t)a * n + b] = va * vb + (a * 7 + b * 3) % 5 - 2; // an approximate table
+            }
+        mts_front_mul *mi = nullptr;
+        ASSERT_EQ(mts_front_mul_open_int(prod.data(), bits, sg, "noisy", &mi, &err), MTS_OK) << err.msg;
+        for (int rule : {MTS_INT_BWD_STE, MTS_INT_BWD_TABLE, MTS_INT_BWD_APPROX})
+            for (int variant = 0; variant < 3; variant++) { // 0: unobserved, 1: observed, 2: functional (no observer)
+                const mts_front_mul *bwd = (rule + variant) % 2 ? mbm : mi;
+                std::string tag = std::string(sg ? "int4 signed" : "int8 unsigned") + " rule " +
+                                  mts_int_bwd_name((mts_int_bwd)rule) + " variant " + std::to_string(variant) +
+                                  (bwd == mbm ? " bwd mbm" : " bwd table");
+                std::vector<float> st0 = {variant == 1 ? -0.3f : 0.0f, variant == 1 ? 0.25f : 0.0f,
+                                          variant == 1 ? 1.0f : 0.0f};
+                for (int conv = 0; conv <= 1; conv++) {
+                    const int N = 3, cin = 2, h = 5, w = 6, cout = 3, k = 3, s = 1 + conv, p = 1;
+                    const int in = 29, out = 7;
+                    int oh = 0, ow = 0;
+                    if (conv) {
+                        ASSERT_EQ(mts_front_conv2d_shape(cin, h, w, cout, k, k, s, s, p, p, 1, 1, 1, &oh, &ow, &err),
+                                  MTS_OK)
+                            << err.msg;
+                    }
+                    size_t nx = conv ? (size_t)N * cin * h * w : (size_t)N * in;
+                    size_t nw = conv ? (size_t)cout * cin * k * k : (size_t)out * in;
+                    size_t ny = conv ? (size_t)N * cout * oh * ow : (size_t)N * out, nb = conv ? cout : out;
+                    auto x = randv(nx, 81 + variant), wt = randv(nw, 82), b = randv(nb, 83), dy = randv(ny, 84);
+                    with_specials(x);
+                    wt[2] = NAN;
+                    std::vector<float> y[2], dx[2], dw[2], db[2], st[2];
+                    for (int dev = 0; dev <= 1; dev++) {
+                        int device = dev ? MTS_GPU_DEVICE_CUDA : 0;
+                        st[dev] = st0;
+                        float *stp = variant == 2 ? nullptr : st[dev].data();
+                        y[dev].assign(ny, -1.0f), dx[dev].assign(nx, -1.0f), dw[dev].assign(nw, -1.0f),
+                            db[dev].assign(nb, -1.0f);
+                        int rc = conv ? mts_front_qconv2d_forward(mi, 1, device, stp, 1, N, cin, h, w, cout, k, k, s,
+                                                                  s, p, p, 1, 1, 1, x.data(), wt.data(), b.data(),
+                                                                  y[dev].data(), &err)
+                                      : mts_front_qdense_forward(mi, 1, device, stp, 1, N, in, out, x.data(),
+                                                                 wt.data(), b.data(), y[dev].data(), &err);
+                        ASSERT_EQ(rc, MTS_OK) << tag << ": " << err.msg;
+                        rc = conv ? mts_front_qconv2d_backward(mi, bwd, rule, 1, device, stp, N, cin, h, w, cout, k, k,
+                                                               s, s, p, p, 1, 1, 1, x.data(), wt.data(), dy.data(),
+                                                               dx[dev].data(), dw[dev].data(), db[dev].data(), &err)
+                                  : mts_front_qdense_backward(mi, bwd, rule, 1, device, stp, N, in, out, x.data(),
+                                                              wt.data(), dy.data(), dx[dev].data(), dw[dev].data(),
+                                                              db[dev].data(), &err);
+                        ASSERT_EQ(rc, MTS_OK) << tag << ": " << err.msg;
+                    }
+                    std::string c = tag + (conv ? " conv" : " dense");
+                    expect_same(y[1], y[0], (c + " y").c_str());
+                    expect_same(dx[1], dx[0], (c + " dx").c_str());
+                    expect_same(dw[1], dw[0], (c + " dw").c_str());
+                    expect_same(db[1], db[0], (c + " db").c_str());
+                    expect_same(st[1], st[0], (c + " observer").c_str());
+                    if (variant != 2) {
+                        EXPECT_EQ(st[0][2], 1.0f) << c << ": the training forward moved no observer";
+                    }
+                }
+            }
+        // a backward without some gradients on the device as on the CPU; an empty batch refused by both
+        {
+            auto x = randv(4 * 5, 91), wt = randv(3 * 5, 92), dy = randv(4 * 3, 93);
+            std::vector<float> dw[2], st[2];
+            for (int dev = 0; dev <= 1; dev++) {
+                dw[dev].assign(wt.size(), -1.0f);
+                st[dev] = {0.0f, 0.0f, 0.0f};
+                ASSERT_EQ(mts_front_qdense_backward(mi, mi, MTS_INT_BWD_TABLE, 1, dev ? MTS_GPU_DEVICE_CUDA : 0,
+                                                    st[dev].data(), 4, 5, 3, x.data(), wt.data(), dy.data(), nullptr,
+                                                    dw[dev].data(), nullptr, &err),
+                          MTS_OK)
+                    << err.msg;
+                std::vector<float> e(3, -1.0f);
+                EXPECT_EQ(mts_front_qdense_forward(mi, 1, dev ? MTS_GPU_DEVICE_CUDA : 0, st[dev].data(), 1, 0, 5, 3,
+                                                   x.data(), wt.data(), nullptr, e.data(), &err),
+                          MTS_EINVAL);
+            }
+            expect_same(dw[1], dw[0], "dw alone");
+            EXPECT_EQ(mts_front_qdense_backward(mi, nullptr, MTS_INT_BWD_APPROX, 1, MTS_GPU_DEVICE_CUDA, nullptr, 4, 5,
+                                                3, x.data(), wt.data(), dy.data(), nullptr, dw[1].data(), nullptr,
+                                                &err),
+                      MTS_EINVAL);
+        }
+        mts_front_mul_free(mi);
+    }
+    mts_front_mul_free(mbm);
 }
 
 // A few training steps of a built-in model on both backends: the CPU's

@@ -142,11 +142,14 @@ int mts_front_conv2d_shape(int cin, int h, int w, int cout, int kh, int kw, int 
  * which a forward with train moves first (mts_qat_observe); the weights
  * per output channel. The backward by int_bwd (MTS_INT_BWD_STE, _TABLE or
  * _APPROX, mts_int_bwd): STE and TABLE take their float GEMMs from bwd, or
- * native FP32 where bwd is an integer table, as `mantis train`. On the CPU
- * (device 0; else MTS_EUNSUPPORTED); conv only in mts_conv2d_*'s
- * geometries (else MTS_EUNSUPPORTED naming what is not). MTS_EINVAL when fwd
- * is not an integer table. The table's prepared planes and gradient tables
- * are built once per multiplier. */
+ * native FP32 where bwd is an integer table, as `mantis train`. device 0:
+ * the CPU (qat.c); MTS_GPU_DEVICE_CUDA: the arrays stay host arrays, each
+ * call uploads them and runs gpu/qat.cu's twins (the same bits; the
+ * table's device copy kept per multiplier, calls serialized); the
+ * observer's training step runs on the host either way. Conv only in
+ * mts_conv2d_*'s geometries (else MTS_EUNSUPPORTED naming what is not).
+ * MTS_EINVAL when fwd is not an integer table. The table's prepared planes
+ * and gradient tables are built once per multiplier. */
 int mts_front_qdense_forward(const mts_front_mul *fwd, int threads, int device, float *st, int train, int N, int in,
                              int out, const float *x, const float *w, const float *b, float *y, mts_err *err);
 int mts_front_qdense_backward(const mts_front_mul *fwd, const mts_front_mul *bwd, int int_bwd, int threads, int device,

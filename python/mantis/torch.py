@@ -333,12 +333,24 @@ class _MatMulFn(torch.autograd.Function):
 
 def _apply(fn, op, tensors, *rest, fwd, bwd):
     """Runs fn on CPU tensors: CUDA tensors go to the host, the library runs
-    the GEMMs on the GPU (device code) and the result comes back."""
+    the GEMMs (and an integer table's quantization-aware layers) on the GPU
+    (device code) and the result comes back. A range observer on the GPU
+    travels the same way: a host copy for the call, written back after it."""
     device = _device(op, tensors, fwd, bwd)
     if device == 0:
         return fn.apply(*tensors, *rest, device)
     dev = tensors[0].device
-    return fn.apply(*[_host(t) for t in tensors], *rest, device).to(dev)
+    back = None
+    for i, q in enumerate(rest):
+        if isinstance(q, _QAT) and q.st is not None and q.st.device.type != "cpu":
+            host = _QAT(q.st.detach().cpu(), q.train, q.int_bwd)
+            rest = rest[:i] + (host,) + rest[i + 1:]
+            back = (q.st, host.st)
+    y = fn.apply(*[_host(t) for t in tensors], *rest, device)
+    if back is not None:
+        with torch.no_grad():
+            back[0].copy_(back[1])
+    return y.to(dev)
 
 
 class _ReLUFn(torch.autograd.Function):

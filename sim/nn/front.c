@@ -29,6 +29,8 @@ typedef struct front_src {
     mts_rtl_lut_report rep;   /* the design's detection and verification (table path) */
     mts_rtl_info info;        /* per_product: the detection */
     char path[1024];          /* the design */
+    mts_gpu_qat *gq;          /* an integer table's device copy (quantization-aware layers on cuda), or NULL */
+    int gq_grads;             /* gq holds the gradient tables too */
 } front_src;
 
 struct mts_front_mul {
@@ -54,6 +56,7 @@ static void src_release(front_src *s)
     if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
     mts_arith_close(&s->a);
     if (s->rtl) mts_rtl_close(s->rtl);
+    mts_gpu_qat_close(s->gq);
     free(s);
 }
 
@@ -528,11 +531,8 @@ static int q_ctx(const mts_front_mul *fwd, const mts_front_mul *bwd, int int_bwd
         return mts_fail(err, MTS_EINVAL, "quantization-aware layer: the forward multiplier is not an integer table");
     if (int_bwd != MTS_INT_BWD_STE && int_bwd != MTS_INT_BWD_TABLE && int_bwd != MTS_INT_BWD_APPROX)
         return mts_fail(err, MTS_EINVAL, "integer backward %d: expected ste (0), table (1) or approx (2)", int_bwd);
-    if (device != 0)
-        return mts_fail(err, MTS_EUNSUPPORTED, "quantization-aware layers of an integer table run on the CPU here "
-                                               "(move the tensors to the CPU)");
-    int rc = call_ctx(fwd, bwd, threads, 0, pf, pb, ctx, err);
-    if (rc != MTS_OK) return rc;
+    int rc = call_ctx(fwd, bwd, threads, device, pf, pb, ctx, err);
+    if (rc != MTS_OK || device) return rc; /* the device path (below) needs none of the CPU's tables */
     mts_arith *a = &fwd->src->a;
     pthread_mutex_lock(&q_mu);
     rc = mts_arith_int_prepare(a, int_bwd == MTS_INT_BWD_TABLE, err);
@@ -545,6 +545,132 @@ static int q_ctx(const mts_front_mul *fwd, const mts_front_mul *bwd, int int_bwd
 }
 
 void mts_front_qat_observe(float *st, const float *x, size_t n) { mts_qat_observe(st, x, n); }
+
+/* ------------------------------ quantization-aware layers on the device
+ *
+ * device == MTS_GPU_DEVICE_CUDA: the arrays are host copies (the Python
+ * front stages CUDA tensors through the host, as mts_gemm's host-pointer
+ * path does); each call uploads them, runs gpu/qat.cu's twins of qat.c's
+ * ops (the same bits) and downloads the results. The table's device copy
+ * is kept with the multiplier's source (opened by the first call; reopened
+ * with the gradient tables by the first TABLE backward); q_mu is held for
+ * the whole call, so no call runs on a table another one closes. */
+
+/* Device arrays of one call, freed together. */
+typedef struct q_dev {
+    void *p[8];
+    int n;
+} q_dev;
+
+/* *d = a device array of bytes (NULL for none), holding h's bytes when h != NULL. */
+static int q_dev_array(q_dev *dv, const void *h, size_t bytes, int want, float **d, mts_err *err)
+{
+    *d = NULL;
+    if (!want || !bytes) return MTS_OK;
+    int rc = mts_gpu_alloc((void **)d, bytes, err);
+    if (rc != MTS_OK) return rc;
+    dv->p[dv->n++] = *d;
+    return h ? mts_gpu_upload(*d, h, bytes, err) : MTS_OK;
+}
+
+static void q_dev_free(q_dev *dv)
+{
+    for (int i = 0; i < dv->n; i++) mts_gpu_free(dv->p[i]);
+    dv->n = 0;
+}
+
+/* The device copy of fwd's table (with its gradient tables when grads); q_mu held. */
+static int q_dev_table(const mts_front_mul *fwd, int grads, const mts_gpu_qat **q, mts_err *err)
+{
+    front_src *s = fwd->src;
+    if (!s->gq || (grads && !s->gq_grads)) {
+        mts_gpu_qat *nq = NULL;
+        int rc = mts_gpu_qat_open(fwd->p.lut, grads, &nq, err);
+        if (rc != MTS_OK) return rc;
+        mts_gpu_qat_close(s->gq);
+        s->gq = nq;
+        s->gq_grads = grads;
+    }
+    *q = s->gq;
+    return MTS_OK;
+}
+
+/* The backward's plan: bwd's for APPROX, else qat.c's float_bwd (bwd, or
+ * native FP32 where bwd is an integer table or absent). */
+static int q_dev_plan(const mts_front_mul *bwd, int int_bwd, mts_gpu_gemm_plan **pl, mts_err *err)
+{
+    mts_provider p;
+    if (int_bwd == MTS_INT_BWD_APPROX && !bwd)
+        return mts_fail(err, MTS_EINVAL, "quantization-aware backward approx: no backward multiplier");
+    if (bwd && (int_bwd == MTS_INT_BWD_APPROX || bwd->p.kind != MTS_PROV_INT)) p = bwd->p;
+    else {
+        memset(&p, 0, sizeof p);
+        p.kind = MTS_PROV_NATIVE;
+    }
+    p.threads = 1;
+    p.device = 0;
+    return mts_gpu_plan_open(&p, pl, err);
+}
+
+/* One quantization-aware call on the device: the forward (y the output)
+ * or the backward (dx, dw, db the gradients, any NULL) of dense (g ==
+ * NULL: N x in by out x in) or conv (g); N > 0. */
+typedef struct q_call {
+    const mts_front_mul *fwd, *bwd;
+    int backward, int_bwd;
+    const mts_conv_geom *g;
+    int N, in, out;
+    const float *st, *x, *w, *b, *dy;
+    float *y, *dx, *dw, *db;
+} q_call;
+
+static int q_dev_run(const q_call *c, mts_err *err)
+{
+    size_t nx, nw, ny;
+    if (c->g) {
+        nx = (size_t)c->N * c->g->cin * c->g->h * c->g->w;
+        nw = (size_t)c->g->cout * c->g->cin * c->g->k * c->g->k;
+        ny = (size_t)c->N * c->g->cout * c->g->oh * c->g->ow;
+    } else {
+        nx = (size_t)c->N * c->in;
+        nw = (size_t)c->out * c->in;
+        ny = (size_t)c->N * c->out;
+    }
+    size_t nb = c->g ? (size_t)c->g->cout : (size_t)c->out;
+    int bwd = c->backward;
+    q_dev dv = {{0}, 0};
+    mts_gpu_gemm_plan *pl = NULL;
+    const mts_gpu_qat *q = NULL;
+    float *gst, *gx, *gw, *gb, *gdy, *gy, *gdx, *gdw, *gdb;
+    pthread_mutex_lock(&q_mu);
+    int rc = q_dev_table(c->fwd, bwd && c->int_bwd == MTS_INT_BWD_TABLE, &q, err);
+    if (rc == MTS_OK && bwd) rc = q_dev_plan(c->bwd, c->int_bwd, &pl, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, c->st, MTS_QAT_STATE * sizeof(float), c->st != NULL, &gst, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, c->x, nx * sizeof(float), 1, &gx, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, c->w, nw * sizeof(float), 1, &gw, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, c->b, nb * sizeof(float), !bwd && c->b, &gb, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, c->dy, ny * sizeof(float), bwd, &gdy, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, NULL, ny * sizeof(float), !bwd, &gy, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, NULL, nx * sizeof(float), c->dx != NULL, &gdx, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, NULL, nw * sizeof(float), c->dw != NULL, &gdw, err);
+    if (rc == MTS_OK) rc = q_dev_array(&dv, NULL, nb * sizeof(float), c->db != NULL, &gdb, err);
+    if (rc == MTS_OK && !bwd)
+        rc = c->g ? mts_gpu_qconv2d_forward(q, gst, c->g, c->N, gx, gw, gb, gy, err)
+                  : mts_gpu_qdense_forward(q, gst, c->N, c->in, c->out, gx, gw, gb, gy, err);
+    else if (rc == MTS_OK)
+        rc = c->g ? mts_gpu_qconv2d_backward(q, c->int_bwd, pl, gst, c->g, c->N, gx, gw, gdy, gdx, gdw, gdb, NULL,
+                                             err)
+                  : mts_gpu_qdense_backward(q, c->int_bwd, pl, gst, c->N, c->in, c->out, gx, gw, gdy, gdx, gdw, gdb,
+                                            err);
+    if (rc == MTS_OK && gy) rc = mts_gpu_download(c->y, gy, ny * sizeof(float), err);
+    if (rc == MTS_OK && gdx) rc = mts_gpu_download(c->dx, gdx, nx * sizeof(float), err);
+    if (rc == MTS_OK && gdw) rc = mts_gpu_download(c->dw, gdw, nw * sizeof(float), err);
+    if (rc == MTS_OK && gdb) rc = mts_gpu_download(c->db, gdb, nb * sizeof(float), err);
+    mts_gpu_plan_close(pl);
+    q_dev_free(&dv);
+    pthread_mutex_unlock(&q_mu);
+    return rc;
+}
 
 /* The activation quantizer of this call (net.c's node_qact: a training
  * forward moves the observer first, a backward reads it as it is). */
@@ -559,10 +685,15 @@ int mts_front_qdense_forward(const mts_front_mul *fwd, int threads, int device, 
     mts_provider pf, pb;
     mts_nn_ctx ctx;
     mts_qparam qa;
-    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, device, &pf, &pb, &ctx, err);
+    int dev = N > 0 ? device : 0; /* no products: the CPU's empty result */
+    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, dev, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(N, in, out, 1, err);
     if (rc != MTS_OK) return rc;
     if (st && train) mts_qat_observe(st, x, (size_t)N * in);
+    if (dev) {
+        q_call c = {.fwd = fwd, .N = N, .in = in, .out = out, .st = st, .x = x, .w = w, .b = b, .y = y};
+        return q_dev_run(&c, err);
+    }
     q_act(&pf, st, x, (size_t)N * in, &qa);
     return mts_qdense_forward(&ctx, &qa, N, in, out, x, w, b, y, err);
 }
@@ -574,9 +705,15 @@ int mts_front_qdense_backward(const mts_front_mul *fwd, const mts_front_mul *bwd
     mts_provider pf, pb;
     mts_nn_ctx ctx;
     mts_qparam qa;
-    int rc = q_ctx(fwd, bwd, int_bwd, threads, device, &pf, &pb, &ctx, err);
+    int dev = N > 0 ? device : 0;
+    int rc = q_ctx(fwd, bwd, int_bwd, threads, dev, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(N, in, out, 1, err);
     if (rc != MTS_OK) return rc;
+    if (dev) {
+        q_call c = {.fwd = fwd, .bwd = bwd, .backward = 1, .int_bwd = int_bwd, .N = N, .in = in, .out = out,
+                    .st = st, .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db};
+        return q_dev_run(&c, err);
+    }
     q_act(&pf, st, x, (size_t)N * in, &qa);
     return mts_qdense_backward(&ctx, &qa, N, in, out, x, w, dy, dx, dw, db, err);
 }
@@ -604,11 +741,16 @@ int mts_front_qconv2d_forward(const mts_front_mul *fwd, int threads, int device,
     mts_nn_ctx ctx;
     mts_conv_geom g;
     mts_qparam qa;
-    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, device, &pf, &pb, &ctx, err);
+    int dev = N > 0 ? device : 0;
+    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, dev, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(N, 1, 1, 1, err);
     if (rc == MTS_OK) rc = q_geom(cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, &g, err);
     if (rc != MTS_OK) return rc;
     if (st && train) mts_qat_observe(st, x, (size_t)N * cin * h * w);
+    if (dev) {
+        q_call c = {.fwd = fwd, .g = &g, .N = N, .st = st, .x = x, .w = wt, .b = b, .y = y};
+        return q_dev_run(&c, err);
+    }
     q_act(&pf, st, x, (size_t)N * cin * h * w, &qa);
     return mts_qconv2d_forward(&ctx, &qa, &g, N, x, wt, b, y, err);
 }
@@ -622,10 +764,16 @@ int mts_front_qconv2d_backward(const mts_front_mul *fwd, const mts_front_mul *bw
     mts_nn_ctx ctx;
     mts_conv_geom g;
     mts_qparam qa;
-    int rc = q_ctx(fwd, bwd, int_bwd, threads, device, &pf, &pb, &ctx, err);
+    int dev = N > 0 ? device : 0;
+    int rc = q_ctx(fwd, bwd, int_bwd, threads, dev, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(N, 1, 1, 1, err);
     if (rc == MTS_OK) rc = q_geom(cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, &g, err);
     if (rc != MTS_OK) return rc;
+    if (dev) {
+        q_call c = {.fwd = fwd, .bwd = bwd, .backward = 1, .int_bwd = int_bwd, .g = &g, .N = N, .st = st, .x = x,
+                    .w = wt, .dy = dy, .dx = dx, .dw = dwt, .db = db};
+        return q_dev_run(&c, err);
+    }
     q_act(&pf, st, x, (size_t)N * cin * h * w, &qa);
     return mts_qconv2d_backward(&ctx, &qa, &g, N, x, wt, dy, dx, dwt, db, err);
 }
