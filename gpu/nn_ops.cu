@@ -254,8 +254,8 @@ __global__ void bn_stats(int C, size_t cnt, const double *s1, const double *s2, 
         mean = (float)m;
         var = (float)__ddiv_rn(s2[c], (double)cnt);
         float uvar = cnt > 1 ? (float)__ddiv_rn(s2[c], (double)(cnt - 1)) : var;
-        rmean[c] = __fadd_rn(__fmul_rn(__fsub_rn(1.0f, mom), rmean[c]), __fmul_rn(mom, mean));
-        rvar[c] = __fadd_rn(__fmul_rn(__fsub_rn(1.0f, mom), rvar[c]), __fmul_rn(mom, uvar));
+        rmean[c] = mts_fm_canon(__fadd_rn(__fmul_rn(__fsub_rn(1.0f, mom), rmean[c]), __fmul_rn(mom, mean)));
+        rvar[c] = mts_fm_canon(__fadd_rn(__fmul_rn(__fsub_rn(1.0f, mom), rvar[c]), __fmul_rn(mom, uvar)));
     } else {
         mean = rmean[c];
         var = rvar[c];
@@ -334,7 +334,7 @@ __global__ void maxpool_bwd(int N, int C, int H, int W, int k, int s, int oh, in
             size_t o = pl * oh * ow + (size_t)oy * ow + ox;
             if (argmax[o] == p) a = __fadd_rn(a, dy[o]);
         }
-    dx[i] = a;
+    dx[i] = mts_fm_canon(a); // NaN: the CPU's bits (pool.c)
 }
 __global__ void avgpool_fwd(int N, int C, int H, int W, int k, int s, int oh, int ow, const float *x, float *y)
 {
@@ -346,7 +346,7 @@ __global__ void avgpool_fwd(int N, int C, int H, int W, int k, int s, int oh, in
     float a = 0.0f, inv = __fdiv_rn(1.0f, (float)(k * k));
     for (int ky = 0; ky < k; ky++)
         for (int kx = 0; kx < k; kx++) a = __fadd_rn(a, xp[(oy * s + ky) * W + ox * s + kx]);
-    y[o] = __fmul_rn(a, inv);
+    y[o] = mts_fm_canon(__fmul_rn(a, inv));
 }
 __global__ void avgpool_bwd(int N, int C, int H, int W, int k, int s, int oh, int ow, const float *dy, float *dx)
 {
@@ -359,7 +359,7 @@ __global__ void avgpool_bwd(int N, int C, int H, int W, int k, int s, int oh, in
     float a = 0.0f, inv = __fdiv_rn(1.0f, (float)(k * k));
     for (int oy = y0; oy <= y1; oy++)
         for (int ox = x0; ox <= x1; ox++) a = __fadd_rn(a, __fmul_rn(dy[pl * oh * ow + (size_t)oy * ow + ox], inv));
-    dx[i] = a;
+    dx[i] = mts_fm_canon(a);
 }
 __global__ void gap_fwd(size_t planes, int HW, const float *x, float *y)
 {
@@ -367,13 +367,13 @@ __global__ void gap_fwd(size_t planes, int HW, const float *x, float *y)
     if (pl >= planes) return;
     float a = 0.0f;
     for (int i = 0; i < HW; i++) a = __fadd_rn(a, x[pl * HW + i]);
-    y[pl] = __fdiv_rn(a, (float)HW);
+    y[pl] = mts_fm_canon(__fdiv_rn(a, (float)HW));
 }
 __global__ void gap_bwd(size_t planes, int HW, const float *dy, float *dx)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= planes * HW) return;
-    dx[i] = __fdiv_rn(dy[i / HW], (float)HW);
+    dx[i] = mts_fm_canon(__fdiv_rn(dy[i / HW], (float)HW));
 }
 
 // im2col: col[K][N*P], one thread per element.

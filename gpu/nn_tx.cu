@@ -85,7 +85,7 @@ __global__ void layernorm_dx(int R, int D, const float *dy, const float *gamma, 
 __global__ void scale_k(size_t n, const float *src, float s, float *a)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) a[i] = mts_fm_mul(src ? src[i] : a[i], s);
+    if (i < n) a[i] = mts_fm_canon(mts_fm_mul(src ? src[i] : a[i], s)); // NaN: the CPU's bits
 }
 // Columns [c0, c0+w) of rows x ld set to +0 (attention.c's zero_cols).
 __global__ void zero_cols_k(int rows, int ld, int c0, int w, float *a)

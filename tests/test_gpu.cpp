@@ -768,6 +768,19 @@ std::vector<float> randv(size_t n, uint64_t seed)
     return v;
 }
 
+// Inputs of the row ops with the values that matter: zeros of both signs,
+// infinities, NaN, subnormals, huge magnitudes (GELU's tanh saturates, a
+// softmax row's exponentials underflow to 0 but the maximum's), the rest
+// plain values of mixed scales.
+std::vector<float> specials_and(size_t n, uint64_t seed)
+{
+    const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, 3e38f, -3e38f, 1e30f, -88.0f, 9.5f,
+                        -9.5f, 0.54f, 0.56f};
+    std::vector<float> v = randv(n, seed);
+    for (size_t i = 0; i < n; i += 7) v[i] = sp[(i / 7) % (sizeof sp / sizeof sp[0])];
+    return v;
+}
+
 TEST(GpuOps, DenseSoftmaxRelu)
 {
     NEED_GPU();
@@ -832,7 +845,7 @@ TEST(GpuOps, DenseMaskedSteEqualsCpu)
     NEED_GPU();
     const int N = 5, in = 37, out = 6;
     mts_err err;
-    auto x = randv((size_t)N * in, 11), w = randv((size_t)out * in, 12), dy = randv((size_t)N * out, 13);
+    auto x = specials_and((size_t)N * in, 11), w = specials_and((size_t)out * in, 12), dy = specials_and((size_t)N * out, 13);
     const float sp[] = {0.0f, -0.0f, 1e-40f, 3e30f, -INFINITY, NAN, 7.75f, -0.03125f};
     for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) x[i * 23 % x.size()] = sp[i], w[i * 31 % w.size()] = sp[i];
     struct Case { const char *mul; int chunk, no_uf; } cases[] = {{"fp32", 8, 0}, {"bf16", 4, 1}, {"mbm", 16, 0}};
@@ -903,7 +916,7 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
     NEED_GPU();
     mts_err err;
     const int N = 5, C = 3, H = 9, W = 7, HW = H * W;
-    auto x = randv((size_t)N * C * HW, 5), dy = randv(x.size(), 6);
+    auto x = specials_and((size_t)N * C * HW, 5), dy = specials_and(x.size(), 6);
     std::vector<float> gam = {1.5f, 0.5f, -1.0f}, bet = {0.1f, -0.2f, 0.0f}, rm(C, 0.1f), rv(C, 0.9f), y(x.size()),
                        xh(x.size()), is(C), dx(x.size()), dg(C), dbt(C);
     Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), grm(rm), grv(rv), gy(y), gxh(xh), gis(is), gdx(dx), gdg(dg),
@@ -929,7 +942,7 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
             int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
             std::vector<float> py((size_t)N * C * oh * ow), pdx(x.size()), ay(py.size()), adx(x.size());
             std::vector<int32_t> am(py.size());
-            auto pdy = randv(py.size(), 7);
+            auto pdy = specials_and(py.size(), 7);
             mts_maxpool_forward(N, C, H, W, k, s, x.data(), py.data(), am.data());
             mts_maxpool_backward(N, C, H, W, k, s, pdy.data(), am.data(), pdx.data());
             mts_avgpool_forward(N, C, H, W, k, s, x.data(), ay.data());
@@ -950,7 +963,7 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
     ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK);
     size_t K = (size_t)C * 9, NP = (size_t)N * g.oh * g.ow;
     std::vector<float> col(K * NP), cdx(x.size());
-    auto dcol = randv(K * NP, 8);
+    auto dcol = specials_and(K * NP, 8);
     ASSERT_EQ(mts_im2col(&g, N, x.data(), col.data(), &err), MTS_OK);
     ASSERT_EQ(mts_col2im(&g, N, dcol.data(), cdx.data(), &err), MTS_OK);
     Dev<float> gcol(col), gdcol(dcol), gcdx(cdx);
@@ -961,7 +974,7 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
 
     // optimizers: elementwise, weight decay on a mask
     const size_t n = 1000;
-    auto prm = randv(n, 9), grd = randv(n, 10);
+    auto prm = randv(n, 9), grd = specials_and(n, 10);
     std::vector<float> m(n, 0.0f), v(n, 0.0f), p2 = prm;
     std::vector<uint8_t> mask(n);
     for (size_t j = 0; j < n; j++) mask[j] = j % 3 != 0;
@@ -973,10 +986,10 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
         for (size_t j = 0; j < n; j++) { // mts_opt_step's Adam, on one flat layer
             float g2 = grd[j];
             if (mask[j]) g2 += wd * prm[j];
-            m[j] = b1 * m[j] + (1.0f - b1) * g2;
-            v[j] = b2 * v[j] + (1.0f - b2) * g2 * g2;
+            m[j] = mts_fm_canon(b1 * m[j] + (1.0f - b1) * g2); // every store: the canonical NaN (optim_hd.h)
+            v[j] = mts_fm_canon(b2 * v[j] + (1.0f - b2) * g2 * g2);
             float mh = m[j] / (float)bc1, vh = v[j] / (float)bc2;
-            prm[j] -= lr * mh / (std::sqrt(vh) + eps);
+            prm[j] = mts_fm_canon(prm[j] - lr * mh / (std::sqrt(vh) + eps));
         }
         ASSERT_EQ(mts_gpu_adam_step(n, gp.d(), gg.d(), gm.d(), gv.d(), gmask.d(), lr, b1, b2, eps, wd, bc1, bc2, &err),
                   MTS_OK);
@@ -993,7 +1006,7 @@ TEST(GpuOps, GapBatchNormEvalSgd)
     NEED_GPU();
     mts_err err;
     const int N = 3, C = 5, HW = 37;
-    auto x = randv((size_t)N * C * HW, 11), dy = randv((size_t)N * C, 12);
+    auto x = specials_and((size_t)N * C * HW, 11), dy = specials_and((size_t)N * C, 12);
     std::vector<float> y((size_t)N * C), dx(x.size());
     mts_gap_forward(N, C, HW, x.data(), y.data());
     mts_gap_backward(N, C, HW, dy.data(), dx.data());
@@ -1018,7 +1031,7 @@ TEST(GpuOps, GapBatchNormEvalSgd)
     expect_same(grm.get(), rm, "bn eval leaves the running mean");
 
     const size_t n = 777;
-    auto prm = randv(n, 17), grd = randv(n, 18);
+    auto prm = randv(n, 17), grd = specials_and(n, 18);
     std::vector<float> m(n, 0.0f);
     std::vector<uint8_t> mask(n);
     for (size_t j = 0; j < n; j++) mask[j] = j % 4 != 1;
@@ -1027,8 +1040,8 @@ TEST(GpuOps, GapBatchNormEvalSgd)
     const float lr = 0.05f, mom = 0.9f, wd = 5e-4f;
     for (int t = 0; t < 3; t++) {
         for (size_t j = 0; j < n; j++) { // mts_opt_step's SGD (sim/nn/optim.c)
-            m[j] = mask[j] ? mom * m[j] + (grd[j] + wd * prm[j]) : mom * m[j] + grd[j];
-            prm[j] -= lr * m[j];
+            m[j] = mts_fm_canon(mask[j] ? mom * m[j] + (grd[j] + wd * prm[j]) : mom * m[j] + grd[j]);
+            prm[j] = mts_fm_canon(prm[j] - lr * m[j]);
         }
         ASSERT_EQ(mts_gpu_sgd_step(n, gp.d(), gg.d(), gm.d(), gmask.d(), lr, mom, wd, &err), MTS_OK) << err.msg;
     }
@@ -1038,18 +1051,6 @@ TEST(GpuOps, GapBatchNormEvalSgd)
 
 // ---------------------------------------- transformer ops (gpu/nn_tx.cu)
 
-// Inputs of the row ops with the values that matter: zeros of both signs,
-// infinities, NaN, subnormals, huge magnitudes (GELU's tanh saturates, a
-// softmax row's exponentials underflow to 0 but the maximum's), the rest
-// plain values of mixed scales.
-std::vector<float> specials_and(size_t n, uint64_t seed)
-{
-    const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, 3e38f, -3e38f, 1e30f, -88.0f, 9.5f,
-                        -9.5f, 0.54f, 0.56f};
-    std::vector<float> v = randv(n, seed);
-    for (size_t i = 0; i < n; i += 7) v[i] = sp[(i / 7) % (sizeof sp / sizeof sp[0])];
-    return v;
-}
 
 // LayerNorm, GELU and the row softmax, forward and every gradient, on
 // ragged sizes: rows of zero variance (invstd = 1/sqrt(eps)), rows with
@@ -1131,7 +1132,7 @@ TEST(GpuOps, PatchifyTokensPool)
     const int shapes[][4] = {{3, 8, 12, 4}, {2, 9, 10, 3}, {1, 7, 9, 4}, {1, 28, 28, 7}}; // C, Hh, W, p (vit-tiny last)
     for (auto &sh : shapes) {
         const int N = 2, C = sh[0], Hh = sh[1], W = sh[2], p = sh[3], T = (Hh / p) * (W / p), F = C * p * p;
-        auto x = specials_and((size_t)N * C * Hh * W, 31), dy = randv((size_t)N * T * F, 32);
+        auto x = specials_and((size_t)N * C * Hh * W, 31), dy = specials_and((size_t)N * T * F, 32);
         std::vector<float> y(dy.size()), dx(x.size());
         mts_patchify_forward(N, C, Hh, W, p, x.data(), y.data());
         mts_patchify_backward(N, C, Hh, W, p, dy.data(), dx.data());
@@ -1146,7 +1147,7 @@ TEST(GpuOps, PatchifyTokensPool)
     const int N = 3, T = 5, D = 7;
     for (int cls = 0; cls <= 1; cls++) {
         const int T2 = T + cls;
-        auto x = randv((size_t)N * T * D, 33), pos = randv((size_t)T2 * D, 34), c = randv(D, 35),
+        auto x = specials_and((size_t)N * T * D, 33), pos = specials_and((size_t)T2 * D, 34), c = randv(D, 35),
              dy = specials_and((size_t)N * T2 * D, 36);
         for (int i = 0; i < D; i++) dy[i] = -0.0f; // -0 sums: +0 + -0 on both sides
         std::vector<float> y(dy.size()), dx(x.size()), dpos(pos.size()), dcls(D, 5.0f);
@@ -1166,7 +1167,7 @@ TEST(GpuOps, PatchifyTokensPool)
     }
 
     for (int mode : {MTS_TOKPOOL_MEAN, MTS_TOKPOOL_CLS}) {
-        auto x = specials_and((size_t)N * T * D, 37), dy = randv((size_t)N * D, 38);
+        auto x = specials_and((size_t)N * T * D, 37), dy = specials_and((size_t)N * D, 38);
         std::vector<float> y(dy.size()), dx(x.size());
         mts_tokpool_forward(N, T, D, mode, x.data(), y.data());
         mts_tokpool_backward(N, T, D, mode, dy.data(), dx.data());
@@ -1216,7 +1217,7 @@ TEST(GpuOps, AttentionMatmulTokenDense)
             const int N = sh[0], T = sh[1], H = sh[2], dh = sh[3], D = H * dh;
             const float sc = 1.0f / std::sqrt((float)dh);
             const std::string at = " T=" + std::to_string(T) + " dh=" + std::to_string(dh);
-            auto qkv = randv((size_t)N * T * 3 * D, 41 + pv), dyo = randv((size_t)N * T * D, 44 + pv);
+            auto qkv = specials_and((size_t)N * T * 3 * D, 41 + pv), dyo = specials_and((size_t)N * T * D, 44 + pv);
             auto garbage = specials_and(qkv.size(), 47);
             std::vector<float> s((size_t)N * H * T * T), a(s.size()), y(dyo.size()), da(s.size()), ds(s.size()),
                 dq = garbage, dv = garbage;
@@ -1247,7 +1248,7 @@ TEST(GpuOps, AttentionMatmulTokenDense)
         }
 
         const int N = 2, M = 5, K = 9, Q = 6, D = 15;
-        auto ma = randv((size_t)N * M * K, 51), mb = randv((size_t)N * K * Q, 52), mdc = randv((size_t)N * M * Q, 53);
+        auto ma = specials_and((size_t)N * M * K, 51), mb = specials_and((size_t)N * K * Q, 52), mdc = specials_and((size_t)N * M * Q, 53);
         std::vector<float> mc(mdc.size()), mda(ma.size()), mdb(mb.size());
         ASSERT_EQ(mts_matmul_forward(&ctx, N, M, K, Q, ma.data(), mb.data(), mc.data(), &err), MTS_OK) << err.msg;
         ASSERT_EQ(mts_matmul_backward(&ctx, N, M, K, Q, ma.data(), mb.data(), mdc.data(), mda.data(), mdb.data(), &err),
@@ -1265,8 +1266,8 @@ TEST(GpuOps, AttentionMatmulTokenDense)
 
         // token-wise dense: the rows are the N*T tokens, D in, 3D out (a QKV projection)
         const int rows = N * 7, in = D, out = 3 * D;
-        auto tx = randv((size_t)rows * in, 54), tw = randv((size_t)out * in, 55), tb = randv(out, 56),
-             tdy = randv((size_t)rows * out, 57);
+        auto tx = specials_and((size_t)rows * in, 54), tw = specials_and((size_t)out * in, 55), tb = specials_and(out, 56),
+             tdy = specials_and((size_t)rows * out, 57);
         std::vector<float> ty(tdy.size()), tdx(tx.size()), tdw(tw.size()), tdb(out);
         ASSERT_EQ(mts_dense_forward(&ctx, rows, in, out, tx.data(), tw.data(), tb.data(), ty.data(), &err), MTS_OK);
         ASSERT_EQ(mts_dense_backward(&ctx, rows, in, out, tx.data(), tw.data(), tdy.data(), tdx.data(), tdw.data(),
@@ -1302,7 +1303,7 @@ TEST(GpuOps, ResidualAddAndGradientSums)
     NEED_GPU();
     mts_err err;
     const size_t n = 1029;
-    auto a = randv(n, 31), b = randv(n, 32);
+    auto a = specials_and(n, 31), b = specials_and(n, 32);
     a[0] = -0.0f, b[0] = -0.0f, a[1] = -0.0f, b[1] = 0.0f, a[2] = INFINITY, b[2] = -INFINITY;
     b[3] = -NAN;
     std::vector<float> y(n), acc(a), pz(n);

@@ -349,6 +349,13 @@ static inline MTS_HD double mts_fm_sumd_sum(mts_fm_sumd *s)
     return r;
 }
 
+/* A NaN as the one quiet NaN 0x7FC00000, anything else as it is. An x86
+ * CPU propagates a NaN operand's payload and sign (and makes 0xFFC00000 of
+ * inf - inf); an NVIDIA GPU returns 0x7FFFFFFF for every NaN result. The ops
+ * whose outputs may be NaN store through this, on both sides, so their
+ * bits agree (as mts_gemm's store rule does for the GEMMs). */
+static inline MTS_HD float mts_fm_canon(float x) { return x != x ? mts_fm_float(0x7FC00000u) : x; }
+
 static inline MTS_HD void mts_fm_sumf_init(mts_fm_sumf *s)
 {
     s->chunk = 0.0f;
@@ -381,7 +388,7 @@ static inline MTS_HD float mts_fm_sumf_sum(mts_fm_sumf *s)
     if (s->top == 0) return 0.0f;
     float r = s->stack[--s->top];
     while (s->top > 0) r = mts_fm_add(s->stack[--s->top], r);
-    return r;
+    return mts_fm_canon(r); /* a NaN sum: the same bits on the CPU and the GPU */
 }
 
 /* The sum of x[0, n) in the same order, hence the same bits, as pushing
@@ -415,12 +422,6 @@ static inline MTS_HD float mts_fm_sumf_array(const float *x, size_t n)
  * twins (gpu/nn_tx.cu) both call these, so both round the same operations
  * in the same order. */
 
-/* A NaN as the one quiet NaN 0x7FC00000, anything else as it is. An x86
- * CPU propagates a NaN operand's payload and sign (and makes 0xFFC00000 of
- * inf - inf); an NVIDIA GPU returns 0x7FFFFFFF for every NaN result. The ops
- * whose outputs may be NaN store through this, on both sides, so their
- * bits agree (as mts_gemm's store rule does for the GEMMs). */
-static inline MTS_HD float mts_fm_canon(float x) { return x != x ? mts_fm_float(0x7FC00000u) : x; }
 
 /* GELU, tanh form (Hendrycks & Gimpel): sqrt(2/pi) and the cubic's factor. */
 #define MTS_FM_GELU_C 0.7978845608028654f

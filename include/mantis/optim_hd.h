@@ -16,8 +16,8 @@
 static inline MTS_HD void mts_sgd_hd(float *p, float g, float *m, float lr, float momentum, float wd, int decay)
 {
     if (decay) g = mts_fm_add(g, mts_fm_mul(wd, *p));
-    *m = mts_fm_add(mts_fm_mul(momentum, *m), g);
-    *p = mts_fm_sub(*p, mts_fm_mul(lr, *m));
+    *m = mts_fm_canon(mts_fm_add(mts_fm_mul(momentum, *m), g));
+    *p = mts_fm_canon(mts_fm_sub(*p, mts_fm_mul(lr, *m)));
 }
 
 /* Adam: with g as above, m = b1 m + (1 - b1) g, v = b2 v + ((1 - b2) g) g,
@@ -27,10 +27,10 @@ static inline MTS_HD void mts_adam_hd(float *p, float g, float *m, float *v, flo
                                       float wd, int decay, float bc1, float bc2)
 {
     if (decay) g = mts_fm_add(g, mts_fm_mul(wd, *p));
-    *m = mts_fm_add(mts_fm_mul(b1, *m), mts_fm_mul(mts_fm_sub(1.0f, b1), g));
-    *v = mts_fm_add(mts_fm_mul(b2, *v), mts_fm_mul(mts_fm_mul(mts_fm_sub(1.0f, b2), g), g));
+    *m = mts_fm_canon(mts_fm_add(mts_fm_mul(b1, *m), mts_fm_mul(mts_fm_sub(1.0f, b1), g)));
+    *v = mts_fm_canon(mts_fm_add(mts_fm_mul(b2, *v), mts_fm_mul(mts_fm_mul(mts_fm_sub(1.0f, b2), g), g)));
     float mh = mts_fm_div(*m, bc1), vh = mts_fm_div(*v, bc2);
-    *p = mts_fm_sub(*p, mts_fm_div(mts_fm_mul(lr, mh), mts_fm_add(mts_fm_sqrt(vh), eps)));
+    *p = mts_fm_canon(mts_fm_sub(*p, mts_fm_div(mts_fm_mul(lr, mh), mts_fm_add(mts_fm_sqrt(vh), eps))));
 }
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
 #include "mantis/nn_trace.h"
 #include "nn_internal.h"
@@ -95,7 +96,7 @@ int mts_attn_qk_forward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, floa
         rc = mts_nn_gemm_batch(ctx, ctx->fwd, N * H, 0, 1, T, T, dh, hd.a, ld, hd.b, ld, 0.0f, hd.c, T, err);
         free(hd.a);
         if (rc == MTS_OK)
-            for (size_t i = 0; i < (size_t)N * H * T * T; i++) s[i] *= scale;
+            for (size_t i = 0; i < (size_t)N * H * T * T; i++) s[i] = mts_fm_canon(s[i] * scale);
         return rc;
     }
     for (int n = 0; n < N; n++)
@@ -105,7 +106,7 @@ int mts_attn_qk_forward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, floa
             /* S[t][u] = sum_j Q[t][j] K[u][j]: a = Q, b = K (stored [u][j]: transB) */
             rc = mts_nn_gemm(ctx, ctx->fwd, 0, 1, T, T, dh, q, ld, k, ld, 0.0f, sh, T, err);
             if (rc != MTS_OK) return rc;
-            for (size_t i = 0; i < (size_t)T * T; i++) sh[i] *= scale;
+            for (size_t i = 0; i < (size_t)T * T; i++) sh[i] = mts_fm_canon(sh[i] * scale);
         }
     return MTS_OK;
 }
@@ -123,7 +124,7 @@ int mts_attn_qk_backward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, flo
             free(p);
             return rc;
         }
-        for (size_t i = 0; i < (size_t)B * T * T; i++) p[i] = ds[i] * scale;
+        for (size_t i = 0; i < (size_t)B * T * T; i++) p[i] = mts_fm_canon(ds[i] * scale);
         for (int b = 0; b < B; b++) {
             int n = b / H, h = b % H;
             hd.a[b] = p + (size_t)b * T * T;
@@ -147,7 +148,7 @@ int mts_attn_qk_backward(const mts_nn_ctx *ctx, int N, int T, int H, int dh, flo
             const float *q = qkv + (size_t)n * T * ld + h * dh, *k = q + D;
             const float *dsh = ds + ((size_t)n * H + h) * T * T;
             float *dq = dqkv + (size_t)n * T * ld + h * dh, *dk = dq + D;
-            for (size_t i = 0; i < (size_t)T * T; i++) p[i] = dsh[i] * scale;
+            for (size_t i = 0; i < (size_t)T * T; i++) p[i] = mts_fm_canon(dsh[i] * scale);
             /* dQ[t][j] = sum_u P[t][u] K[u][j]: a = gradient, b = K */
             rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, T, dh, T, p, T, k, ld, 0.0f, dq, ld, err);
             /* dK[u][j] = sum_t P[t][u] Q[t][j]: a = gradient (P stored [t][u]: transA), b = Q */

@@ -55,8 +55,8 @@ void mts_bn_forward_ref(int train, int N, int C, int HW, const float *x, const f
             var = (float)(s2 / (double)cnt);
             /* running variance uses the unbiased estimate, as PyTorch */
             float uvar = cnt > 1 ? (float)(s2 / (double)(cnt - 1)) : var;
-            rmean[c] = (1.0f - mom) * rmean[c] + mom * mean;
-            rvar[c] = (1.0f - mom) * rvar[c] + mom * uvar;
+            rmean[c] = mts_fm_canon((1.0f - mom) * rmean[c] + mom * mean);
+            rvar[c] = mts_fm_canon((1.0f - mom) * rvar[c] + mom * uvar);
         } else {
             mean = rmean[c];
             var = rvar[c];
@@ -164,8 +164,8 @@ static void fwd_channel(int c, int train, int relu, int N, int C, int HW, const 
         mean = (float)m;
         var = (float)(s2 / (double)cnt);
         float uvar = cnt > 1 ? (float)(s2 / (double)(cnt - 1)) : var;
-        rmean[c] = (1.0f - mom) * rmean[c] + mom * mean;
-        rvar[c] = (1.0f - mom) * rvar[c] + mom * uvar;
+        rmean[c] = mts_fm_canon((1.0f - mom) * rmean[c] + mom * mean);
+        rvar[c] = mts_fm_canon((1.0f - mom) * rvar[c] + mom * uvar);
     } else {
         mean = rmean[c];
         var = rvar[c];

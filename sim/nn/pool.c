@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #endif
 
+#include "mantis/fmath.h"
 #include "mantis/nn_ops.h"
 
 int mts_pool_out(int in, int k, int s) { return in < k ? 0 : (in - k) / s + 1; }
@@ -93,7 +94,10 @@ void mts_maxpool_backward(int N, int C, int H, int W, int k, int s, const float 
     int oh = mts_pool_out(H, k, s), ow = mts_pool_out(W, k, s);
     memset(dx, 0, sizeof(float) * (size_t)N * C * H * W);
     for (size_t pl = 0; pl < (size_t)N * C; pl++)
-        for (int o = 0; o < oh * ow; o++) dx[pl * H * W + argmax[pl * oh * ow + o]] += dy[pl * oh * ow + o];
+        for (int o = 0; o < oh * ow; o++) { /* a NaN as 0x7FC00000 (mts_fm_canon): the GPU twin's bits */
+            float *d = &dx[pl * H * W + argmax[pl * oh * ow + o]];
+            *d = mts_fm_canon(*d + dy[pl * oh * ow + o]);
+        }
 }
 
 void mts_avgpool_forward(int N, int C, int H, int W, int k, int s, const float *x, float *y)
@@ -107,7 +111,7 @@ void mts_avgpool_forward(int N, int C, int H, int W, int k, int s, const float *
                 float a = 0.0f;
                 for (int ky = 0; ky < k; ky++)
                     for (int kx = 0; kx < k; kx++) a += xp[(oy * s + ky) * W + ox * s + kx];
-                y[pl * oh * ow + (size_t)oy * ow + ox] = a * inv;
+                y[pl * oh * ow + (size_t)oy * ow + ox] = mts_fm_canon(a * inv);
             }
     }
 }
@@ -122,7 +126,10 @@ void mts_avgpool_backward(int N, int C, int H, int W, int k, int s, const float 
             for (int ox = 0; ox < ow; ox++) {
                 float g = dy[pl * oh * ow + (size_t)oy * ow + ox] * inv;
                 for (int ky = 0; ky < k; ky++)
-                    for (int kx = 0; kx < k; kx++) dx[pl * H * W + (size_t)(oy * s + ky) * W + ox * s + kx] += g;
+                    for (int kx = 0; kx < k; kx++) {
+                        float *d = &dx[pl * H * W + (size_t)(oy * s + ky) * W + ox * s + kx];
+                        *d = mts_fm_canon(*d + g);
+                    }
             }
 }
 
@@ -131,14 +138,14 @@ void mts_gap_forward(int N, int C, int HW, const float *x, float *y)
     for (size_t pl = 0; pl < (size_t)N * C; pl++) {
         float a = 0.0f;
         for (int i = 0; i < HW; i++) a += x[pl * HW + i];
-        y[pl] = a / (float)HW;
+        y[pl] = mts_fm_canon(a / (float)HW);
     }
 }
 
 void mts_gap_backward(int N, int C, int HW, const float *dy, float *dx)
 {
     for (size_t pl = 0; pl < (size_t)N * C; pl++) {
-        float g = dy[pl] / (float)HW;
+        float g = mts_fm_canon(dy[pl] / (float)HW);
         for (int i = 0; i < HW; i++) dx[pl * HW + i] = g;
     }
 }
