@@ -48,6 +48,8 @@ def _check_tensor(t, op, what):
 
 def _device(op, tensors, fwd, bwd):
     """0 (the CPU) or the CUDA device code; errors for anything else."""
+    if all(t is None or t.is_cpu for t in tensors):  # the common case, without building device names
+        return 0
     devs = sorted({str(t.device) for t in tensors if t is not None})
     if len(devs) > 1:
         raise ValueError("mantis: %s: tensors on different devices (%s)" % (op, ", ".join(devs)))
@@ -445,6 +447,9 @@ def _linear(x, w, b, fwd, bwd, ste, q=None):
         raise ValueError("mantis: linear: bias %s for %d outputs" % (tuple(b.shape), w.shape[0]))
     if w.shape[1] == 0:
         raise ValueError("mantis: linear: zero input features (no products to approximate)")
+    if x.dim() == 2:  # no reshapes: each would add a view node to the autograd graph, both ways
+        return _apply(_LinearFn, "linear", (x.contiguous(), w.contiguous(), None if b is None else b.contiguous()),
+                      fwd, bwd, ste, q, fwd=fwd, bwd=bwd)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, w.shape[1]).contiguous()
     y = _apply(_LinearFn, "linear", (x2, w.contiguous(), None if b is None else b.contiguous()), fwd, bwd, ste, q,
