@@ -845,7 +845,8 @@ TEST(GpuOps, DenseMaskedSteEqualsCpu)
     NEED_GPU();
     const int N = 5, in = 37, out = 6;
     mts_err err;
-    auto x = specials_and((size_t)N * in, 11), w = specials_and((size_t)out * in, 12), dy = specials_and((size_t)N * out, 13);
+    auto x = specials_and((size_t)N * in, 11), w = specials_and((size_t)out * in, 12),
+         dy = specials_and((size_t)N * out, 13);
     const float sp[] = {0.0f, -0.0f, 1e-40f, 3e30f, -INFINITY, NAN, 7.75f, -0.03125f};
     for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) x[i * 23 % x.size()] = sp[i], w[i * 31 % w.size()] = sp[i];
     struct Case { const char *mul; int chunk, no_uf; } cases[] = {{"fp32", 8, 0}, {"bf16", 4, 1}, {"mbm", 16, 0}};
@@ -1248,7 +1249,8 @@ TEST(GpuOps, AttentionMatmulTokenDense)
         }
 
         const int N = 2, M = 5, K = 9, Q = 6, D = 15;
-        auto ma = specials_and((size_t)N * M * K, 51), mb = specials_and((size_t)N * K * Q, 52), mdc = specials_and((size_t)N * M * Q, 53);
+        auto ma = specials_and((size_t)N * M * K, 51), mb = specials_and((size_t)N * K * Q, 52),
+             mdc = specials_and((size_t)N * M * Q, 53);
         std::vector<float> mc(mdc.size()), mda(ma.size()), mdb(mb.size());
         ASSERT_EQ(mts_matmul_forward(&ctx, N, M, K, Q, ma.data(), mb.data(), mc.data(), &err), MTS_OK) << err.msg;
         ASSERT_EQ(mts_matmul_backward(&ctx, N, M, K, Q, ma.data(), mb.data(), mdc.data(), mda.data(), mdb.data(), &err),
@@ -1266,8 +1268,8 @@ TEST(GpuOps, AttentionMatmulTokenDense)
 
         // token-wise dense: the rows are the N*T tokens, D in, 3D out (a QKV projection)
         const int rows = N * 7, in = D, out = 3 * D;
-        auto tx = specials_and((size_t)rows * in, 54), tw = specials_and((size_t)out * in, 55), tb = specials_and(out, 56),
-             tdy = specials_and((size_t)rows * out, 57);
+        auto tx = specials_and((size_t)rows * in, 54), tw = specials_and((size_t)out * in, 55),
+             tb = specials_and(out, 56), tdy = specials_and((size_t)rows * out, 57);
         std::vector<float> ty(tdy.size()), tdx(tx.size()), tdw(tw.size()), tdb(out);
         ASSERT_EQ(mts_dense_forward(&ctx, rows, in, out, tx.data(), tw.data(), tb.data(), ty.data(), &err), MTS_OK);
         ASSERT_EQ(mts_dense_backward(&ctx, rows, in, out, tx.data(), tw.data(), tdy.data(), tdx.data(), tdw.data(),
