@@ -212,8 +212,14 @@ run() {
   # device's own python3 and PyTorch; a skip is a failure. Only the
   # pylib folder on the library path: PyTorch keeps its own C++ runtime.
   t0=$SECONDS
-  local py=python3 pyout="$out/python.log" np nf
-  if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import torch, pytest' >/dev/null 2>&1; then
+  local py="" cand pyout="$out/python.log" np nf
+  for cand in ${MANTIS_PYTHON:-} python3 /usr/bin/python3; do # the first that has both (Debian's is not PATH's python3 everywhere)
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import torch, pytest' >/dev/null 2>&1; then
+      py=$cand
+      break
+    fi
+  done
+  if [ -n "$py" ]; then
     LD_LIBRARY_PATH="$root/$pkg/pylib" MANTIS_LIB="$root/$pkg/pylib/libmantis.so" PYTHONPATH="$root/python" \
       PYTHONDONTWRITEBYTECODE=1 timeout 150 "$py" -m pytest -q -p no:cacheprovider -rs python/tests/test_cuda.py \
       >"$pyout" 2>&1
@@ -225,7 +231,7 @@ run() {
     say "python test_cuda.py: ${np:-0} passed, $nf failed, skipped or in error, exit $rc, $((SECONDS - t0)) s ($("$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' 2>&1))"
     [ "$rc" -eq 0 ] || [ "$nf" -gt 0 ] || fail "python test_cuda.py exited $rc (see python.log)"
   else
-    fail "python3 with torch and pytest not found: the Python front end was not checked"
+    fail "no python3 with torch and pytest (tried ${MANTIS_PYTHON:-} python3 /usr/bin/python3): the Python front end was not checked"
   fi
 
   # 3. the GEMM benchmark against cuBLAS at sizes that fit
