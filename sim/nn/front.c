@@ -614,7 +614,7 @@ static int q_dev_plan(const mts_front_mul *bwd, int int_bwd, mts_gpu_gemm_plan *
 
 /* One quantization-aware call on the device: the forward (y the output)
  * or the backward (dx, dw, db the gradients, any NULL) of dense (g ==
- * NULL: N x in by out x in) or conv (g); N > 0. */
+ * NULL: N x in by out x in) or conv (g); N > 0 (check_sizes). */
 typedef struct q_call {
     const mts_front_mul *fwd, *bwd;
     int backward, int_bwd;
@@ -685,12 +685,11 @@ int mts_front_qdense_forward(const mts_front_mul *fwd, int threads, int device, 
     mts_provider pf, pb;
     mts_nn_ctx ctx;
     mts_qparam qa;
-    int dev = N > 0 ? device : 0; /* no products: the CPU's empty result */
-    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, dev, &pf, &pb, &ctx, err);
+    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, device, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(N, in, out, 1, err);
     if (rc != MTS_OK) return rc;
     if (st && train) mts_qat_observe(st, x, (size_t)N * in);
-    if (dev) {
+    if (device) {
         q_call c = {.fwd = fwd, .N = N, .in = in, .out = out, .st = st, .x = x, .w = w, .b = b, .y = y};
         return q_dev_run(&c, err);
     }
@@ -705,11 +704,10 @@ int mts_front_qdense_backward(const mts_front_mul *fwd, const mts_front_mul *bwd
     mts_provider pf, pb;
     mts_nn_ctx ctx;
     mts_qparam qa;
-    int dev = N > 0 ? device : 0;
-    int rc = q_ctx(fwd, bwd, int_bwd, threads, dev, &pf, &pb, &ctx, err);
+    int rc = q_ctx(fwd, bwd, int_bwd, threads, device, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(N, in, out, 1, err);
     if (rc != MTS_OK) return rc;
-    if (dev) {
+    if (device) {
         q_call c = {.fwd = fwd, .bwd = bwd, .backward = 1, .int_bwd = int_bwd, .N = N, .in = in, .out = out,
                     .st = st, .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db};
         return q_dev_run(&c, err);
@@ -741,13 +739,12 @@ int mts_front_qconv2d_forward(const mts_front_mul *fwd, int threads, int device,
     mts_nn_ctx ctx;
     mts_conv_geom g;
     mts_qparam qa;
-    int dev = N > 0 ? device : 0;
-    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, dev, &pf, &pb, &ctx, err);
+    int rc = q_ctx(fwd, NULL, MTS_INT_BWD_STE, threads, device, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(N, 1, 1, 1, err);
     if (rc == MTS_OK) rc = q_geom(cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, &g, err);
     if (rc != MTS_OK) return rc;
     if (st && train) mts_qat_observe(st, x, (size_t)N * cin * h * w);
-    if (dev) {
+    if (device) {
         q_call c = {.fwd = fwd, .g = &g, .N = N, .st = st, .x = x, .w = wt, .b = b, .y = y};
         return q_dev_run(&c, err);
     }
@@ -764,12 +761,11 @@ int mts_front_qconv2d_backward(const mts_front_mul *fwd, const mts_front_mul *bw
     mts_nn_ctx ctx;
     mts_conv_geom g;
     mts_qparam qa;
-    int dev = N > 0 ? device : 0;
-    int rc = q_ctx(fwd, bwd, int_bwd, threads, dev, &pf, &pb, &ctx, err);
+    int rc = q_ctx(fwd, bwd, int_bwd, threads, device, &pf, &pb, &ctx, err);
     if (rc == MTS_OK) rc = check_sizes(N, 1, 1, 1, err);
     if (rc == MTS_OK) rc = q_geom(cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups, &g, err);
     if (rc != MTS_OK) return rc;
-    if (dev) {
+    if (device) {
         q_call c = {.fwd = fwd, .bwd = bwd, .backward = 1, .int_bwd = int_bwd, .g = &g, .N = N, .st = st, .x = x,
                     .w = wt, .dy = dy, .dx = dx, .dw = dwt, .db = db};
         return q_dev_run(&c, err);
