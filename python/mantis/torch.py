@@ -447,14 +447,11 @@ def _linear(x, w, b, fwd, bwd, ste, q=None):
         raise ValueError("mantis: linear: bias %s for %d outputs" % (tuple(b.shape), w.shape[0]))
     if w.shape[1] == 0:
         raise ValueError("mantis: linear: zero input features (no products to approximate)")
-    if x.dim() == 2:  # no reshapes: each would add a view node to the autograd graph, both ways
-        return _apply(_LinearFn, "linear", (x.contiguous(), w.contiguous(), None if b is None else b.contiguous()),
-                      fwd, bwd, ste, q, fwd=fwd, bwd=bwd)
-    lead = x.shape[:-1]
-    x2 = x.reshape(-1, w.shape[1]).contiguous()
+    flat = x.dim() == 2  # no reshapes then: each would add a view node to the autograd graph, both ways
+    x2 = (x if flat else x.reshape(-1, w.shape[1])).contiguous()
     y = _apply(_LinearFn, "linear", (x2, w.contiguous(), None if b is None else b.contiguous()), fwd, bwd, ste, q,
                fwd=fwd, bwd=bwd)
-    return y.reshape(*lead, w.shape[0])
+    return y if flat else y.reshape(*x.shape[:-1], w.shape[0])
 
 
 def _pair(v, what):
