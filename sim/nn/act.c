@@ -157,13 +157,6 @@ static inline __m512 tanh16(__m512 x)
     return _mm512_mask_blend_ps(nan, res, ADD(x, x));
 }
 
-/* mts_fm_canon, 16 lanes: a NaN lane as 0x7FC00000. */
-static inline __m512 canon16(__m512 v)
-{
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v,
-                                _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
-}
-
 /* The tanh of GELU's argument, 16 lanes (mts_fm_gelu_tanh). */
 static inline __m512 gelu_tanh16(__m512 v)
 {
@@ -180,7 +173,7 @@ void mts_gelu_forward(size_t n, const float *x, float *y)
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i), t = gelu_tanh16(v);
-        _mm512_storeu_ps(y + i, canon16(MUL(MUL(C(0.5f), v), ADD(C(1.0f), t))));
+        _mm512_storeu_ps(y + i, nn_canon16(MUL(MUL(C(0.5f), v), ADD(C(1.0f), t))));
     }
 #endif
     for (; i < n; i++) y[i] = mts_fm_gelu(x[i]);
@@ -196,7 +189,7 @@ void mts_gelu_backward(size_t n, const float *x, const float *dy, float *dx)
         __m512 d = ADD(MUL(C(0.5f), ADD(C(1.0f), t)),
                        MUL(MUL(MUL(MUL(C(0.5f), v), SUB(C(1.0f), MUL(t, t))), C(MTS_FM_GELU_C)),
                            ADD(C(1.0f), MUL(MUL(C(a3), v), v))));
-        _mm512_storeu_ps(dx + i, canon16(MUL(_mm512_loadu_ps(dy + i), d)));
+        _mm512_storeu_ps(dx + i, nn_canon16(MUL(_mm512_loadu_ps(dy + i), d)));
     }
 #endif
     for (; i < n; i++) dx[i] = mts_fm_canon(dy[i] * mts_fm_gelu_grad(x[i]));

@@ -19,6 +19,7 @@
 #include "mantis/mul.h"
 #include "mantis/nn_ops.h"
 #include "mantis/nn_trace.h"
+#include "nn_internal.h"
 
 int mts_conv_geom_init(mts_conv_geom *g, mts_err *err)
 {
@@ -390,9 +391,7 @@ static int col2im_rows_s1(const mts_conv_geom *g, int N, const float *dcol, floa
                             }
                         }
                     for (int j = 0; j < nr; j++) /* a NaN sum as 0x7FC00000 (mts_fm_canon) */
-                        _mm512_storeu_ps(rb[j] + 16 * c,
-                                         _mm512_mask_blend_ps(_mm512_cmp_ps_mask(acc[j], acc[j], _CMP_UNORD_Q), acc[j],
-                                                              _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000))));
+                        _mm512_storeu_ps(rb[j] + 16 * c, nn_canon16(acc[j]));
                 }
                 for (int j = 0; j < nr; j++)
                     memcpy(dx + (((size_t)n * g->cin + ci) * g->h + (size_t)(iy0 + j)) * g->w, rb[j] + pad,

@@ -11,6 +11,16 @@
 #include "mantis/nn_arith.h"
 #include "mantis/nn_train.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* mts_fm_canon, 16 lanes: a NaN lane as 0x7FC00000 (act.c's GELU, conv.c's col2im). */
+static inline __m512 nn_canon16(__m512 v)
+{
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v,
+                                _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+}
+#endif
+
 /* BatchNorm's running-average momentum and epsilon, LayerNorm's epsilon
  * (net.c, gpunet.c). */
 #define BN_MOMENTUM 0.1f
