@@ -79,7 +79,8 @@ def test_matmul_on_cuda_equals_cpu():
     a, b, dc = operands(g, 2, 5, 7, special=0.05), operands(g, 2, 7, 3), operands(g, 2, 5, 3)
     out = []
     for dev in ("cpu", CUDA):
-        ta, tb = a.to(dev).requires_grad_(), b.to(dev).requires_grad_()
+        # clone: a.to("cpu") is a itself, which must stay a leaf without a grad
+        ta, tb = a.to(dev).clone().requires_grad_(), b.to(dev).clone().requires_grad_()
         c = mt.matmul(ta, tb, mul=m)
         c.backward(dc.to(dev))
         out.append((c.detach().cpu(), ta.grad.cpu(), tb.grad.cpu()))
