@@ -18,8 +18,8 @@
 //             16x16 operand tiles in shared memory, the scalar product of
 //             arith_hd.h per multiply.
 //   kernel 2  gemm2_kernel: 64x64 outputs per block, 4x4 per thread,
-//             operands quantized once per tile as they are staged in shared
-//             memory. For bf16-like tables (E8, bias 127, IEEE; entries with
+//             operands read into registers a k step ahead and quantized once
+//             per tile as they are staged in shared memory. For bf16-like tables (E8, bias 127, IEEE; entries with
 //             no zero flag, exponent adjustment 0..22, mantissa not all ones)
 //             the product is two FP32 multiplies: s = sa * sb (the operands'
 //             signs and powers of two) and p = s * T'[ia][ib] with T' the
@@ -28,7 +28,8 @@
 //             scalar product of kernel 1 on the staged operands.
 //   kernel 3  gemm3_kernel: long sums over few outputs (weight gradients):
 //             eight warps per 8x4 outputs, seven forming the next products
-//             into shared memory while one adds the current ones in order.
+//             into shared memory (their operands read a step ahead) while
+//             one adds the current ones in order.
 // Each output is still one thread's sequential sum in k from +0, so every
 // kernel gives the bits of mts_gemm_ref whatever the tiling.
 #include <cuda_runtime.h>
@@ -318,6 +319,34 @@ __device__ inline void k2_step(const Job &g, const float *T, const uint32_t *a, 
         }
 }
 
+// Kernel 2's operand tile of step k0 read into registers: thread tid's
+// share of A's bm x bk (ra) and B's bk x bn (rb) elements, as bits. All the
+// loads come first, so they are in flight together, and the caller issues
+// the next step's before it computes the current one: a load through a
+// generic pointer may not be moved past a shared-memory store, so a loop of
+// load-then-stage waits out one load latency per element.
+template <class S> struct K2Regs {
+    static const int la = S::bm * S::bk / S::nt, lb = S::bk * S::bn / S::nt;
+    static_assert(la * S::nt == S::bm * S::bk && lb * S::nt == S::bk * S::bn, "tile not a multiple of the block");
+    uint32_t a[la], b[lb];
+};
+
+template <class S>
+__device__ inline void k2_fetch(const Job &g, const float *A, const float *B, int i0, int j0, int k0, int tid,
+                                K2Regs<S> &r)
+{
+    for (int q = 0; q < K2Regs<S>::la; q++) { // A: rows i0.., columns k0..
+        int t = tid + q * S::nt;
+        int row = g.transA ? t % S::bm : t / S::bk, kk = g.transA ? t / S::bm : t % S::bk;
+        r.a[q] = load_raw(A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
+    }
+    for (int q = 0; q < K2Regs<S>::lb; q++) { // B: rows k0.., columns j0..
+        int t = tid + q * S::nt;
+        int col = g.transB ? t / S::bk : t % S::bn, kk = g.transB ? t % S::bk : t / S::bn;
+        r.b[q] = load_raw(B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
+    }
+}
+
 template <int PK, bool FMAQ, class S>
 __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
 {
@@ -342,19 +371,22 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
     for (int r = 0; r < S::tm; r++)
         for (int c = 0; c < S::tn; c++) acc[r][c] = 0.0f, y[r][c] = 0, s[r][c] = 0;
     int inchunk = 0, first = 1;
+    K2Regs<S> rg;
+    if (g.k > 0) k2_fetch<S>(g, A, B, i0, j0, 0, tid, rg);
     for (int k0 = 0; k0 < g.k; k0 += S::bk) {
         int safe = 1;
-        for (int t = tid; t < S::bm * S::bk; t += S::nt) { // A: rows i0.., columns k0..
+        for (int q = 0; q < K2Regs<S>::la; q++) { // the fetched elements, in k2_fetch's places
+            int t = tid + q * S::nt;
             int row = g.transA ? t % S::bm : t / S::bk, kk = g.transA ? t / S::bm : t % S::bk;
-            uint32_t x = load_raw(A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
-            safe &= stage_op<PK>(g, x, 1, &As[kk][row], IK > 1 ? &Ai[kk][row] : nullptr);
+            safe &= stage_op<PK>(g, rg.a[q], 1, &As[kk][row], IK > 1 ? &Ai[kk][row] : nullptr);
         }
-        for (int t = tid; t < S::bk * S::bn; t += S::nt) { // B: rows k0.., columns j0..
+        for (int q = 0; q < K2Regs<S>::lb; q++) {
+            int t = tid + q * S::nt;
             int col = g.transB ? t / S::bk : t % S::bn, kk = g.transB ? t % S::bk : t / S::bn;
-            uint32_t x = load_raw(B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
-            safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], IK > 1 ? &Bi[kk][col] : nullptr);
+            safe &= stage_op<PK>(g, rg.b[q], 0, &Bs[kk][col], IK > 1 ? &Bi[kk][col] : nullptr);
         }
         safe = __syncthreads_and(safe);
+        if (k0 + S::bk < g.k) k2_fetch<S>(g, A, B, i0, j0, k0 + S::bk, tid, rg); // in flight while this step sums
         int kend = g.k - k0 < S::bk ? g.k - k0 : S::bk;
         for (int kk = 0; kk < kend; kk++) {
             uint32_t a[S::tm], ai[S::tm], b[S::tn], bi[S::tn];
@@ -427,15 +459,26 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
     ACC acc[TM][TN];
     for (int r = 0; r < TM; r++)
         for (int c = 0; c < TN; c++) acc[r][c] = 0;
-    for (int k0 = 0; k0 < k; k0 += BK) {
-        for (int t = tid; t < BM * BK; t += NT) { // codes are stored [row][k] for both operands
-            int row = t / BK, kk = t % BK;
+    // this thread's codes of a k step, read a step ahead (as kernel 2's K2Regs)
+    const int LQ = BM * BK / NT;
+    uint32_t ra[LQ], rb[LQ];
+    auto fetch = [&](int k0) {
+        for (int q = 0; q < LQ; q++) { // codes are stored [row][k] for both operands
+            int t = tid + q * NT, row = t / BK, kk = t % BK;
             bool in = k0 + kk < k;
-            uint32_t a = in && i0 + row < m ? ia[(size_t)(i0 + row) * k + k0 + kk] : 0;
-            As[kk][row] = smem ? a | (a >> nbits) : a; // T[a][b] at (a << n) | (a ^ b) in shared memory
-            Bs[kk][row] = in && j0 + row < n ? ib[(size_t)(j0 + row) * k + k0 + kk] : 0;
+            ra[q] = in && i0 + row < m ? ia[(size_t)(i0 + row) * k + k0 + kk] : 0;
+            rb[q] = in && j0 + row < n ? ib[(size_t)(j0 + row) * k + k0 + kk] : 0;
+        }
+    };
+    if (k > 0) fetch(0);
+    for (int k0 = 0; k0 < k; k0 += BK) {
+        for (int q = 0; q < LQ; q++) {
+            int t = tid + q * NT, row = t / BK, kk = t % BK;
+            As[kk][row] = smem ? ra[q] | (ra[q] >> nbits) : ra[q]; // T[a][b] at (a << n) | (a ^ b) in shared memory
+            Bs[kk][row] = rb[q];
         }
         __syncthreads();
+        if (k0 + BK < k) fetch(k0 + BK); // in flight while this step sums
         int kend = k - k0 < BK ? k - k0 : BK;
         for (int kk = 0; kk < kend; kk++) {
             uint32_t a[TM], b[TN];
@@ -670,17 +713,33 @@ const int L_BM = 8, L_BN = 4, L_BK = 56, L_NT = 256;
 // reads (one k, 32 lanes) both fall into 32 different banks
 const int L_PS = 36;
 
+// A producer's operands for one step (k = k0 + p / L_BN, column j0 + p %
+// L_BN): B's element and A's L_BM rows, read into registers all at once and
+// a step ahead of their products (see K2Regs: loads through a generic
+// pointer are not moved past the shared-memory stores of the products).
+struct K3Regs {
+    uint32_t a[L_BM], b;
+};
+
+__device__ inline void gemm3_fetch(const Job &g, const float *A, const float *B, int i0, int j0, int k0, int p,
+                                   K3Regs &r)
+{
+    const int k = k0 + p / L_BN, c = p % L_BN;
+    r.b = load_raw(B, g.ldb, g.transB, k, j0 + c, g.k, g.n);
+    for (int q = 0; q < L_BM; q++) r.a[q] = load_raw(A, g.lda, g.transA, i0 + q, k, g.m, g.k);
+}
+
 template <int PK, bool FMAQ>
-__device__ inline void gemm3_produce(const Job &g, const float *A, const float *B, const float *T, int i0, int j0,
-                                     int k0, int p, uint32_t (*P)[L_PS])
+__device__ inline void gemm3_produce(const Job &g, const K3Regs &x, const float *T, int k0, int p,
+                                     uint32_t (*P)[L_PS])
 {
     const int kk = p / L_BN, c = p % L_BN, k = k0 + kk;
     if (k >= g.k) return; // past the sum's end: warp 0 stops before it
     uint32_t sb, ib = 0;
-    int safe_b = stage_op<PK>(g, load_raw(B, g.ldb, g.transB, k, j0 + c, g.k, g.n), 0, &sb, &ib);
+    int safe_b = stage_op<PK>(g, x.b, 0, &sb, &ib);
     for (int r = 0; r < L_BM; r++) {
         uint32_t sa, ia = 0;
-        int safe = stage_op<PK>(g, load_raw(A, g.lda, g.transA, i0 + r, k, g.m, g.k), 1, &sa, &ia) && safe_b;
+        int safe = stage_op<PK>(g, x.a[r], 1, &sa, &ia) && safe_b;
         float p;
         if (PK == PK_F32) p = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
         else if (PK == PK_SCALAR) p = mts_u2f(product(g, sa, sb));
@@ -706,7 +765,12 @@ __global__ void __launch_bounds__(L_NT) gemm3_kernel(Job g)
         __syncthreads();
     }
     const int steps = (g.k + L_BK - 1) / L_BK;
-    if (tid >= 32 && steps > 0) gemm3_produce<PK, FMAQ>(g, A, B, T, i0, j0, 0, tid - 32, P[0]);
+    K3Regs x; // producers: the operands of the next step to be formed
+    if (tid >= 32 && steps > 0) {
+        gemm3_fetch(g, A, B, i0, j0, 0, tid - 32, x);
+        gemm3_produce<PK, FMAQ>(g, x, T, 0, tid - 32, P[0]);
+        if (steps > 1) gemm3_fetch(g, A, B, i0, j0, L_BK, tid - 32, x);
+    }
     __syncthreads();
     float acc = 0.0f;
     uint32_t y = 0, s = 0;
@@ -729,7 +793,8 @@ __global__ void __launch_bounds__(L_NT) gemm3_kernel(Job g)
                 }
             }
         } else if (st + 1 < steps) {
-            gemm3_produce<PK, FMAQ>(g, A, B, T, i0, j0, (st + 1) * L_BK, tid - 32, P[(st + 1) & 1]);
+            gemm3_produce<PK, FMAQ>(g, x, T, (st + 1) * L_BK, tid - 32, P[(st + 1) & 1]);
+            if (st + 2 < steps) gemm3_fetch(g, A, B, i0, j0, (st + 2) * L_BK, tid - 32, x); // waits out the barrier
         }
         __syncthreads();
     }
