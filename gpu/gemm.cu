@@ -18,8 +18,8 @@
 //             16x16 operand tiles in shared memory, the scalar product of
 //             arith_hd.h per multiply.
 //   kernel 2  gemm2_kernel: 64x64 outputs per block, 4x4 per thread,
-//             operands read into registers a k step ahead and quantized once
-//             per tile as they are staged in shared memory. For bf16-like tables (E8, bias 127, IEEE; entries with
+//             operands quantized once per tile as they are staged in shared
+//             memory. For bf16-like tables (E8, bias 127, IEEE; entries with
 //             no zero flag, exponent adjustment 0..22, mantissa not all ones)
 //             the product is two FP32 multiplies: s = sa * sb (the operands'
 //             signs and powers of two) and p = s * T'[ia][ib] with T' the
@@ -319,34 +319,6 @@ __device__ inline void k2_step(const Job &g, const float *T, const uint32_t *a, 
         }
 }
 
-// Kernel 2's operand tile of step k0 read into registers: thread tid's
-// share of A's bm x bk (ra) and B's bk x bn (rb) elements, as bits. All the
-// loads come first, so they are in flight together, and the caller issues
-// the next step's before it computes the current one: a load through a
-// generic pointer may not be moved past a shared-memory store, so a loop of
-// load-then-stage waits out one load latency per element.
-template <class S> struct K2Regs {
-    static const int la = S::bm * S::bk / S::nt, lb = S::bk * S::bn / S::nt;
-    static_assert(la * S::nt == S::bm * S::bk && lb * S::nt == S::bk * S::bn, "tile not a multiple of the block");
-    uint32_t a[la], b[lb];
-};
-
-template <class S>
-__device__ inline void k2_fetch(const Job &g, const float *A, const float *B, int i0, int j0, int k0, int tid,
-                                K2Regs<S> &r)
-{
-    for (int q = 0; q < K2Regs<S>::la; q++) { // A: rows i0.., columns k0..
-        int t = tid + q * S::nt;
-        int row = g.transA ? t % S::bm : t / S::bk, kk = g.transA ? t / S::bm : t % S::bk;
-        r.a[q] = load_raw(A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
-    }
-    for (int q = 0; q < K2Regs<S>::lb; q++) { // B: rows k0.., columns j0..
-        int t = tid + q * S::nt;
-        int col = g.transB ? t / S::bk : t % S::bn, kk = g.transB ? t % S::bk : t / S::bn;
-        r.b[q] = load_raw(B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
-    }
-}
-
 template <int PK, bool FMAQ, class S>
 __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
 {
@@ -371,22 +343,19 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
     for (int r = 0; r < S::tm; r++)
         for (int c = 0; c < S::tn; c++) acc[r][c] = 0.0f, y[r][c] = 0, s[r][c] = 0;
     int inchunk = 0, first = 1;
-    K2Regs<S> rg;
-    if (g.k > 0) k2_fetch<S>(g, A, B, i0, j0, 0, tid, rg);
     for (int k0 = 0; k0 < g.k; k0 += S::bk) {
         int safe = 1;
-        for (int q = 0; q < K2Regs<S>::la; q++) { // the fetched elements, in k2_fetch's places
-            int t = tid + q * S::nt;
+        for (int t = tid; t < S::bm * S::bk; t += S::nt) { // A: rows i0.., columns k0..
             int row = g.transA ? t % S::bm : t / S::bk, kk = g.transA ? t / S::bm : t % S::bk;
-            safe &= stage_op<PK>(g, rg.a[q], 1, &As[kk][row], IK > 1 ? &Ai[kk][row] : nullptr);
+            uint32_t x = load_raw(A, g.lda, g.transA, i0 + row, k0 + kk, g.m, g.k);
+            safe &= stage_op<PK>(g, x, 1, &As[kk][row], IK > 1 ? &Ai[kk][row] : nullptr);
         }
-        for (int q = 0; q < K2Regs<S>::lb; q++) {
-            int t = tid + q * S::nt;
+        for (int t = tid; t < S::bk * S::bn; t += S::nt) { // B: rows k0.., columns j0..
             int col = g.transB ? t / S::bk : t % S::bn, kk = g.transB ? t % S::bk : t / S::bn;
-            safe &= stage_op<PK>(g, rg.b[q], 0, &Bs[kk][col], IK > 1 ? &Bi[kk][col] : nullptr);
+            uint32_t x = load_raw(B, g.ldb, g.transB, k0 + kk, j0 + col, g.k, g.n);
+            safe &= stage_op<PK>(g, x, 0, &Bs[kk][col], IK > 1 ? &Bi[kk][col] : nullptr);
         }
         safe = __syncthreads_and(safe);
-        if (k0 + S::bk < g.k) k2_fetch<S>(g, A, B, i0, j0, k0 + S::bk, tid, rg); // in flight while this step sums
         int kend = g.k - k0 < S::bk ? g.k - k0 : S::bk;
         for (int kk = 0; kk < kend; kk++) {
             uint32_t a[S::tm], ai[S::tm], b[S::tn], bi[S::tn];
@@ -459,7 +428,7 @@ __global__ void __launch_bounds__(256) gemm_int2_kernel(int m, int n, int k, con
     ACC acc[TM][TN];
     for (int r = 0; r < TM; r++)
         for (int c = 0; c < TN; c++) acc[r][c] = 0;
-    // this thread's codes of a k step, read a step ahead (as kernel 2's K2Regs)
+    // this thread's codes of a k step, read a step ahead (as kernel 3's K3Regs)
     const int LQ = BM * BK / NT;
     uint32_t ra[LQ], rb[LQ];
     auto fetch = [&](int k0) {
@@ -715,8 +684,9 @@ const int L_PS = 36;
 
 // A producer's operands for one step (k = k0 + p / L_BN, column j0 + p %
 // L_BN): B's element and A's L_BM rows, read into registers all at once and
-// a step ahead of their products (see K2Regs: loads through a generic
-// pointer are not moved past the shared-memory stores of the products).
+// a step ahead of their products (loads through a generic
+// pointer are not moved past the shared-memory stores of the products, so
+// a loop of load-then-store waits out one load latency per element).
 struct K3Regs {
     uint32_t a[L_BM], b;
 };
