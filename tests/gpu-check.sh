@@ -16,7 +16,10 @@
 #       masked FMAq STEs and an 8-bit integer table's table/approx backward),
 #       LeNet-5, vit-tiny and ResNet-20 (CIFAR-shaped data made from the MNIST
 #       subset; LeNet-5 and ResNet-20 also with the integer table, ste),
-#       compared byte for byte, with each run's wall and epoch seconds. Logs go
+#       compared byte for byte, with each run's wall and epoch seconds; then
+#       `mantis bench train --device cuda` (PyTorch FP32 and ours in one run),
+#       a profiled ResNet-20 run (MANTIS_GPU_PROFILE) and full-epoch timings
+#       until 6 minutes have passed. Logs go
 #       to $OUT (at most 8 files; build-gpucheck/out without it); the last
 #       line is "N passed, N failed" and the exit status is 0 only when
 #       nothing failed. Without a GPU it says so and exits 1.
@@ -41,7 +44,7 @@ pkg=$top/pkg
 limit_mib=60
 
 usage() {
-  sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 die() {
@@ -300,14 +303,33 @@ run() {
     done
   done
 
-  # 5. full-epoch timings on the GPU (the issue's anchors: LeNets on 60,000
+  # 5. `mantis bench train --device cuda`: PyTorch FP32 (TF32 off) and ours
+  # in one run, as ratios (issue 31's goals), under the python3 of step 2b:
+  # the LeNets on 60,000 MNIST-shaped images (the subset repeated),
+  # ResNet-20 on 5,120 CIFAR-shaped ones (its whole set would outrun the call)
+  replicate_idx "$root/$pkg/mnist/train-images-idx3-ubyte" "$top/mnist60k/train-images-idx3-ubyte" 16 784
+  replicate_idx "$root/$pkg/mnist/train-labels-idx1-ubyte" "$top/mnist60k/train-labels-idx1-ubyte" 8 1
+  cp "$root/$pkg/mnist"/t10k-* "$top/mnist60k/"
+  local bt
+  for bt in "--models lenet300,lenet5" "--models resnet20 --subset 5120"; do
+    t0=$SECONDS
+    # shellcheck disable=SC2086
+    timeout 120 "$mantis" bench train --device cuda $bt --reps 1 --data-dir "$top/mnist60k" --python "${py:-python3}" \
+      --mantis "$mantis" >>"$out/bench_train.log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+      pass "bench train --device cuda $bt ($((SECONDS - t0)) s)"
+    else
+      fail "bench train --device cuda $bt (exit $rc; see bench_train.log)"
+    fi
+  done
+  tee -a "$log" <"$out/bench_train.log" >/dev/null
+
+  # 6. full-epoch timings on the GPU (the issue's anchors: LeNets on 60,000
   # MNIST-shaped images at batch 64, ResNet-20 on 50,000 CIFAR-shaped ones at
   # batch 128): MNIST's 1024-image subset repeated to 60,000, the CIFAR-shaped
   # set above. Timings only (what the pixels are does not change the work);
   # skipped once the check has run 6 minutes, to stay inside its call.
-  replicate_idx "$root/$pkg/mnist/train-images-idx3-ubyte" "$top/mnist60k/train-images-idx3-ubyte" 16 784
-  replicate_idx "$root/$pkg/mnist/train-labels-idx1-ubyte" "$top/mnist60k/train-labels-idx1-ubyte" 8 1
-  cp "$root/$pkg/mnist"/t10k-* "$top/mnist60k/"
   # where a ResNet-20 step's time goes (MANTIS_GPU_PROFILE: each node kind's
   # forward and backward seconds, synchronised), on 20 steps with the LUT
   MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 --data cifar10 --data-dir $top/cifar --epochs 1 \
