@@ -27,9 +27,11 @@
 //             (M <= 7) - exact, see lutf_product. Other providers use the
 //             scalar product of kernel 1 on the staged operands.
 //   kernel 3  gemm3_kernel: long sums over few outputs (weight gradients):
-//             eight warps per 8x4 outputs, seven forming the next products
-//             into shared memory (their operands read a step ahead) while
-//             one adds the current ones in order.
+//             per 8x4 outputs one warp adds the current products in order
+//             while the others form the next ones into shared memory (their
+//             operands read a step ahead); two layouts of that work, K3Col
+//             (seven warps, a thread per k and column) and K3Row (five, a
+//             thread per k).
 // Each output is still one thread's sequential sum in k from +0, so every
 // kernel gives the bits of mts_gemm_ref whatever the tiling.
 #include <cuda_runtime.h>
@@ -666,63 +668,113 @@ int sm_count()
 
 // ------------------------------------------------------------ kernel 3
 
-// Long sums (plan kernel 5): few outputs, each a sum over a long k - a
-// weight gradient's 16 x 144 outputs over k = batch x pixels = 131,072. In
-// kernel 2's Single tile the 32 threads that own the sums also stage every
-// operand and form every product, one warp per SM with nothing to hide its
-// latencies. Here a block of eight warps owns 8 x 4 outputs: warps 1-7 form
-// the products of the next L_BK k into shared memory (one k and one output
-// column per thread, the eight rows in turn; for FMAq with Q_prod applied)
-// while warp 0, a lane per output, adds the current L_BK in k order - the
-// very sequence of adds of kernel 1 (FMAq: mts_fmaq_hd split into its
-// Q_prod and its accumulate), so the same bits. One barrier per step.
-const int L_BM = 8, L_BN = 4, L_BK = 56, L_NT = 256;
-// a step's products P[k][lane] (lane = row * 4 + column) at a row stride of
-// 36 words: the producers' writes (8 k x 4 columns a warp) and warp 0's
-// reads (one k, 32 lanes) both fall into 32 different banks
-const int L_PS = 36;
-
-// A producer's operands for one step (k = k0 + p / L_BN, column j0 + p %
-// L_BN): B's element and A's L_BM rows, read into registers all at once and
-// a step ahead of their products (loads through a generic
+// Long sums (plan kernels 5 and 6): few outputs, each a sum over a long k -
+// a weight gradient's 16 x 144 outputs over k = batch x pixels = 131,072.
+// In kernel 2's Single tile the 32 threads that own the sums also stage
+// every operand and form every product, one warp per SM with nothing to
+// hide its latencies. Here a block owns 8 x 4 outputs: warp 0, a lane per
+// output, adds the current step's products in k order - the very sequence
+// of adds of kernel 1 (FMAq: mts_fmaq_hd split into its Q_prod and its
+// accumulate), so the same bits - while the other warps form the next
+// step's products into shared memory (for FMAq with Q_prod applied), their
+// operands read into registers a step ahead (loads through a generic
 // pointer are not moved past the shared-memory stores of the products, so
-// a loop of load-then-store waits out one load latency per element).
-struct K3Regs {
-    uint32_t a[L_BM], b;
+// a loop of load-then-store waits out one load latency per element). One
+// barrier per step. Two layouts of the producers' work:
+//   K3Col (plan kernel 5): seven producer warps, 56 k a step; a thread
+//          owns one k and one output column: it stages that column's B
+//          element and all eight A rows, and forms 8 products (each A
+//          element is staged by four threads).
+//   K3Row (plan kernel 6): five producer warps, 160 k a step; a thread
+//          owns one k: it stages its 8 A and 4 B elements once and forms
+//          all 32 products (a third of K3Col's staging per product - the
+//          quantizations of a LUT's operands - and a quarter of its
+//          barriers).
+const int L_BM = 8, L_BN = 4;
+
+template <int PK, bool FMAQ>
+__device__ inline uint32_t gemm3_product(const Job &g, const float *T, uint32_t sa, uint32_t ia, uint32_t sb,
+                                         uint32_t ib, int safe)
+{
+    float p;
+    if (PK == PK_F32) p = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
+    else if (PK == PK_SCALAR) p = mts_u2f(product(g, sa, sb));
+    else p = safe ? lutf_product<false>(T, sa, ia, sb, ib) : lutf_product<true>(T, sa, ia, sb, ib);
+    return FMAQ ? mts_q_hd(&g.qprod, mts_f2u(p)) : mts_f2u(p);
+}
+
+struct K3Col {
+    // a step's products P[k][lane] (lane = row * 4 + column) at a row stride
+    // of 36 words: the producers' writes (8 k x 4 columns a warp) and warp
+    // 0's reads (one k, 32 lanes) both fall into 32 different banks
+    static const int bk = 56, nt = 256, ps = 36;
+    struct Regs {
+        uint32_t a[L_BM], b;
+    };
+    // producer p's operands of the step at k0 (k = k0 + p / 4, column p % 4)
+    static __device__ inline void fetch(const Job &g, const float *A, const float *B, int i0, int j0, int k0, int p,
+                                        Regs &r)
+    {
+        const int k = k0 + p / L_BN, c = p % L_BN;
+        r.b = load_raw(B, g.ldb, g.transB, k, j0 + c, g.k, g.n);
+        for (int q = 0; q < L_BM; q++) r.a[q] = load_raw(A, g.lda, g.transA, i0 + q, k, g.m, g.k);
+    }
+    template <int PK, bool FMAQ>
+    static __device__ inline void produce(const Job &g, const Regs &x, const float *T, int k0, int p,
+                                          uint32_t (*P)[ps])
+    {
+        const int kk = p / L_BN, c = p % L_BN;
+        if (k0 + kk >= g.k) return; // past the sum's end: warp 0 stops before it
+        uint32_t sb, ib = 0;
+        int safe_b = stage_op<PK>(g, x.b, 0, &sb, &ib);
+        for (int r = 0; r < L_BM; r++) {
+            uint32_t sa, ia = 0;
+            int safe = stage_op<PK>(g, x.a[r], 1, &sa, &ia) && safe_b;
+            P[kk][r * L_BN + c] = gemm3_product<PK, FMAQ>(g, T, sa, ia, sb, ib, safe);
+        }
+    }
 };
 
-__device__ inline void gemm3_fetch(const Job &g, const float *A, const float *B, int i0, int j0, int k0, int p,
-                                   K3Regs &r)
-{
-    const int k = k0 + p / L_BN, c = p % L_BN;
-    r.b = load_raw(B, g.ldb, g.transB, k, j0 + c, g.k, g.n);
-    for (int q = 0; q < L_BM; q++) r.a[q] = load_raw(A, g.lda, g.transA, i0 + q, k, g.m, g.k);
-}
-
-template <int PK, bool FMAQ>
-__device__ inline void gemm3_produce(const Job &g, const K3Regs &x, const float *T, int k0, int p,
-                                     uint32_t (*P)[L_PS])
-{
-    const int kk = p / L_BN, c = p % L_BN, k = k0 + kk;
-    if (k >= g.k) return; // past the sum's end: warp 0 stops before it
-    uint32_t sb, ib = 0;
-    int safe_b = stage_op<PK>(g, x.b, 0, &sb, &ib);
-    for (int r = 0; r < L_BM; r++) {
-        uint32_t sa, ia = 0;
-        int safe = stage_op<PK>(g, x.a[r], 1, &sa, &ia) && safe_b;
-        float p;
-        if (PK == PK_F32) p = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
-        else if (PK == PK_SCALAR) p = mts_u2f(product(g, sa, sb));
-        else p = safe ? lutf_product<false>(T, sa, ia, sb, ib) : lutf_product<true>(T, sa, ia, sb, ib);
-        P[kk][r * L_BN + c] = FMAQ ? mts_q_hd(&g.qprod, mts_f2u(p)) : mts_f2u(p);
+struct K3Row {
+    // row stride 33: a warp's writes (32 k, one lane's column) fall into 32
+    // banks; warp 0's reads (one k) are consecutive
+    static const int bk = 160, nt = 192, ps = 33;
+    struct Regs {
+        uint32_t a[L_BM], b[L_BN];
+    };
+    // producer p's operands of the step at k0 (k = k0 + p)
+    static __device__ inline void fetch(const Job &g, const float *A, const float *B, int i0, int j0, int k0, int p,
+                                        Regs &r)
+    {
+        const int k = k0 + p;
+        for (int c = 0; c < L_BN; c++) r.b[c] = load_raw(B, g.ldb, g.transB, k, j0 + c, g.k, g.n);
+        for (int q = 0; q < L_BM; q++) r.a[q] = load_raw(A, g.lda, g.transA, i0 + q, k, g.m, g.k);
     }
-}
+    template <int PK, bool FMAQ>
+    static __device__ inline void produce(const Job &g, const Regs &x, const float *T, int k0, int p,
+                                          uint32_t (*P)[ps])
+    {
+        if (k0 + p >= g.k) return;
+        uint32_t sb[L_BN], ib[L_BN];
+        int safe_b[L_BN];
+        for (int c = 0; c < L_BN; c++) {
+            ib[c] = 0;
+            safe_b[c] = stage_op<PK>(g, x.b[c], 0, &sb[c], &ib[c]);
+        }
+        for (int r = 0; r < L_BM; r++) {
+            uint32_t sa, ia = 0;
+            int safe_a = stage_op<PK>(g, x.a[r], 1, &sa, &ia);
+            for (int c = 0; c < L_BN; c++)
+                P[p][r * L_BN + c] = gemm3_product<PK, FMAQ>(g, T, sa, ia, sb[c], ib[c], safe_a && safe_b[c]);
+        }
+    }
+};
 
-template <int PK, bool FMAQ>
-__global__ void __launch_bounds__(L_NT) gemm3_kernel(Job g)
+template <int PK, bool FMAQ, class L>
+__global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
 {
-    __shared__ uint32_t P[2][L_BK][L_PS]; // products (bits), double-buffered
-    MTS_DYNAMIC_SHARED(float, Ts);        // PK_LUTF_SMEM: the table, swizzled as stage_op indexes it
+    __shared__ uint32_t P[2][L::bk][L::ps]; // products (bits), double-buffered
+    MTS_DYNAMIC_SHARED(float, Ts);          // PK_LUTF_SMEM: the table, swizzled as stage_op indexes it
     const int tid = threadIdx.x;
     const int i0 = blockIdx.y * L_BM, j0 = blockIdx.x * L_BN;
     const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
@@ -730,16 +782,16 @@ __global__ void __launch_bounds__(L_NT) gemm3_kernel(Job g)
     float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
     const float *T = g.Tf;
     if (PK == PK_LUTF_SMEM) {
-        for (int t = tid; t < g.tf_n; t += L_NT) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t];
+        for (int t = tid; t < g.tf_n; t += L::nt) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t];
         T = Ts;
         __syncthreads();
     }
-    const int steps = (g.k + L_BK - 1) / L_BK;
-    K3Regs x; // producers: the operands of the next step to be formed
+    const int steps = (g.k + L::bk - 1) / L::bk;
+    typename L::Regs x; // producers: the operands of the next step to be formed
     if (tid >= 32 && steps > 0) {
-        gemm3_fetch(g, A, B, i0, j0, 0, tid - 32, x);
-        gemm3_produce<PK, FMAQ>(g, x, T, 0, tid - 32, P[0]);
-        if (steps > 1) gemm3_fetch(g, A, B, i0, j0, L_BK, tid - 32, x);
+        L::fetch(g, A, B, i0, j0, 0, tid - 32, x);
+        L::template produce<PK, FMAQ>(g, x, T, 0, tid - 32, P[0]);
+        if (steps > 1) L::fetch(g, A, B, i0, j0, L::bk, tid - 32, x);
     }
     __syncthreads();
     float acc = 0.0f;
@@ -747,8 +799,8 @@ __global__ void __launch_bounds__(L_NT) gemm3_kernel(Job g)
     int inchunk = 0, first = 1;
     for (int st = 0; st < steps; st++) {
         if (tid < 32) { // warp 0: the sums, one lane per output
-            const uint32_t(*Q)[L_PS] = P[st & 1];
-            int kend = g.k - st * L_BK < L_BK ? g.k - st * L_BK : L_BK;
+            const uint32_t(*Q)[L::ps] = P[st & 1];
+            int kend = g.k - st * L::bk < L::bk ? g.k - st * L::bk : L::bk;
             for (int kk = 0; kk < kend; kk++) {
                 if (!FMAQ) {
                     acc = mts_fm_add(acc, mts_u2f(Q[kk][tid]));
@@ -763,8 +815,8 @@ __global__ void __launch_bounds__(L_NT) gemm3_kernel(Job g)
                 }
             }
         } else if (st + 1 < steps) {
-            gemm3_produce<PK, FMAQ>(g, x, T, (st + 1) * L_BK, tid - 32, P[(st + 1) & 1]);
-            if (st + 2 < steps) gemm3_fetch(g, A, B, i0, j0, (st + 2) * L_BK, tid - 32, x); // waits out the barrier
+            L::template produce<PK, FMAQ>(g, x, T, (st + 1) * L::bk, tid - 32, P[(st + 1) & 1]);
+            if (st + 2 < steps) L::fetch(g, A, B, i0, j0, (st + 2) * L::bk, tid - 32, x); // waits out the barrier
         }
         __syncthreads();
     }
@@ -776,30 +828,35 @@ __global__ void __launch_bounds__(L_NT) gemm3_kernel(Job g)
     mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, v);
 }
 
-// Launches kernel 3 for job g (the table's shared memory opted in, as launch2).
-template <int PK, bool FMAQ> cudaError_t launch3(const Job &g)
+// Launches kernel 3 with layout L for job g (the table's shared memory
+// opted in, as launch2).
+template <int PK, bool FMAQ, class L> cudaError_t launch3(const Job &g)
 {
     dim3 grid((unsigned)((g.n + L_BN - 1) / L_BN), (unsigned)((g.m + L_BM - 1) / L_BM),
               (unsigned)(g.bt.outer * g.bt.inner));
     size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
     if (smem > 0) {
         cudaError_t e =
-            cudaFuncSetAttribute(gemm3_kernel<PK, FMAQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            cudaFuncSetAttribute(gemm3_kernel<PK, FMAQ, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    MTS_LAUNCH((gemm3_kernel<PK, FMAQ>), grid, dim3(L_NT), smem, 0)(g);
+    MTS_LAUNCH((gemm3_kernel<PK, FMAQ, L>), grid, dim3(L::nt), smem, 0)(g);
     return cudaGetLastError();
 }
 
-struct Launch3 {
-    template <int PK, bool FMAQ> static cudaError_t run(const Job &g) { return launch3<PK, FMAQ>(g); }
+template <class L> struct Launch3 {
+    template <int PK, bool FMAQ> static cudaError_t run(const Job &g) { return launch3<PK, FMAQ, L>(g); }
 };
-cudaError_t run_kernel3(const Job &g) { return by_product<Launch3>(g, true); }
+cudaError_t run_kernel3(const Job &g, int kernel)
+{
+    return kernel == 6 ? by_product<Launch3<K3Row>>(g, true) : by_product<Launch3<K3Col>>(g, true);
+}
 
 // Plan kernel `kernel`: kernel 2 with its tile (2 Wide, 3 Narrow, 4
-// Single), kernel 3 (5), or, for 0, what the shape asks for: Narrow for n
-// <= 16 with a block per SM, Wide with two blocks per SM, else kernel 3
-// for sums of L_LONG_K products or more, Single for shorter ones.
+// Single), kernel 3 (5 K3Col, 6 K3Row), or, for 0, what the shape asks
+// for: Narrow for n <= 16 with a block per SM, Wide with two blocks per SM,
+// else kernel 3 (K3Col: the layout timed on a GPU so far) for sums of
+// L_LONG_K products or more, Single for shorter ones.
 const int L_LONG_K = 512;
 cudaError_t run_kernel2(const Job &g, int kernel)
 {
@@ -809,7 +866,7 @@ cudaError_t run_kernel2(const Job &g, int kernel)
     }
     if (kernel == 2) return launch2_tile<Wide>(g);
     if (kernel == 3) return launch2_tile<Narrow>(g);
-    if (kernel == 5) return run_kernel3(g);
+    if (kernel == 5 || kernel == 6) return run_kernel3(g, kernel);
     return launch2_tile<Single>(g);
 }
 
@@ -972,7 +1029,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 {
     if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    if (kernel < 0 || kernel > 5) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 5)", kernel);
+    if (kernel < 0 || kernel > 6) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 6)", kernel);
     plan->kernel = kernel;
     return MTS_OK;
 }
