@@ -103,40 +103,73 @@ template <class T, class Term> __global__ void chunk_sums(int rows, size_t n, si
     part[t] = s;
 }
 
-// Phase 2: the pairwise tree of each row's chunk sums, with fmath.h's code.
-__device__ void tree_row(size_t m, const double *part, double *out)
+// Phase 2: the pairwise tree of fmath.h over each row's m chunk sums,
+// level by level in parallel. An aligned run of TREE_SEG chunk sums is a
+// whole subtree of that tree (an odd element at the end of a level moving
+// up unchanged, as fmath.h's padding with +0), so a block reduces one run
+// of row r (blockIdx.y, run blockIdx.x) into out[r * runs + run], and runs
+// of the runs' sums follow until one sum per row is left. (Before: one
+// thread per row walked fmath.h's streaming stack over all m sums - on the
+// GPU about m global-load latencies in a row, a BatchNorm of ResNet-20's
+// first stage m = 2,048.) Block b: row b / runs, run b % runs.
+const int TREE_SEG = 1024;
+__device__ __forceinline__ double finish(double x) { return x; }
+__device__ __forceinline__ float finish(float x) { return mts_fm_canon(x); } // as mts_fm_sumf_sum
+template <class T>
+__global__ void __launch_bounds__(THREADS) tree_runs(size_t m, size_t runs, const T *part, T *out, int last)
 {
-    mts_fm_sumd s;
-    mts_fm_sumd_init(&s);
-    for (size_t c = 0; c < m; c++) mts_fm__sumd_chunk(&s, part[c]);
-    *out = mts_fm_sumd_sum(&s);
-}
-__device__ void tree_row(size_t m, const float *part, float *out)
-{
-    mts_fm_sumf s;
-    mts_fm_sumf_init(&s);
-    for (size_t c = 0; c < m; c++) mts_fm__sumf_chunk(&s, part[c]);
-    *out = mts_fm_sumf_sum(&s);
-}
-template <class T> __global__ void tree(int rows, size_t m, const T *part, T *out)
-{
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r < rows) tree_row(m, part + (size_t)r * m, out + r);
+    __shared__ T v[TREE_SEG];
+    const int tid = threadIdx.x;
+    const size_t r = blockIdx.x / runs, run = blockIdx.x % runs, base = run * TREE_SEG;
+    int w = m - base < (size_t)TREE_SEG ? (int)(m - base) : TREE_SEG;
+    for (int i = tid; i < w; i += THREADS) v[i] = part[r * m + base + i];
+    __syncthreads();
+    while (w > 1) { // one level: v[i] = v[2i] + v[2i+1], an odd last element up as it is
+        const int pairs = w / 2;
+        T a[TREE_SEG / 2 / THREADS > 0 ? TREE_SEG / 2 / THREADS : 1];
+        for (int q = 0, i = tid; i < pairs; q++, i += THREADS) a[q] = add(v[2 * i], v[2 * i + 1]);
+        T odd = v[w - 1];
+        __syncthreads();
+        for (int q = 0, i = tid; i < pairs; q++, i += THREADS) v[i] = a[q];
+        if (tid == 0 && (w & 1)) v[pairs] = odd;
+        __syncthreads();
+        w = (w + 1) / 2;
+    }
+    if (tid == 0) {
+        T x = w ? v[0] : T(0); // no terms: +0
+        out[r * runs + run] = last ? finish(x) : x;
+    }
 }
 
 // out[r] = the blocked sum over j < n of term(r, j) (T = float or double),
 // out on the device.
 template <class T, class Term> int reduce_rows(int rows, size_t n, Term term, T *out, mts_err *err)
 {
-    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK;
-    void *part = NULL;
+    size_t m = (n + MTS_FM_CHUNK - 1) / MTS_FM_CHUNK, runs = (m + TREE_SEG - 1) / TREE_SEG;
+    void *part = NULL, *next = NULL;
+    if (rows <= 0) return MTS_OK;
     int rc = scratch_alloc(&part, (size_t)rows * (m ? m : 1) * sizeof(T), err);
-    if (rc != MTS_OK) return rc;
+    if (rc == MTS_OK && runs > 1) rc = scratch_alloc(&next, (size_t)rows * runs * sizeof(T), err);
+    if (rc != MTS_OK) {
+        scratch_free(part);
+        return rc;
+    }
     if (m)
         MTS_LAUNCH((chunk_sums<T, Term>), blocks_for((size_t)rows * m), THREADS, 0, 0)(rows, n, m, term, (T *)part);
-    MTS_LAUNCH(tree<T>, blocks_for((size_t)rows), THREADS, 0, 0)(rows, m, (const T *)part, out);
+    // the levels of runs: part -> next -> part ... (each level at most 1/TREE_SEG of the one before)
+    T *src = (T *)part, *dst = (T *)next;
+    while (m > (size_t)TREE_SEG) {
+        runs = (m + TREE_SEG - 1) / TREE_SEG;
+        MTS_LAUNCH(tree_runs<T>, (unsigned)(rows * runs), THREADS, 0, 0)(m, runs, src, dst, 0);
+        T *t = src;
+        src = dst;
+        dst = t;
+        m = runs;
+    }
+    MTS_LAUNCH(tree_runs<T>, (unsigned)rows, THREADS, 0, 0)(m, 1, src, out, 1);
     rc = launch_check(err, "reduction");
     scratch_free(part);
+    scratch_free(next);
     return rc;
 }
 

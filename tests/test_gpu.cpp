@@ -913,6 +913,70 @@ TEST(GpuOps, DenseMaskedSteEqualsCpu)
     }
 }
 
+// The fixed-order sums over more than one block's run of chunk sums
+// (reduce_rows in gpu/nn_ops.cu: runs of 1,024 chunk sums, then a level of
+// the runs' sums): BatchNorm (FP64 sums) over 210,003 terms a channel and a
+// dense layer's bias gradient (FP32) over 140,001 rows, with terms of mixed
+// magnitudes so that another order shows in the FP32 bits (checked: the odd
+// element of a level added into its last pair instead of moved up fails
+// here; the FP64 sums of BatchNorm rarely show an order in their float
+// results), and one NaN in one column of the gradient (that column's sum the
+// one canonical NaN).
+TEST(GpuOps, LongReductionsEqualCpu)
+{
+    NEED_GPU();
+    mts_err err;
+    auto mixed = [](size_t n, uint64_t seed) {
+        std::vector<float> v = randv(n, seed);
+        for (size_t i = 0; i < n; i++) v[i] = std::ldexp(v[i], (int)((i * 37) % 61) - 30);
+        return v;
+    };
+    {
+        const int N = 3, C = 2, HW = 70001;
+        auto x = mixed((size_t)N * C * HW, 71), dy = mixed(x.size(), 72);
+        std::vector<float> gam = {1.5f, -0.5f}, bet = {0.1f, -0.2f}, rm(C, 0.1f), rv(C, 0.9f), y(x.size()),
+                           xh(x.size()), is(C), dx(x.size()), dg(C), dbt(C);
+        Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), grm(rm), grv(rv), gy(y), gxh(xh), gis(is), gdx(dx), gdg(dg),
+            gdbt(dbt);
+        mts_bn_forward(1, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f, y.data(),
+                       xh.data(), is.data());
+        ASSERT_EQ(mts_gpu_bn_forward(1, N, C, HW, gx.d(), ggam.d(), gbet.d(), grm.d(), grv.d(), 0.1f, 1e-5f, gy.d(),
+                                     gxh.d(), gis.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        expect_same(grm.get(), rm, "long bn running mean");
+        expect_same(grv.get(), rv, "long bn running var");
+        expect_same(gy.get(), y, "long bn y");
+        mts_bn_backward(N, C, HW, dy.data(), gam.data(), xh.data(), is.data(), dx.data(), dg.data(), dbt.data());
+        ASSERT_EQ(mts_gpu_bn_backward(N, C, HW, gdy.d(), ggam.d(), gxh.d(), gis.d(), gdx.d(), gdg.d(), gdbt.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        expect_same(gdg.get(), dg, "long bn dgamma");
+        expect_same(gdbt.get(), dbt, "long bn dbeta");
+        expect_same(gdx.get(), dx, "long bn dx");
+    }
+    {
+        const int N = 140001, in = 1, out = 8; // (8 columns: an order that differs shows in most of them)
+        auto x = mixed((size_t)N * in, 73), w = mixed((size_t)out * in, 74), dz = mixed((size_t)N * out, 75);
+        dz[(size_t)777 * out + 1] = NAN;
+        mts_provider p = prov(MTS_PROV_NATIVE);
+        mts_nn_ctx ctx = mts_nn_ctx_cpu(&p, &p);
+        mts_gpu_gemm_plan *pl;
+        ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
+        std::vector<float> dx(x.size()), dw(w.size()), db(out);
+        Dev<float> gx(x), gw(w), gdz(dz), gdx(dx), gdw(dw), gdb(db);
+        ASSERT_EQ(mts_dense_backward(&ctx, N, in, out, x.data(), w.data(), dz.data(), dx.data(), dw.data(), db.data(),
+                                     &err),
+                  MTS_OK);
+        ASSERT_EQ(mts_gpu_dense_backward(pl, N, in, out, gx.d(), gw.d(), gdz.d(), gdx.d(), gdw.d(), gdb.d(), &err),
+                  MTS_OK)
+            << err.msg;
+        EXPECT_TRUE(std::isnan(db[1]) && !std::isnan(db[0]));
+        expect_same(gdb.get(), db, "long dense db");
+        mts_gpu_plan_close(pl);
+    }
+}
+
 TEST(GpuOps, BatchNormPoolConvOptimizers)
 {
     NEED_GPU();
