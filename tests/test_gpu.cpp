@@ -921,7 +921,8 @@ TEST(GpuOps, DenseMaskedSteEqualsCpu)
 // element of a level added into its last pair instead of moved up fails
 // here; the FP64 sums of BatchNorm rarely show an order in their float
 // results), and one NaN in one column of the gradient (that column's sum the
-// one canonical NaN).
+// one canonical NaN); a range observer's fold over more chunks than its
+// block has threads.
 TEST(GpuOps, LongReductionsEqualCpu)
 {
     NEED_GPU();
@@ -974,6 +975,23 @@ TEST(GpuOps, LongReductionsEqualCpu)
         EXPECT_TRUE(std::isnan(db[1]) && !std::isnan(db[0]));
         expect_same(gdb.get(), db, "long dense db");
         mts_gpu_plan_close(pl);
+    }
+    { // a range observer's min and max over 625 chunks (more than the fold's 256 threads), the extremes far in
+        auto x = randv(40000, 76);
+        x[400 * 64 + 3] = -20.5f, x[600 * 64 + 10] = 30.25f, x[300 * 64] = NAN, x[500 * 64 + 1] = -INFINITY;
+        for (int seen = 0; seen <= 1; seen++) {
+            std::vector<float> st = {seen ? -0.3f : 0.0f, seen ? 0.25f : 0.0f, seen ? 1.0f : 0.0f};
+            Dev<float> gst(st), gx(x);
+            mts_qat_observe(st.data(), x.data(), x.size());
+            ASSERT_EQ(mts_gpu_qat_observe(gst.d(), gx.d(), x.size(), &err), MTS_OK) << err.msg;
+            expect_same(gst.get(), st, seen ? "long observer, seen" : "long observer, first");
+        }
+        if (!HasFailure()) {
+            std::vector<float> st = {0.0f, 0.0f, 0.0f};
+            mts_qat_observe(st.data(), x.data(), x.size());
+            EXPECT_EQ(st[0], -20.5f); // the extremes were seen (an exact-range first step)
+            EXPECT_EQ(st[1], 30.25f);
+        }
     }
 }
 
