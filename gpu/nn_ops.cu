@@ -515,7 +515,9 @@ __global__ void conv_dyc_k(int N, int cout, int P, const float *dy, float *dyc)
     dyc[(size_t)co * N * P + n * P + q] = dy[i];
 }
 
-// Non-finite flags per chunk, then their OR in one thread (no atomics).
+// Non-finite flags per chunk, then their OR in one block (no atomics; an
+// OR in any order is the same: a strided share per thread, then the
+// block's __syncthreads_or).
 __global__ void nonfinite_chunks(size_t n, size_t m, const float *x, uint8_t *flag)
 {
     size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -525,12 +527,12 @@ __global__ void nonfinite_chunks(size_t n, size_t m, const float *x, uint8_t *fl
     for (size_t j = c * MTS_FM_CHUNK; j < j1; j++) bad |= (__float_as_uint(x[j]) & 0x7F800000u) == 0x7F800000u;
     flag[c] = (uint8_t)bad;
 }
-__global__ void or_flags(size_t m, const uint8_t *flag, int *out)
+__global__ void __launch_bounds__(THREADS) or_flags(size_t m, const uint8_t *flag, int *out)
 {
-    if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
     int bad = 0;
-    for (size_t c = 0; c < m; c++) bad |= flag[c];
-    *out = bad;
+    for (size_t c = threadIdx.x; c < m; c += THREADS) bad |= flag[c];
+    bad = __syncthreads_or(bad);
+    if (threadIdx.x == 0) *out = bad != 0;
 }
 
 } // namespace
@@ -924,7 +926,7 @@ int mts_gpu_nonfinite(size_t n, const float *x, int *any, mts_err *err)
     int *out = (int *)part;
     uint8_t *flag = (uint8_t *)part + sizeof(int) * 2;
     MTS_LAUNCH(nonfinite_chunks, blocks_for(m), THREADS, 0, 0)(n, m, x, flag);
-    MTS_LAUNCH(or_flags, 1, 1, 0, 0)(m, flag, out);
+    MTS_LAUNCH(or_flags, 1, THREADS, 0, 0)(m, flag, out);
     if ((rc = launch_check(err, "non-finite check")) == MTS_OK) rc = mts_gpu_download(any, out, sizeof(int), err);
     scratch_free(part);
     return rc;

@@ -921,8 +921,8 @@ TEST(GpuOps, DenseMaskedSteEqualsCpu)
 // element of a level added into its last pair instead of moved up fails
 // here; the FP64 sums of BatchNorm rarely show an order in their float
 // results), and one NaN in one column of the gradient (that column's sum the
-// one canonical NaN); a range observer's fold over more chunks than its
-// block has threads.
+// one canonical NaN); a range observer's fold and the non-finite check
+// over more chunks than their block has threads.
 TEST(GpuOps, LongReductionsEqualCpu)
 {
     NEED_GPU();
@@ -992,6 +992,18 @@ TEST(GpuOps, LongReductionsEqualCpu)
             EXPECT_EQ(st[0], -20.5f); // the extremes were seen (an exact-range first step)
             EXPECT_EQ(st[1], 30.25f);
         }
+    }
+    { // the optimizer's non-finite check over 1,563 chunks (more than its block's threads): any inf or NaN, anywhere
+        auto p = randv(100000, 77);
+        for (size_t at : {(size_t)0, (size_t)70000, (size_t)99999})
+            for (float bad : {0.0f, INFINITY, -INFINITY, NAN}) {
+                auto q = p;
+                if (bad != 0.0f || std::isnan(bad)) q[at] = bad;
+                Dev<float> gq(q);
+                int any = -1;
+                ASSERT_EQ(mts_gpu_nonfinite(q.size(), gq.d(), &any, &err), MTS_OK) << err.msg;
+                EXPECT_EQ(any != 0, bad != 0.0f || std::isnan(bad)) << "non-finite check, value " << bad << " at " << at;
+            }
     }
 }
 
