@@ -107,8 +107,8 @@ template <class T, class Term> __global__ void chunk_sums(int rows, size_t n, si
 // level by level in parallel. An aligned run of TREE_SEG chunk sums is a
 // whole subtree of that tree (an odd element at the end of a level moving
 // up unchanged, as fmath.h's padding with +0), so a block reduces one run
-// of row r (blockIdx.y, run blockIdx.x) into out[r * runs + run], and runs
-// of the runs' sums follow until one sum per row is left. (Before: one
+// of row r into out[r * runs + run], and runs of the runs' sums follow
+// until one sum per row is left. (Before: one
 // thread per row walked fmath.h's streaming stack over all m sums - on the
 // GPU about m global-load latencies in a row, a BatchNorm of ResNet-20's
 // first stage m = 2,048.) Block b: row b / runs, run b % runs.
