@@ -858,11 +858,28 @@ cudaError_t run_kernel3(const Job &g, int kernel)
 // else kernel 3 (K3Col: the layout timed on a GPU so far) for sums of
 // L_LONG_K products or more, Single for shorter ones.
 const int L_LONG_K = 512;
+
+// The layout the default gives long sums: 5 (K3Col), or 6 (K3Row) when the
+// environment sets MANTIS_GPU_LONG_SUM=6 - for timing one against the
+// other in whole trainings on a GPU (tests/gpu-check.sh), until a GPU has
+// said which is faster. Read once.
+int long_sum_kernel()
+{
+    static const int k = [] {
+        const char *e = getenv("MANTIS_GPU_LONG_SUM");
+        return e && strcmp(e, "6") == 0 ? 6 : 5;
+    }();
+    return k;
+}
+
 cudaError_t run_kernel2(const Job &g, int kernel)
 {
     if (kernel == 0) {
         long long sms = sm_count(), wide = (long long)((g.m + 63) / 64) * ((g.n + 63) / 64);
-        kernel = g.n <= 16 && (g.m + 255) / 256 >= sms ? 3 : wide >= 2 * sms ? 2 : g.k >= L_LONG_K ? 5 : 4;
+        kernel = g.n <= 16 && (g.m + 255) / 256 >= sms ? 3
+                 : wide >= 2 * sms                    ? 2
+                 : g.k >= L_LONG_K                    ? long_sum_kernel()
+                                                      : 4;
     }
     if (kernel == 2) return launch2_tile<Wide>(g);
     if (kernel == 3) return launch2_tile<Narrow>(g);

@@ -336,13 +336,18 @@ run() {
   # skipped once the check has run 6 minutes (a ResNet-20 one after 5), to
   # stay inside its call.
   # where a ResNet-20 step's time goes (MANTIS_GPU_PROFILE: each node kind's
-  # forward and backward seconds, synchronised), on 20 steps with the LUT
-  MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 --data cifar10 --data-dir $top/cifar --epochs 1 \
-    --subset 2560 --test-subset 128 --batch 128 --seed 1 --mul mbm --man-bits 7 --device cuda \
-    --json "$jd/profile-resnet20-lut.json" >>"$out/train.log" 2>&1
-  rc=$?
-  say "profile resnet20 lut (20 steps) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/profile-resnet20-lut.json" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$jd/profile-resnet20-lut.json" 2>/dev/null)"
-  [ "$rc" -eq 0 ] || fail "profile resnet20 lut --device cuda exited $rc (see train.log)"
+  # forward and backward seconds, synchronised), on 20 steps with the LUT,
+  # with each layout of the long-sum kernel 3 for the weight gradients
+  # (MANTIS_GPU_LONG_SUM: plan kernel 5, the default, or 6)
+  local ls
+  for ls in 5 6; do
+    MANTIS_GPU_LONG_SUM=$ls MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 --data cifar10 \
+      --data-dir $top/cifar --epochs 1 --subset 2560 --test-subset 128 --batch 128 --seed 1 --mul mbm --man-bits 7 \
+      --device cuda --json "$jd/profile-resnet20-lut-$ls.json" >>"$out/train.log" 2>&1
+    rc=$?
+    say "profile resnet20 lut (20 steps, long sums kernel $ls) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null)"
+    [ "$rc" -eq 0 ] || fail "profile resnet20 lut (kernel $ls) --device cuda exited $rc (see train.log)"
+  done
   local spec
   for spec in "lenet300 fp32" "lenet300 lut" "lenet5 fp32" "lenet5 lut" "resnet20 fp32" "resnet20 lut" \
     "resnet20 lut-fmaq" "lenet300 lut-fmaq" "lenet5 int8" "resnet20 int8"; do

@@ -5,10 +5,13 @@
  * kernel 1), LUT e8m10 (table in global memory / L2), FMAq M7E4 (bf16 LUT
  * products, biases 12/10, chunk 16), INT8 table (its per-call ranges and
  * quantization on the device included).
- * Then a weight gradient's shape, ResNet-20's first stage at batch 128 (16 x
- * 144 outputs, sums over k = 131,072): cuBLAS, and NATIVE, LUT bf16 and
- * FMAq through kernel 2's one-output-per-thread tile (plan kernel 4) and
- * the long-sum kernel 3 (plan kernel 5, what the default picks there).
+ * Then two weight gradients' shapes, ResNet-20's first stage at batch 128
+ * (16 x 144 outputs, sums over k = 131,072) and LeNet-5's first conv at
+ * batch 64 (6 x 25 outputs, k = 50,176: seven blocks of 8 x 4 outputs):
+ * cuBLAS, and NATIVE, LUT bf16 and FMAq (B read as the conv twin stores
+ * its columns, [n][k]) through kernel 2's
+ * one-output-per-thread tile (plan kernel 4) and the long-sum kernel 3's
+ * two layouts (plan kernels 5, what the default picks there, and 6).
  * Prints the time, approx-MAC/s, the ratio to cuBLAS and the peak device
  * memory. docs/gemm.md, "GPU". */
 #include <stdio.h>
@@ -32,9 +35,10 @@ static const char *const names[N_GPU] = {"cublas",   "native",    "lut-bf16", "l
                                          "lut-m10", "fmaq-m7e4", "int8"};
 
 /* Best wall time (s) of reps runs of provider idx (0: cuBLAS) after a
- * warm-up, an m x n x k GEMM on the device operands dA, dB, dC (row-major,
- * no transposes). */
-static int time_one(int idx, const mts_gpu_gemm_plan *pl, int m, int n, int k, int reps, const float *dA,
+ * warm-up, an m x n x k GEMM on the device operands dA, dB, dC (row-major;
+ * tb: ours read B stored [n][k], as a weight gradient's column operand -
+ * cuBLAS always [k][n]). */
+static int time_one(int idx, const mts_gpu_gemm_plan *pl, int m, int n, int k, int tb, int reps, const float *dA,
                     const float *dB, float *dC, double *best, mts_err *err)
 {
     *best = 1e30;
@@ -42,7 +46,7 @@ static int time_one(int idx, const mts_gpu_gemm_plan *pl, int m, int n, int k, i
         double t0 = mts_clock_now();
         int rc;
         if (idx == 0) rc = mts_gpu_sgemm_cublas(m, n, k, dA, dB, dC, err);
-        else rc = mts_gpu_gemm_dev(pl, 0, 0, m, n, k, dA, k, dB, n, 0.0f, dC, n, err);
+        else rc = mts_gpu_gemm_dev(pl, 0, tb, m, n, k, dA, k, dB, tb ? k : n, 0.0f, dC, n, err);
         if (rc == MTS_OK) rc = mts_gpu_sync(err);
         if (rc != MTS_OK) return rc;
         double t = mts_clock_now() - t0;
@@ -51,11 +55,12 @@ static int time_one(int idx, const mts_gpu_gemm_plan *pl, int m, int n, int k, i
     return MTS_OK;
 }
 
-/* The weight-gradient rows (see the header): providers 1, 2 and 5 of p
- * through plan kernels 4, 5 and 6, beside cuBLAS; 0 or the CLI's status. */
-static int bench_wgrad(const mts_provider *p, int reps)
+/* The weight-gradient rows of shape m x n over k (see the header):
+ * providers 1, 2 and 5 of p through plan kernels 4, 5 and 6, beside cuBLAS;
+ * 0 or the CLI's status. */
+static int bench_wgrad(const mts_provider *p, int m, int n, int k, int reps)
 {
-    const int m = 16, n = 144, k = 131072, which[3] = {1, 2, 5};
+    const int which[3] = {1, 2, 5};
     size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
     float *h = malloc((na + nb) * sizeof(float));
     void *d[3] = {0};
@@ -70,7 +75,7 @@ static int bench_wgrad(const mts_provider *p, int reps)
         status = cli_error(CMD, "weight-gradient operands: %s", err.msg);
     double macs = (double)m * n * k, tc = 0;
     if (!status) {
-        int rc = time_one(0, NULL, m, n, k, reps, d[0], d[1], d[2], &tc, &err);
+        int rc = time_one(0, NULL, m, n, k, 0, reps, d[0], d[1], d[2], &tc, &err);
         if (rc == MTS_OK)
             printf("%-6s %-12s %10.3f %14.3e %9.2f   (%d x %d outputs, k %d)\n", "wgrad", "cublas", tc * 1e3,
                    macs / tc, 1.0, m, n, k);
@@ -84,7 +89,7 @@ static int bench_wgrad(const mts_provider *p, int reps)
             char name[32];
             snprintf(name, sizeof name, "%s-k%d", names[which[w]], kern);
             if (mts_gpu_plan_open(&p[which[w]], &pl, &err) || mts_gpu_plan_set_kernel(pl, kern, &err) ||
-                time_one(which[w], pl, m, n, k, reps, d[0], d[1], d[2], &t, &err))
+                time_one(which[w], pl, m, n, k, 1, reps, d[0], d[1], d[2], &t, &err))
                 status = cli_error(CMD, "%s, weight-gradient shape: %s", name, err.msg);
             else
                 printf("%-6s %-12s %10.3f %14.3e %9.2f %12.1f\n", "wgrad", name, t * 1e3, macs / t,
@@ -108,7 +113,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
             printf("usage: mantis bench gemm --device cuda [--sizes N[,N...]] [--reps R] [--model mbm|exact]\n"
                    "  cuBLAS SGEMM (TF32 off) vs our GPU NATIVE, LUT bf16 (kernels 2 and 1), LUT e8m10, FMAq M7E4, INT8\n"
                    "  (default sizes 1024,4096,8192; reps 1 after a warm-up), then a weight gradient's shape\n"
-                   "  (16 x 144 outputs, k 131072) through plan kernels 4, 5 and 6\n");
+                   "  (16 x 144 outputs, k 131072; 6 x 25, k 50176) through plan kernels 4, 5 and 6\n");
             return 0;
         }
         if (!v) return cli_error(CMD, "option '%s' needs a value", a);
@@ -179,7 +184,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
                 status = cli_error(CMD, "%s", err.msg);
         double t[N_GPU];
         for (int i = 0; i < N_GPU && !status; i++) {
-            int rc = time_one(i, pl[i], n, n, n, reps, d[0], d[1], d[2], &t[i], &err);
+            int rc = time_one(i, pl[i], n, n, n, 0, reps, d[0], d[1], d[2], &t[i], &err);
             if (rc == MTS_EUNSUPPORTED && i == 0) { /* no cuBLAS: the others still run */
                 printf("%-6d %-12s %s\n", n, names[i], err.msg);
                 t[0] = 0;
@@ -197,7 +202,8 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
         for (int j = 0; j < 3; j++) mts_gpu_free(d[j]);
         free(h);
     }
-    if (!status) status = bench_wgrad(p, reps);
+    if (!status) status = bench_wgrad(p, 16, 144, 131072, reps); /* ResNet-20, first stage, batch 128 */
+    if (!status) status = bench_wgrad(p, 6, 25, 50176, reps);    /* LeNet-5's conv1, batch 64 */
     for (int i = 0; i < N_GPU; i++) mts_gpu_plan_close(pl[i]);
     mts_lut_free(&l7);
     mts_lut_free(&l10);
