@@ -668,11 +668,11 @@ int sm_count()
 
 // ------------------------------------------------------------ kernel 3
 
-// Long sums (plan kernels 5 and 6): few outputs, each a sum over a long k -
+// Long sums (plan kernels 5 to 8): few outputs, each a sum over a long k -
 // a weight gradient's 16 x 144 outputs over k = batch x pixels = 131,072.
 // In kernel 2's Single tile the 32 threads that own the sums also stage
 // every operand and form every product, one warp per SM with nothing to
-// hide its latencies. Here a block owns 8 x 4 outputs: warp 0, a lane per
+// hide its latencies. Here a block owns 8 x 4 outputs (K3Row: BM x 4): warp 0, a lane per
 // output, adds the current step's products in k order - the very sequence
 // of adds of kernel 1 (FMAq: mts_fmaq_hd split into its Q_prod and its
 // accumulate), so the same bits - while the other warps form the next
@@ -685,11 +685,14 @@ int sm_count()
 //          owns one k and one output column: it stages that column's B
 //          element and all eight A rows, and forms 8 products (each A
 //          element is staged by four threads).
-//   K3Row (plan kernel 6): five producer warps, 160 k a step; a thread
-//          owns one k: it stages its 8 A and 4 B elements once and forms
-//          all 32 products (a third of K3Col's staging per product - the
+//   K3Row (plan kernels 6, 7, 8: 8, 4 or 2 rows of outputs a block): five
+//          producer warps, 160 k a step; a thread owns one k: it stages
+//          its A and 4 B elements once and forms all the block's products
+//          (with 8 rows a third of K3Col's staging per product - the
 //          quantizations of a LUT's operands - and a quarter of its
-//          barriers).
+//          barriers; fewer rows give a weight gradient with few outputs
+//          more blocks: ResNet-20's first stage has 72 of 8 x 4 outputs on
+//          132 SMs, LeNet-5's first conv 7).
 const int L_BM = 8, L_BN = 4;
 
 template <int PK, bool FMAQ>
@@ -707,7 +710,7 @@ struct K3Col {
     // a step's products P[k][lane] (lane = row * 4 + column) at a row stride
     // of 36 words: the producers' writes (8 k x 4 columns a warp) and warp
     // 0's reads (one k, 32 lanes) both fall into 32 different banks
-    static const int bk = 56, nt = 256, ps = 36;
+    static const int bm = L_BM, bk = 56, nt = 256, ps = 36;
     struct Regs {
         uint32_t a[L_BM], b;
     };
@@ -735,12 +738,14 @@ struct K3Col {
     }
 };
 
-struct K3Row {
-    // row stride 33: a warp's writes (32 k, one lane's column) fall into 32
-    // banks; warp 0's reads (one k) are consecutive
-    static const int bk = 160, nt = 192, ps = 33;
+template <int BM> struct K3Row {
+    // BM x 4 outputs a block (8, 4 or 2 rows: fewer rows, more blocks for
+    // the few outputs of a small weight gradient); row stride BM * 4 + 1
+    // (odd): a warp's writes (32 k, one lane's column) fall into 32 banks;
+    // warp 0's reads (one k) are consecutive
+    static const int bm = BM, bk = 160, nt = 192, ps = BM * L_BN + 1;
     struct Regs {
-        uint32_t a[L_BM], b[L_BN];
+        uint32_t a[BM], b[L_BN];
     };
     // producer p's operands of the step at k0 (k = k0 + p)
     static __device__ inline void fetch(const Job &g, const float *A, const float *B, int i0, int j0, int k0, int p,
@@ -748,7 +753,7 @@ struct K3Row {
     {
         const int k = k0 + p;
         for (int c = 0; c < L_BN; c++) r.b[c] = load_raw(B, g.ldb, g.transB, k, j0 + c, g.k, g.n);
-        for (int q = 0; q < L_BM; q++) r.a[q] = load_raw(A, g.lda, g.transA, i0 + q, k, g.m, g.k);
+        for (int q = 0; q < BM; q++) r.a[q] = load_raw(A, g.lda, g.transA, i0 + q, k, g.m, g.k);
     }
     template <int PK, bool FMAQ>
     static __device__ inline void produce(const Job &g, const Regs &x, const float *T, int k0, int p,
@@ -761,7 +766,7 @@ struct K3Row {
             ib[c] = 0;
             safe_b[c] = stage_op<PK>(g, x.b[c], 0, &sb[c], &ib[c]);
         }
-        for (int r = 0; r < L_BM; r++) {
+        for (int r = 0; r < BM; r++) {
             uint32_t sa, ia = 0;
             int safe_a = stage_op<PK>(g, x.a[r], 1, &sa, &ia);
             for (int c = 0; c < L_BN; c++)
@@ -776,7 +781,7 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
     __shared__ uint32_t P[2][L::bk][L::ps]; // products (bits), double-buffered
     MTS_DYNAMIC_SHARED(float, Ts);          // PK_LUTF_SMEM: the table, swizzled as stage_op indexes it
     const int tid = threadIdx.x;
-    const int i0 = blockIdx.y * L_BM, j0 = blockIdx.x * L_BN;
+    const int i0 = blockIdx.y * L::bm, j0 = blockIdx.x * L_BN;
     const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
     const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
     float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
@@ -798,7 +803,7 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
     uint32_t y = 0, s = 0;
     int inchunk = 0, first = 1;
     for (int st = 0; st < steps; st++) {
-        if (tid < 32) { // warp 0: the sums, one lane per output
+        if (tid < L::bm * L_BN) { // warp 0: the sums, one lane per output
             const uint32_t(*Q)[L::ps] = P[st & 1];
             int kend = g.k - st * L::bk < L::bk ? g.k - st * L::bk : L::bk;
             for (int kk = 0; kk < kend; kk++) {
@@ -814,13 +819,13 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
                     }
                 }
             }
-        } else if (st + 1 < steps) {
+        } else if (tid >= 32 && st + 1 < steps) {
             L::template produce<PK, FMAQ>(g, x, T, (st + 1) * L::bk, tid - 32, P[(st + 1) & 1]);
             if (st + 2 < steps) L::fetch(g, A, B, i0, j0, (st + 2) * L::bk, tid - 32, x); // waits out the barrier
         }
         __syncthreads();
     }
-    if (tid >= 32) return;
+    if (tid >= L::bm * L_BN) return; // (warp 0's lanes past the block's outputs: idle)
     int i = i0 + tid / L_BN, j = j0 + tid % L_BN;
     if (i >= g.m || j >= g.n) return;
     float v = acc;
@@ -832,7 +837,7 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
 // opted in, as launch2).
 template <int PK, bool FMAQ, class L> cudaError_t launch3(const Job &g)
 {
-    dim3 grid((unsigned)((g.n + L_BN - 1) / L_BN), (unsigned)((g.m + L_BM - 1) / L_BM),
+    dim3 grid((unsigned)((g.n + L_BN - 1) / L_BN), (unsigned)((g.m + L::bm - 1) / L::bm),
               (unsigned)(g.bt.outer * g.bt.inner));
     size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
     if (smem > 0) {
@@ -849,25 +854,28 @@ template <class L> struct Launch3 {
 };
 cudaError_t run_kernel3(const Job &g, int kernel)
 {
-    return kernel == 6 ? by_product<Launch3<K3Row>>(g, true) : by_product<Launch3<K3Col>>(g, true);
+    if (kernel == 6) return by_product<Launch3<K3Row<8>>>(g, true);
+    if (kernel == 7) return by_product<Launch3<K3Row<4>>>(g, true);
+    if (kernel == 8) return by_product<Launch3<K3Row<2>>>(g, true);
+    return by_product<Launch3<K3Col>>(g, true);
 }
 
 // Plan kernel `kernel`: kernel 2 with its tile (2 Wide, 3 Narrow, 4
-// Single), kernel 3 (5 K3Col, 6 K3Row), or, for 0, what the shape asks
-// for: Narrow for n <= 16 with a block per SM, Wide with two blocks per SM,
-// else kernel 3 (K3Col: the layout timed on a GPU so far) for sums of
-// L_LONG_K products or more, Single for shorter ones.
+// Single), kernel 3 (5 K3Col; 6, 7, 8 K3Row with 8, 4, 2 rows), or, for
+// 0, what the shape asks for: Narrow for n <= 16 with a block per SM, Wide
+// with two blocks per SM, else kernel 3 (K3Col: the layout timed on a GPU
+// so far) for sums of L_LONG_K products or more, Single for shorter ones.
 const int L_LONG_K = 512;
 
-// The layout the default gives long sums: 5 (K3Col), or 6 (K3Row) when the
-// environment sets MANTIS_GPU_LONG_SUM=6 - for timing one against the
-// other in whole trainings on a GPU (tests/gpu-check.sh), until a GPU has
-// said which is faster. Read once.
+// The layout the default gives long sums: 5 (K3Col), or the plan kernel 6,
+// 7 or 8 that the environment's MANTIS_GPU_LONG_SUM names - for timing the
+// layouts against each other in whole trainings on a GPU
+// (tests/gpu-check.sh), until a GPU has said which is faster. Read once.
 int long_sum_kernel()
 {
     static const int k = [] {
         const char *e = getenv("MANTIS_GPU_LONG_SUM");
-        return e && strcmp(e, "6") == 0 ? 6 : 5;
+        return e && e[0] >= '6' && e[0] <= '8' && !e[1] ? e[0] - '0' : 5;
     }();
     return k;
 }
@@ -883,7 +891,7 @@ cudaError_t run_kernel2(const Job &g, int kernel)
     }
     if (kernel == 2) return launch2_tile<Wide>(g);
     if (kernel == 3) return launch2_tile<Narrow>(g);
-    if (kernel == 5 || kernel == 6) return run_kernel3(g, kernel);
+    if (kernel >= 5) return run_kernel3(g, kernel);
     return launch2_tile<Single>(g);
 }
 
@@ -1046,7 +1054,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 {
     if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    if (kernel < 0 || kernel > 6) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 6)", kernel);
+    if (kernel < 0 || kernel > 8) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 8)", kernel);
     plan->kernel = kernel;
     return MTS_OK;
 }

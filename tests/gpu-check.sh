@@ -337,10 +337,11 @@ run() {
   # stay inside its call.
   # where a ResNet-20 step's time goes (MANTIS_GPU_PROFILE: each node kind's
   # forward and backward seconds, synchronised), on 20 steps with the LUT,
-  # with each layout of the long-sum kernel 3 for the weight gradients
-  # (MANTIS_GPU_LONG_SUM: plan kernel 5, the default, or 6)
+  # with three layouts of the long-sum kernel 3 for the weight gradients
+  # (MANTIS_GPU_LONG_SUM: plan kernel 5, the default; 6 and 7, 8 x 4 and
+  # 4 x 4 outputs a block: 72 or 144 blocks for ResNet-20's first stage)
   local ls
-  for ls in 5 6; do
+  for ls in 5 6 7; do
     MANTIS_GPU_LONG_SUM=$ls MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 --data cifar10 \
       --data-dir $top/cifar --epochs 1 --subset 2560 --test-subset 128 --batch 128 --seed 1 --mul mbm --man-bits 7 \
       --device cuda --json "$jd/profile-resnet20-lut-$ls.json" >>"$out/train.log" 2>&1
