@@ -914,6 +914,34 @@ TEST(GpuOps, DenseMaskedSteEqualsCpu)
     }
 }
 
+// BatchNorm's training forward and its backward on both sides, every
+// output (y, running statistics, dx, dgamma, dbeta) bit for bit; what
+// prefixes the names of mismatches.
+void bn_equals_cpu(int N, int C, int HW, const std::vector<float> &x, const std::vector<float> &dy,
+                   const std::vector<float> &gam, const std::vector<float> &bet, const std::string &what)
+{
+    mts_err err;
+    std::vector<float> rm(C, 0.1f), rv(C, 0.9f), y(x.size()), xh(x.size()), is(C), dx(x.size()), dg(C), dbt(C);
+    Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), grm(rm), grv(rv), gy(y), gxh(xh), gis(is), gdx(dx), gdg(dg),
+        gdbt(dbt);
+    mts_bn_forward(1, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f, y.data(),
+                   xh.data(), is.data());
+    ASSERT_EQ(mts_gpu_bn_forward(1, N, C, HW, gx.d(), ggam.d(), gbet.d(), grm.d(), grv.d(), 0.1f, 1e-5f, gy.d(),
+                                 gxh.d(), gis.d(), &err),
+              MTS_OK)
+        << err.msg;
+    expect_same(gy.get(), y, (what + " y").c_str());
+    expect_same(grm.get(), rm, (what + " running mean").c_str());
+    expect_same(grv.get(), rv, (what + " running var").c_str());
+    mts_bn_backward(N, C, HW, dy.data(), gam.data(), xh.data(), is.data(), dx.data(), dg.data(), dbt.data());
+    ASSERT_EQ(mts_gpu_bn_backward(N, C, HW, gdy.d(), ggam.d(), gxh.d(), gis.d(), gdx.d(), gdg.d(), gdbt.d(), &err),
+              MTS_OK)
+        << err.msg;
+    expect_same(gdx.get(), dx, (what + " dx").c_str());
+    expect_same(gdg.get(), dg, (what + " dgamma").c_str());
+    expect_same(gdbt.get(), dbt, (what + " dbeta").c_str());
+}
+
 // The fixed-order sums over more than one block's run of chunk sums
 // (reduce_rows in gpu/nn_ops.cu: runs of 1,024 chunk sums, then a level of
 // the runs' sums): BatchNorm (FP64 sums) over 210,003 terms a channel and a
@@ -936,26 +964,7 @@ TEST(GpuOps, LongReductionsEqualCpu)
     {
         const int N = 3, C = 2, HW = 70001;
         auto x = mixed((size_t)N * C * HW, 71), dy = mixed(x.size(), 72);
-        std::vector<float> gam = {1.5f, -0.5f}, bet = {0.1f, -0.2f}, rm(C, 0.1f), rv(C, 0.9f), y(x.size()),
-                           xh(x.size()), is(C), dx(x.size()), dg(C), dbt(C);
-        Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), grm(rm), grv(rv), gy(y), gxh(xh), gis(is), gdx(dx), gdg(dg),
-            gdbt(dbt);
-        mts_bn_forward(1, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f, y.data(),
-                       xh.data(), is.data());
-        ASSERT_EQ(mts_gpu_bn_forward(1, N, C, HW, gx.d(), ggam.d(), gbet.d(), grm.d(), grv.d(), 0.1f, 1e-5f, gy.d(),
-                                     gxh.d(), gis.d(), &err),
-                  MTS_OK)
-            << err.msg;
-        expect_same(grm.get(), rm, "long bn running mean");
-        expect_same(grv.get(), rv, "long bn running var");
-        expect_same(gy.get(), y, "long bn y");
-        mts_bn_backward(N, C, HW, dy.data(), gam.data(), xh.data(), is.data(), dx.data(), dg.data(), dbt.data());
-        ASSERT_EQ(mts_gpu_bn_backward(N, C, HW, gdy.d(), ggam.d(), gxh.d(), gis.d(), gdx.d(), gdg.d(), gdbt.d(), &err),
-                  MTS_OK)
-            << err.msg;
-        expect_same(gdg.get(), dg, "long bn dgamma");
-        expect_same(gdbt.get(), dbt, "long bn dbeta");
-        expect_same(gdx.get(), dx, "long bn dx");
+        bn_equals_cpu(N, C, HW, x, dy, {1.5f, -0.5f}, {0.1f, -0.2f}, "long bn");
     }
     {
         const int N = 140001, in = 1, out = 8; // (8 columns: an order that differs shows in most of them)
@@ -1014,25 +1023,8 @@ TEST(GpuOps, BatchNormPoolConvOptimizers)
     mts_err err;
     const int N = 5, C = 3, H = 9, W = 7, HW = H * W;
     auto x = specials_and((size_t)N * C * HW, 5), dy = specials_and(x.size(), 6);
-    std::vector<float> gam = {1.5f, 0.5f, -1.0f}, bet = {0.1f, -0.2f, 0.0f}, rm(C, 0.1f), rv(C, 0.9f), y(x.size()),
-                       xh(x.size()), is(C), dx(x.size()), dg(C), dbt(C);
-    Dev<float> gx(x), gdy(dy), ggam(gam), gbet(bet), grm(rm), grv(rv), gy(y), gxh(xh), gis(is), gdx(dx), gdg(dg),
-        gdbt(dbt);
-    mts_bn_forward(1, N, C, HW, x.data(), gam.data(), bet.data(), rm.data(), rv.data(), 0.1f, 1e-5f, y.data(),
-                   xh.data(), is.data());
-    ASSERT_EQ(mts_gpu_bn_forward(1, N, C, HW, gx.d(), ggam.d(), gbet.d(), grm.d(), grv.d(), 0.1f, 1e-5f, gy.d(),
-                                 gxh.d(), gis.d(), &err),
-              MTS_OK)
-        << err.msg;
-    expect_same(gy.get(), y, "bn y");
-    expect_same(grm.get(), rm, "bn running mean");
-    expect_same(grv.get(), rv, "bn running var");
-    mts_bn_backward(N, C, HW, dy.data(), gam.data(), xh.data(), is.data(), dx.data(), dg.data(), dbt.data());
-    ASSERT_EQ(mts_gpu_bn_backward(N, C, HW, gdy.d(), ggam.d(), gxh.d(), gis.d(), gdx.d(), gdg.d(), gdbt.d(), &err),
-              MTS_OK);
-    expect_same(gdx.get(), dx, "bn dx");
-    expect_same(gdg.get(), dg, "bn dgamma");
-    expect_same(gdbt.get(), dbt, "bn dbeta");
+    bn_equals_cpu(N, C, HW, x, dy, {1.5f, 0.5f, -1.0f}, {0.1f, -0.2f, 0.0f}, "bn");
+    Dev<float> gx(x);
 
     for (int k = 2; k <= 3; k++) // k = 3, s = 2: overlapping windows
         for (int s = 1; s <= 2; s++) {
