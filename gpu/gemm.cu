@@ -863,21 +863,29 @@ cudaError_t run_kernel3(const Job &g, int kernel)
 // Plan kernel `kernel`: kernel 2 with its tile (2 Wide, 3 Narrow, 4
 // Single), kernel 3 (5 K3Col; 6, 7, 8 K3Row with 8, 4, 2 rows), or, for
 // 0, what the shape asks for: Narrow for n <= 16 with a block per SM, Wide
-// with two blocks per SM, else kernel 3 (K3Col: the layout timed on a GPU
-// so far) for sums of L_LONG_K products or more, Single for shorter ones.
+// with two blocks per SM, else kernel 3 for sums of L_LONG_K products or
+// more (long_sum_kernel), Single for shorter ones.
 const int L_LONG_K = 512;
 
-// The layout the default gives long sums: 5 (K3Col), or the plan kernel 6,
-// 7 or 8 that the environment's MANTIS_GPU_LONG_SUM names - for timing the
-// layouts against each other in whole trainings on a GPU
-// (tests/gpu-check.sh), until a GPU has said which is faster. Read once.
-int long_sum_kernel()
+// The layout the default gives a long sum: the K3Row with the most rows
+// (fewest operand reads a product) that still fills every SM with a block;
+// where none does, 2 rows (the most blocks). Timed on an H100 (weight
+// gradients, tests/gpu-check.sh): ResNet-20's first stage (16 x 144, 144
+// blocks at 4 rows) 2.98 ms at 4 rows, 4.45 at 8, 4.24 at 2, 7.14 with
+// K3Col; LeNet-5's conv1 (6 x 25) 0.75 ms at 2 rows, 1.06 at 4. K3Col is
+// kept as plan kernel 5 (slower on both). MANTIS_GPU_LONG_SUM = 5..8 forces
+// one layout (timing them against each other in whole trainings).
+int long_sum_kernel(const Job &g, long long sms)
 {
-    static const int k = [] {
+    static const int forced = [] {
         const char *e = getenv("MANTIS_GPU_LONG_SUM");
-        return e && e[0] >= '6' && e[0] <= '8' && !e[1] ? e[0] - '0' : 5;
+        return e && e[0] >= '5' && e[0] <= '8' && !e[1] ? e[0] - '0' : 0;
     }();
-    return k;
+    if (forced) return forced;
+    const long long cols = (g.n + L_BN - 1) / L_BN;
+    if (cols * ((g.m + 7) / 8) >= sms) return 6;
+    if (cols * ((g.m + 3) / 4) >= sms) return 7;
+    return 8;
 }
 
 cudaError_t run_kernel2(const Job &g, int kernel)
@@ -886,7 +894,7 @@ cudaError_t run_kernel2(const Job &g, int kernel)
         long long sms = sm_count(), wide = (long long)((g.m + 63) / 64) * ((g.n + 63) / 64);
         kernel = g.n <= 16 && (g.m + 255) / 256 >= sms ? 3
                  : wide >= 2 * sms                    ? 2
-                 : g.k >= L_LONG_K                    ? long_sum_kernel()
+                 : g.k >= L_LONG_K                    ? long_sum_kernel(g, sms)
                                                       : 4;
     }
     if (kernel == 2) return launch2_tile<Wide>(g);

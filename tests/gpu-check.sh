@@ -36,6 +36,11 @@
 #       $OUT/table6.log and every run's JSON into $OUT/table6-runs.txt.
 #       TABLE6_DEVICE=cpu TABLE6_SUBSET=N runs the same rows on this
 #       machine's CPU (a dry run of the script).
+#   bash tests/gpu-check.sh layouts   on the device, a second call: whole
+#       trainings (`bench train --device cuda`, ResNet-20 on 5,120 images,
+#       LeNet-5) with the long-sum layout the default picks and with each
+#       forced (MANTIS_GPU_LONG_SUM), then full ResNet-20 epochs; into
+#       $OUT/layouts.log; runs stop being started after LAYOUTS_BUDGET s.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -337,16 +342,16 @@ run() {
   # stay inside its call.
   # where a ResNet-20 step's time goes (MANTIS_GPU_PROFILE: each node kind's
   # forward and backward seconds, synchronised), on 20 steps with the LUT,
-  # with three layouts of the long-sum kernel 3 for the weight gradients
-  # (MANTIS_GPU_LONG_SUM: plan kernel 5, the default; 6 and 7, 8 x 4 and
-  # 4 x 4 outputs a block: 72 or 144 blocks for ResNet-20's first stage)
+  # with the default's layouts of the long-sum kernel 3 for the weight
+  # gradients (MANTIS_GPU_LONG_SUM=0: chosen by shape) and two forced ones
+  # (5: K3Col, the default until 2026-11-27; 7: K3Row at 4 rows)
   local ls
-  for ls in 5 6 7; do
+  for ls in 0 5 7; do
     MANTIS_GPU_LONG_SUM=$ls MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 --data cifar10 \
       --data-dir $top/cifar --epochs 1 --subset 2560 --test-subset 128 --batch 128 --seed 1 --mul mbm --man-bits 7 \
       --device cuda --json "$jd/profile-resnet20-lut-$ls.json" >>"$out/train.log" 2>&1
     rc=$?
-    say "profile resnet20 lut (20 steps, long sums kernel $ls) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null)"
+    say "profile resnet20 lut (20 steps, long sums ${ls/#0/chosen by shape}) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null)"
     [ "$rc" -eq 0 ] || fail "profile resnet20 lut (kernel $ls) --device cuda exited $rc (see train.log)"
   done
   local spec
@@ -430,10 +435,77 @@ table6() {
   [ "$failed" -eq 0 ]
 }
 
+# The long-sum layouts in whole trainings (a second call, after `run`):
+# `mantis bench train --device cuda` with the default's own choice and with
+# each layout forced (MANTIS_GPU_LONG_SUM), ResNet-20 on 5,120 CIFAR-shaped
+# images and LeNet-5 on 60,000 MNIST-shaped ones, then a whole ResNet-20
+# epoch (50,000) with the default; into $OUT/layouts.log. Stops starting runs
+# after LAYOUTS_BUDGET seconds (default 330).
+layouts() {
+  [ -x "$pkg/bin/mantis" ] || die "$pkg is missing: run 'bash tests/gpu-check.sh prepare' first and carry $pkg"
+  local out="${OUT:-$top/out}" budget="${LAYOUTS_BUDGET:-330}" py="" cand ls rc failed=0 bt
+  mkdir -p "$out" "$top/mnist60k" "$top/train"
+  local log="$out/layouts.log"
+  : >"$log"
+  export LD_LIBRARY_PATH="$root/$pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local mantis="$root/$pkg/bin/mantis"
+  for cand in ${MANTIS_PYTHON:-} python3 /usr/bin/python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import torch' >/dev/null 2>&1; then
+      py=$cand
+      break
+    fi
+  done
+  synth_cifar "$root/$pkg/mnist" "$top/cifar" || die "CIFAR-shaped data could not be made"
+  replicate_idx "$root/$pkg/mnist/train-images-idx3-ubyte" "$top/mnist60k/train-images-idx3-ubyte" 16 784
+  replicate_idx "$root/$pkg/mnist/train-labels-idx1-ubyte" "$top/mnist60k/train-labels-idx1-ubyte" 8 1
+  cp "$root/$pkg/mnist"/t10k-* "$top/mnist60k/"
+  echo "layouts: revision $(tr '\n' ' ' <"$pkg/REVISION"), $(date -u +%FT%TZ)" | tee -a "$log"
+  for bt in "--models resnet20 --subset 5120" "--models lenet5"; do
+    local layouts="default 5 6 7 8"
+    [ "$bt" = "--models lenet5" ] && layouts="default 5 8"
+    for ls in $layouts; do
+      if [ "$SECONDS" -gt "$budget" ]; then
+        echo "bench train $bt, long sums $ls: not run (the call has run $SECONDS s)" | tee -a "$log"
+        continue
+      fi
+      echo "== bench train $bt, long sums $ls" >>"$log"
+      # shellcheck disable=SC2086
+      if [ "$ls" = default ]; then
+        timeout 100 "$mantis" bench train --device cuda $bt --reps 1 --data-dir "$top/mnist60k" --python "${py:-python3}" \
+          --mantis "$mantis" >>"$log" 2>&1
+      else
+        MANTIS_GPU_LONG_SUM=$ls timeout 100 "$mantis" bench train --device cuda $bt --reps 1 --data-dir "$top/mnist60k" \
+          --python "${py:-python3}" --mantis "$mantis" >>"$log" 2>&1
+      fi
+      rc=$?
+      [ "$rc" -eq 0 ] || failed=$((failed + 1))
+      echo "bench train $bt, long sums $ls: exit $rc" | tee -a "$log"
+      grep -E '^(resnet20|lenet5) +(torch|fp32|lut-mbm|fmaq-M7E4) ' "$log" | tail -4
+    done
+  done
+  local spec
+  for spec in "lut --mul mbm --man-bits 7" "fp32 --mul fp32"; do
+    set -- $spec
+    local name=$1
+    shift
+    if [ "$SECONDS" -gt "$budget" ]; then
+      echo "epoch resnet20 $name: not run (the call has run $SECONDS s)" | tee -a "$log"
+      continue
+    fi
+    timeout 120 "$mantis" train --model resnet20 --data cifar10 --data-dir "$top/cifar" --epochs 1 --test-subset 1024 \
+      --batch 128 --seed 1 "$@" --device cuda --json "$top/train/layouts-$name.json" >>"$log" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || failed=$((failed + 1))
+    echo "epoch resnet20 $name (50,000 images) --device cuda: exit $rc, train $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$top/train/layouts-$name.json" 2>/dev/null | head -1) s" | tee -a "$log"
+  done
+  [ "$failed" -eq 0 ]
+}
+
 case "${1:-}" in
 prepare) prepare ;;
 run) run ;;
 table6) table6 ;;
+layouts) layouts ;;
 -h | --help | help) usage ;;
 *)
   usage >&2

@@ -77,8 +77,8 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan);
  * (products formed by the other warps while one sums: 5 seven warps, 8x4
  * outputs a block, a thread per k and output column; 6, 7, 8 five warps,
  * 8x4, 4x4 or 2x4 outputs, a thread per k and all the block's outputs); 0
- * (the default), the kernel and tile the shape asks for (5 for long sums,
- * or MANTIS_GPU_LONG_SUM's 6, 7 or 8). All give mts_gemm_ref's
+ * (the default), the kernel and tile the shape asks for (for long sums 6,
+ * 7 or 8 by the output count, or MANTIS_GPU_LONG_SUM's 5..8). All give mts_gemm_ref's
  * bits; MTS_EINVAL for another number. */
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err);
 
