@@ -30,8 +30,8 @@
 //             per 8x4 outputs one warp adds the current products in order
 //             while the others form the next ones into shared memory (their
 //             operands read a step ahead); two layouts of that work, K3Col
-//             (seven warps, a thread per k and column) and K3Row (five, a
-//             thread per k).
+//             (seven warps, a thread per k and column) and K3Row (five or
+//             ten, a thread per k).
 // Each output is still one thread's sequential sum in k from +0, so every
 // kernel gives the bits of mts_gemm_ref whatever the tiling.
 #include <cuda_runtime.h>
@@ -668,7 +668,7 @@ int sm_count()
 
 // ------------------------------------------------------------ kernel 3
 
-// Long sums (plan kernels 5 to 8): few outputs, each a sum over a long k -
+// Long sums (plan kernels 5 to 10): few outputs, each a sum over a long k -
 // a weight gradient's 16 x 144 outputs over k = batch x pixels = 131,072.
 // In kernel 2's Single tile the 32 threads that own the sums also stage
 // every operand and form every product, one warp per SM with nothing to
@@ -692,7 +692,14 @@ int sm_count()
 //          quantizations of a LUT's operands - and a quarter of its
 //          barriers; fewer rows give a weight gradient with few outputs
 //          more blocks: ResNet-20's first stage has 72 of 8 x 4 outputs on
-//          132 SMs, LeNet-5's first conv 7).
+//          132 SMs, LeNet-5's first conv 7). Plan kernels 9 and 10: 4 or 2
+//          rows with ten producer warps, 320 k a step (on an H100 a LUT's
+//          K3Row block forms a step's products 3-4x slower than warp 0
+//          adds them, by the 2026-11-27 timings: more warps to hide the
+//          table lookups' latency).
+// Warp 0's FP32 sums are unrolled 16 deep (nvcc's own choice was 4): the
+// loads of 16 products go out before their adds, so the add chain, not a
+// shared-memory load's latency every few adds, paces it.
 const int L_BM = 8, L_BN = 4;
 
 template <int PK, bool FMAQ>
@@ -738,12 +745,16 @@ struct K3Col {
     }
 };
 
-template <int BM> struct K3Row {
+template <int BM, int PW = 5> struct K3Row {
     // BM x 4 outputs a block (8, 4 or 2 rows: fewer rows, more blocks for
-    // the few outputs of a small weight gradient); row stride BM * 4 + 1
-    // (odd): a warp's writes (32 k, one lane's column) fall into 32 banks;
-    // warp 0's reads (one k) are consecutive
-    static const int bm = BM, bk = 160, nt = 192, ps = BM * L_BN + 1;
+    // the few outputs of a small weight gradient), PW producer warps (5, or
+    // 10: more warps to hide the table lookups' latency where a block has
+    // an SM to itself, twice the k a step); row stride BM * 4 + 1 (odd): a
+    // warp's writes (32 k, one lane's column) fall into 32 banks; warp 0's
+    // reads (one k) are consecutive. P: 2 x bk x ps words, at most 43.5 KiB
+    // (static shared memory stays under 48 KiB)
+    static const int bm = BM, bk = 32 * PW, nt = 32 + 32 * PW, ps = BM * L_BN + 1;
+    static_assert(2 * bk * ps * 4 <= 48 * 1024, "kernel 3's product buffers exceed static shared memory");
     struct Regs {
         uint32_t a[BM], b[L_BN];
     };
@@ -806,10 +817,15 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
         if (tid < L::bm * L_BN) { // warp 0: the sums, one lane per output
             const uint32_t(*Q)[L::ps] = P[st & 1];
             int kend = g.k - st * L::bk < L::bk ? g.k - st * L::bk : L::bk;
-            for (int kk = 0; kk < kend; kk++) {
-                if (!FMAQ) {
-                    acc = mts_fm_add(acc, mts_u2f(Q[kk][tid]));
-                } else {
+            if (!FMAQ) {
+                // 16 loads ahead of their adds: the chain then waits on the
+                // adds, not on each shared-memory load (nvcc unrolls by 4)
+#if !defined(MTS_GPU_EMU) // (a host compiler warns of an unknown pragma)
+#pragma unroll 16
+#endif
+                for (int kk = 0; kk < kend; kk++) acc = mts_fm_add(acc, mts_u2f(Q[kk][tid]));
+            } else {
+                for (int kk = 0; kk < kend; kk++) {
                     s = mts_qadd_hd(&g.qacc, Q[kk][tid], s);
                     if (++inchunk == g.chunk) {
                         y = first ? s : mts_qadd_hd(&g.qacc, y, s);
@@ -857,11 +873,14 @@ cudaError_t run_kernel3(const Job &g, int kernel)
     if (kernel == 6) return by_product<Launch3<K3Row<8>>>(g, true);
     if (kernel == 7) return by_product<Launch3<K3Row<4>>>(g, true);
     if (kernel == 8) return by_product<Launch3<K3Row<2>>>(g, true);
+    if (kernel == 9) return by_product<Launch3<K3Row<4, 10>>>(g, true);
+    if (kernel == 10) return by_product<Launch3<K3Row<2, 10>>>(g, true);
     return by_product<Launch3<K3Col>>(g, true);
 }
 
 // Plan kernel `kernel`: kernel 2 with its tile (2 Wide, 3 Narrow, 4
-// Single), kernel 3 (5 K3Col; 6, 7, 8 K3Row with 8, 4, 2 rows), or, for
+// Single), kernel 3 (5 K3Col; 6, 7, 8 K3Row with 8, 4, 2 rows and five
+// producer warps; 9, 10 K3Row with 4, 2 rows and ten), or, for
 // 0, what the shape asks for: Narrow for n <= 16 with a block per SM, Wide
 // with two blocks per SM, else kernel 3 for sums of L_LONG_K products or
 // more (long_sum_kernel), Single for shorter ones.
@@ -873,13 +892,17 @@ const int L_LONG_K = 512;
 // gradients, tests/gpu-check.sh): ResNet-20's first stage (16 x 144, 144
 // blocks at 4 rows) 2.98 ms at 4 rows, 4.45 at 8, 4.24 at 2, 7.14 with
 // K3Col; LeNet-5's conv1 (6 x 25) 0.75 ms at 2 rows, 1.06 at 4. K3Col is
-// kept as plan kernel 5 (slower on both). MANTIS_GPU_LONG_SUM = 5..8 forces
-// one layout (timing them against each other in whole trainings).
+// kept as plan kernel 5 (slower on both); 9 and 10 (ten producer warps) are
+// not yet timed on a GPU. MANTIS_GPU_LONG_SUM = 5..10 forces one layout
+// (timing them against each other in whole trainings).
 int long_sum_kernel(const Job &g, long long sms)
 {
     static const int forced = [] {
         const char *e = getenv("MANTIS_GPU_LONG_SUM");
-        return e && e[0] >= '5' && e[0] <= '8' && !e[1] ? e[0] - '0' : 0;
+        if (!e || !*e || strlen(e) > 2) return 0;
+        char *end;
+        long v = strtol(e, &end, 10);
+        return !*end && v >= 5 && v <= 10 ? (int)v : 0;
     }();
     if (forced) return forced;
     const long long cols = (g.n + L_BN - 1) / L_BN;
@@ -1062,7 +1085,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 {
     if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    if (kernel < 0 || kernel > 8) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 8)", kernel);
+    if (kernel < 0 || kernel > 10) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 10)", kernel);
     plan->kernel = kernel;
     return MTS_OK;
 }

@@ -344,9 +344,9 @@ run() {
   # forward and backward seconds, synchronised), on 20 steps with the LUT,
   # with the default's layouts of the long-sum kernel 3 for the weight
   # gradients (MANTIS_GPU_LONG_SUM=0: chosen by shape) and two forced ones
-  # (5: K3Col, the default until 2026-11-27; 7: K3Row at 4 rows)
+  # (9, 10: K3Row at 4 and 2 rows with ten producer warps)
   local ls
-  for ls in 0 5 7; do
+  for ls in 0 9 10; do
     MANTIS_GPU_LONG_SUM=$ls MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 --data cifar10 \
       --data-dir $top/cifar --epochs 1 --subset 2560 --test-subset 128 --batch 128 --seed 1 --mul mbm --man-bits 7 \
       --device cuda --json "$jd/profile-resnet20-lut-$ls.json" >>"$out/train.log" 2>&1
@@ -461,8 +461,8 @@ layouts() {
   cp "$root/$pkg/mnist"/t10k-* "$top/mnist60k/"
   echo "layouts: revision $(tr '\n' ' ' <"$pkg/REVISION"), $(date -u +%FT%TZ)" | tee -a "$log"
   for bt in "--models resnet20 --subset 5120" "--models lenet5"; do
-    local layouts="default 5 6 7 8"
-    [ "$bt" = "--models lenet5" ] && layouts="default 5 8"
+    local layouts="default 5 6 7 8 9 10"
+    [ "$bt" = "--models lenet5" ] && layouts="default 8 10"
     for ls in $layouts; do
       if [ "$SECONDS" -gt "$budget" ]; then
         echo "bench train $bt, long sums $ls: not run (the call has run $SECONDS s)" | tee -a "$log"

@@ -336,7 +336,7 @@ int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, in
 // has 1 and 2) through its own plan; prints the first mismatches with indices and both
 // results in hex. gen: the operand generator (default: every special case).
 void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what,
-           float (*gen)(uint64_t *) = operand, int kmax = 8)
+           float (*gen)(uint64_t *) = operand, int kmax = 10)
 {
     uint64_t s = seed;
     int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 1;
@@ -389,7 +389,7 @@ void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float bet
 const int kShapes[][3] = {{1, 1, 1}, {1, 7, 3}, {17, 1, 33}, {31, 37, 41}, {16, 16, 16}, {33, 17, 65}, {5, 3, 0}};
 
 // kmax: the numbered kernels run beside the default choice (TiledKernelEveryProductKind runs them all)
-void check_all(const mts_provider &p, const char *what, int kmax = 8)
+void check_all(const mts_provider &p, const char *what, int kmax = 10)
 {
     uint64_t seed = 1;
     for (auto &sh : kShapes)
@@ -519,7 +519,7 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     uint64_t seed = 40;
     for (auto &cs : cases)
         for (int t = 0; t < 4; t++) {
-            // kernels 1-4 (kernels 5 to 8 have their own test, LongSumKernelEveryProductKind)
+            // kernels 1-4 (kernels 5 to 10 have their own test, LongSumKernelEveryProductKind)
             check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical, 4);
             check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand, 4);
         }
@@ -536,7 +536,7 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     mts_lut_free(&i8s), mts_lut_free(&i8u), mts_lut_free(&i8w);
     // k = 1: every output is one product, nothing absorbed by a sum (flushes,
     // overflow, NaN and signed zeros show), over several tiles; kernels 1 to
-    // 6 (7 and 8 form their products as 6 does, with fewer rows a block)
+    // 6 (7 to 10 form their products as 6 does, with fewer rows a block)
     for (auto &cs : cases) {
         check(cs.p, 70, 130, 1, 0, 0, 0.0f, seed++, cs.what, operand, 6);
         check(cs.p, 70, 130, 1, 1, 0, 0.0f, seed++, cs.what, wide, 6);
@@ -545,10 +545,11 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     mts_lut_free(&l7), mts_lut_free(&l10), mts_lut_free(&l5), mts_lut_free(&lz), mts_lut_free(&la);
 }
 
-// Kernel 3 (plan kernels 5 to 8, the long sums of weight gradients) and the
+// Kernel 3 (plan kernels 5 to 10, the long sums of weight gradients) and the
 // default choice that picks it (k >= 512, too few outputs for the wide
 // tile): sums over several of its steps (56 products in layout K3Col, 160
-// in K3Row) and a ragged last one, exactly one and two steps,
+// in K3Row with five producer warps, 320 with ten) and a ragged last one,
+// exactly one and two steps (the FP32 sum's 16-deep unroll cut anywhere),
 // 8 x 4 output tiles cut at every edge, FMAq chunks that end inside a step
 // and across steps (chunk 5, 16, 56, 80), for every product kind: FP32,
 // the bf16 table in shared memory, a 10-bit table read from global memory,
@@ -573,7 +574,8 @@ TEST(GpuGemm, LongSumKernelEveryProductKind)
                          prov(MTS_PROV_NATIVE)};
     const char *what[] = {"native",         "lut bf16",      "lut e8m10",  "lut bf16 zero entry",
                           "lut asymmetric", "fmaq lut bf16", "fmaq native"};
-    const int shapes[][3] = {{9, 5, 601}, {8, 4, 56}, {3, 7, 57}, {17, 9, 113}, {1, 1, 520}, {8, 4, 160}, {5, 3, 321}};
+    const int shapes[][3] = {{9, 5, 601}, {8, 4, 56}, {3, 7, 57}, {17, 9, 113}, {1, 1, 520}, {8, 4, 160}, {5, 3, 321},
+                             {4, 4, 320}, {6, 5, 640}};
     uint64_t seed = 900;
     for (int c = 0; c < 7; c++)
         for (int chunk : {5, 16, 56, 80}) {
@@ -696,8 +698,9 @@ TEST(GpuGemm, KernelNumbersAreChecked)
     mts_provider p = prov(MTS_PROV_NATIVE);
     mts_gpu_gemm_plan *pl = nullptr;
     ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
-    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 9, &err), MTS_EINVAL);
-    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 9"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 11, &err), MTS_EINVAL);
+    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 11"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 10, &err), MTS_OK);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, -1, &err), MTS_EINVAL);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 1, &err), MTS_OK);
     mts_gpu_plan_close(pl);
