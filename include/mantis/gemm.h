@@ -68,6 +68,15 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
              mts_err *err);
 
+/* Scratch memory from that workspace cache, for a GEMM's large operands
+ * built per call (a convolution's column matrices: 75 MB for ResNet-20's
+ * first stage at batch 128): a block given back with mts_gemm_ws_free
+ * waits for the next request instead of returning to the system, where
+ * glibc would unmap it and the next call page-fault it in again. Aligned to
+ * 64 bytes, contents undefined; NULL when out of memory. Thread-safe. */
+void *mts_gemm_ws_alloc(size_t bytes);
+void mts_gemm_ws_free(void *p);
+
 /* mts_gemm with the result stored transposed: element (i, j) of
  * opA(A) x opB(B) goes to C[j*ldc + i] (ldc >= m), beta applying there. The
  * same bits as mts_gemm into a [m][n] matrix followed by a transpose, and the

@@ -81,3 +81,6 @@ void gemm_ws_free(void *p)
     }
     free(b);
 }
+
+void *mts_gemm_ws_alloc(size_t bytes) { return gemm_ws_alloc(bytes, 0); }
+void mts_gemm_ws_free(void *p) { gemm_ws_free(p); }

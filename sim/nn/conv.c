@@ -476,7 +476,7 @@ static int conv_chunk(const mts_nn_ctx *ctx, int N, int K, int P)
 static int chunk_threads(const mts_provider *p, int nchunks)
 {
 #ifdef _OPENMP
-    if (nchunks < 2 || p->device != 0 || p->kind == MTS_PROV_BLAS ||
+    if (nchunks < 2 || p->device != 0 ||
         (p->kind == MTS_PROV_MULOP && (!p->mul || p->mul->serial)))
         return 1;
     int t = p->threads > 0 ? p->threads : omp_get_num_procs();
@@ -734,9 +734,10 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
     size_t NP = (size_t)N * P;
     conv_chunks a = {0};
     mts_provider p1;
-    float *dyc = malloc(sizeof(float) * NP * C);
+    /* from the GEMMs' workspace cache: tens of MB a layer, every step */
+    float *dyc = mts_gemm_ws_alloc(sizeof(float) * NP * C);
     int wchunks = dw && wgrad_chunks(ctx);
-    float *colT = dw && !wchunks ? malloc(sizeof(float) * NP * K) : NULL;
+    float *colT = dw && !wchunks ? mts_gemm_ws_alloc(sizeof(float) * NP * K) : NULL;
     int dx_ok = !dx || chunks_init(&a, ctx, ctx->bwd, &p1, g, N, 0, &nchunks, &T);
     int rc = MTS_OK;
     if (!dyc || (dw && !wchunks && !colT) || !dx_ok) {
@@ -770,8 +771,8 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
         rc = run_chunks(nchunks, T, dx_chunk, &a, err);
     }
 done:
-    free(dyc);
-    free(colT);
+    mts_gemm_ws_free(dyc);
+    mts_gemm_ws_free(colT);
     free(a.col);
     return rc;
 }
