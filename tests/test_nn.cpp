@@ -964,6 +964,10 @@ TEST_F(NnLut, ConvInSampleChunksBitExact)
         conv_bitexact(*this, with_fmaq(p), 1);
     }
 }
+// 16 input channels: the LUT's weight gradient in bands of rows, one thread
+// (or channel halves at two) going on from its own sums; with FMAq (sums
+// that cannot be continued) one whole-batch GEMM, or at two threads one per
+// half of the channels, each its own column matrix (wgrad_whole)
 TEST_F(NnLut, ConvWeightGradientInBandsBitExact)
 {
     for (int threads : {1, 2}) {
@@ -971,6 +975,7 @@ TEST_F(NnLut, ConvWeightGradientInBandsBitExact)
         p.threads = threads;
         SCOPED_TRACE(threads);
         conv_bitexact(*this, p, 2);
+        conv_bitexact(*this, with_fmaq(p), 2);
     }
 }
 TEST_F(NnLut, MatMulBitExactFmaq) { matmul_bitexact(*this, with_fmaq(lp)); }

@@ -319,20 +319,28 @@ static float *im2col_t_rows3(const mts_conv_geom *g, const float *x, int oy0, in
  * read); per pixel, one copy of k floats per (channel, ky) from the padded
  * input (3 x 3 kernels on AVX-512: from the input itself), front to back.
  * Same values as mts_im2col_ref, transposed. */
-int mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT, mts_err *err)
+/* mts_im2col_t's matrix for input channels [c0, c1) only: colT[N*P][(c1 -
+ * c0) k k], the columns of those channels' taps. */
+static int im2col_t_channels(const mts_conv_geom *g, int N, const float *x, int c0, int c1, float *colT,
+                             mts_err *err)
 {
     size_t plane = (size_t)(g->h + 2 * g->pad) * (size_t)(g->w + 2 * g->pad), in = (size_t)g->cin * g->h * g->w;
-    float *dst = colT, *end = colT + (size_t)N * g->oh * g->ow * g->cin * g->k * g->k;
+    float *dst = colT, *end = colT + (size_t)N * g->oh * g->ow * (c1 - c0) * g->k * g->k;
     if (T_UNPADDED(g)) {
-        for (int n = 0; n < N; n++) dst = im2col_t_rows3(g, x + (size_t)n * in, 0, g->oh, 0, g->cin, dst);
+        for (int n = 0; n < N; n++) dst = im2col_t_rows3(g, x + (size_t)n * in, 0, g->oh, c0, c1, dst);
         return MTS_OK;
     }
     float *xp = pad_input(g, N, x, err);
     if (!xp) return MTS_ENOMEM;
     for (int n = 0; n < N; n++)
-        dst = im2col_t_rows(g, xp + (size_t)n * g->cin * plane, 0, g->oh, 0, g->cin, dst, end);
+        dst = im2col_t_rows(g, xp + (size_t)n * g->cin * plane, 0, g->oh, c0, c1, dst, end);
     free(xp);
     return MTS_OK;
+}
+
+int mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT, mts_err *err)
+{
+    return im2col_t_channels(g, N, x, 0, g->cin, colT, err);
 }
 
 /* dst[0, n) += src[0, n) in whole vectors; the lanes past n add +0 to the
@@ -727,6 +735,45 @@ static int wgrad_chunked(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, c
     return rc;
 }
 
+/* The weight gradient for a provider that cannot go on from its own sums
+ * (OpenBLAS, FMAq): whole-batch GEMMs, one per range of input channels when
+ * threads run them side by side (each on one provider thread, with its own
+ * column matrix of the range's taps: dw's columns c0 k k .. c1 k k) - not
+ * a team inside one GEMM, whose threads (OpenBLAS's) and ours would spin
+ * against each other. With a tap or a tracer, or one thread: the layer's
+ * one GEMM. Each output is one GEMM's sum over N*P, however split. */
+static int wgrad_whole(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x, const float *dyc,
+                       float *dw, mts_err *err)
+{
+    int K = g->cin * g->k * g->k, C = g->cout, kk = g->k * g->k;
+    size_t NP = (size_t)N * g->oh * g->ow;
+    int T = ctx->tap || ctx->tracer ? 1 : wgrad_threads(ctx->bwd, g->cin), rc = MTS_OK, first = T;
+    mts_provider p1 = *ctx->bwd;
+    if (T > 1) p1.threads = 1;
+    float *colT = mts_gemm_ws_alloc(sizeof(float) * NP * K); /* the ranges' matrices one after another */
+    if (!colT) return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d matrices)", NP, K);
+#pragma omp parallel for num_threads(T) schedule(static, 1) if (T > 1)
+    for (int t = 0; t < T; t++) {
+        mts_err e;
+        int c0 = g->cin * t / T, c1 = g->cin * (t + 1) / T, Kt = (c1 - c0) * kk;
+        float *ct = colT + NP * (size_t)c0 * kk;
+        /* dw[cout][c0 k k ..) = dyc * colT: a = gradient, b = activation, sum over N*P in order */
+        int r = im2col_t_channels(g, N, x, c0, c1, ct, &e);
+        if (r == MTS_OK)
+            r = mts_nn_gemm(ctx, &p1, 0, 0, C, Kt, (int)NP, dyc, (int)NP, ct, Kt, 0.0f, dw + (size_t)c0 * kk, K, &e);
+        if (r != MTS_OK) {
+#pragma omp critical(mts_conv_wgrad)
+            if (t < first) {
+                first = t;
+                rc = r;
+                if (err) *err = e;
+            }
+        }
+    }
+    mts_gemm_ws_free(colT);
+    return rc;
+}
+
 int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x,
                         const float *w, const float *dy, float *dx, float *dw, float *db, mts_err *err)
 {
@@ -736,11 +783,9 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
     mts_provider p1;
     /* from the GEMMs' workspace cache: tens of MB a layer, every step */
     float *dyc = mts_gemm_ws_alloc(sizeof(float) * NP * C);
-    int wchunks = dw && wgrad_chunks(ctx);
-    float *colT = dw && !wchunks ? mts_gemm_ws_alloc(sizeof(float) * NP * K) : NULL;
     int dx_ok = !dx || chunks_init(&a, ctx, ctx->bwd, &p1, g, N, 0, &nchunks, &T);
     int rc = MTS_OK;
-    if (!dyc || (dw && !wchunks && !colT) || !dx_ok) {
+    if (!dyc || !dx_ok) {
         rc = mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d matrices)", NP, K);
         goto done;
     }
@@ -757,13 +802,7 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
         if (db) /* the fixed blocked order of fmath.h, (n, p) order */
             db[co] = mts_fm_sumf_array(dyc + (size_t)co * NP, NP);
     }
-    if (wchunks)
-        rc = wgrad_chunked(ctx, g, N, x, dyc, dw, err);
-    else if (dw) {
-        rc = mts_im2col_t(g, N, x, colT, err);
-        /* dw[cout][K] = dyc * colT: a = gradient, b = activation, sum over N*P in order */
-        if (rc == MTS_OK) rc = mts_nn_gemm(ctx, ctx->bwd, 0, 0, C, K, (int)NP, dyc, (int)NP, colT, K, 0.0f, dw, K, err);
-    }
+    if (dw) rc = wgrad_chunks(ctx) ? wgrad_chunked(ctx, g, N, x, dyc, dw, err) : wgrad_whole(ctx, g, N, x, dyc, dw, err);
     if (rc == MTS_OK && dx) {
         a.w = w;
         a.dyc = dyc;
@@ -772,7 +811,6 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
     }
 done:
     mts_gemm_ws_free(dyc);
-    mts_gemm_ws_free(colT);
     free(a.col);
     return rc;
 }
