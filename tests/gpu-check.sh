@@ -173,6 +173,47 @@ prepare() {
   echo "  timeout: 480 s (the check takes under 7 minutes); logs come back in \$OUT"
 }
 
+# Step 4's comparisons, a "model name" line each: fp32 and FMAq over the
+# bf16 LUT for every model; the masked STEs (the accumulator paper's Table 6
+# setting: M4E3, bias 5) on the dense-only model; an integer table's
+# quantization-aware layers (gpu/qat.cu) with each backward rule.
+train_specs() {
+  local model name names
+  for model in lenet300 lenet5 vit-tiny resnet20; do
+    names="fp32 lut-fmaq"
+    [ $model = lenet300 ] && names="$names ste-imm-diff ste-rec-of int8-table int8-approx"
+    { [ $model = lenet5 ] || [ $model = resnet20 ]; } && names="$names int8-ste"
+    for name in $names; do echo "$model $name"; done
+  done
+}
+
+# One run of a comparison: train_one MODEL NAME DEV into $jd/MODEL-NAME-DEV
+# .json, .log, .wall (seconds) and .rc (exit status); run()'s locals
+# (mantis, jd, top, root, pkg) in scope.
+train_one() {
+  local model=$1 name=$2 dev=$3 data sub args t1 j="$jd/$1-$2-$3"
+  case $model in
+  # (ResNet-20 on 256 images: its FMAq run on 1024 took over 150 s on the H100 machine's 16 cores)
+  resnet20) data="cifar10 --data-dir $top/cifar" sub="--subset 256 --test-subset 256 --batch 128" ;;
+  *) data="mnist --data-dir $root/$pkg/mnist" sub="--subset 1024 --test-subset 1024 --batch 64" ;;
+  esac
+  case $name in
+  fp32) args="--mul fp32" ;;
+  ste-imm-diff) args="--mul mbm --man-bits 7 --acc M4E3 --acc-bias 5 --no-underflow --ste imm-diff" ;;
+  ste-rec-of) args="--mul fp32 --acc M4E3 --acc-bias 5 --ste rec-of" ;;
+  int8-*) args="--lut $top/int8u.lut --int-backward ${name#int8-}" ;;
+  *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
+  esac
+  # (ResNet-20's FMAq on one step: its CPU run on 256 images took 101 s of the check)
+  [ $model = resnet20 ] && [ $name = lut-fmaq ] && sub="--subset 128 --test-subset 128 --batch 128"
+  t1=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  timeout 150 "$mantis" train --model $model --data $data --epochs 1 $sub --seed 1 $args --device $dev \
+    --threads 0 --json "$j.json" >"$j.log" 2>&1
+  echo $? >"$j.rc"
+  awk -v a="$t1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }' >"$j.wall"
+}
+
 run() {
   [ -x "$pkg/bin/test_gpu" ] || die "$pkg is missing: run 'bash tests/gpu-check.sh prepare' first and carry $pkg"
   local out="${OUT:-$top/out}" passed=0 failed=0
@@ -199,6 +240,17 @@ run() {
     finish
   fi
 
+  # the CPU halves of step 4's comparisons, in the background from here on
+  local jd=$top/train dev rc
+  rm -rf "$jd"
+  mkdir -p "$jd"
+  synth_cifar "$root/$pkg/mnist" "$top/cifar" || fail "CIFAR-shaped data for resnet20 could not be made"
+  "$mantis" lutgen --int-exact 8 -o "$top/int8u.lut" >>"$out/train.log" 2>&1 || fail "mantis lutgen --int-exact 8 failed"
+  (
+    train_specs | while read -r m n; do train_one "$m" "$n" cpu; done
+  ) &
+  local cpu_refs=$!
+
   # 2. every GPU test; a skip is a failure. Left out: the tests of the
   # no-device paths and of the build configuration (they skip where a device
   # is present or nvcc is absent; CI runs them)
@@ -206,7 +258,8 @@ run() {
   local host_only="GpuHost.UnavailableGpuIsReported:GpuHost.CliDeviceCudaSaysWhyNot:GpuHost.CudaHalfBuiltWhereNvccIs"
   MANTIS_REQUIRE_GPU=1 MANTIS_TEST_BIN="$mantis" MANTIS_TEST_MNIST="$root/$pkg/mnist" \
     timeout 240 "$pkg/bin/test_gpu" --gtest_filter="-$host_only" >"$out/test_gpu.log" 2>&1
-  local rc=$? ok bad
+  rc=$?
+  local ok bad
   ok=$(grep -c '^\[       OK \]' "$out/test_gpu.log")
   bad=$(grep -cE '^\[  (FAILED  |SKIPPED )\] [A-Za-z0-9_]+\.[A-Za-z0-9_]+ \(' "$out/test_gpu.log")
   passed=$((passed + ok))
@@ -255,58 +308,31 @@ run() {
   # and what only --device cuda reports); the cuda runs must have stayed on
   # the device ("gpu_path": "resident"). Wall seconds of each run and the
   # epoch's training seconds (its JSON) go to the log: the resident path's
-  # timing. The JSON files stay out of $OUT (its file count), in $top/train.
-  local name args dev model data sub jd=$top/train wall t1 rc
-  rm -rf "$jd"
-  mkdir -p "$jd"
-  synth_cifar "$root/$pkg/mnist" "$top/cifar" || fail "CIFAR-shaped data for resnet20 could not be made"
-  "$mantis" lutgen --int-exact 8 -o "$top/int8u.lut" >>"$out/train.log" 2>&1 || fail "mantis lutgen --int-exact 8 failed"
-  for model in lenet300 lenet5 vit-tiny resnet20; do
-    case $model in
-    # (ResNet-20 on 256 images: its FMAq run on 1024 took over 150 s on the H100 machine's 16 cores)
-    resnet20) data="cifar10 --data-dir $top/cifar" sub="--subset 256 --test-subset 256 --batch 128" ;;
-    *) data="mnist --data-dir $root/$pkg/mnist" sub="--subset 1024 --test-subset 1024 --batch 64" ;;
-    esac
-    names="fp32 lut-fmaq"
-    # the masked STEs (the accumulator paper's Table 6 setting: M4E3, bias 5) on the dense-only model;
-    # an integer table's quantization-aware layers (gpu/qat.cu) with each backward rule
-    [ $model = lenet300 ] && names="$names ste-imm-diff ste-rec-of int8-table int8-approx"
-    [ $model = lenet5 ] || [ $model = resnet20 ] && names="$names int8-ste"
-    for name in $names; do
-      case $name in
-      fp32) args="--mul fp32" ;;
-      ste-imm-diff) args="--mul mbm --man-bits 7 --acc M4E3 --acc-bias 5 --no-underflow --ste imm-diff" ;;
-      ste-rec-of) args="--mul fp32 --acc M4E3 --acc-bias 5 --ste rec-of" ;;
-      int8-*) args="--lut $top/int8u.lut --int-backward ${name#int8-}" ;;
-      *) args="--mul mbm --man-bits 7 --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12" ;;
-      esac
-      local j="$jd/$model-$name" msub=$sub
-      # (ResNet-20's FMAq on one step: its CPU run on 256 images took 101 s of the check)
-      [ $model = resnet20 ] && [ $name = lut-fmaq ] && msub="--subset 128 --test-subset 128 --batch 128"
-      for dev in cpu cuda; do
-        t1=$(date +%s.%N)
-        # shellcheck disable=SC2086
-        timeout 150 "$mantis" train --model $model --data $data --epochs 1 $msub --seed 1 $args --device $dev \
-          --threads 0 --json "$j-$dev.json" >>"$out/train.log" 2>&1
-        rc=$?
-        wall=$(awk -v a="$t1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
-        say "train $model $name --device $dev: exit $rc, wall $wall s, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$j-$dev.json" 2>/dev/null | head -1) s$(sed -n 's/.*"gpu_path": \(".*"\).*/, gpu_path \1/p' "$j-$dev.json" 2>/dev/null)$(sed -n 's/.*"device_peak_bytes": \([0-9]*\).*/, device peak \1 bytes/p' "$j-$dev.json" 2>/dev/null)"
-        { echo "== $model $name $dev"; cat "$j-$dev.json" 2>/dev/null; echo; } >>"$out/train.log"
-      done
-      strip_json() { grep -v '"gpu_path"\|"device_peak_bytes"' "$1" | sed 's/, "seconds".*//'; }
-      if [ -s "$j-cpu.json" ] && [ -s "$j-cuda.json" ] && cmp -s <(strip_json "$j-cpu.json") <(strip_json "$j-cuda.json"); then
-        pass "train $model $name: --device cuda equals --device cpu"
-      else
-        fail "train $model $name: --device cuda differs from --device cpu (or a run failed; see train.log)"
-        diff <(strip_json "$j-cpu.json" 2>/dev/null) <(strip_json "$j-cuda.json" 2>/dev/null) | head -10 | tee -a "$log"
-      fi
-      if grep -q '"gpu_path": "resident"' "$j-cuda.json" 2>/dev/null; then
-        pass "train $model $name --device cuda: device-resident"
-      else
-        fail "train $model $name --device cuda: not device-resident ($(grep '"gpu_path"' "$j-cuda.json" 2>/dev/null))"
-      fi
+  # timing. The CPU runs started in the background before step 2 (most of
+  # the step's time: they overlap the GPU tests); the JSON files and each
+  # run's own log stay out of $OUT (its file count), in $top/train.
+  wait "$cpu_refs"
+  local spec_model spec_name j
+  while read -r spec_model spec_name; do
+    train_one "$spec_model" "$spec_name" cuda
+    j="$jd/$spec_model-$spec_name"
+    for dev in cpu cuda; do
+      say "train $spec_model $spec_name --device $dev: exit $(cat "$j-$dev.rc" 2>/dev/null), wall $(cat "$j-$dev.wall" 2>/dev/null) s, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$j-$dev.json" 2>/dev/null | head -1) s$(sed -n 's/.*"gpu_path": \(".*"\).*/, gpu_path \1/p' "$j-$dev.json" 2>/dev/null)$(sed -n 's/.*"device_peak_bytes": \([0-9]*\).*/, device peak \1 bytes/p' "$j-$dev.json" 2>/dev/null)"
+      { echo "== $spec_model $spec_name $dev"; cat "$j-$dev.log" "$j-$dev.json" 2>/dev/null; echo; } >>"$out/train.log"
     done
-  done
+    strip_json() { grep -v '"gpu_path"\|"device_peak_bytes"' "$1" | sed 's/, "seconds".*//'; }
+    if [ -s "$j-cpu.json" ] && [ -s "$j-cuda.json" ] && cmp -s <(strip_json "$j-cpu.json") <(strip_json "$j-cuda.json"); then
+      pass "train $spec_model $spec_name: --device cuda equals --device cpu"
+    else
+      fail "train $spec_model $spec_name: --device cuda differs from --device cpu (or a run failed; see train.log)"
+      diff <(strip_json "$j-cpu.json" 2>/dev/null) <(strip_json "$j-cuda.json" 2>/dev/null) | head -10 | tee -a "$log"
+    fi
+    if grep -q '"gpu_path": "resident"' "$j-cuda.json" 2>/dev/null; then
+      pass "train $spec_model $spec_name --device cuda: device-resident"
+    else
+      fail "train $spec_model $spec_name --device cuda: not device-resident ($(grep '"gpu_path"' "$j-cuda.json" 2>/dev/null))"
+    fi
+  done < <(train_specs)
 
   # 5. `mantis bench train --device cuda`: PyTorch FP32 (TF32 off) and ours
   # in one run, as ratios (issue 31's goals), under the python3 of step 2b:
@@ -354,7 +380,7 @@ run() {
     say "profile resnet20 lut (20 steps, long sums ${ls/#0/chosen by shape}) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null)"
     [ "$rc" -eq 0 ] || fail "profile resnet20 lut (kernel $ls) --device cuda exited $rc (see train.log)"
   done
-  local spec
+  local spec data sub args t1 wall
   for spec in "lenet300 fp32" "lenet300 lut" "lenet5 fp32" "lenet5 lut" "resnet20 fp32" "resnet20 lut" \
     "resnet20 lut-fmaq" "lenet300 lut-fmaq" "lenet5 int8" "resnet20 int8"; do
     set -- $spec
