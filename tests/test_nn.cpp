@@ -967,7 +967,7 @@ TEST_F(NnLut, ConvInSampleChunksBitExact)
 // 16 input channels: the LUT's weight gradient in bands of rows, one thread
 // (or channel halves at two) going on from its own sums; with FMAq (sums
 // that cannot be continued) one whole-batch GEMM, or at two threads one per
-// half of the channels, each its own column matrix (wgrad_whole)
+// half of the channels, each its own column matrix (conv_wgrad, wgrad_range_whole)
 TEST_F(NnLut, ConvWeightGradientInBandsBitExact)
 {
     for (int threads : {1, 2}) {

@@ -711,66 +711,63 @@ static int wgrad_part(const mts_nn_ctx *ctx, const mts_provider *p, const mts_co
     return rc;
 }
 
-static int wgrad_chunked(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x, const float *dyc,
-                         float *dw, mts_err *err)
+/* The weight gradient split among T threads by input channels (a
+ * channel's taps are adjacent columns of dw): range t is [cin t / T, cin
+ * (t + 1) / T), run by run_chunks on one provider thread each (p1). */
+typedef struct {
+    const mts_nn_ctx *ctx;
+    const mts_provider *p1;
+    const mts_conv_geom *g;
+    int N, T;
+    const float *x, *dyc;
+    float *dw, *colT; /* colT: the whole-batch matrices, range t's at its channels' columns */
+} wgrad_ranges;
+
+/* Range t of the chunked weight gradient (wgrad_part). */
+static int wgrad_range_chunked(void *arg, int t, int slot, mts_err *err)
 {
-    int T = wgrad_threads(ctx->bwd, g->cin), rc = MTS_OK, first = T;
-    mts_provider p1 = *ctx->bwd;
-    if (T <= 1) return wgrad_part(ctx, &p1, g, N, x, dyc, dw, 0, g->cin, err); /* no team, as run_chunks */
-    p1.threads = 1;
-#pragma omp parallel for num_threads(T) schedule(static, 1)
-    for (int t = 0; t < T; t++) {
-        mts_err e;
-        int c0 = g->cin * t / T, c1 = g->cin * (t + 1) / T;
-        int r = wgrad_part(ctx, &p1, g, N, x, dyc, dw, c0, c1, &e);
-        if (r != MTS_OK) {
-#pragma omp critical(mts_conv_wgrad)
-            if (t < first) {
-                first = t;
-                rc = r;
-                if (err) *err = e;
-            }
-        }
-    }
-    return rc;
+    const wgrad_ranges *a = arg;
+    (void)slot;
+    int c0 = a->g->cin * t / a->T, c1 = a->g->cin * (t + 1) / a->T;
+    return wgrad_part(a->ctx, a->p1, a->g, a->N, a->x, a->dyc, a->dw, c0, c1, err);
 }
 
-/* The weight gradient for a provider that cannot go on from its own sums
- * (OpenBLAS, FMAq): whole-batch GEMMs, one per range of input channels when
- * threads run them side by side (each on one provider thread, with its own
- * column matrix of the range's taps: dw's columns c0 k k .. c1 k k) - not
- * a team inside one GEMM, whose threads (OpenBLAS's) and ours would spin
- * against each other. With a tap or a tracer, or one thread: the layer's
- * one GEMM. Each output is one GEMM's sum over N*P, however split. */
-static int wgrad_whole(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x, const float *dyc,
-                       float *dw, mts_err *err)
+/* Range t of the whole-batch weight gradient: the range's column matrix,
+ * then dw[cout][c0 k k ..) = dyc * colT: a = gradient, b = activation, sum
+ * over N*P in order. */
+static int wgrad_range_whole(void *arg, int t, int slot, mts_err *err)
 {
-    int K = g->cin * g->k * g->k, C = g->cout, kk = g->k * g->k;
-    size_t NP = (size_t)N * g->oh * g->ow;
-    int T = ctx->tap || ctx->tracer ? 1 : wgrad_threads(ctx->bwd, g->cin), rc = MTS_OK, first = T;
+    const wgrad_ranges *a = arg;
+    const mts_conv_geom *g = a->g;
+    (void)slot;
+    int c0 = g->cin * t / a->T, c1 = g->cin * (t + 1) / a->T, kk = g->k * g->k, Kt = (c1 - c0) * kk;
+    size_t NP = (size_t)a->N * g->oh * g->ow;
+    float *ct = a->colT + NP * (size_t)c0 * kk;
+    int rc = im2col_t_channels(g, a->N, a->x, c0, c1, ct, err);
+    if (rc != MTS_OK) return rc;
+    return mts_nn_gemm(a->ctx, a->p1, 0, 0, g->cout, Kt, (int)NP, a->dyc, (int)NP, ct, Kt, 0.0f, a->dw + (size_t)c0 * kk,
+                       g->cin * kk, err);
+}
+
+/* The weight gradient: in chunks of k where the provider can go on from
+ * its own sums (wgrad_chunks); else, for OpenBLAS and FMAq, whole-batch
+ * GEMMs - one per thread's channel range with its own column matrix rather
+ * than a team inside one GEMM, whose threads (OpenBLAS's) and ours would
+ * spin against each other; with a tap or a tracer the layer's one GEMM.
+ * Each output is one sum over N*P in order however it is split. */
+static int conv_wgrad(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x, const float *dyc,
+                      float *dw, mts_err *err)
+{
+    int chunked = wgrad_chunks(ctx), T = !chunked && (ctx->tap || ctx->tracer) ? 1 : wgrad_threads(ctx->bwd, g->cin);
     mts_provider p1 = *ctx->bwd;
     if (T > 1) p1.threads = 1;
-    float *colT = mts_gemm_ws_alloc(sizeof(float) * NP * K); /* the ranges' matrices one after another */
-    if (!colT) return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %d matrices)", NP, K);
-#pragma omp parallel for num_threads(T) schedule(static, 1) if (T > 1)
-    for (int t = 0; t < T; t++) {
-        mts_err e;
-        int c0 = g->cin * t / T, c1 = g->cin * (t + 1) / T, Kt = (c1 - c0) * kk;
-        float *ct = colT + NP * (size_t)c0 * kk;
-        /* dw[cout][c0 k k ..) = dyc * colT: a = gradient, b = activation, sum over N*P in order */
-        int r = im2col_t_channels(g, N, x, c0, c1, ct, &e);
-        if (r == MTS_OK)
-            r = mts_nn_gemm(ctx, &p1, 0, 0, C, Kt, (int)NP, dyc, (int)NP, ct, Kt, 0.0f, dw + (size_t)c0 * kk, K, &e);
-        if (r != MTS_OK) {
-#pragma omp critical(mts_conv_wgrad)
-            if (t < first) {
-                first = t;
-                rc = r;
-                if (err) *err = e;
-            }
-        }
-    }
-    mts_gemm_ws_free(colT);
+    wgrad_ranges a = {ctx, &p1, g, N, T, x, dyc, dw, NULL};
+    if (chunked) return run_chunks(T, T, wgrad_range_chunked, &a, err);
+    size_t NP = (size_t)N * g->oh * g->ow, K = (size_t)g->cin * g->k * g->k;
+    if (!(a.colT = mts_gemm_ws_alloc(sizeof(float) * NP * K))) /* the ranges' matrices one after another */
+        return mts_fail(err, MTS_ENOMEM, "conv backward: out of memory (%zu x %zu matrices)", NP, K);
+    int rc = run_chunks(T, T, wgrad_range_whole, &a, err);
+    mts_gemm_ws_free(a.colT);
     return rc;
 }
 
@@ -802,7 +799,7 @@ int mts_conv2d_backward(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, co
         if (db) /* the fixed blocked order of fmath.h, (n, p) order */
             db[co] = mts_fm_sumf_array(dyc + (size_t)co * NP, NP);
     }
-    if (dw) rc = wgrad_chunks(ctx) ? wgrad_chunked(ctx, g, N, x, dyc, dw, err) : wgrad_whole(ctx, g, N, x, dyc, dw, err);
+    if (dw) rc = conv_wgrad(ctx, g, N, x, dyc, dw, err);
     if (rc == MTS_OK && dx) {
         a.w = w;
         a.dyc = dyc;
