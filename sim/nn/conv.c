@@ -314,11 +314,6 @@ static float *im2col_t_rows3(const mts_conv_geom *g, const float *x, int oy0, in
 }
 #endif
 
-/* The transposed layout colT[N*P][K]: each output pixel's K taps are
- * contiguous (the weight gradient's B operand then needs no transposing
- * read); per pixel, one copy of k floats per (channel, ky) from the padded
- * input (3 x 3 kernels on AVX-512: from the input itself), front to back.
- * Same values as mts_im2col_ref, transposed. */
 /* mts_im2col_t's matrix for input channels [c0, c1) only: colT[N*P][(c1 -
  * c0) k k], the columns of those channels' taps. */
 static int im2col_t_channels(const mts_conv_geom *g, int N, const float *x, int c0, int c1, float *colT,
@@ -338,6 +333,11 @@ static int im2col_t_channels(const mts_conv_geom *g, int N, const float *x, int 
     return MTS_OK;
 }
 
+/* The transposed layout colT[N*P][K]: each output pixel's K taps are
+ * contiguous (the weight gradient's B operand then needs no transposing
+ * read); per pixel, one copy of k floats per (channel, ky) from the padded
+ * input (3 x 3 kernels on AVX-512: from the input itself), front to back.
+ * Same values as mts_im2col_ref, transposed. */
 int mts_im2col_t(const mts_conv_geom *g, int N, const float *x, float *colT, mts_err *err)
 {
     return im2col_t_channels(g, N, x, 0, g->cin, colT, err);
@@ -745,8 +745,8 @@ static int wgrad_range_whole(void *arg, int t, int slot, mts_err *err)
     float *ct = a->colT + NP * (size_t)c0 * kk;
     int rc = im2col_t_channels(g, a->N, a->x, c0, c1, ct, err);
     if (rc != MTS_OK) return rc;
-    return mts_nn_gemm(a->ctx, a->p1, 0, 0, g->cout, Kt, (int)NP, a->dyc, (int)NP, ct, Kt, 0.0f, a->dw + (size_t)c0 * kk,
-                       g->cin * kk, err);
+    return mts_nn_gemm(a->ctx, a->p1, 0, 0, g->cout, Kt, (int)NP, a->dyc, (int)NP, ct, Kt, 0.0f,
+                       a->dw + (size_t)c0 * kk, g->cin * kk, err);
 }
 
 /* The weight gradient: in chunks of k where the provider can go on from
@@ -758,7 +758,7 @@ static int wgrad_range_whole(void *arg, int t, int slot, mts_err *err)
 static int conv_wgrad(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x, const float *dyc,
                       float *dw, mts_err *err)
 {
-    int chunked = wgrad_chunks(ctx), T = !chunked && (ctx->tap || ctx->tracer) ? 1 : wgrad_threads(ctx->bwd, g->cin);
+    int chunked = wgrad_chunks(ctx), T = ctx->tap || ctx->tracer ? 1 : wgrad_threads(ctx->bwd, g->cin);
     mts_provider p1 = *ctx->bwd;
     if (T > 1) p1.threads = 1;
     wgrad_ranges a = {ctx, &p1, g, N, T, x, dyc, dw, NULL};
