@@ -817,9 +817,7 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
         if (tid < L::bm * L_BN) { // warp 0: the sums, one lane per output
             const uint32_t(*Q)[L::ps] = P[st & 1];
             int kend = g.k - st * L::bk < L::bk ? g.k - st * L::bk : L::bk;
-            if (!FMAQ) {
-                // 16 loads ahead of their adds: the chain then waits on the
-                // adds, not on each shared-memory load (nvcc unrolls by 4)
+            if (!FMAQ) { // unrolled 16 deep (see above)
 #if !defined(MTS_GPU_EMU) // (a host compiler warns of an unknown pragma)
 #pragma unroll 16
 #endif
@@ -906,8 +904,9 @@ int long_sum_kernel(const Job &g, long long sms)
     }();
     if (forced) return forced;
     const long long cols = (g.n + L_BN - 1) / L_BN;
-    if (cols * ((g.m + 7) / 8) >= sms) return 6;
-    if (cols * ((g.m + 3) / 4) >= sms) return 7;
+    const int r6 = K3Row<8>::bm, r7 = K3Row<4>::bm; // plan kernels 6 and 7's rows
+    if (cols * ((g.m + r6 - 1) / r6) >= sms) return 6;
+    if (cols * ((g.m + r7 - 1) / r7) >= sms) return 7;
     return 8;
 }
 
