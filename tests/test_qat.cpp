@@ -596,6 +596,43 @@ TEST(QatLayers, ForwardEqualsPerProductReference)
     }
 }
 
+// The approximate backward's weight gradient through an integer table at
+// 1, 2 and 3 threads: the table quantizes each operand over its whole, so
+// the column matrix must reach one GEMM whole, never in per-thread channel
+// ranges (each would be quantized on its own range). Channel 2's inputs are
+// 100x the others' so that a split changes the scale.
+TEST(QatLayers, ConvIntWeightGradientSameAtAnyThreadCount)
+{
+    Lut t;
+    noisy_lut(8, 1, 700, 16, &t.l);
+    mts_err err;
+    mts_conv_geom g = {3, 9, 7, 4, 3, 2, 1, 0, 0};
+    ASSERT_EQ(mts_conv_geom_init(&g, &err), MTS_OK);
+    const int N = 2, K = 27, P = g.oh * g.ow;
+    std::vector<float> x = rnd((size_t)N * 3 * 9 * 7, 21, -1.0f, 3.0f), w = rnd((size_t)4 * K, 22),
+                       dy = rnd((size_t)N * 4 * P, 23, -2.0f, 2.0f);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < 9 * 7; i++) x[((size_t)n * 3 + 2) * 9 * 7 + i] *= 100.0f;
+    std::vector<uint32_t> want;
+    for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE(threads);
+        mts_provider p = int_prov(&t.l, threads);
+        mts_nn_ctx ctx = mts_nn_ctx_cpu(&p, &p);
+        std::vector<float> dx(x.size()), dw(w.size()), db(4);
+        ASSERT_EQ(mts_conv2d_backward(&ctx, &g, N, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), &err),
+                  MTS_OK)
+            << err.msg;
+        std::vector<uint32_t> got;
+        for (float v : dw) got.push_back(mts_f2u(v));
+        for (float v : dx) got.push_back(mts_f2u(v));
+        if (want.empty()) want = got;
+        for (size_t e = 0; e < got.size(); e++)
+            ASSERT_EQ(got[e], want[e]) << (e < dw.size() ? "dw element " : "dx element ")
+                                       << (e < dw.size() ? e : e - dw.size()) << std::hex << ": got 0x" << got[e]
+                                       << ", 1 thread 0x" << want[e];
+    }
+}
+
 // ------------------------------------------------------------ training
 
 // conv 3@3x3 pad 1 on 1x8x8 -> ReLU -> max pool 2 -> dense 4

@@ -647,11 +647,14 @@ static int wgrad_chunks(const mts_nn_ctx *ctx) { return !ctx->tap && !ctx->trace
 
 /* Threads that split the weight gradient's columns: each takes a range of
  * input channels (its taps (ci, ky, kx) are adjacent columns of dw) and
- * runs every chunk for them on its own, one thread per GEMM. */
+ * runs every chunk for them on its own, one thread per GEMM. Not an
+ * integer table: it quantizes each operand over its whole, so a range's
+ * columns would get their own scale and the result would follow the thread
+ * count. */
 static int wgrad_threads(const mts_provider *p, int cin)
 {
 #ifdef _OPENMP
-    if (p->kind == MTS_PROV_MULOP && (!p->mul || p->mul->serial)) return 1;
+    if (p->kind == MTS_PROV_INT || (p->kind == MTS_PROV_MULOP && (!p->mul || p->mul->serial))) return 1;
     int t = p->threads > 0 ? p->threads : omp_get_num_procs();
     return t < cin ? t : cin;
 #else
