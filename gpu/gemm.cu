@@ -884,15 +884,19 @@ cudaError_t run_kernel3(const Job &g, int kernel)
 // more (long_sum_kernel), Single for shorter ones.
 const int L_LONG_K = 512;
 
-// The layout the default gives a long sum: the K3Row with the most rows
-// (fewest operand reads a product) that still fills every SM with a block;
-// where none does, 2 rows (the most blocks). Timed on an H100 (weight
-// gradients, tests/gpu-check.sh): ResNet-20's first stage (16 x 144, 144
-// blocks at 4 rows) 2.98 ms at 4 rows, 4.45 at 8, 4.24 at 2, 7.14 with
-// K3Col; LeNet-5's conv1 (6 x 25) 0.75 ms at 2 rows, 1.06 at 4. K3Col is
-// kept as plan kernel 5 (slower on both); 9 and 10 (ten producer warps) are
-// not yet timed on a GPU. MANTIS_GPU_LONG_SUM = 5..10 forces one layout
-// (timing them against each other in whole trainings).
+// The layout the default gives a long sum: K3Row at 4 rows where that
+// still fills every SM with a block, else at 2 (the most blocks), both with
+// ten producer warps (plan kernels 9, 10). Timed on an H100 (weight
+// gradients, tests/gpu-check.sh, a356cd9): ResNet-20's first stage (16 x
+// 144, k 131,072; 144 blocks at 4 rows) LUT 2.20 ms with kernel 9, 2.98 at
+// 4 rows and five warps (7), 4.42 at 8 (6), 7.08 with K3Col (5); NATIVE
+// 0.69 with 9 or 7; LeNet-5's conv1 (6 x 25) LUT 0.41 ms with 10, 0.74 with
+// 8 (2 rows, five warps); FMAq even but for 2 rows on the large shape. Of
+// 20 ResNet-20 LUT steps, conv backward took 0.77 s with 9 forced, 1.01
+// with 6/7/8 chosen by the same shape test, 0.88 with 10 forced. The
+// layout is not the producers' bottleneck otherwise: the LUT products'
+// latency is, and ten warps hide more of it. MANTIS_GPU_LONG_SUM = 5..10
+// forces one layout (timing them against each other in whole trainings).
 int long_sum_kernel(const Job &g, long long sms)
 {
     static const int forced = [] {
@@ -904,10 +908,8 @@ int long_sum_kernel(const Job &g, long long sms)
     }();
     if (forced) return forced;
     const long long cols = (g.n + L_BN - 1) / L_BN;
-    const int r6 = K3Row<8>::bm, r7 = K3Row<4>::bm; // plan kernels 6 and 7's rows
-    if (cols * ((g.m + r6 - 1) / r6) >= sms) return 6;
-    if (cols * ((g.m + r7 - 1) / r7) >= sms) return 7;
-    return 8;
+    const int r9 = K3Row<4, 10>::bm; // plan kernel 9's rows
+    return cols * ((g.m + r9 - 1) / r9) >= sms ? 9 : 10;
 }
 
 cudaError_t run_kernel2(const Job &g, int kernel)

@@ -40,7 +40,8 @@
 #       trainings (`bench train --device cuda`, ResNet-20 on 5,120 images,
 #       LeNet-5) with the long-sum layout the default picks and with each
 #       forced (MANTIS_GPU_LONG_SUM), then full ResNet-20 epochs; into
-#       $OUT/layouts.log; runs stop being started after LAYOUTS_BUDGET s.
+#       $OUT/layouts.log, after test_cuda.py again; runs stop being started
+#       after LAYOUTS_BUDGET s; LAYOUTS_RESNET / LAYOUTS_LENET pick layouts.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -214,6 +215,36 @@ train_one() {
   awk -v a="$t1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }' >"$j.wall"
 }
 
+# The Python front end on CUDA tensors (python/tests/test_cuda.py: every
+# layer's bits on a CUDA tensor against the CPU tensor's) under the device's
+# own python3 and PyTorch, into $1/python.log; a skip is a failure. Only the
+# pylib folder on the library path: PyTorch keeps its own C++ runtime. Uses
+# the caller's say, fail, passed and failed (run's, layouts').
+python_check() {
+  local t0=$SECONDS rc
+  local py="" cand pyout="$1/python.log" np nf
+  for cand in ${MANTIS_PYTHON:-} python3 /usr/bin/python3; do # the first that has both (Debian's is not PATH's python3 everywhere)
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import torch, pytest' >/dev/null 2>&1; then
+      py=$cand
+      break
+    fi
+  done
+  if [ -n "$py" ]; then
+    LD_LIBRARY_PATH="$root/$pkg/pylib" MANTIS_LIB="$root/$pkg/pylib/libmantis.so" PYTHONPATH="$root/python" \
+      PYTHONDONTWRITEBYTECODE=1 timeout 150 "$py" -m pytest -q -p no:cacheprovider -rs python/tests/test_cuda.py \
+      >"$pyout" 2>&1
+    rc=$?
+    np=$(grep -oE '[0-9]+ passed' "$pyout" | tail -1 | cut -d' ' -f1)
+    nf=$(grep -oE '[0-9]+ (failed|skipped|error|errors)' "$pyout" | awk '{s += $1} END {print s + 0}')
+    passed=$((passed + ${np:-0}))
+    failed=$((failed + nf))
+    say "python test_cuda.py: ${np:-0} passed, $nf failed, skipped or in error, exit $rc, $((SECONDS - t0)) s ($("$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' 2>&1))"
+    [ "$rc" -eq 0 ] || [ "$nf" -gt 0 ] || fail "python test_cuda.py exited $rc (see python.log)"
+  else
+    fail "no python3 with torch and pytest (tried ${MANTIS_PYTHON:-} python3 /usr/bin/python3): the Python front end was not checked"
+  fi
+}
+
 run() {
   [ -x "$pkg/bin/test_gpu" ] || die "$pkg is missing: run 'bash tests/gpu-check.sh prepare' first and carry $pkg"
   local out="${OUT:-$top/out}" passed=0 failed=0
@@ -268,32 +299,7 @@ run() {
   grep -E '^\[  (FAILED  |SKIPPED )\] [A-Za-z0-9_]+\.[A-Za-z0-9_]+ \(' "$out/test_gpu.log" | tee -a "$log"
   [ "$rc" -eq 0 ] || [ "$bad" -gt 0 ] || fail "test_gpu exited $rc (see test_gpu.log)"
 
-  # 2b. the Python front end on CUDA tensors (python/tests/test_cuda.py:
-  # every layer's bits on a CUDA tensor against the CPU tensor's) under the
-  # device's own python3 and PyTorch; a skip is a failure. Only the
-  # pylib folder on the library path: PyTorch keeps its own C++ runtime.
-  t0=$SECONDS
-  local py="" cand pyout="$out/python.log" np nf
-  for cand in ${MANTIS_PYTHON:-} python3 /usr/bin/python3; do # the first that has both (Debian's is not PATH's python3 everywhere)
-    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import torch, pytest' >/dev/null 2>&1; then
-      py=$cand
-      break
-    fi
-  done
-  if [ -n "$py" ]; then
-    LD_LIBRARY_PATH="$root/$pkg/pylib" MANTIS_LIB="$root/$pkg/pylib/libmantis.so" PYTHONPATH="$root/python" \
-      PYTHONDONTWRITEBYTECODE=1 timeout 150 "$py" -m pytest -q -p no:cacheprovider -rs python/tests/test_cuda.py \
-      >"$pyout" 2>&1
-    rc=$?
-    np=$(grep -oE '[0-9]+ passed' "$pyout" | tail -1 | cut -d' ' -f1)
-    nf=$(grep -oE '[0-9]+ (failed|skipped|error|errors)' "$pyout" | awk '{s += $1} END {print s + 0}')
-    passed=$((passed + ${np:-0}))
-    failed=$((failed + nf))
-    say "python test_cuda.py: ${np:-0} passed, $nf failed, skipped or in error, exit $rc, $((SECONDS - t0)) s ($("$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' 2>&1))"
-    [ "$rc" -eq 0 ] || [ "$nf" -gt 0 ] || fail "python test_cuda.py exited $rc (see python.log)"
-  else
-    fail "no python3 with torch and pytest (tried ${MANTIS_PYTHON:-} python3 /usr/bin/python3): the Python front end was not checked"
-  fi
+  python_check "$out"
 
   # 3. the GEMM benchmark against cuBLAS at sizes that fit
   t0=$SECONDS
@@ -465,14 +471,18 @@ table6() {
 # `mantis bench train --device cuda` with the default's own choice and with
 # each layout forced (MANTIS_GPU_LONG_SUM), ResNet-20 on 5,120 CIFAR-shaped
 # images and LeNet-5 on 60,000 MNIST-shaped ones, then a whole ResNet-20
-# epoch (50,000) with the default; into $OUT/layouts.log. Stops starting runs
-# after LAYOUTS_BUDGET seconds (default 330).
+# epoch (50,000) with the default; into $OUT/layouts.log, after
+# python_check. Stops starting runs after LAYOUTS_BUDGET seconds (default
+# 330); LAYOUTS_RESNET and LAYOUTS_LENET name the layouts to time (default
+# "default 5 6 7 8 9 10" and "default 8 10").
 layouts() {
   [ -x "$pkg/bin/mantis" ] || die "$pkg is missing: run 'bash tests/gpu-check.sh prepare' first and carry $pkg"
-  local out="${OUT:-$top/out}" budget="${LAYOUTS_BUDGET:-330}" py="" cand ls rc failed=0 bt
+  local out="${OUT:-$top/out}" budget="${LAYOUTS_BUDGET:-330}" py="" cand ls rc failed=0 passed=0 bt
   mkdir -p "$out" "$top/mnist60k" "$top/train"
   local log="$out/layouts.log"
   : >"$log"
+  say() { echo "$*" | tee -a "$log"; }
+  fail() { failed=$((failed + 1)); say "FAIL $*"; }
   export LD_LIBRARY_PATH="$root/$pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   local mantis="$root/$pkg/bin/mantis"
   for cand in ${MANTIS_PYTHON:-} python3 /usr/bin/python3; do
@@ -486,9 +496,10 @@ layouts() {
   replicate_idx "$root/$pkg/mnist/train-labels-idx1-ubyte" "$top/mnist60k/train-labels-idx1-ubyte" 8 1
   cp "$root/$pkg/mnist"/t10k-* "$top/mnist60k/"
   echo "layouts: revision $(tr '\n' ' ' <"$pkg/REVISION"), $(date -u +%FT%TZ)" | tee -a "$log"
+  python_check "$out"
   for bt in "--models resnet20 --subset 5120" "--models lenet5"; do
-    local layouts="default 5 6 7 8 9 10"
-    [ "$bt" = "--models lenet5" ] && layouts="default 8 10"
+    local layouts="${LAYOUTS_RESNET:-default 5 6 7 8 9 10}"
+    [ "$bt" = "--models lenet5" ] && layouts="${LAYOUTS_LENET:-default 8 10}"
     for ls in $layouts; do
       if [ "$SECONDS" -gt "$budget" ]; then
         echo "bench train $bt, long sums $ls: not run (the call has run $SECONDS s)" | tee -a "$log"
