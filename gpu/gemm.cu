@@ -668,7 +668,7 @@ int sm_count()
 
 // ------------------------------------------------------------ kernel 3
 
-// Long sums (plan kernels 5 to 10): few outputs, each a sum over a long k -
+// Long sums (plan kernels 5 to 12): few outputs, each a sum over a long k -
 // a weight gradient's 16 x 144 outputs over k = batch x pixels = 131,072.
 // In kernel 2's Single tile the 32 threads that own the sums also stage
 // every operand and form every product, one warp per SM with nothing to
@@ -784,6 +784,43 @@ template <int BM, int PW = 5> struct K3Row {
                 P[p][r * L_BN + c] = gemm3_product<PK, FMAQ>(g, T, sa, ia, sb[c], ib[c], safe_a && safe_b[c]);
         }
     }
+    // FMAq's chunk sums (kernel 3c): producer p accumulates chunk c0 + p of
+    // every output of the block - its products in k order, each Q_prod'd,
+    // from +0 - into P[p] (the block's BM x 4 sums side by side, a chain each)
+    template <int PK>
+    static __device__ inline void chunk_sums(const Job &g, const float *A, const float *B, const float *T, int i0,
+                                             int j0, int c0, int p, uint32_t (*P)[ps])
+    {
+        const long long kb = (long long)(c0 + p) * g.chunk; // (a chunk may be as long as an int)
+        if (kb >= g.k) return;
+        const int ke = g.k - kb < g.chunk ? g.k : (int)kb + g.chunk;
+        uint32_t s[BM][L_BN];
+        for (int r = 0; r < BM; r++)
+            for (int c = 0; c < L_BN; c++) s[r][c] = 0;
+        for (int k = (int)kb; k < ke; k++) {
+            uint32_t sb[L_BN], ib[L_BN];
+            int safe_b[L_BN];
+            for (int c = 0; c < L_BN; c++) {
+                ib[c] = 0;
+                safe_b[c] = stage_op<PK>(g, load_raw(B, g.ldb, g.transB, k, j0 + c, g.k, g.n), 0, &sb[c], &ib[c]);
+            }
+#if !defined(MTS_GPU_EMU)
+#pragma unroll // (s in registers, not a stack frame)
+#endif
+            for (int r = 0; r < BM; r++) {
+                uint32_t sa, ia = 0;
+                int safe_a = stage_op<PK>(g, load_raw(A, g.lda, g.transA, i0 + r, k, g.m, g.k), 1, &sa, &ia);
+#if !defined(MTS_GPU_EMU)
+#pragma unroll
+#endif
+                for (int c = 0; c < L_BN; c++)
+                    s[r][c] = mts_qadd_hd(&g.qacc, gemm3_product<PK, true>(g, T, sa, ia, sb[c], ib[c], safe_a && safe_b[c]),
+                                          s[r][c]);
+            }
+        }
+        for (int r = 0; r < BM; r++)
+            for (int c = 0; c < L_BN; c++) P[p][r * L_BN + c] = s[r][c];
+    }
 };
 
 template <int PK, bool FMAQ, class L>
@@ -847,24 +884,84 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
     mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, v);
 }
 
-// Launches kernel 3 with layout L for job g (the table's shared memory
-// opted in, as launch2).
-template <int PK, bool FMAQ, class L> cudaError_t launch3(const Job &g)
+// Kernel 3c, FMAq's long sums (plan kernels 11, 12; K3Row at 4 and 2 rows,
+// ten producer warps): the chunk sums of mts_fmaq_dot are independent of
+// each other (each starts from +0), so the producers form them, a chunk of
+// every block output a thread (L::chunk_sums), and warp 0 only adds them
+// up in order, y = Q_acc(y + s): a dependent chain of k / chunk adds
+// instead of kernel 3's k + k / chunk, the same operations on the same
+// values in the same order, so the same bits. A step is L::bk chunks.
+template <int PK, class L>
+__global__ void __launch_bounds__(L::nt, 2) gemm3c_kernel(Job g)
+{
+    __shared__ uint32_t P[2][L::bk][L::ps]; // chunk sums (bits), double-buffered
+    MTS_DYNAMIC_SHARED(float, Ts);          // PK_LUTF_SMEM: the table, swizzled as stage_op indexes it
+    const int tid = threadIdx.x;
+    const int i0 = blockIdx.y * L::bm, j0 = blockIdx.x * L_BN;
+    const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
+    const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
+    float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
+    const float *T = g.Tf;
+    if (PK == PK_LUTF_SMEM) {
+        for (int t = tid; t < g.tf_n; t += L::nt) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t];
+        T = Ts;
+        __syncthreads();
+    }
+    const int chunks = (int)(((long long)g.k + g.chunk - 1) / g.chunk), steps = (chunks + L::bk - 1) / L::bk;
+    if (tid >= 32 && steps > 0) L::template chunk_sums<PK>(g, A, B, T, i0, j0, 0, tid - 32, P[0]);
+    __syncthreads();
+    uint32_t y = 0;
+    int first = 1;
+    for (int st = 0; st < steps; st++) {
+        if (tid < L::bm * L_BN) { // warp 0: the chunk sums' sum, one lane per output
+            const uint32_t(*Q)[L::ps] = P[st & 1];
+            int cend = chunks - st * L::bk < L::bk ? chunks - st * L::bk : L::bk;
+            for (int c = 0; c < cend; c++) {
+                y = first ? Q[c][tid] : mts_qadd_hd(&g.qacc, y, Q[c][tid]);
+                first = 0;
+            }
+        } else if (tid >= 32 && st + 1 < steps) {
+            L::template chunk_sums<PK>(g, A, B, T, i0, j0, (st + 1) * L::bk, tid - 32, P[(st + 1) & 1]);
+        }
+        __syncthreads();
+    }
+    if (tid >= L::bm * L_BN) return;
+    int i = i0 + tid / L_BN, j = j0 + tid % L_BN;
+    if (i >= g.m || j >= g.n) return;
+    mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, mts_u2f(y));
+}
+
+// Launches kernel (3 or 3c) with layout L for job g (the table's shared
+// memory opted in, as launch2).
+template <class L> cudaError_t launch3_kernel(void (*kernel)(Job), const Job &g, bool lut_smem)
 {
     dim3 grid((unsigned)((g.n + L_BN - 1) / L_BN), (unsigned)((g.m + L::bm - 1) / L::bm),
               (unsigned)(g.bt.outer * g.bt.inner));
-    size_t smem = PK == PK_LUTF_SMEM ? (size_t)g.tf_n * sizeof(float) : 0;
+    size_t smem = lut_smem ? (size_t)g.tf_n * sizeof(float) : 0;
     if (smem > 0) {
-        cudaError_t e =
-            cudaFuncSetAttribute(gemm3_kernel<PK, FMAQ, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    MTS_LAUNCH((gemm3_kernel<PK, FMAQ, L>), grid, dim3(L::nt), smem, 0)(g);
+    MTS_LAUNCH(kernel, grid, dim3(L::nt), smem, 0)(g);
     return cudaGetLastError();
+}
+template <int PK, bool FMAQ, class L> cudaError_t launch3(const Job &g)
+{
+    return launch3_kernel<L>(gemm3_kernel<PK, FMAQ, L>, g, PK == PK_LUTF_SMEM);
 }
 
 template <class L> struct Launch3 {
     template <int PK, bool FMAQ> static cudaError_t run(const Job &g) { return launch3<PK, FMAQ, L>(g); }
+};
+
+// Kernel 3c with layout L for an FMAq job; kernel 3 for the others (no
+// chunks to split off: one FP32 sum).
+template <class L> struct Launch3c {
+    template <int PK, bool FMAQ> static cudaError_t run(const Job &g)
+    {
+        if constexpr (FMAQ) return launch3_kernel<L>(gemm3c_kernel<PK, L>, g, PK == PK_LUTF_SMEM);
+        else return launch3<PK, false, L>(g);
+    }
 };
 cudaError_t run_kernel3(const Job &g, int kernel)
 {
@@ -873,30 +970,40 @@ cudaError_t run_kernel3(const Job &g, int kernel)
     if (kernel == 8) return by_product<Launch3<K3Row<2>>>(g, true);
     if (kernel == 9) return by_product<Launch3<K3Row<4, 10>>>(g, true);
     if (kernel == 10) return by_product<Launch3<K3Row<2, 10>>>(g, true);
+    if (kernel == 11) return by_product<Launch3c<K3Row<4, 10>>>(g, true);
+    if (kernel == 12) return by_product<Launch3c<K3Row<2, 10>>>(g, true);
     return by_product<Launch3<K3Col>>(g, true);
 }
 
 // Plan kernel `kernel`: kernel 2 with its tile (2 Wide, 3 Narrow, 4
 // Single), kernel 3 (5 K3Col; 6, 7, 8 K3Row with 8, 4, 2 rows and five
-// producer warps; 9, 10 K3Row with 4, 2 rows and ten), or, for
+// producer warps; 9, 10 K3Row with 4, 2 rows and ten), kernel 3c (11, 12:
+// K3Row with 4, 2 rows and ten warps; kernel 3 without FMAq), or, for
 // 0, what the shape asks for: Narrow for n <= 16 with a block per SM, Wide
 // with two blocks per SM, else kernel 3 for sums of L_LONG_K products or
 // more (long_sum_kernel), Single for shorter ones.
 const int L_LONG_K = 512;
 
-// The layout the default gives a long sum: K3Row at 4 rows where that
-// still fills every SM with a block, else at 2 (the most blocks), both with
-// ten producer warps (plan kernels 9, 10). Timed on an H100 (weight
-// gradients, tests/gpu-check.sh, a356cd9): ResNet-20's first stage (16 x
-// 144, k 131,072; 144 blocks at 4 rows) LUT 2.20 ms with kernel 9, 2.98 at
-// 4 rows and five warps (7), 4.42 at 8 (6), 7.08 with K3Col (5); NATIVE
-// 0.69 with 9 or 7; LeNet-5's conv1 (6 x 25) LUT 0.41 ms with 10, 0.74 with
-// 8 (2 rows, five warps); FMAq even but for 2 rows on the large shape. Of
-// 20 ResNet-20 LUT steps, conv backward took 0.77 s with 9 forced, 1.01
-// with 6/7/8 chosen by the same shape test, 0.88 with 10 forced. The
-// layout is not the producers' bottleneck otherwise: the LUT products'
-// latency is, and ten warps hide more of it. MANTIS_GPU_LONG_SUM = 5..10
-// forces one layout (timing them against each other in whole trainings).
+// The layout the default gives a long sum. Without FMAq: K3Row at 4 rows
+// where that still fills every SM with a block, else at 2 (the most
+// blocks), both with ten producer warps (plan kernels 9, 10). Timed on an
+// H100 (weight gradients, tests/gpu-check.sh, a356cd9): ResNet-20's first
+// stage (16 x 144, k 131,072; 144 blocks at 4 rows) LUT 2.20 ms with
+// kernel 9, 2.98 at 4 rows and five warps (7), 4.42 at 8 (6), 7.08 with
+// K3Col (5); NATIVE 0.69 with 9 or 7; LeNet-5's conv1 (6 x 25) LUT 0.41 ms
+// with 10, 0.74 with 8 (2 rows, five warps). Of 20 ResNet-20 LUT steps,
+// conv backward took 0.77 s with 9 forced, 1.01 with 6/7/8 chosen by shape,
+// 0.88 with 10 forced: the LUT products' latency bounds the producers, and
+// ten warps hide more of it. With FMAq warp 0's chain of Q_acc adds bounds
+// the sum instead, about 490 cycles a k whatever the layout (37 ms at 16 x
+// 144, 14.8 at 6 x 25: the same time per k): where the sum has a step of
+// chunks or more (320), kernel 3c at 2 rows (12: 7.8 and 1.3 ms; 11, at 4
+// rows, 8.3 and 2.2); else (ResNet-20's 64-channel forward convs, k = 576:
+// 36 chunks) the five-warp K3Row with the most rows that fills every SM,
+// the most lanes of warp 0 adding (6, 7, 8): the ResNet-20 FMAq epoch on
+// 5,120 images took 7.07 s with those, 8.79 with 9 and 10, 10.51 with 11.
+// MANTIS_GPU_LONG_SUM = 5..12 forces one layout (timing them against each
+// other in whole trainings).
 int long_sum_kernel(const Job &g, long long sms)
 {
     static const int forced = [] {
@@ -904,12 +1011,16 @@ int long_sum_kernel(const Job &g, long long sms)
         if (!e || !*e || strlen(e) > 2) return 0;
         char *end;
         long v = strtol(e, &end, 10);
-        return !*end && v >= 5 && v <= 10 ? (int)v : 0;
+        return !*end && v >= 5 && v <= 12 ? (int)v : 0;
     }();
     if (forced) return forced;
     const long long cols = (g.n + L_BN - 1) / L_BN;
-    const int r9 = K3Row<4, 10>::bm; // plan kernel 9's rows
-    return cols * ((g.m + r9 - 1) / r9) >= sms ? 9 : 10;
+    auto fills = [&](int rows) { return cols * ((g.m + rows - 1) / rows) >= sms; };
+    if (g.fmaq) {
+        if (((long long)g.k + g.chunk - 1) / g.chunk >= K3Row<2, 10>::bk) return 12; // a step of chunks or more
+        return fills(K3Row<8>::bm) ? 6 : fills(K3Row<4>::bm) ? 7 : 8;
+    }
+    return fills(K3Row<4, 10>::bm) ? 9 : 10;
 }
 
 cudaError_t run_kernel2(const Job &g, int kernel)
@@ -1086,7 +1197,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 {
     if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    if (kernel < 0 || kernel > 10) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 10)", kernel);
+    if (kernel < 0 || kernel > 12) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 12)", kernel);
     plan->kernel = kernel;
     return MTS_OK;
 }

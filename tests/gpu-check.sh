@@ -5,7 +5,8 @@
 #       needs (Release, no sanitizers, portable ISA, CUDA for sm_80/sm_90, no
 #       SystemC or OpenBLAS) into build-gpucheck/pkg - the binaries, the
 #       shared libraries they need beside them, an MNIST subset - checks it is
-#       under 60 MiB, and prints the device command and what to carry.
+#       under 60 MiB, and prints the device command and what to carry
+#       (PREPARE_TABLE6=0: without all of MNIST, which only table6 reads).
 #   bash tests/gpu-check.sh run       on the machine with the GPU, from the
 #       repository root with build-gpucheck/pkg carried along: nvidia-smi -L,
 #       every GPU test with MANTIS_REQUIRE_GPU=1 (a skip is a failure),
@@ -22,7 +23,12 @@
 #       until 6 minutes have passed. Logs go
 #       to $OUT (at most 8 files; build-gpucheck/out without it); the last
 #       line is "N passed, N failed" and the exit status is 0 only when
-#       nothing failed. Without a GPU it says so and exits 1.
+#       nothing failed. Without a GPU it says so and exits 1. A shorter
+#       check for a short lease: CHECK_TRAIN (an ERE the "model config"
+#       comparisons must match), CHECK_BENCH_TRAIN (bench train model sets,
+#       ";" between them; empty: none), CHECK_PROFILE (the profiled runs,
+#       LONG_SUM:CONFIG, default "0:lut 9:lut 10:lut"; lut or lut-fmaq) and
+#       CHECK_EPOCHS (the full epochs, "model config" with ";" between).
 #   bash tests/gpu-check.sh table6    on the device, a second call: the
 #       accumulator paper's Table 6 (Appendix C.3: the 4-layer 1024-wide MLP,
 #       M4E3 accumulators with bias 5, Adam 1e-3, batch 16, StepLR 0.95) on
@@ -155,12 +161,16 @@ prepare() {
   idx_head "$mn/train-labels-idx1-ubyte" "$pkg/mnist/train-labels-idx1-ubyte" 1024 8 1
   idx_head "$mn/t10k-images-idx3-ubyte" "$pkg/mnist/t10k-images-idx3-ubyte" 1024 16 784
   idx_head "$mn/t10k-labels-idx1-ubyte" "$pkg/mnist/t10k-labels-idx1-ubyte" 1024 8 1
-  # all of MNIST, gzipped, for `table6` (about 11 MiB)
-  mkdir -p "$pkg/mnist-full"
+  # all of MNIST, gzipped, for `table6` (about 11 MiB; PREPARE_TABLE6=0
+  # leaves it out where the binaries need the room)
+  rm -rf "$pkg/mnist-full"
   local f
-  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-    gzip -9c "$mn/$f" >"$pkg/mnist-full/$f.gz" || die "cannot compress $mn/$f"
-  done
+  if [ "${PREPARE_TABLE6:-1}" != 0 ]; then
+    mkdir -p "$pkg/mnist-full"
+    for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+      gzip -9c "$mn/$f" >"$pkg/mnist-full/$f.gz" || die "cannot compress $mn/$f"
+    done
+  fi
   git rev-parse HEAD >"$pkg/REVISION" 2>/dev/null || echo unknown >"$pkg/REVISION"
   git status --porcelain 2>/dev/null | grep -q . && echo "(with uncommitted changes)" >>"$pkg/REVISION"
 
@@ -185,7 +195,7 @@ train_specs() {
     [ $model = lenet300 ] && names="$names ste-imm-diff ste-rec-of int8-table int8-approx"
     { [ $model = lenet5 ] || [ $model = resnet20 ]; } && names="$names int8-ste"
     for name in $names; do echo "$model $name"; done
-  done
+  done | grep -E -- "${CHECK_TRAIN:-.}"
 }
 
 # One run of a comparison: train_one MODEL NAME DEV into $jd/MODEL-NAME-DEV
@@ -348,7 +358,9 @@ run() {
   replicate_idx "$root/$pkg/mnist/train-labels-idx1-ubyte" "$top/mnist60k/train-labels-idx1-ubyte" 8 1
   cp "$root/$pkg/mnist"/t10k-* "$top/mnist60k/"
   local bt
-  for bt in "--models lenet300,lenet5" "--models resnet20 --subset 5120"; do
+  local -a bts=("--models lenet300,lenet5" "--models resnet20 --subset 5120")
+  [ -n "${CHECK_BENCH_TRAIN+x}" ] && IFS=';' read -r -a bts <<<"$CHECK_BENCH_TRAIN"
+  for bt in "${bts[@]}"; do
     t0=$SECONDS
     if [ "$SECONDS" -gt 330 ]; then
       say "bench train --device cuda $bt: skipped (the check has run $SECONDS s)"
@@ -377,18 +389,24 @@ run() {
   # with the default's layouts of the long-sum kernel 3 for the weight
   # gradients (MANTIS_GPU_LONG_SUM=0: chosen by shape) and two forced ones
   # (9, 10: K3Row at 4 and 2 rows with ten producer warps)
-  local ls
-  for ls in 0 9 10; do
+  local ls prof pcfg pargs
+  for prof in ${CHECK_PROFILE:-0:lut 9:lut 10:lut}; do
+    ls=${prof%%:*} pcfg=${prof#*:}
+    pargs="--mul mbm --man-bits 7"
+    [ "$pcfg" = lut-fmaq ] && pargs="$pargs --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12"
+    # shellcheck disable=SC2086
     MANTIS_GPU_LONG_SUM=$ls MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 --data cifar10 \
-      --data-dir $top/cifar --epochs 1 --subset 2560 --test-subset 128 --batch 128 --seed 1 --mul mbm --man-bits 7 \
-      --device cuda --json "$jd/profile-resnet20-lut-$ls.json" >>"$out/train.log" 2>&1
+      --data-dir $top/cifar --epochs 1 --subset 2560 --test-subset 128 --batch 128 --seed 1 $pargs \
+      --device cuda --json "$jd/profile-resnet20-$pcfg-$ls.json" >>"$out/train.log" 2>&1
     rc=$?
-    say "profile resnet20 lut (20 steps, long sums ${ls/#0/chosen by shape}) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$jd/profile-resnet20-lut-$ls.json" 2>/dev/null)"
-    [ "$rc" -eq 0 ] || fail "profile resnet20 lut (kernel $ls) --device cuda exited $rc (see train.log)"
+    say "profile resnet20 $pcfg (20 steps, long sums ${ls/#0/chosen by shape}) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/profile-resnet20-$pcfg-$ls.json" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$jd/profile-resnet20-$pcfg-$ls.json" 2>/dev/null)"
+    [ "$rc" -eq 0 ] || fail "profile resnet20 $pcfg (kernel $ls) --device cuda exited $rc (see train.log)"
   done
   local spec data sub args t1 wall
-  for spec in "lenet300 fp32" "lenet300 lut" "lenet5 fp32" "lenet5 lut" "resnet20 fp32" "resnet20 lut" \
-    "resnet20 lut-fmaq" "lenet300 lut-fmaq" "lenet5 int8" "resnet20 int8"; do
+  local -a epoch_specs=("lenet300 fp32" "lenet300 lut" "lenet5 fp32" "lenet5 lut" "resnet20 fp32" "resnet20 lut"
+    "resnet20 lut-fmaq" "lenet300 lut-fmaq" "lenet5 int8" "resnet20 int8")
+  [ -n "${CHECK_EPOCHS+x}" ] && IFS=';' read -r -a epoch_specs <<<"$CHECK_EPOCHS"
+  for spec in "${epoch_specs[@]}"; do
     set -- $spec
     local limit=360
     [ "$1" = resnet20 ] && limit=300 # (a ResNet-20 epoch may take its whole 100 s timeout)
@@ -421,6 +439,7 @@ run() {
 # The accumulator paper's Table 6 (see the header): one training per row.
 table6() {
   [ -x "$pkg/bin/mantis" ] || die "$pkg is missing: run 'bash tests/gpu-check.sh prepare' first and carry $pkg"
+  [ -d "$pkg/mnist-full" ] || die "$pkg has no mnist-full: prepare it without PREPARE_TABLE6=0"
   local out="${OUT:-$top/out}" dev="${TABLE6_DEVICE:-cuda}" epochs="${TABLE6_EPOCHS:-2}"
   local budget="${TABLE6_BUDGET:-400}" sub="" mn="$top/mnist-table6" f rc failed=0
   [ -n "${TABLE6_SUBSET:-}" ] && sub="--subset $TABLE6_SUBSET --test-subset $TABLE6_SUBSET"

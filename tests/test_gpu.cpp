@@ -332,11 +332,11 @@ int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, in
 }
 
 // Our GPU GEMM against mts_gemm_ref on one shape: mts_gpu_gemm (host
-// pointers, the default kernel choice) and each numbered kernel (1 to 8; INT
-// has 1 and 2) through its own plan; prints the first mismatches with indices and both
+// pointers, the default kernel choice) and each numbered kernel (1 to 12;
+// INT has 1 and 2) through its own plan; prints the first mismatches with indices and both
 // results in hex. gen: the operand generator (default: every special case).
 void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what,
-           float (*gen)(uint64_t *) = operand, int kmax = 10)
+           float (*gen)(uint64_t *) = operand, int kmax = 12)
 {
     uint64_t s = seed;
     int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 1;
@@ -389,7 +389,7 @@ void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float bet
 const int kShapes[][3] = {{1, 1, 1}, {1, 7, 3}, {17, 1, 33}, {31, 37, 41}, {16, 16, 16}, {33, 17, 65}, {5, 3, 0}};
 
 // kmax: the numbered kernels run beside the default choice (TiledKernelEveryProductKind runs them all)
-void check_all(const mts_provider &p, const char *what, int kmax = 10)
+void check_all(const mts_provider &p, const char *what, int kmax = 12)
 {
     uint64_t seed = 1;
     for (auto &sh : kShapes)
@@ -519,7 +519,7 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     uint64_t seed = 40;
     for (auto &cs : cases)
         for (int t = 0; t < 4; t++) {
-            // kernels 1-4 (kernels 5 to 10 have their own test, LongSumKernelEveryProductKind)
+            // kernels 1-4 (kernels 5 to 12 have their own test, LongSumKernelEveryProductKind)
             check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical, 4);
             check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand, 4);
         }
@@ -536,7 +536,7 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     mts_lut_free(&i8s), mts_lut_free(&i8u), mts_lut_free(&i8w);
     // k = 1: every output is one product, nothing absorbed by a sum (flushes,
     // overflow, NaN and signed zeros show), over several tiles; kernels 1 to
-    // 6 (7 to 10 form their products as 6 does, with fewer rows a block)
+    // 6 (7 to 12 form their products as 6 does, with fewer rows a block)
     for (auto &cs : cases) {
         check(cs.p, 70, 130, 1, 0, 0, 0.0f, seed++, cs.what, operand, 6);
         check(cs.p, 70, 130, 1, 1, 0, 0.0f, seed++, cs.what, wide, 6);
@@ -545,13 +545,16 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     mts_lut_free(&l7), mts_lut_free(&l10), mts_lut_free(&l5), mts_lut_free(&lz), mts_lut_free(&la);
 }
 
-// Kernel 3 (plan kernels 5 to 10, the long sums of weight gradients) and the
-// default choice that picks it (k >= 512, too few outputs for the wide
-// tile): sums over several of its steps (56 products in layout K3Col, 160
-// in K3Row with five producer warps, 320 with ten) and a ragged last one,
-// exactly one and two steps (the FP32 sum's 16-deep unroll cut anywhere),
-// 8 x 4 output tiles cut at every edge, FMAq chunks that end inside a step
-// and across steps (chunk 5, 16, 56, 80), for every product kind: FP32,
+// Kernel 3 (plan kernels 5 to 10, the long sums of weight gradients), 3c
+// (11, 12: FMAq's chunk sums formed by the producers) and the default
+// choice that picks them (k >= 512, too few outputs for the wide tile):
+// sums over several of its steps (56 products in layout K3Col, 160 in K3Row
+// with five producer warps, 320 with ten; 320 chunks in 3c) and a ragged
+// last one, exactly one and two steps (the FP32 sum's 16-deep unroll cut
+// anywhere), 8 x 4 output tiles cut at every edge, FMAq chunks that end
+// inside a step and across steps (chunk 1, 5, 16, 56, 80; with FMAq also
+// k = 1,607 and 3,200: 3c's steps of 320 chunks, full and ragged), for
+// every product kind: FP32,
 // the bf16 table in shared memory, a 10-bit table read from global memory,
 // the "fp32" model (FMAq over native products), with special operands.
 TEST(GpuGemm, LongSumKernelEveryProductKind)
@@ -578,7 +581,7 @@ TEST(GpuGemm, LongSumKernelEveryProductKind)
                              {4, 4, 320}, {6, 5, 640}};
     uint64_t seed = 900;
     for (int c = 0; c < 7; c++)
-        for (int chunk : {5, 16, 56, 80}) {
+        for (int chunk : {1, 5, 16, 56, 80}) {
             mts_provider p = ps[c];
             if (c >= 5) {
                 p.fmaq = 1;
@@ -592,6 +595,10 @@ TEST(GpuGemm, LongSumKernelEveryProductKind)
                 for (int t = 0; t < 4; t++)
                     check(p, sh[0], sh[1], sh[2], t & 1, t >> 1, t == 2 ? -0.75f : 0.0f, seed++, w.c_str(),
                           t == 3 ? operand : typical);
+            if (c >= 5 && chunk <= 5) // several of 3c's steps
+                for (int t = 0; t < 4; t++)
+                    check(p, t & 1 ? 3 : 4, t & 1 ? 5 : 4, t & 2 ? 3200 : 1607, t & 1, t >> 1, 0.0f, seed++,
+                          w.c_str(), t == 3 ? operand : typical);
         }
     for (mts_lut *l : {&l7, &l10, &lz, &la}) mts_lut_free(l);
 }
@@ -698,9 +705,9 @@ TEST(GpuGemm, KernelNumbersAreChecked)
     mts_provider p = prov(MTS_PROV_NATIVE);
     mts_gpu_gemm_plan *pl = nullptr;
     ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
-    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 11, &err), MTS_EINVAL);
-    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 11"), std::string::npos) << err.msg;
-    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 10, &err), MTS_OK);
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 13, &err), MTS_EINVAL);
+    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 13"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 12, &err), MTS_OK);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, -1, &err), MTS_EINVAL);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 1, &err), MTS_OK);
     mts_gpu_plan_close(pl);

@@ -56,7 +56,8 @@ static int time_one(int idx, const mts_gpu_gemm_plan *pl, int m, int n, int k, i
 }
 
 /* The weight-gradient rows of shape m x n over k (see the header):
- * providers 1, 2 and 5 of p through plan kernels 4 to 10, beside cuBLAS;
+ * providers 1, 2 and 5 of p through plan kernels 4 to 10 (and 11, 12 with
+ * FMAq: the others run 9, 10 there), beside cuBLAS;
  * 0 or the CLI's status. */
 static int bench_wgrad(const mts_provider *p, int m, int n, int k, int reps)
 {
@@ -83,7 +84,7 @@ static int bench_wgrad(const mts_provider *p, int m, int n, int k, int reps)
         else status = cli_error(CMD, "cublas, weight-gradient shape: %s", err.msg);
     }
     for (int w = 0; w < 3 && !status; w++)
-        for (int kern = 4; kern <= 10 && !status; kern++) {
+        for (int kern = 4; kern <= (p[which[w]].fmaq ? 12 : 10) && !status; kern++) {
             mts_gpu_gemm_plan *pl = NULL;
             double t;
             char name[32];
@@ -113,7 +114,7 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
             printf("usage: mantis bench gemm --device cuda [--sizes N[,N...]] [--reps R] [--model mbm|exact]\n"
                    "  cuBLAS SGEMM (TF32 off) vs our GPU NATIVE, LUT bf16 (kernels 2 and 1), LUT e8m10, FMAq M7E4, INT8\n"
                    "  (default sizes 1024,4096,8192; reps 1 after a warm-up), then a weight gradient's shape\n"
-                   "  (16 x 144 outputs, k 131072; 6 x 25, k 50176) through plan kernels 4 to 10\n");
+                   "  (16 x 144 outputs, k 131072; 6 x 25, k 50176) through plan kernels 4 to 10 (FMAq: 12)\n");
             return 0;
         }
         if (!v) return cli_error(CMD, "option '%s' needs a value", a);

@@ -73,14 +73,16 @@ int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *
 void mts_gpu_plan_close(mts_gpu_gemm_plan *plan);
 /* Which GEMM kernel the plan runs (gpu/gemm.cu): 1, the readable reference
  * (one thread per output); 2, 3, 4, the tiled kernel with its 64x64, 256x16
- * or 8x4 (one output per thread) block tile; 5 to 10, the long-sum kernel
+ * or 8x4 (one output per thread) block tile; 5 to 12, the long-sum kernel
  * (products formed by the other warps while one sums: 5 seven warps, 8x4
  * outputs a block, a thread per k and output column; 6, 7, 8 five warps,
  * 8x4, 4x4 or 2x4 outputs, a thread per k and all the block's outputs; 9,
- * 10 ten warps, 4x4 or 2x4 outputs); 0 (the default), the kernel and tile
- * the shape asks for (for long sums 6, 7 or 8 by the output count, or
- * MANTIS_GPU_LONG_SUM's 5..10). All give mts_gemm_ref's
- * bits; MTS_EINVAL for another number. */
+ * 10 ten warps, 4x4 or 2x4 outputs; 11, 12 as 9, 10, but with FMAq a
+ * thread forms a whole chunk's sums and the one warp adds the chunk sums);
+ * 0 (the default), the kernel and tile the shape asks for (for long sums 9
+ * or 10 by the output count; with FMAq 12 for 320 chunks or more, else 6, 7
+ * or 8; or MANTIS_GPU_LONG_SUM's 5..12). All give mts_gemm_ref's bits;
+ * MTS_EINVAL for another number. */
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err);
 
 /* mts_gemm's contract on device pointers (A, B, C on the device; shapes and
