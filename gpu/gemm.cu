@@ -814,12 +814,34 @@ template <int BM, int PW = 5> struct K3Row {
 #pragma unroll
 #endif
                 for (int c = 0; c < L_BN; c++)
-                    s[r][c] = mts_qadd_hd(&g.qacc, gemm3_product<PK, true>(g, T, sa, ia, sb[c], ib[c], safe_a && safe_b[c]),
-                                          s[r][c]);
+                    s[r][c] = mts_qadd_hd(
+                        &g.qacc, gemm3_product<PK, true>(g, T, sa, ia, sb[c], ib[c], safe_a && safe_b[c]), s[r][c]);
             }
         }
         for (int r = 0; r < BM; r++)
             for (int c = 0; c < L_BN; c++) P[p][r * L_BN + c] = s[r][c];
+    }
+};
+
+// Kernels 3 and 3c: a block's outputs (rows i0.., columns j0..), its
+// batch entry's operands, and the table the products read - g's, or
+// (PK_LUTF_SMEM) its copy in shared memory Ts, swizzled as stage_op
+// indexes it, staged by the block's threads (all of them construct this:
+// it holds a barrier).
+template <int PK, class L> struct K3Block {
+    int i0, j0;
+    const float *A, *B, *T;
+    float *C;
+    __device__ K3Block(const Job &g, float *Ts, int tid)
+        : i0(blockIdx.y * L::bm), j0(blockIdx.x * L_BN), A(batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner)),
+          B(batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner)), T(g.Tf),
+          C(batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner))
+    {
+        if constexpr (PK == PK_LUTF_SMEM) {
+            for (int t = tid; t < g.tf_n; t += L::nt) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t];
+            __syncthreads();
+            T = Ts;
+        }
     }
 };
 
@@ -829,22 +851,13 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
     __shared__ uint32_t P[2][L::bk][L::ps]; // products (bits), double-buffered
     MTS_DYNAMIC_SHARED(float, Ts);          // PK_LUTF_SMEM: the table, swizzled as stage_op indexes it
     const int tid = threadIdx.x;
-    const int i0 = blockIdx.y * L::bm, j0 = blockIdx.x * L_BN;
-    const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
-    const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
-    float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
-    const float *T = g.Tf;
-    if (PK == PK_LUTF_SMEM) {
-        for (int t = tid; t < g.tf_n; t += L::nt) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t];
-        T = Ts;
-        __syncthreads();
-    }
+    const K3Block<PK, L> blk(g, Ts, tid); // (blk.T: the table the products read)
     const int steps = (g.k + L::bk - 1) / L::bk;
     typename L::Regs x; // producers: the operands of the next step to be formed
     if (tid >= 32 && steps > 0) {
-        L::fetch(g, A, B, i0, j0, 0, tid - 32, x);
-        L::template produce<PK, FMAQ>(g, x, T, 0, tid - 32, P[0]);
-        if (steps > 1) L::fetch(g, A, B, i0, j0, L::bk, tid - 32, x);
+        L::fetch(g, blk.A, blk.B, blk.i0, blk.j0, 0, tid - 32, x);
+        L::template produce<PK, FMAQ>(g, x, blk.T, 0, tid - 32, P[0]);
+        if (steps > 1) L::fetch(g, blk.A, blk.B, blk.i0, blk.j0, L::bk, tid - 32, x);
     }
     __syncthreads();
     float acc = 0.0f;
@@ -871,17 +884,18 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
                 }
             }
         } else if (tid >= 32 && st + 1 < steps) {
-            L::template produce<PK, FMAQ>(g, x, T, (st + 1) * L::bk, tid - 32, P[(st + 1) & 1]);
-            if (st + 2 < steps) L::fetch(g, A, B, i0, j0, (st + 2) * L::bk, tid - 32, x); // waits out the barrier
+            L::template produce<PK, FMAQ>(g, x, blk.T, (st + 1) * L::bk, tid - 32, P[(st + 1) & 1]);
+            if (st + 2 < steps) // (waits out the barrier)
+                L::fetch(g, blk.A, blk.B, blk.i0, blk.j0, (st + 2) * L::bk, tid - 32, x);
         }
         __syncthreads();
     }
     if (tid >= L::bm * L_BN) return; // (warp 0's lanes past the block's outputs: idle)
-    int i = i0 + tid / L_BN, j = j0 + tid % L_BN;
+    int i = blk.i0 + tid / L_BN, j = blk.j0 + tid % L_BN;
     if (i >= g.m || j >= g.n) return;
     float v = acc;
     if (FMAQ) v = mts_u2f(inchunk ? (first ? s : mts_qadd_hd(&g.qacc, y, s)) : y);
-    mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, v);
+    mts_gemm_store_hd(&blk.C[(size_t)i * g.ldc + j], g.beta, v);
 }
 
 // Kernel 3c, FMAq's long sums (plan kernels 11, 12; K3Row at 4 and 2 rows,
@@ -897,18 +911,9 @@ __global__ void __launch_bounds__(L::nt, 2) gemm3c_kernel(Job g)
     __shared__ uint32_t P[2][L::bk][L::ps]; // chunk sums (bits), double-buffered
     MTS_DYNAMIC_SHARED(float, Ts);          // PK_LUTF_SMEM: the table, swizzled as stage_op indexes it
     const int tid = threadIdx.x;
-    const int i0 = blockIdx.y * L::bm, j0 = blockIdx.x * L_BN;
-    const float *A = batch_ptr(g.A, g.bt, g.bt.a_outer, g.bt.a_inner);
-    const float *B = batch_ptr(g.B, g.bt, g.bt.b_outer, g.bt.b_inner);
-    float *C = batch_ptr(g.C, g.bt, g.bt.c_outer, g.bt.c_inner);
-    const float *T = g.Tf;
-    if (PK == PK_LUTF_SMEM) {
-        for (int t = tid; t < g.tf_n; t += L::nt) Ts[t ^ (t >> g.lutf.M)] = g.Tf[t];
-        T = Ts;
-        __syncthreads();
-    }
+    const K3Block<PK, L> blk(g, Ts, tid); // (blk.T: the table the products read)
     const int chunks = (int)(((long long)g.k + g.chunk - 1) / g.chunk), steps = (chunks + L::bk - 1) / L::bk;
-    if (tid >= 32 && steps > 0) L::template chunk_sums<PK>(g, A, B, T, i0, j0, 0, tid - 32, P[0]);
+    if (tid >= 32 && steps > 0) L::template chunk_sums<PK>(g, blk.A, blk.B, blk.T, blk.i0, blk.j0, 0, tid - 32, P[0]);
     __syncthreads();
     uint32_t y = 0;
     int first = 1;
@@ -921,14 +926,15 @@ __global__ void __launch_bounds__(L::nt, 2) gemm3c_kernel(Job g)
                 first = 0;
             }
         } else if (tid >= 32 && st + 1 < steps) {
-            L::template chunk_sums<PK>(g, A, B, T, i0, j0, (st + 1) * L::bk, tid - 32, P[(st + 1) & 1]);
+            L::template chunk_sums<PK>(g, blk.A, blk.B, blk.T, blk.i0, blk.j0, (st + 1) * L::bk, tid - 32,
+                                       P[(st + 1) & 1]);
         }
         __syncthreads();
     }
     if (tid >= L::bm * L_BN) return;
-    int i = i0 + tid / L_BN, j = j0 + tid % L_BN;
+    int i = blk.i0 + tid / L_BN, j = blk.j0 + tid % L_BN;
     if (i >= g.m || j >= g.n) return;
-    mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, mts_u2f(y));
+    mts_gemm_store_hd(&blk.C[(size_t)i * g.ldc + j], g.beta, mts_u2f(y));
 }
 
 // Launches kernel (3 or 3c) with layout L for job g (the table's shared
