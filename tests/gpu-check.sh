@@ -28,7 +28,7 @@
 #       check for a short lease: CHECK_TRAIN (an ERE the "model config"
 #       comparisons must match), CHECK_BENCH_TRAIN (bench train model sets,
 #       ";" between them; empty: none), CHECK_PROFILE (the profiled runs,
-#       LONG_SUM:CONFIG, default "0:lut 9:lut 10:lut"; lut or lut-fmaq) and
+#       LONG_SUM:CONFIG, default "0:lut 0:lut-fmaq 9:lut-fmaq"; lut or lut-fmaq) and
 #       CHECK_EPOCHS (the full epochs, "model config" with ";" between).
 #   bash tests/gpu-check.sh table6    on the device, a second call: the
 #       accumulator paper's Table 6 (Appendix C.3: the 4-layer 1024-wide MLP,
@@ -385,12 +385,13 @@ run() {
   # skipped once the check has run 6 minutes (a ResNet-20 one after 5), to
   # stay inside its call.
   # where a ResNet-20 step's time goes (MANTIS_GPU_PROFILE: each node kind's
-  # forward and backward seconds, synchronised), on 20 steps with the LUT,
-  # with the default's layouts of the long-sum kernel 3 for the weight
-  # gradients (MANTIS_GPU_LONG_SUM=0: chosen by shape) and two forced ones
-  # (9, 10: K3Row at 4 and 2 rows with ten producer warps)
+  # forward and backward seconds, synchronised), on 20 steps: with the LUT
+  # and the default's long-sum layouts (MANTIS_GPU_LONG_SUM=0: chosen by
+  # shape), with FMAq over it and the default's (for FMAq's forward convs
+  # the five-warp K3Row, untimed as a whole at 32a953a) and with kernel 9
+  # forced (timed: its conv forward 3.70 s); CHECK_PROFILE picks others
   local ls prof pcfg pargs
-  for prof in ${CHECK_PROFILE:-0:lut 9:lut 10:lut}; do
+  for prof in ${CHECK_PROFILE:-0:lut 0:lut-fmaq 9:lut-fmaq}; do
     ls=${prof%%:*} pcfg=${prof#*:}
     pargs="--mul mbm --man-bits 7"
     [ "$pcfg" = lut-fmaq ] && pargs="$pargs --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12"
