@@ -1007,7 +1007,8 @@ const int L_LONG_K = 512;
 // rows, 8.3 and 2.2); else (ResNet-20's 64-channel forward convs, k = 576:
 // 36 chunks) the five-warp K3Row with the most rows that fills every SM,
 // the most lanes of warp 0 adding (6, 7, 8): the ResNet-20 FMAq epoch on
-// 5,120 images took 7.07 s with those, 8.79 with 9 and 10, 10.51 with 11.
+// 5,120 images took 7.07 s with those, 8.79 with 9 and 10, 10.51 with 11
+// (each run choosing so for all its long sums, the LUT backward's too).
 // MANTIS_GPU_LONG_SUM = 5..12 forces one layout (timing them against each
 // other in whole trainings).
 int long_sum_kernel(const Job &g, long long sms)
