@@ -376,7 +376,7 @@ run() {
       fail "bench train --device cuda $bt (exit $rc; see bench_train.log)"
     fi
   done
-  tee -a "$log" <"$out/bench_train.log" >/dev/null
+  [ -f "$out/bench_train.log" ] && tee -a "$log" <"$out/bench_train.log" >/dev/null # (none when every one was skipped)
 
   # 6. full-epoch timings on the GPU (the anchors: LeNets on 60,000
   # MNIST-shaped images at batch 64, ResNet-20 on 50,000 CIFAR-shaped ones at
