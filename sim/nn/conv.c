@@ -756,7 +756,8 @@ static int wgrad_range_whole(void *arg, int t, int slot, mts_err *err)
  * its own sums (wgrad_chunks); else, for OpenBLAS and FMAq, whole-batch
  * GEMMs - one per thread's channel range with its own column matrix rather
  * than a team inside one GEMM, whose threads (OpenBLAS's) and ours would
- * spin against each other; with a tap or a tracer the layer's one GEMM.
+ * spin against each other; with a tap or a tracer, or an integer table
+ * (wgrad_threads), the layer's one GEMM.
  * Each output is one sum over N*P in order however it is split. */
 static int conv_wgrad(const mts_nn_ctx *ctx, const mts_conv_geom *g, int N, const float *x, const float *dyc,
                       float *dw, mts_err *err)
