@@ -106,7 +106,7 @@ mts_provider prov(mts_prov_kind kind)
 // Tables and mulops shared by the tests; each table is built on first use
 // (every test runs in its own process under CTest).
 struct World {
-    mts_lut exact7{}, mbm7{}, mitchell5{}, e5m4{}, weird7{}, zeroes7{}, below7{}, trunc8{}, int8u{}, int4s{}, asym7{};
+    mts_lut exact7{}, mbm7{}, mitchell5{}, mbm4{}, exact6{}, e5m4{}, weird7{}, zeroes7{}, below7{}, trunc8{}, int8u{}, int4s{}, asym7{};
     mts_mulop mbm_op{};
     World()
     {
@@ -123,6 +123,10 @@ struct World {
         if (&l == &exact7) gen("exact", bf16, &l);
         if (&l == &mbm7) gen("mbm", bf16, &l);
         if (&l == &mitchell5) gen("mitchell", mts_format_e8(5), &l);
+        // byte tables of 16 and 64 entries a row: the AVX2 kernel's one- and
+        // four-shuffle lookups (bf16's takes eight)
+        if (&l == &mbm4) gen("mbm", mts_format_e8(4), &l);
+        if (&l == &exact6) gen("exact", mts_format_e8(6), &l);
         if (&l == &e5m4) {
             EXPECT_EQ(mts_format_parse("e5m4", &fe5m4, &err), MTS_OK) << err.msg;
             gen("exact", fe5m4, &l);
@@ -198,6 +202,10 @@ std::vector<Named> providers()
     std::memset(&p.in_fmt, 0, sizeof p.in_fmt);
     p.lut = &w.mitchell5;
     v.push_back({"lut-mitchell-e8m5", p});
+    p.lut = &w.mbm4;
+    v.push_back({"lut-mbm-e8m4", p});
+    p.lut = &w.exact6;
+    v.push_back({"lut-exact-e8m6", p});
     p.lut = &w.e5m4;
     v.push_back({"lut-exact-e5m4", p});
     p.lut = &w.zeroes7;

@@ -63,7 +63,7 @@ template <class T> long first_diff(const T *a, const T *b, size_t n)
 // zero_pct: that share of A's elements (rows with i % 4 == 0: all of them)
 // made signed zeros, for the quad layout's lists of nonzero columns.
 void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int n, int k, int NR, int vbmi,
-           int swap, int threads, uint64_t seed, unsigned zero_pct = 0)
+           int swap, int threads, uint64_t seed, unsigned zero_pct = 0, int round = 0)
 {
     mts_rng r = {seed};
     std::vector<uint32_t> A((size_t)m * k), B((size_t)k * n);
@@ -71,13 +71,14 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
     for (size_t i = 0; zero_pct && i < A.size(); i++)
         if ((i / (size_t)k) % 4 == 0 || mts_rng_next(&r) % 100 < zero_pct) A[i] &= 0x80000000u;
     for (auto &x : B) x = operand(&r);
-    if (lut) { // operands arrive truncated to the LUT's format (dispatch.c)
+    if (lut && !round) { // operands arrive truncated to the LUT's format (dispatch.c), or rounded where read
         uint32_t keep = ~((1u << (23 - lut->fmt.M)) - 1u);
         for (auto &x : A) x &= keep;
         for (auto &x : B) x &= keep;
     }
     gemm_job g = make_job(m, n, k, A, B, prod, lut, threads);
     g.swap = swap;
+    g.around = g.bround = round;
     gemm_lutpack f, s;
     mts_err err;
     int rf = gemm_lutpack_make(&g, NR, vbmi, 0, &f, &err);
@@ -105,13 +106,19 @@ void check(const char *what, gemm_prod_kind prod, const mts_lut *lut, int m, int
     d = first_diff(f.Bs, s.Bs, nb);
     ASSERT_EQ(d, -1) << at << " Bs[" << d << "] " << hexes("Bs", mts_f2u(f.Bs[d]), mts_f2u(s.Bs[d]), 0);
     ASSERT_EQ(f.quad, s.quad) << at;
-    ASSERT_EQ(f.quad, vbmi == 2 && f.TB && NR == 64) << at; // packed B here: quad whenever asked and possible
+    // packed B here: quad whenever asked and possible (its width is the build's)
+    ASSERT_EQ(f.quad, vbmi == 2 && f.TB && GEMM_QUAD_W && NR == 4 * GEMM_QUAD_W) << at;
     if (f.quad) {
-        d = first_diff(f.Bs + nb, s.Bs + nb, nb); // 2 Sb
-        ASSERT_EQ(d, -1) << at << " Bs[2Sb " << d << "] " << hexes("Bs", mts_f2u(f.Bs[nb + d]), mts_f2u(s.Bs[nb + d]), 0);
-        d = first_diff(f.Bq, s.Bq, (size_t)npan * k * 64);
+        d = first_diff(f.Bq, s.Bq, nb);
         ASSERT_EQ(d, -1) << at << " Bq[" << d << "] " << hexes("Bq", f.Bq[d], s.Bq[d], 0);
         ASSERT_TRUE(!f.Bi && !s.Bi) << at;
+    }
+    if (f.quad && GEMM_QUAD_W == 8) {
+        ASSERT_TRUE(!f.nnz && !s.nnz) << at; // no sparse kernel on AVX2
+    }
+    if (f.quad && GEMM_QUAD_W == 16) {
+        d = first_diff(f.Bs + nb, s.Bs + nb, nb); // 2 Sb
+        ASSERT_EQ(d, -1) << at << " Bs[2Sb " << d << "] " << hexes("Bs", mts_f2u(f.Bs[nb + d]), mts_f2u(s.Bs[nb + d]), 0);
         ASSERT_TRUE(f.nnz && s.nnz) << at;
         d = first_diff(f.nnz, s.nnz, (size_t)m);
         ASSERT_EQ(d, -1) << at << " nnz[" << d << "]: fast " << f.nnz[d] << " ref " << s.nnz[d];
@@ -230,6 +237,14 @@ TEST(GemmPack, ByteTablePackingEqualsScalarReference)
                 for (int vbmi : {1, 2}) check("lut-vbmi", GEMM_PROD_LUT, &lut, s[0], s[1], s[2], NR, vbmi, swap, 1, seed++);
     check("lut-vbmi-threads", GEMM_PROD_LUT, &lut, 90, 130, 33, 64, 1, 1, 2, seed++);
     check("lut-quad-threads", GEMM_PROD_LUT, &lut, 90, 130, 33, 64, 2, 0, 2, seed++);
+    // teams of threads (at least 65,536 elements of an operand), and
+    // operands rounded to bf16 where the packing reads them
+    for (int NR : {32, 64})
+        for (int swap : {0, 1}) {
+            check("lut-quad-team", GEMM_PROD_LUT, &lut, 300, 290, 250, NR, 2, swap, 2, seed++);
+            check("lut-quad-rounded", GEMM_PROD_LUT, &lut, 13, 70, 29, NR, 2, swap, 1, seed++, 0, 7);
+            check("lut-gather-rounded", GEMM_PROD_LUT, &lut, 13, 70, 29, NR, 0, swap, 1, seed++, 0, 7);
+        }
     mts_lut_free(&lut);
 }
 
@@ -239,6 +254,7 @@ TEST(GemmPack, ByteTablePackingEqualsScalarReference)
 // the rows all zero), k across and below the 16-column step, both orders.
 TEST(GemmPack, SparseRowListsEqualScalarReference)
 {
+    if (GEMM_QUAD_W != 16) GTEST_SKIP() << "the sparse lists are built for the VBMI quad kernel only";
     mts_lut lut = make_lut("mbm", 7);
     uint64_t seed = 51;
     const int sh[][3] = {{9, 64, 40}, {17, 100, 5}, {13, 70, 16}, {8, 64, 33}};
@@ -269,6 +285,7 @@ TEST(GemmPack, NativeProductPackingEqualsScalarReference)
     for (auto &s : shapes)
         for (int NR : {16, 32, 64}) check("native", GEMM_PROD_FP32M, nullptr, s[0], s[1], s[2], NR, 0, 0, 1, seed++);
     check("native-threads", GEMM_PROD_FP32M, nullptr, 70, 90, 20, 32, 0, 0, 2, seed++);
+    check("native-team-rounded", GEMM_PROD_FP32M, nullptr, 300, 290, 250, 32, 0, 0, 2, seed++, 0, 10);
 }
 
 // The fixed exponent rule (|e| <= 62 for each operand) relaxed per job:

@@ -181,6 +181,18 @@ static inline void vbmi_raw_b(const vbmi_rawb_k *c, __m512i x, __m512i *bidx, __
 #define GEMM_VBMI 0
 #endif
 
+/* Lanes of a vector in the quad layout of byte tables (pack.c, lut.c): 16
+ * on VBMI builds (vpermt2b looks up 64 lanes), 8 on AVX2 builds with FMA
+ * (vpshufb looks up 32), 0 where no kernel reads it. A quad panel is four
+ * such vectors: NR = 4 GEMM_QUAD_W. */
+#if GEMM_VBMI
+#define GEMM_QUAD_W 16
+#elif GEMM_SIMD && GW == 8 && defined(__FMA__)
+#define GEMM_QUAD_W 8
+#else
+#define GEMM_QUAD_W 0
+#endif
+
 #if GEMM_SIMD && GW == 16 && defined(__AVX512DQ__)
 /* Q(M,E,b) of fmaq.c for RTZ on finite FP32 bits x (no NaN, no inf): keep
  * M mantissa bits and the sign (mask keep), saturate the magnitude at R_OF

@@ -512,6 +512,91 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
 }
 #endif
 
+#if GEMM_QUAD_W == 8
+/* Shuffle path (AVX2 + FMA builds, the byte tables of the VBMI path): the
+ * quad layout with 8-lane vectors (Bq: byte 4j + v holds the mantissa of
+ * lane j of vector v, 32 lanes a panel). vpshufb looks up 16-byte tables,
+ * so a lookup of the row of a's mantissa (2^M entries of 128 bytes) takes
+ * nc = 2^M / 16 shuffles, one per 16 entries (nc = 1 when M <= 4), and a
+ * blend tree on each index's bits 4..6 (nc - 1 vpblendvb, selected by the
+ * byte's top bit: the index shifted left 3, 2 or 1 within 16-bit lanes) keeps
+ * each lane's; the index's bit 7 is clear, so no lane is zeroed. Then per
+ * vector v a second vpshufb moves byte v of each 32-bit lane to byte 2 and
+ * zeroes the rest, one integer add of Sa's bits makes q = Sa Tf and one
+ * FMA adds q Sb, the exact product (vf_lut_byte_q's argument, gemm_simd.h).
+ * A zero a reads the all-zero row (q = Sa, its signed zero). Per 32
+ * products and row: nc loads and shuffles, nc - 1 blends, then 4 shuffles,
+ * adds and FMAs; the gather path's 4 gathers cost several times that. */
+#define SHUF_MR 2 /* rows a tile: 2 x 4 accumulators beside the index, its masks and the row's lookup */
+
+/* The 32 bytes of table row `row` at the indexes x (bits 0..6), s4..s6: x
+ * shifted so that bit 4, 5, 6 of each byte is its top bit. */
+LUT_INLINE __m256i shuf_lookup(const unsigned char *row, __m256i x, __m256i s4, __m256i s5, __m256i s6, const int nc)
+{
+#define SHUF_T(c) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(row + 16 * (c)))), x)
+    __m256i r = SHUF_T(0);
+    if (nc == 1) return r;
+    r = _mm256_blendv_epi8(r, SHUF_T(1), s4);
+    if (nc == 2) return r;
+    r = _mm256_blendv_epi8(r, _mm256_blendv_epi8(SHUF_T(2), SHUF_T(3), s4), s5);
+    if (nc == 4) return r;
+    __m256i h = _mm256_blendv_epi8(_mm256_blendv_epi8(SHUF_T(4), SHUF_T(5), s4),
+                                   _mm256_blendv_epi8(SHUF_T(6), SHUF_T(7), s4), s5);
+    return _mm256_blendv_epi8(r, h, s6);
+#undef SHUF_T
+}
+
+/* nvv: the vectors of the panel holding columns of C (as lut_tile_quad). */
+LUT_INLINE void lut_tile_shuf(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
+                              const int nc, const int nvv)
+{
+    const int K = g->k;
+    const unsigned char *bq = c->Bq + (size_t)panel * (size_t)K * 32;
+    const float *bs = c->Bs + (size_t)panel * (size_t)K * 32;
+    const uint32_t *ai[MR_MAX];
+    const float *as[MR_MAX];
+    vf acc[MR_MAX][NV];
+    __m256i ctl[4]; /* byte 2 of lane j takes byte 4 (j % 4) + v of its 128-bit half; the rest zeroed */
+    for (int v = 0; v < 4; v++)
+        ctl[v] = _mm256_add_epi32(_mm256_set1_epi32((int)(0x80008080u | (uint32_t)v << 16)),
+                                  _mm256_setr_epi32(0, 4 << 16, 8 << 16, 12 << 16, 0, 4 << 16, 8 << 16, 12 << 16));
+
+    tile_rows(c, g, i0, i1, j0, j1, SHUF_MR, NV, ai, as, acc);
+    for (int kk = 0; kk < K; kk++) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(bq + (size_t)kk * 32));
+        const __m256i s4 = _mm256_slli_epi16(x, 3), s5 = _mm256_slli_epi16(x, 2), s6 = _mm256_slli_epi16(x, 1);
+        const float *bk = bs + (size_t)kk * 32;
+        for (int r = 0; r < SHUF_MR; r++) {
+            __m256i t = shuf_lookup(c->TB + ai[r][kk], x, s4, s5, s6, nc);
+            __m256i sa = VI_OF(VF_SET1(as[r][kk]));
+            for (int v = 0; v < nvv; v++)
+                acc[r][v] = _mm256_fmadd_ps(VF_OF(_mm256_add_epi32(sa, _mm256_shuffle_epi8(t, ctl[v]))),
+                                            VF_LOAD(bk + 8 * v), acc[r][v]);
+        }
+    }
+    store_tile(g, acc, i0, i1, j0, j1, nvv);
+}
+
+/* One instance per table width and panel width. */
+static void lut_tile_shuf_at(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1)
+{
+    const int M = g->lut->fmt.M, nvv = (j1 - j0 + GW - 1) / GW;
+    const int nc = M <= 4 ? 1 : 1 << (M - 4);
+#define SHUF_NVV(NC)                                                                                                   \
+    do {                                                                                                               \
+        if (nvv == 1) lut_tile_shuf(c, g, i0, i1, panel, j0, j1, NC, 1);                                               \
+        else if (nvv == 2) lut_tile_shuf(c, g, i0, i1, panel, j0, j1, NC, 2);                                          \
+        else if (nvv == 3) lut_tile_shuf(c, g, i0, i1, panel, j0, j1, NC, 3);                                          \
+        else lut_tile_shuf(c, g, i0, i1, panel, j0, j1, NC, 4);                                                        \
+    } while (0)
+    if (nc == 1) SHUF_NVV(1);
+    else if (nc == 2) SHUF_NVV(2);
+    else if (nc == 4) SHUF_NVV(4);
+    else SHUF_NVV(8);
+#undef SHUF_NVV
+}
+#endif
+
 /* One instance per tile shape, so the loops over rows and vectors unroll
  * into registers. */
 #define LUT_SHAPES(F, ...)                                                                                             \
@@ -552,7 +637,16 @@ static void lut_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, i
         else LUT_SHAPES(LUT_VBMI, c, g, i0, i1, panel, j0, j1, 0);
         return;
     }
+#elif GEMM_QUAD_W == 8
+    if (c->quad) {
+        lut_tile_shuf_at(c, g, i0, i1, panel, j0, j1);
+        return;
+    }
 #endif
+    if (!c->Tf) { /* a byte table without its layout: not asked for (gemm_lut) */
+        gemm_tile_scalar(g, i0, i1, j0, j1);
+        return;
+    }
     LUT_SHAPES(LUT_GATHER, c, g, i0, i1, panel, j0, j1);
 }
 
@@ -570,7 +664,8 @@ int gemm_lut(const gemm_job *g, mts_err *err)
     int nv, mr;
     pick_tile(g, &nv, &mr);
     int nr = nv * GW;
-    int rc = gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, gemm_want_rawb(g, mr, nr), &lp, err);
+    /* byte tables where a kernel reads them: VBMI (raw B too) or AVX2 (quad layout only) */
+    int rc = gemm_lutpack_make(g, nr, GEMM_QUAD_W ? 2 : 0, GEMM_VBMI && gemm_want_rawb(g, mr, nr), &lp, err);
     if (rc == 1) return gemm_scalar(g, err); /* format or table outside the exact-product condition */
     if (rc != MTS_OK) return rc;
     if (lp.rawb && range_rows(&lp, g->m)) {
@@ -578,7 +673,7 @@ int gemm_lut(const gemm_job *g, mts_err *err)
          * pack B after all, so the packing learns B's range and can take
          * them, instead of the scalar kernel */
         gemm_lutpack_free(&lp);
-        rc = gemm_lutpack_make(g, nr, GEMM_VBMI ? 2 : 0, 0, &lp, err);
+        rc = gemm_lutpack_make(g, nr, GEMM_QUAD_W ? 2 : 0, 0, &lp, err);
         if (rc != MTS_OK) return rc; /* 1 is not possible: the table passed above */
     }
     lp.mr = mr;

@@ -62,8 +62,8 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
         if (!lp->TB && !(lp->Tf = gemm_lut_table(g->lut))) return 1; /* no exact SIMD form */
     }
     lp->rawb = rawb && lp->TB && !gemm_b_bad(g);
-    lp->quad = vbmi == 2 && lp->TB && !lp->rawb && NR == 64;
-    if (lp->quad) nb *= 2; /* Bs holds Sb and 2 Sb */
+    lp->quad = vbmi == 2 && lp->TB && !lp->rawb && GEMM_QUAD_W && NR == 4 * GEMM_QUAD_W;
+    if (lp->quad && GEMM_QUAD_W == 16) nb *= 2; /* Bs holds Sb and 2 Sb */
     lp->As = gemm_ws_alloc(m * K * sizeof *lp->As, 0);
     lp->rowbad = gemm_ws_alloc(m, 1);
     int ok = lp->As && lp->rowbad;
@@ -75,9 +75,9 @@ static int alloc_pack(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpac
     if (lut) {
         lp->Ai = gemm_ws_alloc(m * K * sizeof *lp->Ai, 0);
         ok = ok && lp->Ai;
-        if (lp->quad)
-            ok = ok && (lp->Bq = gemm_ws_alloc((size_t)npan * K * 64, 0)) &&
-                 (lp->nnz = gemm_ws_alloc(m * sizeof *lp->nnz, 1));
+        if (lp->quad) /* the lists of nonzeros only for lut.c's sparse kernel (VBMI) */
+            ok = ok && (lp->Bq = gemm_ws_alloc((size_t)npan * K * (size_t)NR, 0)) &&
+                 (GEMM_QUAD_W != 16 || (lp->nnz = gemm_ws_alloc(m * sizeof *lp->nnz, 1)));
         else if (!lp->rawb) ok = ok && (lp->Bi = gemm_ws_alloc(nb * sizeof *lp->Bi, 0));
     }
     if (!ok) {
@@ -220,7 +220,7 @@ static inline void pack_a1(const gemm_job *g, gemm_lutpack *lp, size_t o, uint32
     gemm_lut_split(x, M, !g->swap, &lp->Ai[o], &lp->As[o]);
     if (lp->TB) /* byte offset of the table row, or the all-zero row */
         lp->Ai[o] = mts_f32_exp(x) ? ((x & MTS_F32_MAN) >> (23 - M)) * 128u : (uint32_t)(((size_t)1 << M) * 128u);
-    if (lp->quad && mts_f32_exp(x)) { /* the exponent's low bit moves from As to Ai's bit 0 */
+    if (lp->quad && GEMM_QUAD_W == 16 && mts_f32_exp(x)) { /* the exponent's low bit moves from As to Ai's bit 0 */
         lp->Ai[o] |= (x >> 23) & 1u;
         lp->As[o] = mts_u2f(x & 0xFF000000u);
     }
@@ -252,12 +252,16 @@ int gemm_lutpack_make_scalar(const gemm_job *g, int NR, int vbmi, int rawb, gemm
                 uint32_t x = jj < w ? gemm_b(g, src + (size_t)jj) : 0;
                 bad |= op_flag(x);
                 range_add(&rb, x);
-                if (lp->quad) { /* lane jj is lane jj % 16 of vector jj / 16: byte 4 (jj % 16) + jj / 16 */
+                if (lp->quad) { /* lane jj is lane jj % W of vector jj / W: byte 4 (jj % W) + jj / W */
+                    const int W = NR / 4;
                     uint32_t idx;
                     float sb;
                     gemm_lut_split(x, M, 0, &idx, &sb);
-                    lp->Bq[((size_t)p * K + kk) * 64 + (size_t)(4 * (jj % 16) + jj / 16)] =
-                        (unsigned char)((x & MTS_F32_MAN) >> (23 - M));
+                    lp->Bq[o + (size_t)(4 * (jj % W) + jj / W)] = (unsigned char)((x & MTS_F32_MAN) >> (23 - M));
+                    if (W == 8) { /* AVX2: Sb alone */
+                        lp->Bs[o + (size_t)jj] = sb;
+                        continue;
+                    }
                     lp->Bs[2 * o + (size_t)jj] = sb;
                     lp->Bs[2 * o + 64 + (size_t)jj] = sb * 2.0f;
                     continue;
@@ -450,12 +454,216 @@ static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
 }
 #endif
 
+#if GEMM_SIMD && GW == 8
+/* The AVX2 form of pack_fast: 8 operands at once, lane masks as vectors.
+ * No quad parity and no lists of nonzeros here (both are for the VBMI
+ * kernels): the quad layout of 8-lane vectors is Bq and Sb alone. */
+typedef struct pack8_k {
+    __m256i man, expm, sgn, hi9, zero_row;
+    __m128i drop, rshift, cshift; /* shift counts */
+    int on;                       /* rounding: M != 0 */
+    __m128i qdrop;
+    __m256i half, keep, one;
+} pack8_k;
+
+static inline __m256i v8_eq(__m256i a, __m256i b) { return _mm256_cmpeq_epi32(a, b); }
+
+/* gemm_q_e8 on 8 lanes (M = 0: x unchanged) */
+static inline __m256i v8_round(const pack8_k *c, __m256i x)
+{
+    if (!c->on) return x;
+    const __m256i e = _mm256_and_si256(x, c->expm), zero = _mm256_setzero_si256();
+    __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(x, c->qdrop), c->one);
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(x, c->half), lsb), c->keep);
+    __m256i spec = v8_eq(e, c->expm), nan = _mm256_andnot_si256(v8_eq(_mm256_and_si256(x, c->man), zero), spec);
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(x, c->sgn), v8_eq(e, zero));
+    r = _mm256_blendv_epi8(r, x, spec);
+    return _mm256_blendv_epi8(r, _mm256_set1_epi32((int)MTS_F32_QNAN), nan);
+}
+
+/* v_flags on 8 lanes: special lanes or-ed into *spec, each normal lane's
+ * biased exponent into the bounds lo, hi. Lanes of +0 (padding) add
+ * nothing. */
+static inline void v8_flags(const pack8_k *c, __m256i x, __m256i *spec, __m256i *lo, __m256i *hi)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i eb = _mm256_and_si256(x, c->expm), e = _mm256_srli_epi32(eb, 23);
+    __m256i e0 = v8_eq(eb, zero), emax = v8_eq(eb, c->expm);
+    __m256i manz = v8_eq(_mm256_and_si256(x, c->man), zero);
+    *spec = _mm256_or_si256(*spec, _mm256_or_si256(emax, _mm256_andnot_si256(manz, e0)));
+    __m256i normal = _mm256_andnot_si256(_mm256_or_si256(e0, emax), _mm256_set1_epi32(-1));
+    *lo = _mm256_min_epu32(*lo, _mm256_blendv_epi8(_mm256_set1_epi32(255), e, normal));
+    *hi = _mm256_max_epu32(*hi, _mm256_and_si256(e, normal));
+}
+
+static inline int v8_min(__m256i v)
+{
+    uint32_t t[8];
+    _mm256_storeu_si256((__m256i *)(void *)t, v);
+    uint32_t r = t[0];
+    for (int i = 1; i < 8; i++) r = t[i] < r ? t[i] : r;
+    return (int)r;
+}
+
+static inline int v8_max(__m256i v)
+{
+    uint32_t t[8];
+    _mm256_storeu_si256((__m256i *)(void *)t, v);
+    uint32_t r = t[0];
+    for (int i = 1; i < 8; i++) r = t[i] > r ? t[i] : r;
+    return (int)r;
+}
+
+/* the lanes below left (0..8) */
+static inline __m256i v8_lanes(int left)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The row or panel flag (op_flag's, or-ed) from v8_flags' outputs. */
+static inline unsigned char v8_flag(__m256i spec, __m256i lo, __m256i hi, int *rlo, int *rhi)
+{
+    *rlo = v8_min(lo);
+    *rhi = v8_max(hi);
+    int range = *rlo < 127 - 62 || *rhi > 127 + 62; /* gemm_exp_ok's range */
+    return (unsigned char)((_mm256_testz_si256(spec, spec) ? 0 : GEMM_BAD_SPECIAL) | (range ? GEMM_BAD_RANGE : 0));
+}
+
+/* s = sign 2^(e-127), or the signed zero when e == 0; *nz: e != 0 */
+static inline __m256i v8_pow2(const pack8_k *c, __m256i x, __m256i *nz)
+{
+    *nz = _mm256_andnot_si256(v8_eq(_mm256_and_si256(x, c->expm), _mm256_setzero_si256()), _mm256_set1_epi32(-1));
+    return _mm256_blendv_epi8(_mm256_and_si256(x, c->sgn), _mm256_and_si256(x, c->hi9), *nz);
+}
+
+/* Row i of A (pack_a1 for each element), its flag and exponent range. */
+static void pack8_row_a(const gemm_job *g, gemm_lutpack *lp, const pack8_k *ck, int lut, size_t K, size_t i, int *alo,
+                        int *ahi)
+{
+    const pack8_k c = *ck;
+    const uint32_t *a = g->A + i * g->lda;
+    float *restrict as = lp->As + i * K;
+    uint32_t *restrict ai = lut ? lp->Ai + i * K : NULL;
+    const int tb = lp->TB != NULL;
+    __m256i spec = _mm256_setzero_si256(), lo = _mm256_set1_epi32(255), hi = _mm256_setzero_si256();
+    for (size_t k0 = 0; k0 < K; k0 += 8) {
+        int left = K - k0 >= 8 ? 8 : (int)(K - k0);
+        __m256i ld = v8_lanes(left);
+        __m256i x = v8_round(&c, _mm256_maskload_epi32((const int *)(const void *)(a + k0), ld)); /* past k: +0 */
+        v8_flags(&c, x, &spec, &lo, &hi);
+        if (!lut) {
+            _mm256_maskstore_epi32((int *)(void *)(as + k0), ld, x);
+            continue;
+        }
+        __m256i nz, s = v8_pow2(&c, x, &nz);
+        __m256i man = _mm256_srl_epi32(_mm256_and_si256(x, c.man), c.drop);
+        __m256i idx = tb ? _mm256_blendv_epi8(c.zero_row, _mm256_slli_epi32(man, 7), nz) : _mm256_sll_epi32(man, c.rshift);
+        _mm256_maskstore_epi32((int *)(void *)(as + k0), ld, s);
+        _mm256_maskstore_epi32((int *)(void *)(ai + k0), ld, idx);
+    }
+    int rlo, rhi;
+    lp->rowbad[i] = v8_flag(spec, lo, hi, &rlo, &rhi);
+    if (rlo < *alo) *alo = rlo;
+    if (rhi > *ahi) *ahi = rhi;
+}
+
+/* Panel p of B (NR lanes, nv vectors), its flag and exponent range. */
+static void pack8_b_panel(const gemm_job *g, gemm_lutpack *lp, const pack8_k *ck, int lut, int nv, int NR, size_t K,
+                          int p, int *blo, int *bhi)
+{
+    const pack8_k c = *ck;
+    __m256i spec = _mm256_setzero_si256(), lo = _mm256_set1_epi32(255), hi = _mm256_setzero_si256();
+    int j0 = p * NR, w = g->n - j0 < NR ? g->n - j0 : NR;
+    for (size_t kk = 0; kk < K; kk++) {
+        size_t o = ((size_t)p * K + kk) * (size_t)NR;
+        const uint32_t *src = g->B + kk * g->ldb + (size_t)j0;
+        __m256i bq = _mm256_setzero_si256(); /* quad: vector v's mantissas in byte v of each lane */
+        for (int v = 0; v < nv; v++) {
+            int left = w - 8 * v;
+            __m256i x = _mm256_setzero_si256(); /* padding lanes: +0 */
+            if (left >= 8) x = _mm256_loadu_si256((const __m256i *)(const void *)(src + 8 * v));
+            else if (left > 0) x = _mm256_maskload_epi32((const int *)(const void *)(src + 8 * v), v8_lanes(left));
+            x = v8_round(&c, x);
+            size_t ov = o + (size_t)(8 * v);
+            v8_flags(&c, x, &spec, &lo, &hi);
+            if (!lut) {
+                _mm256_storeu_si256((__m256i *)(void *)(lp->Bs + ov), x);
+                continue;
+            }
+            __m256i nz, s = v8_pow2(&c, x, &nz);
+            __m256i man = _mm256_srl_epi32(_mm256_and_si256(x, c.man), c.drop);
+            _mm256_storeu_si256((__m256i *)(void *)(lp->Bs + ov), s);
+            if (lp->quad) {
+                bq = _mm256_or_si256(bq, _mm256_sll_epi32(man, _mm_cvtsi32_si128(8 * v)));
+                continue;
+            }
+            __m256i idx = lp->TB ? _mm256_slli_epi32(man, 16) : _mm256_sll_epi32(man, c.cshift);
+            _mm256_storeu_si256((__m256i *)(void *)(lp->Bi + ov), idx);
+        }
+        if (lp->quad) _mm256_storeu_si256((__m256i *)(void *)(lp->Bq + o), bq);
+    }
+    int rlo, rhi;
+    lp->panbad[p] = v8_flag(spec, lo, hi, &rlo, &rhi);
+    if (rlo < *blo) *blo = rlo;
+    if (rhi > *bhi) *bhi = rhi;
+}
+
+static pack8_k pack8_consts(int M, int round, int swap)
+{
+    pack8_k c;
+    c.man = _mm256_set1_epi32((int)MTS_F32_MAN);
+    c.expm = _mm256_set1_epi32((int)MTS_F32_EXP);
+    c.sgn = _mm256_set1_epi32((int)MTS_F32_SIGN);
+    c.hi9 = _mm256_set1_epi32((int)0xFF800000u);
+    c.zero_row = _mm256_set1_epi32((int)(((uint32_t)1 << M) * 128u));
+    c.drop = _mm_cvtsi32_si128(23 - M);
+    c.rshift = _mm_cvtsi32_si128(swap ? 0 : M); /* index shifts of row / column operands */
+    c.cshift = _mm_cvtsi32_si128(swap ? M : 0);
+    c.on = round != 0;
+    int qd = round ? 23 - round : 1;
+    c.qdrop = _mm_cvtsi32_si128(qd);
+    c.half = _mm256_set1_epi32((int)((1u << (qd - 1)) - 1u));
+    c.keep = _mm256_set1_epi32((int)~((1u << qd) - 1u));
+    c.one = _mm256_set1_epi32(1);
+    return c;
+}
+
+static void pack_fast(const gemm_job *g, gemm_lutpack *lp, int NR)
+{
+    int lut = g->prod == GEMM_PROD_LUT, M = lut ? g->lut->fmt.M : 0;
+    int npan = (g->n + NR - 1) / NR, nv = NR / 8;
+    size_t K = (size_t)g->k, m = (size_t)g->m;
+    const pack8_k ca = pack8_consts(M, g->around, g->swap), cb = pack8_consts(M, g->bround, g->swap);
+    int threads = (double)m * (double)K < 65536.0 ? 1 : g->threads; /* waking a team costs more */
+    int alo = 255, ahi = 0, blo = 255, bhi = 0; /* exp_range of A and B (min and max commute: any split) */
+    if (threads <= 1) /* no team: gemm_internal.h */
+        for (size_t i = 0; i < m; i++) pack8_row_a(g, lp, &ca, lut, K, i, &alo, &ahi);
+    else
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8) reduction(min : alo) reduction(max : ahi)
+        for (size_t i = 0; i < m; i++) pack8_row_a(g, lp, &ca, lut, K, i, &alo, &ahi);
+    if (lp->rawb) return;
+    threads = (double)g->n * (double)K < 65536.0 ? 1 : g->threads;
+    if (threads <= 1) /* no team: gemm_internal.h */
+        for (int p = 0; p < npan; p++) pack8_b_panel(g, lp, &cb, lut, nv, NR, K, p, &blo, &bhi);
+    else
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(min : blo) reduction(max : bhi)
+        for (int p = 0; p < npan; p++) pack8_b_panel(g, lp, &cb, lut, nv, NR, K, p, &blo, &bhi);
+    relax_ranges(g, lp, (exp_range){alo, ahi}, (exp_range){blo, bhi});
+}
+#endif
+
 int gemm_lutpack_make(const gemm_job *g, int NR, int vbmi, int rawb, gemm_lutpack *lp, mts_err *err)
 {
 #if GEMM_SIMD && GW == 16
     int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
     if (rc == MTS_OK) pack_fast(g, lp, NR);
     return rc == MTS_OK ? sparse_lists(g, lp, 1, err) : rc;
+#elif GEMM_SIMD && GW == 8
+    if (NR % 8) /* panels of part vectors: the reference */
+        return gemm_lutpack_make_scalar(g, NR, vbmi, rawb, lp, err);
+    int rc = alloc_pack(g, NR, vbmi, rawb, lp, err);
+    if (rc == MTS_OK) pack_fast(g, lp, NR);
+    return rc;
 #else
     return gemm_lutpack_make_scalar(g, NR, vbmi, rawb, lp, err);
 #endif
