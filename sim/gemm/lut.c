@@ -527,7 +527,7 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
  * A zero a reads the all-zero row (q = Sa, its signed zero). Per 32
  * products and row: nc loads and shuffles, nc - 1 blends, then 4 shuffles,
  * adds and FMAs; the gather path's 4 gathers cost several times that. */
-#define SHUF_MR 2 /* rows a tile: 2 x 4 accumulators beside the index, its masks and the row's lookup */
+#define SHUF_MR 2 /* rows a tile; 1 measured no faster on a Zen 3 (512^3: 20.6-25.0 ms either way, noisy VM) */
 
 /* The 32 bytes of table row `row` at the indexes x (bits 0..6), s4..s6: x
  * shifted so that bit 4, 5, 6 of each byte is its top bit. */
@@ -676,6 +676,9 @@ int gemm_lut(const gemm_job *g, mts_err *err)
         rc = gemm_lutpack_make(g, nr, GEMM_QUAD_W ? 2 : 0, 0, &lp, err);
         if (rc != MTS_OK) return rc; /* 1 is not possible: the table passed above */
     }
+#if GEMM_QUAD_W == 8
+    if (lp.quad) mr = SHUF_MR; /* the shuffle kernel's tiles (the gather path's otherwise) */
+#endif
     lp.mr = mr;
 #if GEMM_VBMI
     if (lp.nzt) /* A sparse enough: the quad kernel's sparse form */
