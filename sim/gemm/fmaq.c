@@ -13,7 +13,11 @@
  *    the exact sum (nested grids, same binade), and a sum below 2^e stays
  *    below 2^e, so the flush decision is also unchanged. Exact cancellation
  *    gives +0 and -0 + -0 gives -0, as in mts_qadd. RTZ_24 is one AVX-512
- *    instruction (embedded rounding) or TwoSum on AVX2 (gemm_simd.h).
+ *    instruction (embedded rounding). AVX2 has no per-instruction rounding:
+ *    with a LUT's products (exact, the same in any rounding mode) the sums
+ *    run with MXCSR set to round toward zero, one vaddps each, MXCSR
+ *    restored before the stores; native products are rounded to nearest,
+ *    so there the sums use TwoSum (vf_add_rtz, gemm_simd.h).
  * RNE quantizers and the other operands take the scalar kernel (mts_fmaq). */
 #include <stdlib.h>
 
@@ -58,6 +62,16 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
     const vi pkeep = VI_SET1(c->pkeep), prof = VI_SET1(c->prof), plo = VI_SET1(c->plo);
     const vi akeep = VI_SET1(c->akeep), arof = VI_SET1(c->arof), alo = VI_SET1(c->alo);
     float out[NR];
+#if GW == 8
+    /* the sums in the hardware's toward-zero mode (header): the products
+     * below are exact except native ones, which keep the caller's mode */
+    const int csr_rtz = mode != FQ_NATIVE;
+    const unsigned csr = _mm_getcsr();
+    if (csr_rtz) _mm_setcsr((csr & ~(unsigned)_MM_ROUND_MASK) | _MM_ROUND_TOWARD_ZERO);
+#define FQ_ADD(a, b) (csr_rtz ? VF_ADD(a, b) : vf_add_rtz(a, b))
+#else
+#define FQ_ADD(a, b) vf_add_rtz(a, b)
+#endif
 #if GEMM_VBMI
     const vbmi_rawb_k rk = vbmi_rawb_consts(mode == FQ_VBMI ? g->lut->fmt.M : 7);
     const vq_k q = vq_consts(g->bround); /* raw B has bbad == 0: the clean rounding */
@@ -121,15 +135,19 @@ static inline void fmaq_tile_body(const fmaq_ctx *c, int i0, int i1, int panel, 
                 }
                 vf q0 = VF_OF(ptrunc ? vi_q_rtz(VI_OF(p0), pkeep, prof, plo) : vi_q_sat(VI_OF(p0), prof, plo));
                 vf q1 = VF_OF(ptrunc ? vi_q_rtz(VI_OF(p1), pkeep, prof, plo) : vi_q_sat(VI_OF(p1), prof, plo));
-                s[r][0] = vi_q_rtz(VI_OF(vf_add_rtz(q0, VF_OF(s[r][0]))), akeep, arof, alo);
-                s[r][1] = vi_q_rtz(VI_OF(vf_add_rtz(q1, VF_OF(s[r][1]))), akeep, arof, alo);
+                s[r][0] = vi_q_rtz(VI_OF(FQ_ADD(q0, VF_OF(s[r][0]))), akeep, arof, alo);
+                s[r][1] = vi_q_rtz(VI_OF(FQ_ADD(q1, VF_OF(s[r][1]))), akeep, arof, alo);
             }
         }
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < 2; v++)
                 y[r][v] = c0 == 0 ? s[r][v]
-                                  : vi_q_rtz(VI_OF(vf_add_rtz(VF_OF(y[r][v]), VF_OF(s[r][v]))), akeep, arof, alo);
+                                  : vi_q_rtz(VI_OF(FQ_ADD(VF_OF(y[r][v]), VF_OF(s[r][v]))), akeep, arof, alo);
     }
+#undef FQ_ADD
+#if GW == 8
+    if (csr_rtz) _mm_setcsr(csr); /* before the stores: gemm_store_row may scale by beta */
+#endif
     for (int r = 0; r < i1 - i0; r++) {
         const vf yv[2] = {VF_OF(y[r][0]), VF_OF(y[r][1])};
         if (gemm_store_row_v(g, i0 + r, j0, j1, yv, 2)) continue;
