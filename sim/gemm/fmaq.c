@@ -171,6 +171,98 @@ static void fmaq_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, 
     else fmaq_tile_body(c, i0, i1, panel, j0, j1, FQ_NATIVE, 1);
 }
 
+#if GEMM_QUAD_W == 8
+/* AVX2 with a byte table: the products of lut.c's shuffle kernel (its quad
+ * layout, 32 lanes a panel, one lookup per row and k for all four vectors
+ * instead of four gathers), then the sums above with MXCSR toward zero. One
+ * row a tile: (chunk sum, total) x 4 vectors and the lookup's registers
+ * fill the 16. */
+#define SQ_NR 32
+static inline void fmaq_shuf_body(const fmaq_ctx *c, int i, int panel, int j0, int j1, const int nc, const int nvv,
+                                  const int ptrunc)
+{
+    const gemm_job *g = c->g;
+    const gemm_lutpack *lp = c->lp;
+    const int K = g->k, chunk = g->chunk;
+    const unsigned char *bq = lp->Bq + (size_t)panel * (size_t)K * SQ_NR;
+    const float *bs = lp->Bs + (size_t)panel * (size_t)K * SQ_NR;
+    const uint32_t *ai = lp->Ai + (size_t)i * (size_t)K;
+    const float *as = lp->As + (size_t)i * (size_t)K;
+    const vi pkeep = VI_SET1(c->pkeep), prof = VI_SET1(c->prof), plo = VI_SET1(c->plo);
+    const vi akeep = VI_SET1(c->akeep), arof = VI_SET1(c->arof), alo = VI_SET1(c->alo);
+    __m256i ctl[4];
+    gemm_shuf_ctl(ctl);
+    vi y[4], s[4];
+    for (int v = 0; v < 4; v++) y[v] = VI_ZERO();
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr((csr & ~(unsigned)_MM_ROUND_MASK) | _MM_ROUND_TOWARD_ZERO);
+    for (int c0 = 0; c0 < K; c0 += chunk) {
+        int c1 = K - c0 < chunk ? K : c0 + chunk;
+        for (int v = 0; v < 4; v++) s[v] = VI_ZERO();
+        for (int kk = c0; kk < c1; kk++) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(bq + (size_t)kk * SQ_NR));
+            const __m256i s4 = _mm256_slli_epi16(x, 3), s5 = _mm256_slli_epi16(x, 2), s6 = _mm256_slli_epi16(x, 1);
+            const __m256i t = gemm_shuf_lookup(lp->TB + ai[kk], x, s4, s5, s6, nc);
+            const __m256i sa = VI_OF(VF_SET1(as[kk]));
+            const float *bk = bs + (size_t)kk * SQ_NR;
+            for (int v = 0; v < nvv; v++) {
+                vf p = VF_MUL(gemm_shuf_q(t, ctl[v], sa), VF_LOAD(bk + 8 * v)); /* exact: the product */
+                vf q = VF_OF(ptrunc ? vi_q_rtz(VI_OF(p), pkeep, prof, plo) : vi_q_sat(VI_OF(p), prof, plo));
+                s[v] = vi_q_rtz(VI_OF(VF_ADD(q, VF_OF(s[v]))), akeep, arof, alo);
+            }
+        }
+        for (int v = 0; v < nvv; v++)
+            y[v] = c0 == 0 ? s[v] : vi_q_rtz(VI_OF(VF_ADD(VF_OF(y[v]), VF_OF(s[v]))), akeep, arof, alo);
+    }
+    _mm_setcsr(csr); /* before the stores: gemm_store_row may scale by beta */
+    vf yv[4];
+    float out[SQ_NR];
+    for (int v = 0; v < 4; v++) yv[v] = VF_OF(y[v]);
+    if (gemm_store_row_v(g, i, j0, j1, yv, nvv)) return;
+    for (int v = 0; v < 4; v++) VF_STORE(out + 8 * v, yv[v]);
+    gemm_store_row(g, i, j0, j1, out);
+}
+
+/* One instance per table width, panel width and Q_prod form. */
+static void fmaq_tile_shuf(const gemm_job *g, void *vctx, int i0, int i1, int panel, int j0, int j1)
+{
+    const fmaq_ctx *c = vctx;
+    const int M = g->lut->fmt.M, nc = M <= 4 ? 1 : 1 << (M - 4), nvv = (j1 - j0 + 7) / 8, pt = g->qprod.M < 7;
+    for (int i = i0; i < i1; i++) {
+        if (c->lp->panbad[panel] || c->lp->rowbad[i]) {
+            gemm_tile_scalar(g, i, i + 1, j0, j1);
+            continue;
+        }
+#define SQ_NVV(NC, PT)                                                                                                 \
+    do {                                                                                                               \
+        if (nvv == 1) fmaq_shuf_body(c, i, panel, j0, j1, NC, 1, PT);                                                  \
+        else if (nvv == 2) fmaq_shuf_body(c, i, panel, j0, j1, NC, 2, PT);                                             \
+        else if (nvv == 3) fmaq_shuf_body(c, i, panel, j0, j1, NC, 3, PT);                                             \
+        else fmaq_shuf_body(c, i, panel, j0, j1, NC, 4, PT);                                                           \
+    } while (0)
+#define SQ_NC(PT)                                                                                                      \
+    do {                                                                                                               \
+        if (nc == 1) SQ_NVV(1, PT);                                                                                    \
+        else if (nc == 2) SQ_NVV(2, PT);                                                                               \
+        else if (nc == 4) SQ_NVV(4, PT);                                                                               \
+        else SQ_NVV(8, PT);                                                                                            \
+    } while (0)
+        if (pt) SQ_NC(1);
+        else SQ_NC(0);
+#undef SQ_NC
+#undef SQ_NVV
+    }
+}
+
+/* 1 when the job's LUT has a byte table (gemm_lut_bytes' condition). */
+static int fmaq_byte_table(const gemm_job *g)
+{
+    unsigned char *tb = gemm_lut_bytes(g->lut, g->swap);
+    gemm_ws_free(tb);
+    return tb != NULL;
+}
+#endif
+
 /* The constants of vi_q_rtz / vi_q_sat (gemm_simd.h) for format q. */
 static void qconsts(const mts_qfmt *q, uint32_t *keep, uint32_t *rof, uint32_t *lo)
 {
@@ -187,16 +279,28 @@ int gemm_fmaq(const gemm_job *g, mts_err *err)
 
     if (g->qprod.rnd != MTS_RTZ || g->qacc.rnd != MTS_RTZ || (g->prod != GEMM_PROD_LUT && g->prod != GEMM_PROD_FP32M))
         return gemm_scalar(g, err);
-    rc = gemm_lutpack_make(g, NR, GEMM_VBMI, gemm_want_rawb(g, MR, NR), &lp, err);
-    if (rc == 1) return gemm_scalar(g, err); /* LUT without an exact SIMD form */
-    if (rc != MTS_OK) return rc;
     fmaq_ctx c;
     memset(&c, 0, sizeof c);
     c.g = g;
     c.lp = &lp;
-    c.mode = g->prod == GEMM_PROD_FP32M ? FQ_NATIVE : lp.TB ? FQ_VBMI : FQ_GATHER;
     qconsts(&g->qprod, &c.pkeep, &c.prof, &c.plo);
     qconsts(&g->qacc, &c.akeep, &c.arof, &c.alo);
+#if GEMM_QUAD_W == 8
+    if (g->prod == GEMM_PROD_LUT && fmaq_byte_table(g)) {
+        rc = gemm_lutpack_make(g, SQ_NR, 2, 0, &lp, err);
+        if (rc != MTS_OK) return rc; /* 1 is not possible: the table has a byte form */
+        if (lp.quad) {
+            gemm_tiles(g, 1, SQ_NR, fmaq_tile_shuf, &c);
+            gemm_lutpack_free(&lp);
+            return MTS_OK;
+        }
+        gemm_lutpack_free(&lp); /* not expected: packed B with a byte table is the quad layout */
+    }
+#endif
+    rc = gemm_lutpack_make(g, NR, GEMM_VBMI, gemm_want_rawb(g, MR, NR), &lp, err);
+    if (rc == 1) return gemm_scalar(g, err); /* LUT without an exact SIMD form */
+    if (rc != MTS_OK) return rc;
+    c.mode = g->prod == GEMM_PROD_FP32M ? FQ_NATIVE : lp.TB ? FQ_VBMI : FQ_GATHER;
     gemm_tiles(g, MR, NR, fmaq_tile, &c);
     gemm_lutpack_free(&lp);
     return MTS_OK;

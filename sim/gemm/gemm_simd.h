@@ -193,6 +193,45 @@ static inline void vbmi_raw_b(const vbmi_rawb_k *c, __m512i x, __m512i *bidx, __
 #define GEMM_QUAD_W 0
 #endif
 
+#if GEMM_QUAD_W == 8
+/* The AVX2 lookups of a byte table's quad layout (lut.c has the scheme;
+ * fmaq.c reads the same layout). The 32 bytes of table row `row` at the
+ * indexes x (bits 0..6; nc = 2^M / 16 chunks of 16 entries, at least 1);
+ * s4..s6 are x shifted left 3, 2, 1 within 16-bit lanes, so that bit 4, 5,
+ * 6 of each byte is its top bit, which vpblendvb reads. */
+static inline __m256i gemm_shuf_lookup(const unsigned char *row, __m256i x, __m256i s4, __m256i s5, __m256i s6,
+                                       const int nc)
+{
+#define SHUF_T(c) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(row + 16 * (c)))), x)
+    __m256i r = SHUF_T(0);
+    if (nc == 1) return r;
+    r = _mm256_blendv_epi8(r, SHUF_T(1), s4);
+    if (nc == 2) return r;
+    r = _mm256_blendv_epi8(r, _mm256_blendv_epi8(SHUF_T(2), SHUF_T(3), s4), s5);
+    if (nc == 4) return r;
+    __m256i h = _mm256_blendv_epi8(_mm256_blendv_epi8(SHUF_T(4), SHUF_T(5), s4),
+                                   _mm256_blendv_epi8(SHUF_T(6), SHUF_T(7), s4), s5);
+    return _mm256_blendv_epi8(r, h, s6);
+#undef SHUF_T
+}
+
+/* vpshufb controls: byte 2 of lane j takes byte 4 (j % 4) + v of its
+ * 128-bit half (vector v's entry), the other bytes are zeroed. */
+static inline void gemm_shuf_ctl(__m256i ctl[4])
+{
+    for (int v = 0; v < 4; v++)
+        ctl[v] = _mm256_add_epi32(_mm256_set1_epi32((int)(0x80008080u | (uint32_t)v << 16)),
+                                  _mm256_setr_epi32(0, 4 << 16, 8 << 16, 12 << 16, 0, 4 << 16, 8 << 16, 12 << 16));
+}
+
+/* q = Sa Tf for vector v of a lookup t (ctl: its control; sa: Sa's bits),
+ * exact and normal (vf_lut_byte_q's argument). */
+static inline __m256 gemm_shuf_q(__m256i t, __m256i ctl, __m256i sa)
+{
+    return _mm256_castsi256_ps(_mm256_add_epi32(sa, _mm256_shuffle_epi8(t, ctl)));
+}
+#endif
+
 #if GEMM_SIMD && GW == 16 && defined(__AVX512DQ__)
 /* Q(M,E,b) of fmaq.c for RTZ on finite FP32 bits x (no NaN, no inf): keep
  * M mantissa bits and the sign (mask keep), saturate the magnitude at R_OF

@@ -529,23 +529,6 @@ static void lut_tile_sparse(const gemm_job *g, void *vctx, int i0, int i1, int p
  * adds and FMAs; the gather path's 4 gathers cost several times that. */
 #define SHUF_MR 2 /* rows a tile; 1 measured no faster on a Zen 3 (512^3: 20.6-25.0 ms either way, noisy VM) */
 
-/* The 32 bytes of table row `row` at the indexes x (bits 0..6), s4..s6: x
- * shifted so that bit 4, 5, 6 of each byte is its top bit. */
-LUT_INLINE __m256i shuf_lookup(const unsigned char *row, __m256i x, __m256i s4, __m256i s5, __m256i s6, const int nc)
-{
-#define SHUF_T(c) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(row + 16 * (c)))), x)
-    __m256i r = SHUF_T(0);
-    if (nc == 1) return r;
-    r = _mm256_blendv_epi8(r, SHUF_T(1), s4);
-    if (nc == 2) return r;
-    r = _mm256_blendv_epi8(r, _mm256_blendv_epi8(SHUF_T(2), SHUF_T(3), s4), s5);
-    if (nc == 4) return r;
-    __m256i h = _mm256_blendv_epi8(_mm256_blendv_epi8(SHUF_T(4), SHUF_T(5), s4),
-                                   _mm256_blendv_epi8(SHUF_T(6), SHUF_T(7), s4), s5);
-    return _mm256_blendv_epi8(r, h, s6);
-#undef SHUF_T
-}
-
 /* nvv: the vectors of the panel holding columns of C (as lut_tile_quad). */
 LUT_INLINE void lut_tile_shuf(const gemm_lutpack *c, const gemm_job *g, int i0, int i1, int panel, int j0, int j1,
                               const int nc, const int nvv)
@@ -556,10 +539,8 @@ LUT_INLINE void lut_tile_shuf(const gemm_lutpack *c, const gemm_job *g, int i0, 
     const uint32_t *ai[MR_MAX];
     const float *as[MR_MAX];
     vf acc[MR_MAX][NV];
-    __m256i ctl[4]; /* byte 2 of lane j takes byte 4 (j % 4) + v of its 128-bit half; the rest zeroed */
-    for (int v = 0; v < 4; v++)
-        ctl[v] = _mm256_add_epi32(_mm256_set1_epi32((int)(0x80008080u | (uint32_t)v << 16)),
-                                  _mm256_setr_epi32(0, 4 << 16, 8 << 16, 12 << 16, 0, 4 << 16, 8 << 16, 12 << 16));
+    __m256i ctl[4];
+    gemm_shuf_ctl(ctl);
 
     tile_rows(c, g, i0, i1, j0, j1, SHUF_MR, NV, ai, as, acc);
     for (int kk = 0; kk < K; kk++) {
@@ -567,10 +548,10 @@ LUT_INLINE void lut_tile_shuf(const gemm_lutpack *c, const gemm_job *g, int i0, 
         const __m256i s4 = _mm256_slli_epi16(x, 3), s5 = _mm256_slli_epi16(x, 2), s6 = _mm256_slli_epi16(x, 1);
         const float *bk = bs + (size_t)kk * 32;
         for (int r = 0; r < SHUF_MR; r++) {
-            __m256i t = shuf_lookup(c->TB + ai[r][kk], x, s4, s5, s6, nc);
+            __m256i t = gemm_shuf_lookup(c->TB + ai[r][kk], x, s4, s5, s6, nc);
             __m256i sa = VI_OF(VF_SET1(as[r][kk]));
             for (int v = 0; v < nvv; v++)
-                acc[r][v] = _mm256_fmadd_ps(VF_OF(_mm256_add_epi32(sa, _mm256_shuffle_epi8(t, ctl[v]))),
+                acc[r][v] = _mm256_fmadd_ps(gemm_shuf_q(t, ctl[v], sa),
                                             VF_LOAD(bk + 8 * v), acc[r][v]);
         }
     }
