@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "mantis/qat.h"
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -34,6 +34,23 @@ static int finite_minmax(const float *x, size_t n, float *lo, float *hi)
     }
     a = _mm512_reduce_min_ps(va);
     b = _mm512_reduce_max_ps(vb);
+#elif defined(__AVX2__)
+    const __m256 inf = _mm256_set1_ps(INFINITY), ninf = _mm256_set1_ps(-INFINITY);
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 va = inf, vb = ninf;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 fin = _mm256_cmp_ps(_mm256_and_ps(v, abs), inf, _CMP_LT_OQ); /* not NaN, not +-inf */
+        va = _mm256_min_ps(va, _mm256_blendv_ps(inf, v, fin));
+        vb = _mm256_max_ps(vb, _mm256_blendv_ps(ninf, v, fin));
+    }
+    float ta[8], tb[8];
+    _mm256_storeu_ps(ta, va);
+    _mm256_storeu_ps(tb, vb);
+    for (int j = 0; j < 8; j++) { /* zeros' signs are normalised by mts_qat_minmax_end */
+        a = ta[j] < a ? ta[j] : a;
+        b = tb[j] > b ? tb[j] : b;
+    }
 #endif
     for (; i < n; i++) mts_qat_minmax_push(x[i], &a, &b);
     return mts_qat_minmax_end(a, b, lo, hi);

@@ -196,6 +196,46 @@ TEST(QatObserver, MovingAverageAgainstItsDefinition)
     EXPECT_EQ(q.zp, r.zp);
 }
 
+// Batches long enough for the observer's vector loops (AVX-512 16 lanes,
+// AVX2 8), with NaN, infinities and signed zeros mixed in and the extremes
+// anywhere (vector part or tail): the first observation is the batch's
+// finite range, zeros as +0.
+TEST(QatObserver, LongBatchesAgainstDefinition)
+{
+    uint32_t state = 12345;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    for (size_t n : {7u, 8u, 15u, 16u, 17u, 33u, 100u, 1001u})
+        for (int trial = 0; trial < 20; trial++) {
+            std::vector<float> b(n);
+            for (auto &v : b) {
+                uint32_t r = next() >> 8;
+                v = (float)((int)(r % 2001) - 1000) / 64.0f;
+                switch (r % 17) {
+                case 0: v = NAN; break;
+                case 1: v = INFINITY; break;
+                case 2: v = -INFINITY; break;
+                case 3: v = -0.0f; break;
+                }
+            }
+            if (trial % 2) b[next() % n] = 1e30f, b[next() % n] = -1e30f; // extremes at random places
+            if (trial % 5 == 4) // all nonnegative with signed zeros: lo is +0
+                for (auto &v : b) v = std::isnan(v) ? v : v < 0 ? -0.0f : v;
+            float lo = INFINITY, hi = -INFINITY;
+            for (float v : b)
+                if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+            float st[MTS_QAT_STATE] = {0, 0, 0};
+            mts_qat_observe(st, b.data(), b.size());
+            if (!(lo <= hi)) {
+                EXPECT_EQ(st[2], 0.0f) << "n " << n;
+                continue;
+            }
+            lo = lo == 0.0f ? 0.0f : lo;
+            hi = hi == 0.0f ? 0.0f : hi;
+            EXPECT_EQ(mts_f2u(st[0]), mts_f2u(lo)) << "n " << n << " trial " << trial;
+            EXPECT_EQ(mts_f2u(st[1]), mts_f2u(hi)) << "n " << n << " trial " << trial;
+        }
+}
+
 TEST(QatObserver, PerChannelWeightsAgainstReference)
 {
     const int out = 5, in = 7;

@@ -238,23 +238,24 @@ typedef struct gemm_lutpack {
     float *Tf;              /* float table (gather path) or NULL */
     unsigned char *TB;      /* byte table (VBMI path) or NULL */
     uint32_t *Ai;           /* [m][k]: ma << M (gather) or byte offset of the table row (VBMI; quad: | ea & 1) */
-    float *As;              /* [m][k]: sign 2^(ea-127) (LUT; quad: ea's low bit cleared) or a (native) */
+    float *As;              /* [m][k]: sign 2^(ea-127) (LUT; VBMI quad: ea's low bit cleared) or a (native) */
     uint32_t *Bi;           /* [panel][k][NR]: mb (gather) or mb << 16 (VBMI) */
-    float *Bs;              /* [panel][k][NR]: sign 2^(eb-127) (LUT) or b (native); quad: [panel][k][2][64],
+    float *Bs;              /* [panel][k][NR]: sign 2^(eb-127) (LUT) or b (native); VBMI quad: [panel][k][2][64],
                                Sb then 2 Sb */
-    unsigned char *Bq;      /* quad: [panel][k][64]: byte 4j + v holds the mantissa of lane j of vector v */
+    unsigned char *Bq;      /* quad: [panel][k][NR]: byte 4j + v holds the mantissa of lane j of vector v */
     unsigned char *rowbad;  /* [m]: row holds an operand the kernels do not take (GEMM_BAD_*, or-ed; 0 none) */
     unsigned char *panbad;  /* [panel]; NULL when rawb */
     /* 1: B is not packed (Bi, Bs NULL): the byte-table kernels read the
      * job's quantized B directly and derive the two fields per vector
      * (vbmi_raw_b, gemm_simd.h). Only for byte tables and clean B. */
     int rawb;
-    /* 1 (byte tables, packed B, NR = 64, asked for with vbmi = 2): the
-     * layout of lut.c's quad kernel, which looks up all 64 lanes of a panel
-     * with one permute (Bq); a row's exponent parity is in Ai's bit 0 and
-     * picks Sb or 2 Sb (lut.c has the argument). Bi is NULL then. */
+    /* 1 (byte tables, packed B, NR = 4 GEMM_QUAD_W, asked for with vbmi =
+     * 2): the layout of lut.c's quad kernel (VBMI, 64 lanes), which looks up
+     * a panel's lanes with one permute (Bq), a row's exponent parity in Ai's
+     * bit 0 picking Sb or 2 Sb (lut.c has the argument); or of its shuffle
+     * kernel (AVX2, 32 lanes, no parity: Bs holds Sb). Bi is NULL then. */
     int quad;
-    /* Quad layout only: nnz[m], the nonzero elements of each row of A, and
+    /* VBMI quad layout only: nnz[m], the nonzero elements of each row of A, and
      * when at most GEMM_SPARSE_FRAC of the job's A elements are nonzero,
      * row i's nonzero elements in column order at offsets i * k + t, t <
      * nnz[i], of three arrays (one allocation at nzt): nzt, the byte offset
@@ -283,7 +284,8 @@ typedef struct gemm_lutpack {
 /* Packs g's operands (LUT or FP32M products), vectorised where the build
  * has SIMD (gemm_lutpack_make_scalar is the readable reference, same
  * bits: tests/test_gemm_pack.cpp). vbmi: 0 gather table, 1 byte table when
- * the LUT has one, 2 also the quad layout when B is packed and NR is 64.
+ * the LUT has one, 2 also the quad layout when B is packed and NR is
+ * 4 GEMM_QUAD_W (64 on VBMI builds, 32 on AVX2 ones).
  * rawb asks to leave B unpacked; it is granted (lp->rawb) for byte tables
  * when B has no bad element (gemm_b_bad). Returns MTS_OK, 1 when the LUT has no exact SIMD form
  * (use the scalar kernel), or MTS_ENOMEM. */

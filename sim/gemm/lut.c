@@ -1,6 +1,6 @@
 /* lut.c - LUT + AMSim GEMM, vectorised across n: table gathers
- * (AVX2/AVX-512), or in-register byte permutes (AVX-512 VBMI) for bf16-class
- * tables.
+ * (AVX2/AVX-512), or for bf16-class tables in-register byte permutes
+ * (AVX-512 VBMI) or byte shuffles (AVX2: the shuffle kernel below).
  *
  * AMSim's product of a and b (E = 8 IEEE formats) is
  *   sign(a)sign(b) 2^(ea-127) 2^(eb-127) * 2^adj (1.man)

@@ -5,8 +5,9 @@
  * exactness argument). Native FMAq products keep a and b as they are.
  *
  * Two implementations with the same output bits: the scalar reference
- * (one element at a time, as the definitions read) and, on AVX-512 builds,
- * a vectorised one (16 elements per step). tests/test_gemm_pack.cpp
+ * (one element at a time, as the definitions read) and, on AVX-512 and
+ * AVX2 builds, a vectorised one (16 or 8 elements per step; panels of NR
+ * not a multiple of 8 take the reference on AVX2). tests/test_gemm_pack.cpp
  * compares them.
  *
  * For a swapped job (gemm_job.swap) the row operand is the caller's b: it
