@@ -419,9 +419,11 @@ void make_op(QOp &q, int rows, int k, int bits, int sg, int kmajor, int per_row,
            kmajor};
 }
 
+int32_t offset_fn(void *, int32_t a, int32_t b) { return a * b - 3; }
+
 TEST(QatGemm, KernelsEqualThePerProductReference)
 {
-    Lut tabs[9];
+    Lut tabs[10];
     mts_err err;
     ASSERT_EQ(mts_intmul_exact_lut(8, 0, &tabs[0].l, &err), MTS_OK); // the split kernel, no error plane
     noisy_lut(8, 1, 500, 16, &tabs[1].l);  // signed, approximate, 16-bit span: the byte-plane kernel
@@ -432,16 +434,18 @@ TEST(QatGemm, KernelsEqualThePerProductReference)
     noisy_lut(8, 0, 127, 16, &tabs[6].l);   // unsigned, error in [-127, 127]: split with an error plane
     noisy_lut(8, 1, 100, 16, &tabs[7].l);   // signed, the same
     bam_lut(4, &tabs[8].l);                 // unsigned, error span 49: split
+    // signed, the exact product less 3: split, a constant error that is not 0 (AVX2: the vpmaddwd kernel)
+    ASSERT_EQ(mts_lut_generate_int(8, 1, offset_fn, nullptr, "offset", &tabs[9].l, &err), MTS_OK);
     struct Shape {
         int m, n, k;
     } shapes[] = {{1, 1, 1}, {3, 70, 9}, {70, 3, 300}, {6, 300, 25}, {257, 5, 513}, {64, 130, 256}, {2, 600, 257}};
     uint64_t seed = 1;
-    for (int ti = 0; ti < 9; ti++) {
+    for (int ti = 0; ti < 10; ti++) {
         mts_qtab qt;
         ASSERT_EQ(mts_qtab_init(&qt, &tabs[ti].l, &err), MTS_OK) << err.msg;
         int split = ti == 0 || ti >= 5;
         EXPECT_EQ(qt.split, split) << "table " << ti;
-        EXPECT_EQ(qt.dconst, ti == 0 || ti == 5) << "table " << ti;
+        EXPECT_EQ(qt.dconst, ti == 0 || ti == 5 || ti == 9) << "table " << ti;
         EXPECT_EQ(qt.planes, ti == 1 || ti == 2 ? 3 : 0) << "table " << ti;
         int bits = tabs[ti].l.int_bits, sg = tabs[ti].l.int_signed;
         for (auto sh : shapes)
@@ -502,6 +506,25 @@ TEST(QatGemm, SumsOfLargestEntriesDoNotWrap)
                 ASSERT_EQ(s[(size_t)i * 70 + j], want);
             }
     }
+    mts_qtab_free(&qt);
+}
+
+// Exact products whose sum passes 2^31 (k = 40,000 steps of 255 * 255):
+// the kernels' 32-bit partial sums must be widened in time.
+TEST(QatGemm, ExactTableSumsPastThirtyTwoBits)
+{
+    Lut t;
+    mts_err err;
+    ASSERT_EQ(mts_intmul_exact_lut(8, 0, &t.l, &err), MTS_OK);
+    mts_qtab qt;
+    ASSERT_EQ(mts_qtab_init(&qt, &t.l, &err), MTS_OK);
+    const int k = 40000, m = 2, n = 9;
+    std::vector<uint8_t> a((size_t)m * k, 0xFF), b((size_t)n * k, 0xFF);
+    mts_qopd A = {a.data(), (size_t)k, nullptr, 0, nullptr, 1.0, 0}, B = {b.data(), (size_t)k, nullptr, 0, nullptr, 1.0, 0};
+    std::vector<float> c((size_t)m * n);
+    ASSERT_EQ(mts_qgemm(&qt, 1, 0, 0, m, n, k, &A, &B, 0.0f, c.data(), n, &err), MTS_OK);
+    float want = (float)(65025.0 * k);
+    for (size_t e = 0; e < c.size(); e++) ASSERT_EQ(c[e], want) << "output " << e;
     mts_qtab_free(&qt);
 }
 

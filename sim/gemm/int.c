@@ -16,6 +16,12 @@
  *    so the even column's sum is the difference (no shuffle in the loop); at
  *    most 256 steps of k before they are widened: 256 * 255 fits 16 bits.
  *    sum T = 256 * sum hi + sum lo + k * Tmin, exactly.
+ *  - qm_avx2 (AVX2 builds, 8-bit tables that are an exact product plus a
+ *    constant, T = a*b + dmin: the exact tables): sum T = sum a*b + k dmin,
+ *    the products by vpmaddwd on the values as 16-bit pairs (two exact
+ *    products summed into each 32-bit lane, widened to 64 bits every 16,384
+ *    steps of k). Other 8-bit tables take the scalar kernel on AVX2 (a
+ *    gather per 8 products measured slower than it on a Zen 3).
  * Either operand may index the table rows (the one with fewer rows does:
  * its code picks the registers, the other's codes run across the lanes);
  * the transposed planes serve the second operand, so a product is always
@@ -190,7 +196,9 @@ static const uint8_t *row_major(const mts_qopd *o, int rows, int k, uint8_t **tm
     return t;
 }
 
-#if GEMM_VBMI /* its callers: the byte-table kernels below */
+#define QM_AVX2 (GEMM_SIMD && GW == 8) /* the exact-product kernel (AVX2 builds) */
+
+#if GEMM_VBMI || QM_AVX2 /* its callers: the byte-table and exact-product kernels below */
 /* Outputs of one row r of the row operand against columns j0 .. j0+jn of
  * the column operand, from their table sums t[c] (offset included): the
  * zero-point correction and the rescale of every output, then the stores.
@@ -527,6 +535,86 @@ static void qs_vbmi(const mts_qtab *t, int threads, int ct, int swap, int rows, 
 }
 #endif
 
+#if QM_AVX2
+#define QM_NV 4                 /* vectors of 8 columns per row pass */
+#define QM_COLS (8 * QM_NV)
+#define QM_QSTEP 8192           /* pairs of k summed in 32 bits: 8192 * 2 * 255 * 255 < 2^31 */
+
+/* The values of one row's codes in 16-bit pairs, one 32-bit word per two
+ * steps of k (the last one's high half 0 when k is odd). */
+static void qm_row_words(const uint8_t *r, int k, int sg, uint32_t *rw)
+{
+    for (int q = 0; q < (k + 1) / 2; q++) {
+        int32_t lo = code_value(r[2 * q], 8, sg), hi = 2 * q + 1 < k ? code_value(r[2 * q + 1], 8, sg) : 0;
+        rw[q] = (uint32_t)(uint16_t)(int16_t)lo | (uint32_t)(uint16_t)(int16_t)hi << 16;
+    }
+}
+
+/* Tile tI of qm_avx2: sum a*b of row tI % rows against QM_COLS columns
+ * of P2 ([k/2][ld2 columns][2] 16-bit values, zeros past k and the
+ * columns), then the table's constant and the epilogue. */
+static void qm_tile(const mts_qtab *t, int ct, int swap, int rows, int cols, int k, const uint8_t *R, size_t ldr,
+                    const int16_t *P2, size_t ld2, uint32_t *rw, int *lastr, const qside *Rs, const qside *Cs,
+                    float beta, float *C, int ldc, long tI, int64_t *s, float *out)
+{
+    int r = (int)(tI % rows), j0 = (int)(tI / rows) * QM_COLS; /* by column chunk: its values stay cached */
+    int jn = cols - j0 < QM_COLS ? cols - j0 : QM_COLS, nq = (k + 1) / 2;
+    if (r != *lastr) {
+        qm_row_words(R + (size_t)r * ldr, k, t->is_signed, rw);
+        *lastr = r;
+    }
+    int64_t sum[QM_COLS] = {0};
+    for (int q0 = 0; q0 < nq; q0 += QM_QSTEP) {
+        int q1 = nq - q0 < QM_QSTEP ? nq : q0 + QM_QSTEP;
+        __m256i acc[QM_NV];
+        for (int v = 0; v < QM_NV; v++) acc[v] = _mm256_setzero_si256();
+        for (int q = q0; q < q1; q++) {
+            const __m256i rb = _mm256_set1_epi32((int)rw[q]);
+            const int16_t *p = P2 + ((size_t)q * ld2 + (size_t)j0) * 2;
+            for (int v = 0; v < QM_NV; v++)
+                acc[v] = _mm256_add_epi32(acc[v], _mm256_madd_epi16(rb, _mm256_loadu_si256((const __m256i *)(const void *)(p + 16 * v))));
+        }
+        int32_t x[QM_COLS];
+        for (int v = 0; v < QM_NV; v++) _mm256_storeu_si256((__m256i *)(void *)(x + 8 * v), acc[v]);
+        for (int c = 0; c < QM_COLS; c++) sum[c] += x[c];
+    }
+    for (int c = 0; c < jn; c++) s[c] = sum[c] + (int64_t)k * t->dmin;
+    q_epilogue(Rs, Cs, r, j0, jn, k, s, swap, ct, beta, C, ldc, out);
+}
+
+/* The exact-product kernel over the job (as qk_vbmi); rws: (k + 1) / 2 + 1
+ * row words for each thread. */
+static void qm_avx2(const mts_qtab *t, int threads, int ct, int swap, int rows, int cols, int k, const uint8_t *R,
+                    size_t ldr, const int16_t *P2, size_t ld2, uint32_t *rws, const qside *Rs, const qside *Cs,
+                    float beta, float *C, int ldc)
+{
+    int nch = (cols + QM_COLS - 1) / QM_COLS, nw = (k + 1) / 2 + 1;
+    long tiles = (long)rows * nch;
+    if (threads <= 1) { /* no team (gemm_internal.h, after gemm_tiles) */
+        int64_t s[QM_COLS];
+        float out[QM_COLS];
+        int lastr = -1;
+        for (long tI = 0; tI < tiles; tI++)
+            qm_tile(t, ct, swap, rows, cols, k, R, ldr, P2, ld2, rws, &lastr, Rs, Cs, beta, C, ldc, tI, s, out);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t s[QM_COLS];
+        float out[QM_COLS];
+        int me = 0;
+#ifdef _OPENMP
+        me = omp_get_thread_num();
+#endif
+        uint32_t *rw = rws + (size_t)me * (size_t)nw; /* this thread's row words */
+        int lastr = -1;
+#pragma omp for schedule(dynamic, 4)
+        for (long tI = 0; tI < tiles; tI++)
+            qm_tile(t, ct, swap, rows, cols, k, R, ldr, P2, ld2, rw, &lastr, Rs, Cs, beta, C, ldc, tI, s, out);
+    }
+}
+#endif
+
 int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, int n, int k, const mts_qopd *a,
               const mts_qopd *b, float beta, float *C, int ldc, mts_err *err)
 {
@@ -579,6 +667,31 @@ int mts_qgemm(const mts_qtab *t, int threads, int scalar_only, int ct, int m, in
         /* past k (and past the columns) P4 stays 0, as do the row words: those products are 0 */
         qs_vbmi(t, threads, ct, swap, rows, cols, k, R, Ro->kmajor ? (size_t)k : Ro->ld, Pc, ldp, P4, ld4, rws,
                 swap ? &B : &A, swap ? &A : &B, beta, C, ldc);
+        goto done;
+    }
+#endif
+#if QM_AVX2
+    if (!scalar_only && t->bits == 8 && t->split && t->dconst && k > 0) {
+        int swap = QK_SWAP(m, n); /* as the kernels above: the operand with more rows across the lanes */
+        int rows = swap ? n : m, cols = swap ? m : n, sg = t->is_signed;
+        const mts_qopd *Ro = swap ? b : a, *Co = swap ? a : b;
+        const uint8_t *R = row_major(Ro, rows, k, swap ? &tb : &ta);
+        size_t nq = ((size_t)k + 1) / 2, ld2 = ((size_t)cols + QM_COLS - 1) / QM_COLS * QM_COLS;
+        int16_t *P2 = gemm_ws_alloc(nq * ld2 * 2 * sizeof *P2, 1); /* zeros past k and the columns */
+        rws = gemm_ws_alloc(sizeof *rws * (nq + 1) * (size_t)threads, 0);
+        if (!R || !P2 || !rws) {
+            gemm_ws_free(P2);
+            rc = mts_fail(err, MTS_ENOMEM, "integer GEMM: out of memory packing %d x %d codes", k, cols);
+            goto done;
+        }
+        for (int kk = 0; kk < k; kk++) /* [k/2][columns][2]: the values, k's pairs side by side */
+            for (int j = 0; j < cols; j++) {
+                uint8_t c = Co->kmajor ? Co->code[(size_t)kk * Co->ld + (size_t)j] : Co->code[(size_t)j * Co->ld + (size_t)kk];
+                P2[((size_t)(kk / 2) * ld2 + (size_t)j) * 2 + (size_t)(kk % 2)] = (int16_t)code_value(c, 8, sg);
+            }
+        qm_avx2(t, threads, ct, swap, rows, cols, k, R, Ro->kmajor ? (size_t)k : Ro->ld, P2, ld2, rws, swap ? &B : &A,
+                swap ? &A : &B, beta, C, ldc);
+        gemm_ws_free(P2);
         goto done;
     }
 #endif
