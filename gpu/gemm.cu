@@ -42,6 +42,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -49,6 +50,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "launch.h"
@@ -103,6 +105,8 @@ struct Job {
     mts_format lutf;   // LUT: the table's format (AMSim truncates to it)
     const uint32_t *T; // LUT entries on the device
     mts_qfmt qprod, qacc;
+    int qrtz;          // FMAq, both quantizers RTZ: kernels 2 and 3 take fq_*'s 32-bit form
+    mts_qrtz rprod, racc; // (its constants)
     const float *Tf;   // kernel 2, bf16-like tables: the entries as floats (lutf_table)
     int tf_n;          // entries in Tf
     mts_gpu_batch bt;  // blockIdx.z: GEMM z of the batch (batch_ptr)
@@ -114,6 +118,22 @@ template <class T> __device__ inline T *batch_ptr(T *base, const mts_gpu_batch &
     unsigned z = blockIdx.z;
     return base + (size_t)(z / (unsigned)bt.inner) * so + (size_t)(z % (unsigned)bt.inner) * si;
 }
+
+// FMAq's steps in kernels 2 and 3: with RTZ quantizers (the default) the
+// 32-bit form of arith_hd.h (mts_fmaq_rtz_hd: Q is a mask, a min and a
+// flush; the sum one __fadd_rz), which gives mts_fmaq_hd's bits for every
+// product p and every sum s these kernels hold (+0 or Q_acc's outputs);
+// the 64-bit exact form otherwise. Kernel 1 keeps the exact form: it is the
+// readable reference.
+__device__ inline uint32_t fq_prod(const Job &g, uint32_t p)
+{
+    return g.qrtz ? mts_q_rtz_hd(&g.rprod, p) : mts_q_hd(&g.qprod, p);
+}
+__device__ inline uint32_t fq_add(const Job &g, uint32_t a, uint32_t b)
+{
+    return g.qrtz ? mts_qadd_rtz_hd(&g.racc, a, b) : mts_qadd_hd(&g.qacc, a, b);
+}
+__device__ inline uint32_t fq_fmaq(const Job &g, uint32_t p, uint32_t s) { return fq_add(g, fq_prod(g, p), s); }
 
 // Element (r, c) of op(X) as bits, 0 outside rows x cols.
 __device__ inline uint32_t load_raw(const float *X, int ld, int trans, int r, int c, int rows, int cols)
@@ -234,6 +254,13 @@ template <int BM_, int BN_, int TM_, int TN_, int BK_> struct Tile {
 typedef Tile<64, 64, 4, 4, 16> Wide;
 typedef Tile<256, 16, 4, 4, 16> Narrow;
 typedef Tile<8, 4, 1, 1, 128> Single;
+// Mid (plan kernel 13): n <= 32 (ResNet-20's 32-channel convs, where Wide
+// leaves half its columns idle); Half (14): Wide's columns over a quarter of
+// its rows, for products with too few outputs to give Wide two blocks an
+// SM (ResNet-20's 64-channel forward convs: 8,192 x 64 outputs, 128 Wide
+// blocks on 132 SMs), which would otherwise go to the long-sum kernel.
+typedef Tile<128, 32, 4, 4, 16> Mid;
+typedef Tile<32, 64, 2, 4, 16> Half;
 // The table of kernel 2's bf16-like product in shared memory up to this many
 // entries (M <= 7: 64 KiB); larger tables (M <= 11) are read from global
 // memory (L2).
@@ -316,7 +343,7 @@ __device__ inline void k2_step(const Job &g, const float *T, const uint32_t *a, 
                 acc[r][c] = mts_fm_add(acc[r][c], p);
             } else {
                 // (a NaN's payload may differ from AMSim's: Q_prod makes it canonical)
-                s[r][c] = mts_fmaq_hd(&g.qprod, &g.qacc, mts_f2u(p), s[r][c]);
+                s[r][c] = fq_fmaq(g, mts_f2u(p), s[r][c]);
             }
         }
 }
@@ -368,7 +395,7 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
             if (FMAQ && ++inchunk == g.chunk) {
                 for (int r = 0; r < S::tm; r++)
                     for (int c = 0; c < S::tn; c++) {
-                        y[r][c] = first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c]);
+                        y[r][c] = first ? s[r][c] : fq_add(g, y[r][c], s[r][c]);
                         s[r][c] = 0;
                     }
                 first = 0;
@@ -382,7 +409,7 @@ __global__ void __launch_bounds__(S::nt) gemm2_kernel(Job g)
             int i = i0 + ty + S::ty * r, j = j0 + tx + S::tx * c;
             if (i >= g.m || j >= g.n) continue;
             float v = acc[r][c];
-            if (FMAQ) v = mts_u2f(inchunk ? (first ? s[r][c] : mts_qadd_hd(&g.qacc, y[r][c], s[r][c])) : y[r][c]);
+            if (FMAQ) v = mts_u2f(inchunk ? (first ? s[r][c] : fq_add(g, y[r][c], s[r][c])) : y[r][c]);
             mts_gemm_store_hd(&C[(size_t)i * g.ldc + j], g.beta, v);
         }
 }
@@ -710,7 +737,7 @@ __device__ inline uint32_t gemm3_product(const Job &g, const float *T, uint32_t 
     if (PK == PK_F32) p = mts_fm_mul(mts_u2f(sa), mts_u2f(sb));
     else if (PK == PK_SCALAR) p = mts_u2f(product(g, sa, sb));
     else p = safe ? lutf_product<false>(T, sa, ia, sb, ib) : lutf_product<true>(T, sa, ia, sb, ib);
-    return FMAQ ? mts_q_hd(&g.qprod, mts_f2u(p)) : mts_f2u(p);
+    return FMAQ ? fq_prod(g, mts_f2u(p)) : mts_f2u(p);
 }
 
 struct K3Col {
@@ -814,8 +841,8 @@ template <int BM, int PW = 5> struct K3Row {
 #pragma unroll
 #endif
                 for (int c = 0; c < L_BN; c++)
-                    s[r][c] = mts_qadd_hd(
-                        &g.qacc, gemm3_product<PK, true>(g, T, sa, ia, sb[c], ib[c], safe_a && safe_b[c]), s[r][c]);
+                    s[r][c] = fq_add(g, gemm3_product<PK, true>(g, T, sa, ia, sb[c], ib[c], safe_a && safe_b[c]),
+                                     s[r][c]);
             }
         }
         for (int r = 0; r < BM; r++)
@@ -874,9 +901,9 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
                 for (int kk = 0; kk < kend; kk++) acc = mts_fm_add(acc, mts_u2f(Q[kk][tid]));
             } else {
                 for (int kk = 0; kk < kend; kk++) {
-                    s = mts_qadd_hd(&g.qacc, Q[kk][tid], s);
+                    s = fq_add(g, Q[kk][tid], s);
                     if (++inchunk == g.chunk) {
-                        y = first ? s : mts_qadd_hd(&g.qacc, y, s);
+                        y = first ? s : fq_add(g, y, s);
                         first = 0;
                         s = 0;
                         inchunk = 0;
@@ -894,7 +921,7 @@ __global__ void __launch_bounds__(L::nt) gemm3_kernel(Job g)
     int i = blk.i0 + tid / L_BN, j = blk.j0 + tid % L_BN;
     if (i >= g.m || j >= g.n) return;
     float v = acc;
-    if (FMAQ) v = mts_u2f(inchunk ? (first ? s : mts_qadd_hd(&g.qacc, y, s)) : y);
+    if (FMAQ) v = mts_u2f(inchunk ? (first ? s : fq_add(g, y, s)) : y);
     mts_gemm_store_hd(&blk.C[(size_t)i * g.ldc + j], g.beta, v);
 }
 
@@ -922,7 +949,7 @@ __global__ void __launch_bounds__(L::nt, 2) gemm3c_kernel(Job g)
             const uint32_t(*Q)[L::ps] = P[st & 1];
             int cend = chunks - st * L::bk < L::bk ? chunks - st * L::bk : L::bk;
             for (int c = 0; c < cend; c++) {
-                y = first ? Q[c][tid] : mts_qadd_hd(&g.qacc, y, Q[c][tid]);
+                y = first ? Q[c][tid] : fq_add(g, y, Q[c][tid]);
                 first = 0;
             }
         } else if (tid >= 32 && st + 1 < steps) {
@@ -982,12 +1009,10 @@ cudaError_t run_kernel3(const Job &g, int kernel)
 }
 
 // Plan kernel `kernel`: kernel 2 with its tile (2 Wide, 3 Narrow, 4
-// Single), kernel 3 (5 K3Col; 6, 7, 8 K3Row with 8, 4, 2 rows and five
-// producer warps; 9, 10 K3Row with 4, 2 rows and ten), kernel 3c (11, 12:
-// K3Row with 4, 2 rows and ten warps; kernel 3 without FMAq), or, for
-// 0, what the shape asks for: Narrow for n <= 16 with a block per SM, Wide
-// with two blocks per SM, else kernel 3 for sums of L_LONG_K products or
-// more (long_sum_kernel), Single for shorter ones.
+// Single, 13 Mid, 14 Half), kernel 3 (5 K3Col; 6, 7, 8 K3Row with 8, 4, 2
+// rows and five producer warps; 9, 10 K3Row with 4, 2 rows and ten), kernel
+// 3c (11, 12: K3Row with 4, 2 rows and ten warps; kernel 3 without FMAq),
+// or, for 0, what the shape asks for (pick_kernel).
 const int L_LONG_K = 512;
 
 // The layout the default gives a long sum. Without FMAq: K3Row at 4 rows
@@ -1030,19 +1055,75 @@ int long_sum_kernel(const Job &g, long long sms)
     return fills(K3Row<4, 10>::bm) ? 9 : 10;
 }
 
+// MANTIS_GPU_TILES=0 in the environment: the choice without Mid and Half
+// (timing the two against each other in whole trainings).
+bool tiles_off()
+{
+    static const bool off = [] {
+        const char *e = getenv("MANTIS_GPU_TILES");
+        return e && !strcmp(e, "0");
+    }();
+    return off;
+}
+
+// Plan kernel 0's choice for job g: Narrow for n <= 16 and Mid for n <= 32
+// with a block per SM, Wide with two, Half with one, else kernel 3 for sums
+// of L_LONG_K products or more (long_sum_kernel), Single for shorter ones.
+int pick_kernel(const Job &g)
+{
+    long long sms = sm_count(), wide = (long long)((g.m + 63) / 64) * ((g.n + 63) / 64);
+    long long half = (long long)((g.m + 31) / 32) * ((g.n + 63) / 64);
+    if (g.n <= 16 && (g.m + 255) / 256 >= sms) return 3;
+    if (!tiles_off() && g.n <= 32 && (g.m + 127) / 128 >= sms) return 13;
+    if (wide >= 2 * sms) return 2;
+    if (!tiles_off() && half >= sms) return 14;
+    return g.k >= L_LONG_K ? long_sum_kernel(g, sms) : 4;
+}
+
 cudaError_t run_kernel2(const Job &g, int kernel)
 {
-    if (kernel == 0) {
-        long long sms = sm_count(), wide = (long long)((g.m + 63) / 64) * ((g.n + 63) / 64);
-        kernel = g.n <= 16 && (g.m + 255) / 256 >= sms ? 3
-                 : wide >= 2 * sms                    ? 2
-                 : g.k >= L_LONG_K                    ? long_sum_kernel(g, sms)
-                                                      : 4;
-    }
     if (kernel == 2) return launch2_tile<Wide>(g);
     if (kernel == 3) return launch2_tile<Narrow>(g);
+    if (kernel == 13) return launch2_tile<Mid>(g);
+    if (kernel == 14) return launch2_tile<Half>(g);
     if (kernel >= 5) return run_kernel3(g, kernel);
     return launch2_tile<Single>(g);
+}
+
+// MANTIS_GPU_PROFILE (set, not "0"): every device GEMM timed between two
+// synchronisations, by shape and kernel (mts_gpu_gemm_profile).
+struct ProfRow {
+    int m, n, k, ta, tb, batch, kernel, calls;
+    double s;
+};
+std::mutex g_prof_mu;
+std::vector<ProfRow> g_prof;
+bool gemm_profiling()
+{
+    static const bool on = [] {
+        const char *e = getenv("MANTIS_GPU_PROFILE");
+        return e && *e && strcmp(e, "0") != 0;
+    }();
+    return on;
+}
+void prof_add(const Job &g, int kernel, double s)
+{
+    std::lock_guard<std::mutex> lk(g_prof_mu);
+    int batch = g.bt.outer * g.bt.inner;
+    for (ProfRow &r : g_prof)
+        if (r.m == g.m && r.n == g.n && r.k == g.k && r.ta == g.transA && r.tb == g.transB && r.batch == batch &&
+            r.kernel == kernel) {
+            r.calls++, r.s += s;
+            return;
+        }
+    g_prof.push_back(ProfRow{g.m, g.n, g.k, g.transA, g.transB, batch, kernel, 1, s});
+}
+double prof_clock()
+{
+    cudaDeviceSynchronize();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 } // namespace
@@ -1204,7 +1285,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 {
     if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    if (kernel < 0 || kernel > 12) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 12)", kernel);
+    if (kernel < 0 || kernel > 14) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 14)", kernel);
     plan->kernel = kernel;
     return MTS_OK;
 }
@@ -1232,6 +1313,9 @@ static void job_arith(const mts_gpu_gemm_plan *pl, Job *g)
     if (g->fmaq) {
         g->qprod = pl->p.qprod;
         g->qacc = pl->p.qacc;
+        g->qrtz = g->qprod.rnd == MTS_RTZ && g->qacc.rnd == MTS_RTZ;
+        g->rprod = mts_qrtz_hd(&g->qprod);
+        g->racc = mts_qrtz_hd(&g->qacc);
     }
 }
 
@@ -1265,19 +1349,46 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *b
     g.A = A, g.B = B, g.C = C, g.beta = beta;
     g.bt = *bt;
     cudaError_t e;
-    if (pl->kernel != 1) {
+    const double t0 = gemm_profiling() ? prof_clock() : 0.0;
+    int kernel = pl->kernel;
+    if (kernel != 1) {
         g.Tf = pl->Tf;
         g.tf_n = pl->Tf ? (int)pl->p.lut->n : 0;
-        e = run_kernel2(g, pl->kernel);
+        if (kernel == 0) kernel = pick_kernel(g);
+        e = run_kernel2(g, kernel);
     } else {
         dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE),
                                      (unsigned)(bt->outer * bt->inner));
         MTS_LAUNCH(gemm_kernel, grid, block, 0, 0)(g);
         e = cudaGetLastError();
     }
+    if (gemm_profiling() && e == cudaSuccess) prof_add(g, kernel, prof_clock() - t0);
     // no synchronisation: the work is ordered on the default stream; a fault
     // while it runs is reported by the next copy or mts_gpu_sync
     return e == cudaSuccess ? MTS_OK : cuda_fail(err, e, "GEMM kernel");
+}
+
+size_t mts_gpu_gemm_profile(char *buf, size_t n)
+{
+    std::vector<ProfRow> rows;
+    {
+        std::lock_guard<std::mutex> lk(g_prof_mu);
+        rows = g_prof;
+    }
+    std::sort(rows.begin(), rows.end(), [](const ProfRow &a, const ProfRow &b) { return a.s > b.s; });
+    size_t k = 0;
+    if (n) buf[0] = 0;
+    for (const ProfRow &r : rows) {
+        int w = std::snprintf(buf + k, k < n ? n - k : 0, "%s%dx%dx%d%s%s k%d %d calls %.3f s", k ? ", " : "",
+                              r.m, r.n, r.k, r.ta || r.tb ? (r.ta ? ":t" : ":n") : "",
+                              r.ta || r.tb ? (r.tb ? "t" : "n") : "", r.kernel, r.calls, r.s);
+        if (w > 0) k += (size_t)w;
+        if (r.batch > 1 && k < n) {
+            w = std::snprintf(buf + k, n - k, " (batches of %d)", r.batch);
+            if (w > 0) k += (size_t)w;
+        }
+    }
+    return k < n ? k : (n ? n - 1 : 0);
 }
 
 int mts_gpu_ste_mask(const mts_gpu_gemm_plan *fwd, int ste, int N, int in, int out, const float *x, const float *w,

@@ -29,6 +29,12 @@ int mts_gpu_download(void *dst, const void *src, size_t bytes, mts_err *err)
     return NOCUDA(err);
 }
 size_t mts_gpu_peak_bytes(void) { return 0; }
+
+size_t mts_gpu_gemm_profile(char *buf, size_t n)
+{
+    if (n) buf[0] = 0;
+    return 0;
+}
 int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *err)
 {
     *plan = NULL;

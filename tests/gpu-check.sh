@@ -2,7 +2,7 @@
 # gpu-check.sh - the one-call device check (gpu/README.md, "Device check").
 #
 #   bash tests/gpu-check.sh prepare   on this machine: builds what the device
-#       needs (Release, no sanitizers, portable ISA, CUDA for sm_80/sm_90, no
+#       needs (Release, no sanitizers, portable ISA, CUDA for sm_90 only, no
 #       SystemC or OpenBLAS) into build-gpucheck/pkg - the binaries, the
 #       shared libraries they need beside them, an MNIST subset - checks it is
 #       under 60 MiB, and prints the device command and what to carry
@@ -28,7 +28,8 @@
 #       check for a short lease: CHECK_TRAIN (an ERE the "model config"
 #       comparisons must match), CHECK_BENCH_TRAIN (bench train model sets,
 #       ";" between them; empty: none), CHECK_PROFILE (the profiled runs,
-#       LONG_SUM:CONFIG, default "0:lut 0:lut-fmaq 9:lut-fmaq"; lut or lut-fmaq) and
+#       LONG_SUM:CONFIG[:0], default "0:lut 0:lut:0 0:lut-fmaq 0:lut-fmaq:0"; lut
+#       or lut-fmaq; :0 with MANTIS_GPU_TILES=0) and
 #       CHECK_EPOCHS (the full epochs, "model config" with ";" between).
 #   bash tests/gpu-check.sh table6    on the device, a second call: the
 #       accumulator paper's Table 6 (Appendix C.3: the 4-layer 1024-wide MLP,
@@ -123,7 +124,8 @@ prepare() {
   export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-$(command -v ccache || true)}"
   # PkgConfig disabled: no OpenBLAS (the baseline the device does not need)
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMANTIS_SANITIZE=OFF -DMANTIS_NATIVE=OFF \
-    -DMANTIS_SYSTEMC=OFF -DMANTIS_CUDA=ON -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON >"$top/cmake.log" 2>&1 ||
+    -DMANTIS_SYSTEMC=OFF -DMANTIS_CUDA=ON -DMANTIS_CUDA_ARCHS=90 -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+    >"$top/cmake.log" 2>&1 ||
     { cat "$top/cmake.log" >&2; die "cmake failed"; }
   grep -q 'the GPU half (gpu/\*.cu) is built' "$top/cmake.log" ||
     die "CMake did not enable CUDA (no nvcc?): the device check needs the CUDA half built (see $top/cmake.log)"
@@ -385,23 +387,25 @@ run() {
   # skipped once the check has run 6 minutes (a ResNet-20 one after 5), to
   # stay inside its call.
   # where a ResNet-20 step's time goes (MANTIS_GPU_PROFILE: each node kind's
-  # forward and backward seconds, synchronised), on 20 steps: with the LUT
-  # and the default's long-sum layouts (MANTIS_GPU_LONG_SUM=0: chosen by
-  # shape), with FMAq over it and the default's (for FMAq's forward convs
-  # the five-warp K3Row, untimed as a whole at 32a953a) and with kernel 9
-  # forced (timed: its conv forward 3.70 s); CHECK_PROFILE picks others
-  local ls prof pcfg pargs
-  for prof in ${CHECK_PROFILE:-0:lut 0:lut-fmaq 9:lut-fmaq}; do
-    ls=${prof%%:*} pcfg=${prof#*:}
+  # forward and backward seconds, and each GEMM shape's with its kernel,
+  # synchronised), on 20 steps: with the LUT and with FMAq over it, each
+  # with the default's kernels and with the default's before the Mid and Half
+  # tiles (MANTIS_GPU_TILES=0); CHECK_PROFILE picks others
+  local ls prof pcfg pargs tiles pj
+  for prof in ${CHECK_PROFILE:-0:lut 0:lut:0 0:lut-fmaq 0:lut-fmaq:0}; do
+    ls=${prof%%:*} pcfg=${prof#*:} tiles=1
+    case $pcfg in *:0) pcfg=${pcfg%:0} tiles=0 ;; esac
     pargs="--mul mbm --man-bits 7"
     [ "$pcfg" = lut-fmaq ] && pargs="$pargs --acc M7E4 --acc-bias 10 --prod M7E4 --prod-bias 12"
+    pj="$jd/profile-resnet20-$pcfg-$ls-$tiles.json"
     # shellcheck disable=SC2086
-    MANTIS_GPU_LONG_SUM=$ls MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 --data cifar10 \
-      --data-dir $top/cifar --epochs 1 --subset 2560 --test-subset 128 --batch 128 --seed 1 $pargs \
-      --device cuda --json "$jd/profile-resnet20-$pcfg-$ls.json" >>"$out/train.log" 2>&1
+    MANTIS_GPU_TILES=$tiles MANTIS_GPU_LONG_SUM=$ls MANTIS_GPU_PROFILE=1 timeout 60 "$mantis" train --model resnet20 \
+      --data cifar10 --data-dir $top/cifar --epochs 1 --subset 2560 --test-subset 128 --batch 128 --seed 1 $pargs \
+      --device cuda --json "$pj" >>"$out/train.log" 2>&1
     rc=$?
-    say "profile resnet20 $pcfg (20 steps, long sums ${ls/#0/chosen by shape}) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$jd/profile-resnet20-$pcfg-$ls.json" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$jd/profile-resnet20-$pcfg-$ls.json" 2>/dev/null)"
-    [ "$rc" -eq 0 ] || fail "profile resnet20 $pcfg (kernel $ls) --device cuda exited $rc (see train.log)"
+    say "profile resnet20 $pcfg (20 steps, long sums ${ls/#0/chosen by shape}, tiles Mid/Half ${tiles/#0/off}) --device cuda: exit $rc, epoch $(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' "$pj" 2>/dev/null | head -1) s, $(sed -n 's/.*"gpu_profile": \("[^"]*"\).*/\1/p' "$pj" 2>/dev/null)"
+    say "  GEMMs: $(sed -n 's/.*"gpu_gemm_profile": \("[^"]*"\).*/\1/p' "$pj" 2>/dev/null)"
+    [ "$rc" -eq 0 ] || fail "profile resnet20 $pcfg (kernel $ls, tiles $tiles) --device cuda exited $rc (see train.log)"
   done
   local spec data sub args t1 wall
   local -a epoch_specs=("lenet300 fp32" "lenet300 lut" "lenet5 fp32" "lenet5 lut" "resnet20 fp32" "resnet20 lut"

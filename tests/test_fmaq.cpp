@@ -13,6 +13,7 @@
 #include "test_rng.h"
 
 extern "C" {
+#include "mantis/arith_hd.h"
 #include "mantis/fmaq.h"
 #include "mantis/fpbits.h"
 }
@@ -441,4 +442,101 @@ TEST(FmaqFormat, ParseAndCheck)
     EXPECT_NE(std::string(err.msg).find("bias 127"), std::string::npos) << err.msg;
     EXPECT_EQ(mts_qfmt_parse("M7E7", 0, &q, &err), MTS_OK) << err.msg;  // emax 127
     EXPECT_EQ(mts_qfmt_parse("M7E7", -1, &q, &err), MTS_OK) << err.msg;
+}
+
+// The 32-bit RTZ form of FMAq (arith_hd.h: mask, min, flush; one add
+// rounded toward zero, here the host's TwoSum form of mts_fm_add_rz) against
+// the exact 64-bit form, which the tests above hold to Eq. 2: every FP32
+// input class for Q; for the FMAq step every product p and sums s that are
+// Q_acc's outputs (+-0 included), with products near s in magnitude and of
+// either sign (cancellation into lower binades, where the toward-zero add
+// differs from nearest); the chunk combination over pairs of Q_acc outputs
+// and over raw normals, infs and NaNs.
+TEST(FmaqRtz, ThirtyTwoBitFormEqualsExactForm)
+{
+    const int shapes[][3] = {{7, 4, 10}, {7, 4, 12}, {4, 3, 5}, {10, 5, 14}, {23, 6, 32}, {1, 1, 1}, {23, 7, 126}, {2, 7, 0}};
+    uint64_t seed = 4242;
+    for (auto &sh : shapes)
+        for (int uf = 0; uf <= 1; uf++) {
+            mts_qfmt qa = qfmt(sh[0], sh[1], sh[2], uf), qp = qfmt(sh[0] > 3 ? sh[0] - 2 : sh[0], sh[1], sh[2], uf);
+            mts_qrtz ra = mts_qrtz_hd(&qa), rp = mts_qrtz_hd(&qp);
+            char name[64];
+            mts_qfmt_name(&qa, name, sizeof name);
+            // Q: every exponent and sign, 2^7 random mantissas each, and the boundaries
+            std::vector<uint32_t> xs = inputs(qa, seed++);
+            for (uint32_t i = 0; i < (1u << 16); i++) xs.push_back((i << 16) | ((uint32_t)splitmix64(&seed) & 0xFFFFu));
+            for (uint32_t x : xs)
+                ASSERT_EQ(mts_q_rtz_hd(&ra, x), mts_q_hd(&qa, x))
+                    << name << " Q(" << hex(x) << "): 32-bit " << hex(mts_q_rtz_hd(&ra, x)) << ", exact "
+                    << hex(mts_q_hd(&qa, x));
+            // FMAq steps: p over Q_prod's boundaries and specials, s over Q_acc's outputs
+            std::vector<uint32_t> ps = inputs(qp, seed++), ss{0u, MTS_F32_SIGN};
+            for (size_t i = 0; i < xs.size(); i += 97) ss.push_back(mts_q_hd(&qa, xs[i]));
+            for (uint32_t s : ss)
+                for (size_t i = 0; i < ps.size(); i += 3) {
+                    uint32_t p = ps[i];
+                    ASSERT_EQ(mts_fmaq_rtz_hd(&rp, &ra, p, s), mts_fmaq_hd(&qp, &qa, p, s))
+                        << name << " p=" << hex(p) << " s=" << hex(s) << ": 32-bit "
+                        << hex(mts_fmaq_rtz_hd(&rp, &ra, p, s)) << ", exact " << hex(mts_fmaq_hd(&qp, &qa, p, s));
+                }
+            // products near s: d = exponent of s minus that of p in -2..30
+            int emax = (1 << qa.E) - 1 - qa.bias, emin = uf ? -qa.bias : -126;
+            for (int it = 0; it < 40000; it++) {
+                uint64_t r = splitmix64(&seed);
+                int es = emin + (int)(r % (uint64_t)(emax - emin + 1)), ep = es - ((int)((r >> 8) % 33) - 2);
+                if (ep < -126 || ep > 127) continue;
+                uint32_t s = mts_q_hd(&qa, ((uint32_t)(es + 127) << 23) | ((uint32_t)(r >> 16) & 0x7FFFFFu));
+                uint32_t p = ((uint32_t)(ep + 127) << 23) | ((uint32_t)splitmix64(&seed) & 0x7FFFFFu);
+                if (r & (1ull << 62)) p ^= MTS_F32_SIGN;
+                if (r & (1ull << 63)) s ^= MTS_F32_SIGN;
+                ASSERT_EQ(mts_fmaq_rtz_hd(&rp, &ra, p, s), mts_fmaq_hd(&qp, &qa, p, s))
+                    << name << " p=" << hex(p) << " s=" << hex(s) << ": 32-bit "
+                    << hex(mts_fmaq_rtz_hd(&rp, &ra, p, s)) << ", exact " << hex(mts_fmaq_hd(&qp, &qa, p, s));
+                uint32_t y = mts_q_hd(&qa, p); // a chunk sum of its own
+                ASSERT_EQ(mts_qadd_rtz_hd(&ra, y, s), mts_qadd_hd(&qa, y, s))
+                    << name << " y=" << hex(y) << " s=" << hex(s) << ": 32-bit " << hex(mts_qadd_rtz_hd(&ra, y, s))
+                    << ", exact " << hex(mts_qadd_hd(&qa, y, s));
+            }
+            // the add over raw operands: normals, zeros, infs, NaNs (no subnormals)
+            for (size_t h = 0; h < ps.size(); h += 2)
+                for (size_t i = 0; i < ps.size(); i += 9) {
+                    uint32_t a = ps[h], b = ps[i];
+                    if (mts_f32_exp(a) == 0 && (a & 0x7FFFFFu)) continue;
+                    if (mts_f32_exp(b) == 0 && (b & 0x7FFFFFu)) continue;
+                    ASSERT_EQ(mts_qadd_rtz_hd(&ra, a, b), mts_qadd_hd(&qa, a, b))
+                        << name << " a=" << hex(a) << " b=" << hex(b) << ": 32-bit " << hex(mts_qadd_rtz_hd(&ra, a, b))
+                        << ", exact " << hex(mts_qadd_hd(&qa, a, b));
+                }
+        }
+}
+
+// mts_fm_add_rz's host form (TwoSum, then one step toward zero) against
+// long double, which holds every FP32 sum of operands within 2^40 of each
+// other exactly: random normals of near exponents and both signs, sums
+// that overflow, and the zeros.
+TEST(FmaqRtz, HostAddTowardZeroIsExact)
+{
+    if (LDBL_MANT_DIG < 64) GTEST_SKIP() << "long double has only " << LDBL_MANT_DIG << " bits here";
+    uint64_t seed = 99;
+    for (int it = 0; it < 1000000; it++) {
+        uint64_t r = splitmix64(&seed);
+        int ea = (int)(r % 254) + 1, eb = ea - (int)((r >> 8) % 40) + 20;
+        if (eb < 1 || eb > 254) continue;
+        uint32_t a = ((uint32_t)ea << 23) | ((uint32_t)(r >> 16) & 0x7FFFFFu) | (uint32_t)((r >> 62) << 31);
+        uint32_t b = ((uint32_t)eb << 23) | ((uint32_t)splitmix64(&seed) & 0x7FFFFFu) | (uint32_t)((r >> 63) << 31);
+        long double x = (long double)val(a) + (long double)val(b);
+        float want = (float)x; // nearest; then toward zero where that went away from zero
+        if (std::fabs((long double)want) > std::fabs(x)) want = std::nextafter(want, 0.0f);
+        if (std::isinf(want)) want = std::copysign(FLT_MAX, want);
+        float got = mts_fm_add_rz(val(a), val(b));
+        ASSERT_EQ(bits(got), bits(want)) << hex(a) << " + " << hex(b) << ": " << hex(bits(got)) << ", want "
+                                         << hex(bits(want));
+    }
+    EXPECT_EQ(bits(mts_fm_add_rz(0.0f, -0.0f)), 0u);
+    EXPECT_EQ(bits(mts_fm_add_rz(-0.0f, -0.0f)), MTS_F32_SIGN);
+    EXPECT_EQ(bits(mts_fm_add_rz(1.0f, -1.0f)), 0u);
+    EXPECT_EQ(bits(mts_fm_add_rz(FLT_MAX, FLT_MAX)), bits(FLT_MAX));
+    EXPECT_EQ(bits(mts_fm_add_rz(-FLT_MAX, -FLT_MAX)), bits(-FLT_MAX));
+    EXPECT_TRUE(std::isinf(mts_fm_add_rz(INFINITY, 1.0f)));
+    EXPECT_TRUE(std::isnan(mts_fm_add_rz(INFINITY, -INFINITY)));
 }

@@ -332,11 +332,12 @@ int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, in
 }
 
 // Our GPU GEMM against mts_gemm_ref on one shape: mts_gpu_gemm (host
-// pointers, the default kernel choice) and each numbered kernel (1 to 12;
-// INT has 1 and 2) through its own plan; prints the first mismatches with indices and both
+// pointers, the default kernel choice) and each numbered kernel (1 to kmax,
+// and with tiles the tiled kernel's 13 and 14; INT has 1 and 2) through its
+// own plan; prints the first mismatches with indices and both
 // results in hex. gen: the operand generator (default: every special case).
 void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what,
-           float (*gen)(uint64_t *) = operand, int kmax = 12)
+           float (*gen)(uint64_t *) = operand, int kmax = 12, bool tiles = false)
 {
     uint64_t s = seed;
     int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 1;
@@ -350,7 +351,10 @@ void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float bet
         << err.msg;
     ASSERT_EQ(mts_gpu_gemm(&p, ta, tb, m, n, k, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, &err), MTS_OK)
         << what << ": " << err.msg;
-    for (int kernel = 1; kernel <= (p.kind == MTS_PROV_INT ? 2 : kmax); kernel++) {
+    std::vector<int> kernels;
+    for (int kernel = 1; kernel <= (p.kind == MTS_PROV_INT ? 2 : kmax); kernel++) kernels.push_back(kernel);
+    if (p.kind != MTS_PROV_INT && tiles) kernels.insert(kernels.end(), {13, 14});
+    for (int kernel : kernels) {
         C1 = C0;
         ASSERT_EQ(gemm_dev_kernel(p, kernel, ta, tb, m, n, k, A, lda, B, ldb, beta, C1, ldc, &err), MTS_OK)
             << what << " kernel " << kernel << ": " << err.msg;
@@ -467,18 +471,22 @@ TEST(GpuGemm, FmaqChunksBiasesUnderflow)
                     mts_provider p = lutp ? prov(MTS_PROV_LUT, &lut) : prov(MTS_PROV_NATIVE);
                     p.fmaq = 1;
                     p.chunk = ch;
+                    // a product quantizer rounding to nearest: the exact 64-bit
+                    // form; both RTZ (the default): kernels 2 and 3's 32-bit form
+                    const bool rtz = ch == 5 || ch == 64 || (ch == 1 && bias == 8);
                     p.qacc = qfmt(7, 4, bias, uf);
-                    p.qprod = qfmt(7, 4, bias, uf, MTS_RNE);
+                    p.qprod = qfmt(7, 4, bias, uf, rtz ? MTS_RTZ : MTS_RNE);
                     std::string what = std::string("fmaq ") + (lutp ? "lut" : "native") + " chunk " +
                                        std::to_string(ch) + " bias " + std::to_string(bias) + " uf " +
-                                       std::to_string(uf);
+                                       std::to_string(uf) + (rtz ? " rtz" : " rne");
                     check(p, 13, 11, 70, 0, 0, 0.0f, 7 + ch, what.c_str());
                     check(p, 3, 17, 33, 1, 1, 1.0f, 8 + ch, what.c_str());
                 }
     mts_lut_free(&lut);
 }
 
-// Kernel 2 on shapes of several 64x64 tiles and 16-deep k steps, ragged,
+// Kernel 2 on shapes of several 64x64 tiles (and of its Mid and Half
+// tiles, 128x32 and 32x64: plan kernels 13, 14) and 16-deep k steps, ragged,
 // every transpose: typical operands (the unchecked bf16-like product) and
 // special ones (its checked product), for each product kind it has: FP32,
 // the bf16-like table in shared memory (M = 7) and in global memory
@@ -509,19 +517,20 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     } cases[] = {{prov(MTS_PROV_NATIVE), "native"},          {prov(MTS_PROV_LUT, &l7), "lut bf16 mbm"},
                  {prov(MTS_PROV_LUT, &l10), "lut e8m10 trunc"}, {prov(MTS_PROV_LUT, &l5), "lut fp8e5m2"},
                  {prov(MTS_PROV_LUT, &lz), "lut bf16 zero entry"}, {prov(MTS_PROV_LUT, &l7), "fmaq lut bf16"},
-                 {prov(MTS_PROV_NATIVE), "fmaq native"},        {prov(MTS_PROV_LUT, &la), "lut bf16 asymmetric"}};
-    for (int c = 5; c <= 6; c++) {
+                 {prov(MTS_PROV_NATIVE), "fmaq native"},        {prov(MTS_PROV_LUT, &la), "lut bf16 asymmetric"},
+                 {prov(MTS_PROV_LUT, &l7), "fmaq lut bf16 rtz"}};
+    for (int c : {5, 6, 8}) { // (8: both quantizers RTZ, the default: the 32-bit form)
         cases[c].p.fmaq = 1;
         cases[c].p.chunk = 16;
         cases[c].p.qacc = qfmt(7, 4, 10, 1);
-        cases[c].p.qprod = qfmt(7, 4, 12, 1, MTS_RNE);
+        cases[c].p.qprod = qfmt(7, 4, 12, 1, c == 8 ? MTS_RTZ : MTS_RNE);
     }
     uint64_t seed = 40;
     for (auto &cs : cases)
         for (int t = 0; t < 4; t++) {
-            // kernels 1-4 (kernels 5 to 12 have their own test, LongSumKernelEveryProductKind)
-            check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical, 4);
-            check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand, 4);
+            // kernels 1-4, 13, 14 (kernels 5 to 12 have their own test, LongSumKernelEveryProductKind)
+            check(cs.p, 130, 67, 50, t & 1, t >> 1, t == 3 ? -0.75f : 0.0f, seed++, cs.what, typical, 4, true);
+            check(cs.p, 65, 129, 33, t & 1, t >> 1, t == 1 ? 1.0f : 0.0f, seed++, cs.what, operand, 4, true);
         }
     // INT tables: 16-bit entries in shared memory (signed, unsigned), 32-bit
     // ones from global memory, sums in int32 and (entries near 2^27) int64
@@ -538,9 +547,9 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
     // overflow, NaN and signed zeros show), over several tiles; kernels 1 to
     // 6 (7 to 12 form their products as 6 does, with fewer rows a block)
     for (auto &cs : cases) {
-        check(cs.p, 70, 130, 1, 0, 0, 0.0f, seed++, cs.what, operand, 6);
-        check(cs.p, 70, 130, 1, 1, 0, 0.0f, seed++, cs.what, wide, 6);
-        check(cs.p, 70, 130, 1, 0, 1, 0.0f, seed++, cs.what, mid, 6);
+        check(cs.p, 70, 130, 1, 0, 0, 0.0f, seed++, cs.what, operand, 6, true);
+        check(cs.p, 70, 130, 1, 1, 0, 0.0f, seed++, cs.what, wide, 6, true);
+        check(cs.p, 70, 130, 1, 0, 1, 0.0f, seed++, cs.what, mid, 6, true);
     }
     mts_lut_free(&l7), mts_lut_free(&l10), mts_lut_free(&l5), mts_lut_free(&lz), mts_lut_free(&la);
 }
@@ -587,10 +596,12 @@ TEST(GpuGemm, LongSumKernelEveryProductKind)
                 p.fmaq = 1;
                 p.chunk = chunk;
                 p.qacc = qfmt(7, 4, 10, 1);
-                p.qprod = qfmt(7, 4, 12, 1, MTS_RNE);
+                // (chunks 1, 16, 80: both RTZ, the 32-bit form; 5, 56: the exact one)
+                p.qprod = qfmt(7, 4, 12, 1, chunk == 5 || chunk == 56 ? MTS_RNE : MTS_RTZ);
             } else if (chunk != 5)
                 continue; // no chunks without FMAq
-            std::string w = std::string(what[c]) + " chunk " + std::to_string(chunk);
+            std::string w = std::string(what[c]) + " chunk " + std::to_string(chunk) +
+                            (c >= 5 ? (p.qprod.rnd == MTS_RTZ ? " rtz" : " rne") : "");
             for (auto &sh : shapes)
                 for (int t = 0; t < 4; t++)
                     check(p, sh[0], sh[1], sh[2], t & 1, t >> 1, t == 2 ? -0.75f : 0.0f, seed++, w.c_str(),
@@ -705,9 +716,9 @@ TEST(GpuGemm, KernelNumbersAreChecked)
     mts_provider p = prov(MTS_PROV_NATIVE);
     mts_gpu_gemm_plan *pl = nullptr;
     ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
-    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 13, &err), MTS_EINVAL);
-    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 13"), std::string::npos) << err.msg;
-    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 12, &err), MTS_OK);
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 15, &err), MTS_EINVAL);
+    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 15"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 14, &err), MTS_OK);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, -1, &err), MTS_EINVAL);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 1, &err), MTS_OK);
     mts_gpu_plan_close(pl);

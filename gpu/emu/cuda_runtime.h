@@ -26,6 +26,7 @@
 #define __CUDA_ARCH__ 900
 #endif
 
+#include <cfenv>
 #include <climits>
 #include <cmath>
 #include <cstddef>
@@ -253,6 +254,19 @@ inline float __fmul_rz(float a, float b)
     double d = (double)a * (double)b;
     float f = (float)d;
     return mts_emu_nan(std::fabs((double)f) > std::fabs(d) ? std::nextafter(f, 0.0f) : f);
+}
+// toward zero: the host's own addition in its round-toward-zero mode (a
+// different route from the shared headers' TwoSum form, mts_fm_add_rz's host
+// branch); volatile keeps the add between the mode switches. The mode is
+// per thread, as the emulated blocks are.
+inline float __fadd_rz(float a, float b)
+{
+    volatile float x = a, y = b;
+    int old = std::fegetround();
+    std::fesetround(FE_TOWARDZERO);
+    volatile float s = x + y;
+    std::fesetround(old);
+    return mts_emu_nan(s);
 }
 inline double mts_emu_dnan(double x)
 {

@@ -14,6 +14,8 @@
  *                 mts_amsim_entry_hd      AMSim's decoding of a LUT entry
  *                 mts_amsim_hd            AMSim on a table of entries
  *   FMAq          mts_q_hd, mts_qadd_hd, mts_fmaq_hd   (fmaq.h)
+ *                 mts_q_rtz_hd, mts_qadd_rtz_hd, mts_fmaq_rtz_hd: the same
+ *                 bits for RTZ quantizers without 64-bit arithmetic
  *   INT           mts_affine_quantize_hd  a real value's code (intmul.h)
  *                 mts_qdot_correct_hd     the zero-point correction (intmul.h)
  *   GEMM output   mts_gemm_store_hd       beta and the canonical NaN (gemm.h)
@@ -332,6 +334,62 @@ static inline MTS_HD uint32_t mts_qadd_hd(const mts_qfmt *qacc, uint32_t a, uint
 static inline MTS_HD uint32_t mts_fmaq_hd(const mts_qfmt *qprod, const mts_qfmt *qacc, uint32_t p, uint32_t s)
 {
     return mts_qadd_hd(qacc, mts_q_hd(qprod, p), s);
+}
+
+/* FMAq with round-toward-zero quantizers (the paper's, the default) in
+ * 32-bit operations - the GPU kernels' form; sim/gemm/fmaq.c vectorises the
+ * same argument:
+ *  - Q(x) at M bits keeps M mantissa bits (a mask), then the smaller of that
+ *    magnitude and R_OF's bits, flushed to the signed zero below lo (R_UF's
+ *    bits, or FP32's smallest normal without underflow). Truncation keeps
+ *    the binade, so the truncated magnitude decides as |x| does; an inf's
+ *    bits exceed R_OF's (it saturates, as mts_q_hd's does), a subnormal's
+ *    are below lo, a NaN becomes 0x7FC00000.
+ *  - Q_acc(exact a + b) = Q_acc(RTZ_24(a + b)): truncating toward zero at M
+ *    <= 23 bits a value already truncated toward zero at 24 bits is
+ *    truncating the exact value (nested grids, same binade); a sum below a
+ *    power of two stays below it, so the flush decision is unchanged; a sum
+ *    of normal operands that is subnormal is exact; one past FP32's range
+ *    is FLT_MAX, which saturates as the exact sum would. Exact cancellation
+ *    gives +0 and -0 + -0 gives -0, mts_qadd_hd's zeros.
+ * mts_qadd_rtz_hd equals mts_qadd_hd for operands that are zeros, normals,
+ * infs or NaNs - not FP32 subnormals, which mts_qadd_hd counts as zero and
+ * an RTZ add does not; every output of Q is such an operand. Hence
+ * mts_fmaq_rtz_hd(p, s) = mts_fmaq_hd(p, s) for every p and every s that is
+ * +0 or an output of Q_acc (FMAq's sums), and the chunk combination y +
+ * s goes through mts_qadd_rtz_hd. For qfmt with rnd == MTS_RTZ only
+ * (mts_qrtz_hd's caller checks). */
+typedef struct mts_qrtz {
+    uint32_t keep; /* mantissa mask (sign excluded) */
+    uint32_t rof;  /* R_OF's bits */
+    uint32_t lo;   /* the smallest magnitude's bits that survives */
+} mts_qrtz;
+
+static inline MTS_HD mts_qrtz mts_qrtz_hd(const mts_qfmt *q)
+{
+    mts_qrtz c;
+    c.keep = ~((1u << (23 - q->M)) - 1u) & 0x7FFFFFFFu;
+    c.rof = mts_q_rof_hd(q);
+    c.lo = q->underflow ? mts_q__pack_hd(0, -q->bias, 0, q->M) : 0x00800000u;
+    return c;
+}
+
+static inline MTS_HD uint32_t mts_q_rtz_hd(const mts_qrtz *c, uint32_t x)
+{
+    uint32_t a = x & 0x7FFFFFFFu, t = a & c->keep;
+    if (a > 0x7F800000u) return MTS_F32_QNAN;
+    t = t < c->rof ? t : c->rof;
+    return (x & MTS_F32_SIGN) | (t < c->lo ? 0u : t);
+}
+
+static inline MTS_HD uint32_t mts_qadd_rtz_hd(const mts_qrtz *qacc, uint32_t a, uint32_t b)
+{
+    return mts_q_rtz_hd(qacc, mts_fm_bits(mts_fm_add_rz(mts_fm_float(a), mts_fm_float(b))));
+}
+
+static inline MTS_HD uint32_t mts_fmaq_rtz_hd(const mts_qrtz *qprod, const mts_qrtz *qacc, uint32_t p, uint32_t s)
+{
+    return mts_qadd_rtz_hd(qacc, mts_q_rtz_hd(qprod, p), s);
 }
 
 /* ------------------------------------------------------------------ INT */

@@ -103,6 +103,33 @@ static inline MTS_HD double mts_fm_ddiv(double a, double b)
     return a / b;
 #endif
 }
+/* a + b rounded toward zero (FMAq's accumulator sums, arith_hd.h
+ * mts_qadd_rtz_hd): __fadd_rz on the device; on the host (round to
+ * nearest) TwoSum - s = RNE(a + b) and its exact error e; where e is
+ * non-zero with the opposite sign, the exact sum lies between s and zero and
+ * the result is s one ulp closer to zero, its bit pattern minus one. A sum
+ * of finite operands that overflows is +-FLT_MAX, as the device's is; inf
+ * and NaN operands give RNE's inf or NaN (a NaN's payload may differ). */
+static inline MTS_HD float mts_fm_add_rz(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fadd_rz(a, b);
+#else
+    float s = a + b;
+    uint32_t u;
+    if (s - s != 0.0f) { /* inf or NaN */
+        if (s == s && a - a == 0.0f && b - b == 0.0f) return s > 0.0f ? 3.40282347e38f : -3.40282347e38f;
+        return s;
+    }
+    float bb = s - a;
+    float e = (a - (s - bb)) + (b - bb);
+    if (e == 0.0f || (e < 0.0f) == (s < 0.0f)) return s;
+    memcpy(&u, &s, 4);
+    u -= 1u; /* (s != 0: a zero sum is exact) */
+    memcpy(&s, &u, 4);
+    return s;
+#endif
+}
 /* IEEE 754 requires a correctly rounded square root: sqrtf (one instruction
  * on x86-64) and __fsqrt_rn agree on every input. */
 static inline MTS_HD float mts_fm_sqrt(float a)

@@ -72,18 +72,26 @@ typedef struct mts_gpu_gemm_plan mts_gpu_gemm_plan;
 int mts_gpu_plan_open(const mts_provider *p, mts_gpu_gemm_plan **plan, mts_err *err);
 void mts_gpu_plan_close(mts_gpu_gemm_plan *plan);
 /* Which GEMM kernel the plan runs (gpu/gemm.cu): 1, the readable reference
- * (one thread per output); 2, 3, 4, the tiled kernel with its 64x64, 256x16
- * or 8x4 (one output per thread) block tile; 5 to 12, the long-sum kernel
+ * (one thread per output); 2, 3, 4, 13, 14, the tiled kernel with its 64x64,
+ * 256x16, 8x4 (one output per thread), 128x32 or 32x64 block tile; 5 to 12,
+ * the long-sum kernel
  * (products formed by the other warps while one sums: 5 seven warps, 8x4
  * outputs a block, a thread per k and output column; 6, 7, 8 five warps,
  * 8x4, 4x4 or 2x4 outputs, a thread per k and all the block's outputs; 9,
  * 10 ten warps, 4x4 or 2x4 outputs; 11, 12 as 9, 10, but with FMAq a
  * thread forms a whole chunk's sums and the one warp adds the chunk sums);
- * 0 (the default), the kernel and tile the shape asks for (for long sums 9
- * or 10 by the output count; with FMAq 12 for 320 chunks or more, else 6, 7
- * or 8; or MANTIS_GPU_LONG_SUM's 5..12). All give mts_gemm_ref's bits;
- * MTS_EINVAL for another number. */
+ * 0 (the default), the kernel and tile the shape asks for (13 and 14 not
+ * with MANTIS_GPU_TILES=0; for long sums 9 or 10 by the output count; with
+ * FMAq 12 for 320 chunks or more, else 6, 7 or 8; or MANTIS_GPU_LONG_SUM's
+ * 5..12). All give mts_gemm_ref's bits; MTS_EINVAL for another number. */
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err);
+
+/* A diagnostic: with MANTIS_GPU_PROFILE=1 in the environment, every device
+ * GEMM (mts_gpu_gemm_dev*) runs between two synchronisations and is counted
+ * by shape and kernel; writes "MxNxK[:AB] kKERNEL C calls S s, ..." (the
+ * most time first, since the process started) into buf (n bytes,
+ * truncated) and returns its length; 0 when not profiling or nothing ran. */
+size_t mts_gpu_gemm_profile(char *buf, size_t n);
 
 /* mts_gemm's contract on device pointers (A, B, C on the device; shapes and
  * leading dimensions as gemm.h). Asynchronous: the GEMM is queued on the

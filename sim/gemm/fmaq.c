@@ -263,13 +263,14 @@ static int fmaq_byte_table(const gemm_job *g)
 }
 #endif
 
-/* The constants of vi_q_rtz / vi_q_sat (gemm_simd.h) for format q. */
+/* The constants of vi_q_rtz / vi_q_sat (gemm_simd.h) for format q: those of
+ * the scalar form, mts_q_rtz_hd (arith_hd.h). */
 static void qconsts(const mts_qfmt *q, uint32_t *keep, uint32_t *rof, uint32_t *lo)
 {
-    *keep = ~((1u << (23 - q->M)) - 1u) & (GEMM_Q_KEEP_SIGN ? 0xFFFFFFFFu : 0x7FFFFFFFu);
-    *rof = mts_q_rof(q);
-    *lo = q->underflow ? mts_q_ruf(q) : 0x00800000u; /* no UF: only FP32's own zeros flush */
-    if (GEMM_Q_KEEP_SIGN) *lo <<= 1;                 /* compared with the magnitude shifted left */
+    mts_qrtz c = mts_qrtz_hd(q);
+    *keep = c.keep | (GEMM_Q_KEEP_SIGN ? 0x80000000u : 0u);
+    *rof = c.rof;
+    *lo = GEMM_Q_KEEP_SIGN ? c.lo << 1 : c.lo; /* (shifted: compared with the magnitude shifted left) */
 }
 
 int gemm_fmaq(const gemm_job *g, mts_err *err)

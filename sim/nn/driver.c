@@ -303,6 +303,8 @@ static void print_json(FILE *f, void *ud)
         mts_jw_uint(&w, "device_peak_bytes", (unsigned long long)mts_gpu_peak_bytes());
         char prof[1024];
         if (mts_gpunet_profile(r->gpu, prof, sizeof prof)) mts_jw_str(&w, "gpu_profile", prof);
+        char gprof[2048]; /* (the GEMMs by shape and kernel, the same switch) */
+        if (mts_gpu_gemm_profile(gprof, sizeof gprof)) mts_jw_str(&w, "gpu_gemm_profile", gprof);
     }
     const mts_train_info *in = r->info;
     mts_jw_bool(&w, "diverged", in->diverged);
