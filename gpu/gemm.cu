@@ -314,6 +314,53 @@ __device__ inline int stage_op(const Job &g, uint32_t x, int row_operand, uint32
 // p is multiplied rounding toward zero: a result below 2^-126 stays below
 // (flushed to the signed zero), one at or above 2^128 becomes FLT_MAX, which
 // no exact product reaches (T' never has 23 mantissa ones), so it is inf.
+// Kernel 3p's operands (plan kernels 15, 16): stage_op's S and I of a
+// bf16-like table's operand packed in one word, S | I - S has no mantissa
+// bits but a NaN's (which stays a NaN: the product is NaN either way, and
+// every NaN result is made canonical where it is stored or quantized), or
+// an FP32 subnormal's sign (its index bits then sit below a zero exponent,
+// which stage_unpack reads back as the zero S). Formed once per operand
+// element by prestage_kernel instead of once per use.
+__device__ inline uint32_t stage_pack(const Job &g, uint32_t x)
+{
+    uint32_t S, I;
+    stage_op<PK_LUTF_GLOBAL>(g, x, 0, &S, &I);
+    return S | I;
+}
+
+// stage_op's results from a packed word w (row_operand and the swizzle as
+// stage_op's).
+template <int PK>
+__device__ inline int stage_unpack(const Job &g, uint32_t w, int row_operand, uint32_t *S, uint32_t *I)
+{
+    uint32_t e = mts_f32_exp(w), ix = w & ((1u << g.lutf.M) - 1u);
+    *S = e == 0xFF && (w & 0x7FFFFFu) ? w : (w & 0xFF800000u);
+    *I = row_operand ? (ix << g.lutf.M) | (PK == PK_LUTF_SMEM ? ix : 0) : ix;
+    return e == 0 || e == 0xFF || (e >= 127 - 50 && e <= 127 + 50);
+}
+
+// An operand of kernel 3 as stage_op forms it: from the raw element, or
+// (PRE, bf16-like tables) from its packed word.
+template <int PK, bool PRE>
+__device__ inline int stage_in(const Job &g, uint32_t x, int row_operand, uint32_t *S, uint32_t *I)
+{
+    if (PRE && PK >= PK_LUTF_SMEM) return stage_unpack<PK>(g, x, row_operand, S, I);
+    return stage_op<PK>(g, x, row_operand, S, I);
+}
+
+// Packs rows x k elements of an operand into Y[rows][k]: element (r, kk) of
+// op(A) (b_operand 0: X as A, ld, trans) or of op(B)^T (1: X as B), so
+// that kernel 3 reads both packed operands along k, coalesced.
+__global__ void prestage_kernel(Job g, const float *X, int ld, int trans, int rows, int k, int b_operand,
+                                uint32_t *Y)
+{
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)rows * (size_t)k) return;
+    int r = (int)(t / (size_t)k), kk = (int)(t % (size_t)k);
+    uint32_t x = b_operand ? load_raw(X, ld, trans, kk, r, k, rows) : load_raw(X, ld, trans, r, kk, rows, k);
+    Y[t] = stage_pack(g, x);
+}
+
 template <bool CHECKED>
 __device__ inline float lutf_product(const float *T, uint32_t sa, uint32_t ia, uint32_t sb, uint32_t ib)
 {
@@ -772,7 +819,7 @@ struct K3Col {
     }
 };
 
-template <int BM, int PW = 5> struct K3Row {
+template <int BM, int PW = 5, bool PRE = false> struct K3Row {
     // BM x 4 outputs a block (8, 4 or 2 rows: fewer rows, more blocks for
     // the few outputs of a small weight gradient), PW producer warps (5, or
     // 10: more warps to hide the table lookups' latency where a block has
@@ -802,11 +849,11 @@ template <int BM, int PW = 5> struct K3Row {
         int safe_b[L_BN];
         for (int c = 0; c < L_BN; c++) {
             ib[c] = 0;
-            safe_b[c] = stage_op<PK>(g, x.b[c], 0, &sb[c], &ib[c]);
+            safe_b[c] = stage_in<PK, PRE>(g, x.b[c], 0, &sb[c], &ib[c]);
         }
         for (int r = 0; r < BM; r++) {
             uint32_t sa, ia = 0;
-            int safe_a = stage_op<PK>(g, x.a[r], 1, &sa, &ia);
+            int safe_a = stage_in<PK, PRE>(g, x.a[r], 1, &sa, &ia);
             for (int c = 0; c < L_BN; c++)
                 P[p][r * L_BN + c] = gemm3_product<PK, FMAQ>(g, T, sa, ia, sb[c], ib[c], safe_a && safe_b[c]);
         }
@@ -1005,6 +1052,8 @@ cudaError_t run_kernel3(const Job &g, int kernel)
     if (kernel == 10) return by_product<Launch3<K3Row<2, 10>>>(g, true);
     if (kernel == 11) return by_product<Launch3c<K3Row<4, 10>>>(g, true);
     if (kernel == 12) return by_product<Launch3c<K3Row<2, 10>>>(g, true);
+    if (kernel == 15) return by_product<Launch3<K3Row<4, 10, true>>>(g, true); // (g's operands packed)
+    if (kernel == 16) return by_product<Launch3<K3Row<2, 10, true>>>(g, true);
     return by_product<Launch3<K3Col>>(g, true);
 }
 
@@ -1034,8 +1083,9 @@ const int L_LONG_K = 512;
 // the most lanes of warp 0 adding (6, 7, 8): the ResNet-20 FMAq epoch on
 // 5,120 images took 7.07 s with those, 8.79 with 9 and 10, 10.51 with 11
 // (each run choosing so for all its long sums, the LUT backward's too).
-// MANTIS_GPU_LONG_SUM = 5..12 forces one layout (timing them against each
-// other in whole trainings).
+// MANTIS_GPU_LONG_SUM = 5..12, 15 or 16 forces one layout (timing them
+// against each other in whole trainings; 15 and 16, kernel 3 on packed
+// operands, are not timed on a GPU yet and not chosen by default).
 int long_sum_kernel(const Job &g, long long sms)
 {
     static const int forced = [] {
@@ -1043,7 +1093,7 @@ int long_sum_kernel(const Job &g, long long sms)
         if (!e || !*e || strlen(e) > 2) return 0;
         char *end;
         long v = strtol(e, &end, 10);
-        return !*end && v >= 5 && v <= 12 ? (int)v : 0;
+        return !*end && ((v >= 5 && v <= 12) || v == 15 || v == 16) ? (int)v : 0;
     }();
     if (forced) return forced;
     const long long cols = (g.n + L_BN - 1) / L_BN;
@@ -1086,7 +1136,7 @@ cudaError_t run_kernel2(const Job &g, int kernel)
     if (kernel == 3) return launch2_tile<Narrow>(g);
     if (kernel == 13) return launch2_tile<Mid>(g);
     if (kernel == 14) return launch2_tile<Half>(g);
-    if (kernel >= 5) return run_kernel3(g, kernel);
+    if (kernel >= 5) return run_kernel3(g, kernel); // (15, 16: with packed operands only)
     return launch2_tile<Single>(g);
 }
 
@@ -1285,7 +1335,7 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan)
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err)
 {
     if (!plan) return mts_fail(err, MTS_EINVAL, "gpu: NULL GEMM plan");
-    if (kernel < 0 || kernel > 14) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 14)", kernel);
+    if (kernel < 0 || kernel > 16) return mts_fail(err, MTS_EINVAL, "gpu: no GEMM kernel %d (0 to 16)", kernel);
     plan->kernel = kernel;
     return MTS_OK;
 }
@@ -1317,6 +1367,43 @@ static void job_arith(const mts_gpu_gemm_plan *pl, Job *g)
         g->rprod = mts_qrtz_hd(&g->qprod);
         g->racc = mts_qrtz_hd(&g->qacc);
     }
+}
+
+// The plan's device workspace (INT's codes and sums, kernel 3p's packed
+// operands) at least `need` bytes: grown, never shrunk (its contents are
+// per call).
+static int plan_ws(const mts_gpu_gemm_plan *cpl, size_t need, mts_err *err)
+{
+    mts_gpu_gemm_plan *pl = const_cast<mts_gpu_gemm_plan *>(cpl); // its workspace only
+    if (need <= pl->ws_cap) return MTS_OK;
+    mts_gpu_free(pl->ws);
+    pl->ws = NULL;
+    pl->ws_cap = 0;
+    int rc = mts_gpu_alloc(&pl->ws, need, err);
+    if (rc == MTS_OK) pl->ws_cap = need;
+    return rc;
+}
+
+// Kernel 3p's packing: op(A) into Pa[m][k] and op(B)^T into Pb[n][k]
+// (stage_pack) in the plan's workspace, grown as needed; g then reads
+// them. MTS_OK, or an allocation's code.
+static int prestage(const mts_gpu_gemm_plan *cpl, Job *g, mts_err *err)
+{
+    size_t na = (size_t)g->m * g->k, nb = (size_t)g->n * g->k;
+    int rc = plan_ws(cpl, (na + nb) * 4, err);
+    if (rc != MTS_OK) return rc;
+    uint32_t *pa = (uint32_t *)cpl->ws, *pb = pa + na;
+    if (na)
+        MTS_LAUNCH(prestage_kernel, (unsigned)((na + NT - 1) / NT), NT, 0, 0)(*g, g->A, g->lda, g->transA, g->m,
+                                                                               g->k, 0, pa);
+    if (nb)
+        MTS_LAUNCH(prestage_kernel, (unsigned)((nb + NT - 1) / NT), NT, 0, 0)(*g, g->B, g->ldb, g->transB, g->n,
+                                                                               g->k, 1, pb);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(err, e, "operand packing kernel");
+    g->A = (const float *)pa, g->lda = g->k, g->transA = 0;
+    g->B = (const float *)pb, g->ldb = g->k, g->transB = 1;
+    return MTS_OK;
 }
 
 int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *bt, int transA, int transB, int m,
@@ -1355,6 +1442,10 @@ int mts_gpu_gemm_dev_batched(const mts_gpu_gemm_plan *pl, const mts_gpu_batch *b
         g.Tf = pl->Tf;
         g.tf_n = pl->Tf ? (int)pl->p.lut->n : 0;
         if (kernel == 0) kernel = pick_kernel(g);
+        if (kernel == 15 || kernel == 16) { // kernel 3p: operands packed first (bf16-like tables, one GEMM)
+            if (!g.Tf || bt->outer * bt->inner != 1) kernel -= 6; // the same layout (9, 10), operands as they are
+            else if (int rc = prestage(pl, &g, err)) return rc;
+        }
         e = run_kernel2(g, kernel);
     } else {
         dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE),
@@ -1418,18 +1509,12 @@ int mts_gpu_ste_mask(const mts_gpu_gemm_plan *fwd, int ste, int N, int in, int o
 static int gemm_int_dev(const mts_gpu_gemm_plan *cpl, int transA, int transB, int m, int n, int k, const float *A,
                         int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
-    mts_gpu_gemm_plan *pl = const_cast<mts_gpu_gemm_plan *>(cpl); // its workspace only
+    const mts_gpu_gemm_plan *pl = cpl;
     const mts_lut *lut = pl->p.lut;
     int nb = lut->int_bits, rc;
     size_t ca = (size_t)m * k * 4, cb = (size_t)n * k * 4;
     size_t need = ca + cb + ((size_t)m + n) * 8 + 4 * RANGE_BLOCKS * sizeof(float);
-    if (need > pl->ws_cap) {
-        mts_gpu_free(pl->ws);
-        pl->ws = NULL;
-        pl->ws_cap = 0;
-        if ((rc = mts_gpu_alloc(&pl->ws, need, err)) != MTS_OK) return rc;
-        pl->ws_cap = need;
-    }
+    if ((rc = plan_ws(pl, need, err)) != MTS_OK) return rc;
     char *w = (char *)pl->ws;
     int64_t *suma = (int64_t *)w, *sumb = suma + m; // (8-byte aligned first)
     uint32_t *ia = (uint32_t *)(sumb + n), *ib = (uint32_t *)((char *)ia + ca);

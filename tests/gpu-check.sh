@@ -28,7 +28,7 @@
 #       check for a short lease: CHECK_TRAIN (an ERE the "model config"
 #       comparisons must match), CHECK_BENCH_TRAIN (bench train model sets,
 #       ";" between them; empty: none), CHECK_PROFILE (the profiled runs,
-#       LONG_SUM:CONFIG[:0], default "0:lut 0:lut:0 0:lut-fmaq 0:lut-fmaq:0"; lut
+#       LONG_SUM:CONFIG[:0], default "0:lut 15:lut 16:lut 0:lut-fmaq"; lut
 #       or lut-fmaq; :0 with MANTIS_GPU_TILES=0) and
 #       CHECK_EPOCHS (the full epochs, "model config" with ";" between).
 #   bash tests/gpu-check.sh table6    on the device, a second call: the
@@ -388,11 +388,13 @@ run() {
   # stay inside its call.
   # where a ResNet-20 step's time goes (MANTIS_GPU_PROFILE: each node kind's
   # forward and backward seconds, and each GEMM shape's with its kernel,
-  # synchronised), on 20 steps: with the LUT and with FMAq over it, each
-  # with the default's kernels and with the default's before the Mid and Half
-  # tiles (MANTIS_GPU_TILES=0); CHECK_PROFILE picks others
+  # synchronised), on 20 steps: with the LUT under the default's kernels and
+  # with kernel 3p (15, 16: operands packed beforehand, untimed so far)
+  # forced on the long sums, and with FMAq over the LUT under the default's
+  # (d2566e1 timed the default against MANTIS_GPU_TILES=0, ":0");
+  # CHECK_PROFILE picks others
   local ls prof pcfg pargs tiles pj
-  for prof in ${CHECK_PROFILE:-0:lut 0:lut:0 0:lut-fmaq 0:lut-fmaq:0}; do
+  for prof in ${CHECK_PROFILE:-0:lut 15:lut 16:lut 0:lut-fmaq}; do
     ls=${prof%%:*} pcfg=${prof#*:} tiles=1
     case $pcfg in *:0) pcfg=${pcfg%:0} tiles=0 ;; esac
     pargs="--mul mbm --man-bits 7"

@@ -333,8 +333,8 @@ int gemm_dev_kernel(const mts_provider &p, int kernel, int ta, int tb, int m, in
 
 // Our GPU GEMM against mts_gemm_ref on one shape: mts_gpu_gemm (host
 // pointers, the default kernel choice) and each numbered kernel (1 to kmax,
-// and with tiles the tiled kernel's 13 and 14; INT has 1 and 2) through its
-// own plan; prints the first mismatches with indices and both
+// and with tiles the tiled kernel's 13 and 14; with kmax 12 and a LUT, kernel
+// 3p's 15 and 16; INT has 1 and 2) through its own plan; prints the first mismatches with indices and both
 // results in hex. gen: the operand generator (default: every special case).
 void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float beta, uint64_t seed, const char *what,
            float (*gen)(uint64_t *) = operand, int kmax = 12, bool tiles = false)
@@ -354,6 +354,7 @@ void check(const mts_provider &p, int m, int n, int k, int ta, int tb, float bet
     std::vector<int> kernels;
     for (int kernel = 1; kernel <= (p.kind == MTS_PROV_INT ? 2 : kmax); kernel++) kernels.push_back(kernel);
     if (p.kind != MTS_PROV_INT && tiles) kernels.insert(kernels.end(), {13, 14});
+    if (p.kind == MTS_PROV_LUT && kmax >= 12) kernels.insert(kernels.end(), {15, 16}); // (kernel 3 on packed operands)
     for (int kernel : kernels) {
         C1 = C0;
         ASSERT_EQ(gemm_dev_kernel(p, kernel, ta, tb, m, n, k, A, lda, B, ldb, beta, C1, ldc, &err), MTS_OK)
@@ -555,7 +556,8 @@ TEST(GpuGemm, TiledKernelEveryProductKind)
 }
 
 // Kernel 3 (plan kernels 5 to 10, the long sums of weight gradients), 3c
-// (11, 12: FMAq's chunk sums formed by the producers) and the default
+// (11, 12: FMAq's chunk sums formed by the producers), 3p (15, 16: kernel 3
+// on operands packed beforehand, bf16-like tables) and the default
 // choice that picks them (k >= 512, too few outputs for the wide tile):
 // sums over several of its steps (56 products in layout K3Col, 160 in K3Row
 // with five producer warps, 320 with ten; 320 chunks in 3c) and a ragged
@@ -716,9 +718,9 @@ TEST(GpuGemm, KernelNumbersAreChecked)
     mts_provider p = prov(MTS_PROV_NATIVE);
     mts_gpu_gemm_plan *pl = nullptr;
     ASSERT_EQ(mts_gpu_plan_open(&p, &pl, &err), MTS_OK) << err.msg;
-    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 15, &err), MTS_EINVAL);
-    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 15"), std::string::npos) << err.msg;
-    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 14, &err), MTS_OK);
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 17, &err), MTS_EINVAL);
+    EXPECT_NE(std::string(err.msg).find("no GEMM kernel 17"), std::string::npos) << err.msg;
+    EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 16, &err), MTS_OK);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, -1, &err), MTS_EINVAL);
     EXPECT_EQ(mts_gpu_plan_set_kernel(pl, 1, &err), MTS_OK);
     mts_gpu_plan_close(pl);

@@ -11,7 +11,8 @@
  * cuBLAS, and NATIVE, LUT bf16 and FMAq (B read as the conv twin stores
  * its columns, [n][k]) through kernel 2's
  * one-output-per-thread tile (plan kernel 4) and the long-sum kernel 3's
- * layouts (plan kernels 5, what the default picks there, to 8).
+ * layouts (plan kernels 5 to 10, FMAq also 11 and 12, the LUTs also 15
+ * and 16: kernel 3 on operands packed beforehand).
  * Prints the time, approx-MAC/s, the ratio to cuBLAS and the peak device
  * memory. docs/gemm.md, "GPU". */
 #include <stdio.h>
@@ -57,7 +58,7 @@ static int time_one(int idx, const mts_gpu_gemm_plan *pl, int m, int n, int k, i
 
 /* The weight-gradient rows of shape m x n over k (see the header):
  * providers 1, 2 and 5 of p through plan kernels 4 to 10 (and 11, 12 with
- * FMAq: the others run 9, 10 there), beside cuBLAS;
+ * FMAq; 15, 16 with LUT products), beside cuBLAS;
  * 0 or the CLI's status. */
 static int bench_wgrad(const mts_provider *p, int m, int n, int k, int reps)
 {
@@ -84,7 +85,10 @@ static int bench_wgrad(const mts_provider *p, int m, int n, int k, int reps)
         else status = cli_error(CMD, "cublas, weight-gradient shape: %s", err.msg);
     }
     for (int w = 0; w < 3 && !status; w++)
-        for (int kern = 4; kern <= (p[which[w]].fmaq ? 12 : 10) && !status; kern++) {
+        for (int kern = 4; kern <= 16 && !status; kern++) {
+            if (kern == 13 || kern == 14) continue; /* tiles for many outputs */
+            if (kern >= 11 && kern <= 12 && !p[which[w]].fmaq) continue; /* (3c: FMAq only) */
+            if (kern >= 15 && p[which[w]].kind != MTS_PROV_LUT) continue; /* (3p: bf16-like tables) */
             mts_gpu_gemm_plan *pl = NULL;
             double t;
             char name[32];
@@ -114,7 +118,8 @@ int cmd_bench_gemm_cuda(int argc, char **argv)
             printf("usage: mantis bench gemm --device cuda [--sizes N[,N...]] [--reps R] [--model mbm|exact]\n"
                    "  cuBLAS SGEMM (TF32 off) vs our GPU NATIVE, LUT bf16 (kernels 2 and 1), LUT e8m10, FMAq M7E4, INT8\n"
                    "  (default sizes 1024,4096,8192; reps 1 after a warm-up), then a weight gradient's shape\n"
-                   "  (16 x 144 outputs, k 131072; 6 x 25, k 50176) through plan kernels 4 to 10 (FMAq: 12)\n");
+                   "  (16 x 144 outputs, k 131072; 6 x 25, k 50176) through plan kernels 4 to 10 (FMAq: 12;\n"
+                   "  LUTs also 15, 16)\n");
             return 0;
         }
         if (!v) return cli_error(CMD, "option '%s' needs a value", a);

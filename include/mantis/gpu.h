@@ -79,11 +79,13 @@ void mts_gpu_plan_close(mts_gpu_gemm_plan *plan);
  * outputs a block, a thread per k and output column; 6, 7, 8 five warps,
  * 8x4, 4x4 or 2x4 outputs, a thread per k and all the block's outputs; 9,
  * 10 ten warps, 4x4 or 2x4 outputs; 11, 12 as 9, 10, but with FMAq a
- * thread forms a whole chunk's sums and the one warp adds the chunk sums);
+ * thread forms a whole chunk's sums and the one warp adds the chunk sums;
+ * 15, 16 as 9, 10 on operands packed beforehand, stage and index of a
+ * bf16-like table's operand in one word - others, and batches, run 9, 10);
  * 0 (the default), the kernel and tile the shape asks for (13 and 14 not
  * with MANTIS_GPU_TILES=0; for long sums 9 or 10 by the output count; with
  * FMAq 12 for 320 chunks or more, else 6, 7 or 8; or MANTIS_GPU_LONG_SUM's
- * 5..12). All give mts_gemm_ref's bits; MTS_EINVAL for another number. */
+ * 5..12, 15, 16). All give mts_gemm_ref's bits; MTS_EINVAL for another number. */
 int mts_gpu_plan_set_kernel(mts_gpu_gemm_plan *plan, int kernel, mts_err *err);
 
 /* A diagnostic: with MANTIS_GPU_PROFILE=1 in the environment, every device
