@@ -257,7 +257,10 @@ static inline vi vi_q_rtz(vi x, vi keep, vi rof, vi lo)
 {
     vi sign = VI_AND(x, VI_SET1(0x80000000u));
     vi t = VI_MINU(VI_AND(x, keep), rof);
-    return VI_OR(vi_keep_ge(t, lo), sign);
+    /* t >= lo as a signed compare (one instruction fewer than vi_keep_ge):
+     * t and lo are magnitudes, below 2^31 */
+    vi ge = _mm256_cmpgt_epi32(t, _mm256_sub_epi32(lo, _mm256_set1_epi32(1)));
+    return VI_OR(VI_AND(t, ge), sign);
 }
 
 /* vi_q_rtz for x that already has at most M mantissa bits: range only. */
