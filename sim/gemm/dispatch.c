@@ -154,6 +154,39 @@ int gemm_b_bad(const gemm_job *g)
     return bad;
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#include <immintrin.h>
+/* The lanes below n (n <= 0: none). */
+static inline __m256i lanes8(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The 8 x 8 block t[w + c][h + r] (c, r < 8) transposed in registers: row r
+ * (lanes c) stored to out + r * ld, its first nc words, for r < nr. */
+static void transpose8_store(const uint32_t t[16][16], int h, int w, uint32_t *out, size_t ld, int nr, int nc)
+{
+    __m256 a[8], b[8];
+    for (int c = 0; c < 8; c++) a[c] = _mm256_loadu_ps((const float *)(const void *)(t[w + c] + h));
+    for (int c = 0; c < 8; c += 2) { /* 32-bit pairs */
+        b[c] = _mm256_unpacklo_ps(a[c], a[c + 1]);
+        b[c + 1] = _mm256_unpackhi_ps(a[c], a[c + 1]);
+    }
+    for (int c = 0; c < 8; c += 4) { /* 64-bit pairs: a[c + j] holds rows j, j + 4 (its halves) of columns c .. c + 3 */
+        a[c] = _mm256_shuffle_ps(b[c], b[c + 2], 0x44);
+        a[c + 1] = _mm256_shuffle_ps(b[c], b[c + 2], 0xEE);
+        a[c + 2] = _mm256_shuffle_ps(b[c + 1], b[c + 3], 0x44);
+        a[c + 3] = _mm256_shuffle_ps(b[c + 1], b[c + 3], 0xEE);
+    }
+    const __m256i m = lanes8(nc);
+    for (int r = 0; r < 4 && r < nr; r++) /* row r: the low halves of a[r] (columns 0..3) and a[4 + r] (4..7) */
+        _mm256_maskstore_ps((float *)(void *)(out + (size_t)r * ld), m, _mm256_permute2f128_ps(a[r], a[4 + r], 0x20));
+    for (int r = 4; r < 8 && r < nr; r++)
+        _mm256_maskstore_ps((float *)(void *)(out + (size_t)r * ld), m,
+                            _mm256_permute2f128_ps(a[r - 4], a[r], 0x31));
+}
+#endif
+
 /* Rows [r0, r1) of a transposed opX (element (r, c) at X[c*ld + r]) in
  * blocks of 16 x 16: each column of X is read 16 contiguous floats at a
  * time and the block is written out transposed, instead of one strided read
@@ -219,6 +252,25 @@ static void block_t(uint32_t *dst, const float *X, int ld, int r0, int r1, int c
                 _mm512_storeu_si512((void *)t[c], M < 0 ? v : vq_full(&q, v));
             }
             transpose16_store((const uint32_t(*)[B])t, dst + (size_t)rb * (size_t)cols + (size_t)c0, (size_t)cols, nr, nc);
+#elif defined(__AVX2__)
+            const __m256i lo8 = lanes8(nr), hi8 = lanes8(nr - 8);
+            for (int c = 0; c < nc; c++) { /* lanes past nr load +0 and are never stored */
+                const float *src = X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb;
+                __m256i a = nr >= 8 ? _mm256_loadu_si256((const __m256i *)(const void *)src)
+                                    : _mm256_maskload_epi32((const int *)(const void *)src, lo8);
+                __m256i b = nr >= 16 ? _mm256_loadu_si256((const __m256i *)(const void *)(src + 8))
+                            : nr > 8 ? _mm256_maskload_epi32((const int *)(const void *)(src + 8), hi8)
+                                     : _mm256_setzero_si256();
+                _mm256_storeu_si256((__m256i *)(void *)t[c], a);
+                _mm256_storeu_si256((__m256i *)(void *)(t[c] + 8), b);
+            }
+            if (M >= 0) /* vectorises: gemm_q_e8 is one expression */
+                for (int c = 0; c < nc; c++)
+                    for (int r = 0; r < B; r++) t[c][r] = gemm_q_e8(t[c][r], M);
+            for (int h = 0; h < B; h += 8)     /* rows rb + h .. */
+                for (int w = 0; w < nc; w += 8) /* columns c0 + w .. */
+                    transpose8_store((const uint32_t(*)[B])t, h, w, dst + (size_t)(rb + h) * (size_t)cols + (size_t)(c0 + w), (size_t)cols,
+                                     nr - h, nc - w);
 #else
             for (int c = 0; c < nc; c++) {
                 const float *src = X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb;
