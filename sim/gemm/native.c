@@ -89,7 +89,12 @@ static void pack_b_panel(const gemm_job *g, float *Bp, size_t K, int p)
     int w = g->n - p * NR < NR ? g->n - p * NR : NR;
     for (size_t kk = 0; kk < K; kk++) {
         float *dst = Bp + ((size_t)p * K + kk) * NR;
-        memcpy(dst, g->B + kk * g->ldb + (size_t)p * NR, sizeof *dst * (size_t)w);
+        const float *src = (const float *)g->B + kk * g->ldb + (size_t)p * NR;
+        if (w == NR) { /* whole vectors: a memcpy call per 64 bytes cost more than the copy */
+            for (int v = 0; v < NR; v += GW) VF_STORE(dst + v, VF_LOAD(src + v));
+            continue;
+        }
+        memcpy(dst, src, sizeof *dst * (size_t)w);
         for (int jj = w; jj < NR; jj++) dst[jj] = 0.0f;
     }
 }
