@@ -736,6 +736,35 @@ TEST(NnCli, FmaqSteRunsThroughTheCommand)
     mts_trace_free(&t);
 }
 
+// MANTIS_CPU_PROFILE: the run's JSON names its CPU GEMMs by shape and kernel
+// family (mts_gemm_profile), and profiling changes no result.
+TEST(NnCli, CpuGemmProfileInTheJson)
+{
+    std::string dir = tmpdir(), data = dir + "/mnist";
+    mkdir(data.c_str(), 0777);
+    write_idx(data, "train", 32, 41);
+    write_idx(data, "t10k", 16, 42);
+    const std::string args = "train --model lenet300 --data mnist --data-dir " + data + " --epochs 1 --batch 16 --mul mbm";
+    CliRun plain = run_cli(args + " --json " + dir + "/plain.json");
+    ASSERT_EQ(plain.rc, 0) << plain.err;
+    setenv("MANTIS_CPU_PROFILE", "1", 1);
+    CliRun prof = run_cli(args + " --json " + dir + "/prof.json");
+    unsetenv("MANTIS_CPU_PROFILE");
+    ASSERT_EQ(prof.rc, 0) << prof.err;
+    std::string a = read_all(dir + "/plain.json"), b = read_all(dir + "/prof.json");
+    EXPECT_EQ(a.find("cpu_gemm_profile"), std::string::npos) << a;
+    size_t at = b.find("\"cpu_gemm_profile\": \"");
+    ASSERT_NE(at, std::string::npos) << b;
+    std::string line = b.substr(at, b.find('\n', at) - at);
+    // the first layer's forward GEMM (16 x 300 over 784 inputs) through the LUT kernels, counted
+    EXPECT_NE(line.find("x784"), std::string::npos) << line;
+    EXPECT_NE(line.find(" lut"), std::string::npos) << line;
+    EXPECT_NE(line.find(" calls "), std::string::npos) << line;
+    auto loss = [](const std::string &j) { size_t p = j.find("\"train_loss\""); return j.substr(p, j.find(',', p) - p); };
+    EXPECT_EQ(loss(a), loss(b));
+    EXPECT_EQ(plain.out.substr(plain.out.rfind("test accuracy")), prof.out.substr(prof.out.rfind("test accuracy")));
+}
+
 // ------------------------------------------------------------------ traces
 
 TEST(NnTrace, ReservoirIsUniformOverGemms)

@@ -68,6 +68,16 @@ int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k,
              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
              mts_err *err);
 
+/* A diagnostic: with MANTIS_CPU_PROFILE=1 in the environment (read at the
+ * first GEMM), every CPU GEMM (mts_gemm, mts_gemm_t, mts_gemm_acc, each of
+ * a batch) is timed and counted by shape, layout and kernel family; writes
+ * "MxNxK[:AB][ C^T][ acc] PATH[ swapped] C calls S s, ..." (PATH: native,
+ * lut, fmaq lut, fmaq native, int, blas, mulop, scalar; swapped: the
+ * kernels ran C^T = op(B)^T op(A)^T; the most time first, since the process
+ * started) into buf (n bytes, truncated) and returns its length; 0 when not
+ * profiling or nothing ran. The GPU's is mts_gpu_gemm_profile. */
+size_t mts_gemm_profile(char *buf, size_t n);
+
 /* Scratch memory from that workspace cache, for a GEMM's large operands
  * built per call (a convolution's column matrices: 75 MB for ResNet-20's
  * first stage at batch 128): a block given back with mts_gemm_ws_free

@@ -1,6 +1,8 @@
 /* dispatch.c - mts_gemm: argument checks, operand quantization (RNE into the
  * provider's input format) and packing into dense [m][k] / [k][n] arrays,
  * then dispatch to the kernel family of the provider (docs/gemm.md). */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #ifdef _OPENMP
@@ -9,6 +11,7 @@
 
 #include "gemm_internal.h"
 #include "gemm_simd.h"
+#include "mantis/clock.h"
 #include "mantis/gpu.h"
 
 const char *mts_gemm_isa(void)
@@ -509,8 +512,105 @@ static int via_transpose(const mts_provider *p, int transA, int transB, int m, i
     return rc;
 }
 
+/* ------------------------------------------------ the CPU GEMM profile
+ * MANTIS_CPU_PROFILE (set, not "0", read once): every CPU GEMM timed and
+ * counted by shape, layout and kernel family (mts_gemm_profile). Rows past
+ * PROF_MAX distinct ones are counted in prof_more only. */
+enum { PROF_MAX = 128 };
+typedef struct {
+    int m, n, k, ta, tb, ct, cont, swap;
+    const char *path;
+    long calls;
+    double s;
+} prof_row;
+static prof_row prof_rows[PROF_MAX];
+static int prof_n;
+static long prof_more;
+static int prof_on;
+static pthread_mutex_t prof_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t prof_once = PTHREAD_ONCE_INIT;
+
+static void prof_init(void)
+{
+    const char *e = getenv("MANTIS_CPU_PROFILE");
+    prof_on = e && *e && strcmp(e, "0") != 0;
+}
+
+static int profiling(void)
+{
+    pthread_once(&prof_once, prof_init);
+    return prof_on;
+}
+
+/* The kernel family that runs provider p's CPU GEMMs (run_float's choice). */
+static const char *prof_path(const mts_provider *p)
+{
+    if (p->kind == MTS_PROV_BLAS && !p->fmaq) return "blas";
+    if (p->kind == MTS_PROV_INT) return p->scalar_only ? "int scalar" : "int";
+    if (p->kind == MTS_PROV_MULOP) return "mulop";
+    if (p->scalar_only) return "scalar";
+    if (p->fmaq) return p->kind == MTS_PROV_LUT ? "fmaq lut" : "fmaq native";
+    return p->kind == MTS_PROV_LUT ? "lut" : "native";
+}
+
+static void prof_add(const prof_row *r)
+{
+    pthread_mutex_lock(&prof_mu);
+    int i = 0;
+    while (i < prof_n && !(prof_rows[i].m == r->m && prof_rows[i].n == r->n && prof_rows[i].k == r->k &&
+                           prof_rows[i].ta == r->ta && prof_rows[i].tb == r->tb && prof_rows[i].ct == r->ct &&
+                           prof_rows[i].cont == r->cont && prof_rows[i].swap == r->swap &&
+                           !strcmp(prof_rows[i].path, r->path)))
+        i++;
+    if (i == prof_n && prof_n < PROF_MAX) prof_rows[prof_n++] = (prof_row){r->m, r->n, r->k, r->ta, r->tb, r->ct,
+                                                                           r->cont, r->swap, r->path, 0, 0.0};
+    if (i < prof_n) {
+        prof_rows[i].calls++;
+        prof_rows[i].s += r->s;
+    } else
+        prof_more++;
+    pthread_mutex_unlock(&prof_mu);
+}
+
+static int prof_cmp(const void *a, const void *b)
+{
+    double x = ((const prof_row *)a)->s, y = ((const prof_row *)b)->s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+size_t mts_gemm_profile(char *buf, size_t n)
+{
+    prof_row rows[PROF_MAX];
+    pthread_mutex_lock(&prof_mu);
+    int nr = prof_n;
+    long more = prof_more;
+    memcpy(rows, prof_rows, sizeof *rows * (size_t)nr);
+    pthread_mutex_unlock(&prof_mu);
+    qsort(rows, (size_t)nr, sizeof *rows, prof_cmp);
+    size_t k = 0;
+    if (n) buf[0] = '\0';
+    for (int i = 0; i < nr; i++) {
+        const prof_row *r = &rows[i];
+        int w = snprintf(buf + k, k < n ? n - k : 0, "%s%dx%dx%d%s%s%s%s %s%s %ld calls %.3f s", k ? ", " : "", r->m,
+                         r->n, r->k, r->ta || r->tb ? (r->ta ? ":t" : ":n") : "",
+                         r->ta || r->tb ? (r->tb ? "t" : "n") : "", r->ct ? " C^T" : "", r->cont ? " acc" : "",
+                         r->path, r->swap ? " swapped" : "", r->calls, r->s);
+        if (w > 0) k += (size_t)w;
+        if (k >= n) break;
+    }
+    if (more && k < n) {
+        int w = snprintf(buf + k, n - k, "%s%ld calls of other shapes", k ? ", " : "", more);
+        if (w > 0) k += (size_t)w;
+    }
+    return k < n ? k : (n ? n - 1 : 0);
+}
+
 /* mts_gemm (ct 0), mts_gemm_t (ct 1) and mts_gemm_acc (cont 1); tabs: a
  * batch's shared tables, or NULL. */
+static int gemm_cpu(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, int transA, int transB, int m, int n,
+                    int k, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc, int *swap,
+                    mts_err *err);
+
 static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, int transA, int transB, int m, int n, int k, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
@@ -523,6 +623,20 @@ static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, in
                   : mts_gpu_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     if (p->device != 0) return mts_fail(err, MTS_EINVAL, "gemm: unknown device %d", p->device);
     if (m == 0 || n == 0 || (cont && k == 0)) return MTS_OK;
+    if (!profiling()) return gemm_cpu(p, ct, cont, tabs, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, NULL, err);
+    prof_row r = {m, n, k, transA, transB, ct, cont, 0, prof_path(p), 1, mts_clock_now()};
+    rc = gemm_cpu(p, ct, cont, tabs, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, &r.swap, err);
+    r.s = mts_clock_now() - r.s;
+    prof_add(&r);
+    return rc;
+}
+
+/* gemm_run's CPU part, after the checks; *swap (unless NULL): 1 when the
+ * kernels ran the transposed problem. */
+static int gemm_cpu(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, int transA, int transB, int m, int n,
+                    int k, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc, int *swap,
+                    mts_err *err)
+{
     int threads = resolve_threads(p->threads);
     /* a thread team costs more than a small product (waking it, and its
      * workers spinning afterwards); results do not depend on the count */
@@ -553,7 +667,9 @@ static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, in
     g.cont = cont;
     g.tabs = tabs;
     g.threads = threads;
-    return run_float(p, &g, transA, transB, A, lda, B, ldb, err);
+    int rc = run_float(p, &g, transA, transB, A, lda, B, ldb, err);
+    if (swap) *swap = g.swap;
+    return rc;
 }
 
 int mts_gemm(const mts_provider *p, int transA, int transB, int m, int n, int k, const float *A, int lda,

@@ -306,6 +306,8 @@ static void print_json(FILE *f, void *ud)
         char gprof[2048]; /* (the GEMMs by shape and kernel, the same switch) */
         if (mts_gpu_gemm_profile(gprof, sizeof gprof)) mts_jw_str(&w, "gpu_gemm_profile", gprof);
     }
+    char cprof[4096]; /* MANTIS_CPU_PROFILE: the CPU GEMMs by shape (mts_gemm_profile) */
+    if (mts_gemm_profile(cprof, sizeof cprof)) mts_jw_str(&w, "cpu_gemm_profile", cprof);
     const mts_train_info *in = r->info;
     mts_jw_bool(&w, "diverged", in->diverged);
     if (in->diverged) { /* no accuracy: a diverged run has none worth reporting */
