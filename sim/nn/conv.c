@@ -295,6 +295,26 @@ static float *im2col_t_rows(const mts_conv_geom *g, const float *xp, int oy0, in
                             const float *end)
 {
     int k = g->k, s = g->stride, hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+#if defined(__AVX2__)
+    if (k == 3) { /* the loop below unrolled: a channel's three rows, one 8-float copy each */
+        const size_t plane = (size_t)hp * wp;
+        for (int oy = oy0; oy < oy1; oy++)
+            for (int ox = 0; ox < g->ow; ox++) {
+                const float *src = xp + (size_t)oy * s * wp + (size_t)ox * s + (size_t)c0 * plane;
+                for (int ci = c0; ci < c1; ci++, src += plane, dst += 9) {
+                    if (dst + 6 + VW > end) { /* the matrix's last floats: copy_over's exact tail */
+                        for (int ky = 0; ky < 3; ky++) copy_over(dst + 3 * ky, src + (size_t)ky * wp, 3, end);
+                        continue;
+                    }
+                    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + wp), r2 = _mm256_loadu_ps(src + 2 * (size_t)wp);
+                    _mm256_storeu_ps(dst, r0); /* each store's excess is overwritten by the next */
+                    _mm256_storeu_ps(dst + 3, r1);
+                    _mm256_storeu_ps(dst + 6, r2);
+                }
+            }
+        return dst;
+    }
+#endif
     for (int oy = oy0; oy < oy1; oy++) {
         const float *rows = xp + (size_t)oy * s * wp; /* (ci, ky) = (0, 0) */
         for (int ox = 0; ox < g->ow; ox++)
