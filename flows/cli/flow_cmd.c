@@ -333,7 +333,9 @@ static const char *const *rtl_args(const flow_cfg *c, const flow_point *pt, cons
 }
 
 /* Workload power: operands recorded from a short training run with the
- * design's LUT (step lut), then synthesis with that trace. */
+ * design's LUT (step lut), then synthesis with that trace. The run's test
+ * accuracy is not read, and its evaluation records nothing (the tracer
+ * watches the training GEMMs only): one test image instead of the set. */
 static int plan_power(flow_graph *g, const flow_cfg *c, const flow_point *pt, const char *kind, int lut,
                       const char *content, mts_err *err)
 {
@@ -344,7 +346,7 @@ static int plan_power(flow_graph *g, const flow_cfg *c, const flow_point *pt, co
     snprintf(subset, sizeof subset, "%d", c->trace_subset);
     flow_data_path(c, c->datasets[0], data, sizeof data); /* on the CPU: the operands are recorded there */
     const char *pre[] = {"train", "--lut", "{DEP0}", "--model", c->models[0], "--data", c->datasets[0],
-                         "--data-dir", data, "--epochs", "1", "--subset", subset, "--seed", "1",
+                         "--data-dir", data, "--epochs", "1", "--subset", subset, "--test-subset", "1", "--seed", "1",
                          "--threads", "1", "--trace-operands", "{OUT}", "--trace-samples", samples,
                          "--trace-kind", strcmp(kind, "float") ? "sig" : "float"};
     int n = (int)(sizeof pre / sizeof pre[0]);
