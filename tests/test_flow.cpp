@@ -115,7 +115,7 @@ class Flow : public ::testing::Test {
         sh("cp " + std::string(MANTIS_TEST_DATA) + "/flow/bf16_expdep.v " + MANTIS_TEST_DATA +
            "/flow/three_inputs.v " + d + "/");
         std::ofstream(dir + "/test.flow") << "models = lenet300\ndatasets = mnist\ndata_dir = " << src
-                                          << "/data\nepochs = 1\nsubset = 600\ntrace_subset = 200\n"
+                                          << "/data\nepochs = 1\nsubset = 600\ntest_subset = 1000\ntrace_subset = 200\n"
                                              "trace_samples = 2048\nbaselines = fp32, bf16\n"
                                              "cmodels = mul_trunc=trunc, my_mitchell=mitchell\n";
         cmd = std::string(MANTIS_BIN) + " flow --quick -j 2 --config " + dir + "/test.flow --designs " + d +
@@ -212,6 +212,8 @@ void check_first_run(const std::string &out, const std::string &csv) {
     std::string html = slurp(out + "/report.html");
     EXPECT_NE(html.find("<svg"), std::string::npos);
     EXPECT_NE(html.find("</body>"), std::string::npos);
+    EXPECT_NE(html.find("test accuracy on the first 1000 test images only"), std::string::npos)
+        << "test_subset: the report says the accuracy is over part of the test set";
     for (const char *d : {"mul_trunc", "my_mitchell", "three_inputs", "bf16_expdep", "baseline-fp32"})
         EXPECT_NE(html.find(d), std::string::npos) << d;
     std::string json = slurp(out + "/results.json");
@@ -824,7 +826,7 @@ TEST(FlowSweep, EachPointItsOwnStepsKeysAndRow) {
     sh("rm -rf " + d + " && mkdir -p " + d + "/designs && cp " + std::string(MANTIS_TEST_DATA) +
        "/flow/sweep_int4.v " + d + "/designs/");
     std::ofstream(d + "/s.flow") << "models = lenet300\ndatasets = mnist\ndata_dir = " << src
-                                 << "/data\nepochs = 1\nsubset = 300\nseed = 1\nbaselines =\n"
+                                 << "/data\nepochs = 1\nsubset = 300\ntest_subset = 1000\nseed = 1\nbaselines =\n"
                                     "sweep = sweep_int4: K = 0..2\n";
     auto flow = [&](const std::string &extra, const std::string &log) {
         return sh(std::string(MANTIS_BIN) + " flow -j 2 --config " + d + "/s.flow --designs " + d + "/designs --out " +
@@ -934,7 +936,7 @@ TEST(FlowModes, InferAndCrossMatrix) {
     std::string d = tmpdir() + "/modes";
     sh("rm -rf " + d + " && mkdir -p " + d + "/designs && cp " + src + "/rtl/mul_mitchell.v " + d + "/designs/");
     std::ofstream(d + "/m.flow") << "models = lenet300\ndatasets = mnist\ndata_dir = " << src
-                                 << "/data\nepochs = 1\nsubset = 300\nseed = 1\ntrace_subset = 100\n"
+                                 << "/data\nepochs = 1\nsubset = 300\ntest_subset = 1000\nseed = 1\ntrace_subset = 100\n"
                                     "trace_samples = 1024\nbaselines = fp32\nmode = both\ncross = fp32, mitchell\n"
                                     "cmodels = mul_mitchell=mitchell\n";
     int rc = sh(std::string(MANTIS_BIN) + " flow -j 2 --config " + d + "/m.flow --designs " + d + "/designs --out " +
@@ -991,7 +993,7 @@ TEST(FlowLayers, RulesAndSignednessReachTheSteps) {
     sh("rm -rf " + d + " && mkdir -p " + d + "/designs && cp " + std::string(MANTIS_TEST_DATA) + "/rtl/smul8.v " + d +
        "/designs/");
     const std::string base = "models = lenet300\ndatasets = mnist\ndata_dir = " + src +
-                             "/data\nepochs = 1\nsubset = 300\nseed = 1\nbaselines = fp32\n";
+                             "/data\nepochs = 1\nsubset = 300\ntest_subset = 1000\nseed = 1\nbaselines = fp32\n";
     auto flow = [&](const std::string &name, const std::string &extra) {
         std::ofstream(d + "/" + name) << base << extra;
         return run_cli("flow -j 2 --config " + d + "/" + name + " --designs " + d + "/designs --out " + d + "/out");
@@ -1003,7 +1005,7 @@ TEST(FlowLayers, RulesAndSignednessReachTheSteps) {
               std::string::npos) << r.err;
     r = flow("nospec.flow", "layers = dense1\n");
     EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.err.find("nospec.flow:8: layers: --mul-layer 'dense1': expected PATTERN=SPEC"), std::string::npos)
+    EXPECT_NE(r.err.find("nospec.flow:9: layers: --mul-layer 'dense1': expected PATTERN=SPEC"), std::string::npos)
         << r.err;
     r = flow("badkey.flow", "layers = dense1=design,colour=red\n");
     EXPECT_EQ(r.status, 2);
@@ -1071,6 +1073,7 @@ TEST(FlowConfig, EveryKeyTakesGoodAndRefusesBadValues) {
         {"epochs", "2", ints},
         {"batch", "64", ints},
         {"subset", "0", ints},
+        {"test_subset", "1000", ints},
         {"seed", "3", ints},
         {"seeds", "1, 2, 3", {"1, x", "-1", "", "1 2 3 4 5 6 7 8 9"}},
         {"trace_subset", "2000", ints},
@@ -1281,6 +1284,33 @@ TEST(FlowDevice, CpuAddsNothingToTheStepsCudaWithoutAGpuIsOneLine) {
     EXPECT_EQ(cu.status, 2);
     EXPECT_NE(cu.err.find("k.flow: device = cuda: gpu: "), std::string::npos) << cu.err;
     EXPECT_FALSE(exists(d + "/cuda/steps")) << "nothing runs or is written";
+}
+
+// test_subset reaches every training and test step as --test-subset (and
+// the report says the accuracy is over part of the test set); without it no
+// step carries one; a bad value names the file and line.
+TEST(FlowConfig, TestSubsetReachesTrainingsAndTests) {
+    using namespace devices;
+    std::string d = tmpdir() + "/flowtsub";
+    ASSERT_EQ(sh("rm -rf " + d + " && mkdir -p " + d + "/designs " + d + "/data/mnist"), 0);
+    auto dry = [&](const std::string &cfg, const std::string &out) {
+        std::ofstream(d + "/" + out + ".flow") << "models = lenet300\nbaselines = fp32\nmode = both\ncross = bf16\n" << cfg;
+        return run_cli("flow --dry-run --sweep none --config " + d + "/" + out + ".flow --designs " + d +
+                       "/designs --data-dir " + d + "/data --out " + d + "/" + out);
+    };
+    CliResult r = dry("test_subset = 250\n", "sub");
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto trains = lines_of(r.out, "' 'train' "), tests = lines_of(r.out, "' 'test' ");
+    ASSERT_FALSE(trains.empty()) << r.out;
+    ASSERT_FALSE(tests.empty()) << r.out;
+    for (auto &l : trains) EXPECT_NE(l.find("'--test-subset' '250'"), std::string::npos) << l;
+    for (auto &l : tests) EXPECT_NE(l.find("'--test-subset' '250'"), std::string::npos) << l;
+    CliResult all = dry("", "all");
+    ASSERT_EQ(all.status, 0) << all.err;
+    EXPECT_EQ(lines_of(all.out, "--test-subset").size(), 0u) << all.out;
+    CliResult bad = dry("test_subset = -3\n", "bad");
+    EXPECT_EQ(bad.status, 2);
+    EXPECT_NE(bad.err.find("bad.flow:5"), std::string::npos) << bad.err;
 }
 
 // With the Slurm executor the jobs run elsewhere: device = cuda is not

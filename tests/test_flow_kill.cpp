@@ -311,7 +311,7 @@ class FlowKill : public ::testing::Test {
         mkdir(designs.c_str(), 0755);
         sh("cp " + src + "/rtl/mul_trunc.v " + designs + "/");
         std::ofstream(dir + "/t.flow") << "models = lenet300\ndatasets = mnist\ndata_dir = " << src
-                                       << "/data\nepochs = 1\nsubset = 300\ntrace_subset = 100\n"
+                                       << "/data\nepochs = 1\nsubset = 300\ntest_subset = 1000\ntrace_subset = 100\n"
                                           "trace_samples = 1024\nbaselines = bf16\n";
     }
     void TearDown() override
@@ -422,7 +422,7 @@ TEST_F(FlowKill, EnvironmentFailuresAreNotCached)
     // training steps fail ("No such file"), and none of those failures is cached
     ASSERT_EQ(sh("mkdir -p " + dir + "/data/mnist"), 0);
     std::ofstream(dir + "/nodata.flow") << "models = lenet300\ndatasets = mnist\ndata_dir = " << dir
-                                        << "/data\nepochs = 1\nsubset = 300\ntrace_subset = 100\n"
+                                        << "/data\nepochs = 1\nsubset = 300\ntest_subset = 1000\ntrace_subset = 100\n"
                                            "trace_samples = 1024\nbaselines = bf16\n";
     std::string run = std::string(MANTIS_BIN) + " flow --quick -j 2 --designs " + designs + " --out " + out +
                       " --config " + dir + "/nodata.flow";

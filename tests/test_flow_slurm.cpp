@@ -127,7 +127,7 @@ class SlurmFlow : public ::testing::Test {
         sh("cp " + src + "/rtl/mul_trunc.v " + MANTIS_TEST_DATA + "/flow/three_inputs.v " + designs + "/");
         cfg = dir + "/t.flow";
         std::ofstream(cfg) << "models = lenet300\ndatasets = mnist\ndata_dir = " << src
-                           << "/data\nepochs = 1\nsubset = 300\ntrace_subset = 100\ntrace_samples = 1024\n"
+                           << "/data\nepochs = 1\nsubset = 300\ntest_subset = 1000\ntrace_subset = 100\ntrace_samples = 1024\n"
                               "baselines = bf16\nslurm_poll = 1\nsweep = mul_trunc: M = 7\n";
         std::string err = start_cluster();
         if (!err.empty()) skip = "cannot start the test's Slurm cluster: " + err;

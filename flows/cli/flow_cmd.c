@@ -115,6 +115,11 @@ static int train_args(const flow_cfg *c, const char *model, const char *data, in
         a[m++] = "--subset";
         a[m++] = store[k++];
     }
+    if (c->test_subset) {
+        snprintf(store[k], FLOW_PATH, "%d", c->test_subset);
+        a[m++] = "--test-subset";
+        a[m++] = store[k++];
+    }
     if (ck) {
         a[m++] = "--checkpoint";
         a[m++] = ck;
@@ -235,13 +240,18 @@ static int add_test(flow_graph *g, const flow_cfg *c, const char *design, const 
                     const char *content, mts_err *err)
 {
     const char *argv[STEP_MAX_ARGS];
-    char dd[FLOW_PATH];
+    char dd[FLOW_PATH], ts[16];
     char lstore[MTS_MAX_LAYER_RULES][FLOW_ARG]; /* copied by flow_add */
     flow_data_path(c, c->datasets[d], dd, sizeof dd);
     int n = 0;
     argv[n++] = "test";
     argv[n++] = "--checkpoint";
     argv[n++] = ck;
+    if (c->test_subset) {
+        snprintf(ts, sizeof ts, "%d", c->test_subset);
+        argv[n++] = "--test-subset";
+        argv[n++] = ts;
+    }
     for (int i = 0; i < nmul; i++) argv[n++] = mul[i];
     n += layer_args(c, m, d, mul, nmul, argv + n, lstore);
     const char *tail[] = {"--data-dir", dd, "--threads", "1", "--json", "{OUT}", NULL};

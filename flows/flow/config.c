@@ -214,6 +214,7 @@ static int set(flow_cfg *c, const char *dir, const char *k, const char *v, mts_e
     if (!strcmp(k, "epochs")) return number(&c->epochs, v, 1, 1000);
     if (!strcmp(k, "batch")) return number(&c->batch, v, 1, 65536);
     if (!strcmp(k, "subset")) return number(&c->subset, v, 0, 1 << 30);
+    if (!strcmp(k, "test_subset")) return number(&c->test_subset, v, 0, 1 << 30);
     if (!strcmp(k, "seed")) return c->nseeds = 1, number(&c->seeds[0], v, 0, 1 << 30); /* one-seed alias */
     if (!strcmp(k, "seeds")) return seeds(c, v, why);
     if (!strcmp(k, "trace_samples")) return number(&c->trace_samples, v, 1, 1 << 26);

@@ -44,6 +44,7 @@ typedef struct flow_cfg {
     char datasets[FLOW_MAX_LIST][32];
     int ndatasets;
     int epochs, batch, subset;
+    int test_subset;           /* trainings and tests evaluate the first N test images; 0: all */
     int seeds[FLOW_MAX_LIST];  /* every training runs once per seed; the report gives mean and std */
     int nseeds;
     char lr[16], opt[16];

@@ -1338,6 +1338,8 @@ static void html_head(FILE *f, const report *rp)
     fprintf(f, "; %d epoch(s); seeds ", c->epochs);
     for (int k = 0; k < c->nseeds; k++) fprintf(f, "%s%d", k ? ", " : "", c->seeds[k]);
     fprintf(f, "%s", c->quick ? "; quick profile (subset of the training data)" : "");
+    if (c->test_subset) /* the accuracy axis is then over part of the test set: say so */
+        fprintf(f, "; test accuracy on the first %d test images only", c->test_subset);
     if (!strcmp(c->profile_used, "gpu"))
         fprintf(f, "; GPU profile%s (%s images per epoch)",
                 c->profile_auto ? ", picked because the trainings run on a GPU and no size was pinned" : "",
