@@ -175,7 +175,7 @@ static void transpose8_store(const uint32_t t[16][16], int h, int w, uint32_t *o
         b[c] = _mm256_unpacklo_ps(a[c], a[c + 1]);
         b[c + 1] = _mm256_unpackhi_ps(a[c], a[c + 1]);
     }
-    for (int c = 0; c < 8; c += 4) { /* 64-bit pairs: a[c + j] holds rows j, j + 4 (its halves) of columns c .. c + 3 */
+    for (int c = 0; c < 8; c += 4) { /* 64-bit pairs: a[c + j] holds rows j, j + 4 (halves) of columns c..c + 3 */
         a[c] = _mm256_shuffle_ps(b[c], b[c + 2], 0x44);
         a[c + 1] = _mm256_shuffle_ps(b[c], b[c + 2], 0xEE);
         a[c + 2] = _mm256_shuffle_ps(b[c + 1], b[c + 3], 0x44);
@@ -183,7 +183,8 @@ static void transpose8_store(const uint32_t t[16][16], int h, int w, uint32_t *o
     }
     const __m256i m = lanes8(nc);
     for (int r = 0; r < 4 && r < nr; r++) /* row r: the low halves of a[r] (columns 0..3) and a[4 + r] (4..7) */
-        _mm256_maskstore_ps((float *)(void *)(out + (size_t)r * ld), m, _mm256_permute2f128_ps(a[r], a[4 + r], 0x20));
+        _mm256_maskstore_ps((float *)(void *)(out + (size_t)r * ld), m,
+                            _mm256_permute2f128_ps(a[r], a[4 + r], 0x20));
     for (int r = 4; r < 8 && r < nr; r++)
         _mm256_maskstore_ps((float *)(void *)(out + (size_t)r * ld), m,
                             _mm256_permute2f128_ps(a[r - 4], a[r], 0x31));
@@ -274,8 +275,9 @@ static void block_t(uint32_t *dst, const float *X, int ld, int r0, int r1, int c
                     for (int r = 0; r < B; r++) t[c][r] = gemm_q_e8(t[c][r], M);
             for (int h = 0; h < B; h += 8)     /* rows rb + h .. */
                 for (int w = 0; w < nc; w += 8) /* columns c0 + w .. */
-                    transpose8_store((const uint32_t(*)[B])t, h, w, dst + (size_t)(rb + h) * (size_t)cols + (size_t)(c0 + w), (size_t)cols,
-                                     nr - h, nc - w);
+                    transpose8_store((const uint32_t(*)[B])t, h, w,
+                                     dst + (size_t)(rb + h) * (size_t)cols + (size_t)(c0 + w), (size_t)cols, nr - h,
+                                     nc - w);
 #else
             for (int c = 0; c < nc; c++) {
                 const float *src = X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb;
@@ -605,12 +607,12 @@ size_t mts_gemm_profile(char *buf, size_t n)
     return k < n ? k : (n ? n - 1 : 0);
 }
 
-/* mts_gemm (ct 0), mts_gemm_t (ct 1) and mts_gemm_acc (cont 1); tabs: a
- * batch's shared tables, or NULL. */
 static int gemm_cpu(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, int transA, int transB, int m, int n,
                     int k, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc, int *swap,
                     mts_err *err);
 
+/* mts_gemm (ct 0), mts_gemm_t (ct 1) and mts_gemm_acc (cont 1); tabs: a
+ * batch's shared tables, or NULL. */
 static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, int transA, int transB, int m, int n, int k, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc, mts_err *err)
 {
@@ -623,7 +625,8 @@ static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, in
                   : mts_gpu_gemm(p, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, err);
     if (p->device != 0) return mts_fail(err, MTS_EINVAL, "gemm: unknown device %d", p->device);
     if (m == 0 || n == 0 || (cont && k == 0)) return MTS_OK;
-    if (!profiling()) return gemm_cpu(p, ct, cont, tabs, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, NULL, err);
+    if (!profiling())
+        return gemm_cpu(p, ct, cont, tabs, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, NULL, err);
     prof_row r = {m, n, k, transA, transB, ct, cont, 0, prof_path(p), 1, mts_clock_now()};
     rc = gemm_cpu(p, ct, cont, tabs, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, &r.swap, err);
     r.s = mts_clock_now() - r.s;

@@ -178,8 +178,9 @@ static void fmaq_tile(const gemm_job *g, void *vctx, int i0, int i1, int panel, 
  * row a tile: (chunk sum, total) x 4 vectors and the lookup's registers
  * fill the 16. */
 #define SQ_NR 32
-static inline __attribute__((always_inline)) void fmaq_shuf_body(const fmaq_ctx *c, int i, int panel, int j0, int j1, const int nc, const int nvv,
-                                  const int ptrunc)
+/* always inline: GCC outlined it (one copy, nvv a run-time argument) */
+static inline __attribute__((always_inline)) void fmaq_shuf_body(const fmaq_ctx *c, int i, int panel, int j0, int j1,
+                                                                  const int nc, const int nvv, const int ptrunc)
 {
     const gemm_job *g = c->g;
     const gemm_lutpack *lp = c->lp;

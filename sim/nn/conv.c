@@ -306,7 +306,8 @@ static float *im2col_t_rows(const mts_conv_geom *g, const float *xp, int oy0, in
                         for (int ky = 0; ky < 3; ky++) copy_over(dst + 3 * ky, src + (size_t)ky * wp, 3, end);
                         continue;
                     }
-                    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + wp), r2 = _mm256_loadu_ps(src + 2 * (size_t)wp);
+                    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + wp),
+                           r2 = _mm256_loadu_ps(src + 2 * (size_t)wp);
                     _mm256_storeu_ps(dst, r0); /* each store's excess is overwritten by the next */
                     _mm256_storeu_ps(dst + 3, r1);
                     _mm256_storeu_ps(dst + 6, r2);
