@@ -158,13 +158,6 @@ int gemm_b_bad(const gemm_job *g)
 }
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
-#include <immintrin.h>
-/* The lanes below n (n <= 0: none). */
-static inline __m256i lanes8(int n)
-{
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* The 8 x 8 block t[w + c][h + r] (c, r < 8) transposed in registers: row r
  * (lanes c) stored to out + r * ld, its first nc words, for r < nr. */
 static void transpose8_store(const uint32_t t[16][16], int h, int w, uint32_t *out, size_t ld, int nr, int nc)
@@ -181,7 +174,7 @@ static void transpose8_store(const uint32_t t[16][16], int h, int w, uint32_t *o
         a[c + 2] = _mm256_shuffle_ps(b[c + 1], b[c + 3], 0x44);
         a[c + 3] = _mm256_shuffle_ps(b[c + 1], b[c + 3], 0xEE);
     }
-    const __m256i m = lanes8(nc);
+    const __m256i m = vi_lanes(nc);
     for (int r = 0; r < 4 && r < nr; r++) /* row r: the low halves of a[r] (columns 0..3) and a[4 + r] (4..7) */
         _mm256_maskstore_ps((float *)(void *)(out + (size_t)r * ld), m,
                             _mm256_permute2f128_ps(a[r], a[4 + r], 0x20));
@@ -259,7 +252,7 @@ static void block_t(uint32_t *dst, const float *X, int ld, int r0, int r1, int c
             }
             transpose16_store((const uint32_t(*)[B])t, dst + (size_t)rb * (size_t)cols + (size_t)c0, (size_t)cols, nr, nc);
 #elif defined(__AVX2__)
-            const __m256i lo8 = lanes8(nr), hi8 = lanes8(nr - 8);
+            const __m256i lo8 = vi_lanes(nr), hi8 = vi_lanes(nr - 8);
             for (int c = 0; c < nc; c++) { /* lanes past nr load +0 and are never stored */
                 const float *src = X + (size_t)(c0 + c) * (size_t)ld + (size_t)rb;
                 __m256i a = nr >= 8 ? _mm256_loadu_si256((const __m256i *)(const void *)src)

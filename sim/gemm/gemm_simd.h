@@ -67,6 +67,13 @@ static inline vi vi_keep_ge(vi t, vi lo)
     return _mm256_and_si256(t, _mm256_cmpeq_epi32(_mm256_max_epu32(t, lo), t));
 }
 
+/* The lanes below n, all bits set (n <= 0: none; n >= 8: all): masks of
+ * partial vectors for maskload / maskstore. */
+static inline vi vi_lanes(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 /* a + b rounded toward zero without a rounding-mode switch: s = RNE(a+b)
  * and its exact error e (TwoSum, Knuth); when e is non-zero and of the
  * opposite sign to s, RNE rounded away from zero and the toward-zero result
@@ -296,7 +303,7 @@ static inline int gemm_store_row_v(const gemm_job *g, int i, int j0, int j1, con
                                     _mm256_cmp_ps(acc[v], acc[v], _CMP_UNORD_Q));
         if (left >= 8) _mm256_storeu_ps(c + v * GW, x);
         else
-            _mm256_maskstore_ps(c + v * GW, _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), x);
+            _mm256_maskstore_ps(c + v * GW, vi_lanes(left), x);
 #endif
     }
     return 1;

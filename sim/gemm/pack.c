@@ -515,12 +515,6 @@ static inline int v8_max(__m256i v)
     return (int)r;
 }
 
-/* the lanes below left (0..8) */
-static inline __m256i v8_lanes(int left)
-{
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* The row or panel flag (op_flag's, or-ed) from v8_flags' outputs. */
 static inline unsigned char v8_flag(__m256i spec, __m256i lo, __m256i hi, int *rlo, int *rhi)
 {
@@ -549,7 +543,7 @@ static void pack8_row_a(const gemm_job *g, gemm_lutpack *lp, const pack8_k *ck, 
     __m256i spec = _mm256_setzero_si256(), lo = _mm256_set1_epi32(255), hi = _mm256_setzero_si256();
     for (size_t k0 = 0; k0 < K; k0 += 8) {
         int left = K - k0 >= 8 ? 8 : (int)(K - k0);
-        __m256i ld = v8_lanes(left);
+        __m256i ld = vi_lanes(left);
         __m256i x = v8_round(&c, _mm256_maskload_epi32((const int *)(const void *)(a + k0), ld)); /* past k: +0 */
         v8_flags(&c, x, &spec, &lo, &hi);
         if (!lut) {
@@ -583,7 +577,7 @@ static void pack8_b_panel(const gemm_job *g, gemm_lutpack *lp, const pack8_k *ck
             int left = w - 8 * v;
             __m256i x = _mm256_setzero_si256(); /* padding lanes: +0 */
             if (left >= 8) x = _mm256_loadu_si256((const __m256i *)(const void *)(src + 8 * v));
-            else if (left > 0) x = _mm256_maskload_epi32((const int *)(const void *)(src + 8 * v), v8_lanes(left));
+            else if (left > 0) x = _mm256_maskload_epi32((const int *)(const void *)(src + 8 * v), vi_lanes(left));
             x = v8_round(&c, x);
             size_t ov = o + (size_t)(8 * v);
             v8_flags(&c, x, &spec, &lo, &hi);
