@@ -560,7 +560,7 @@ static void prof_add(const prof_row *r)
     if (i == prof_n && prof_n < PROF_MAX) prof_rows[prof_n++] = (prof_row){r->m, r->n, r->k, r->ta, r->tb, r->ct,
                                                                            r->cont, r->swap, r->path, 0, 0.0};
     if (i < prof_n) {
-        prof_rows[i].calls++;
+        prof_rows[i].calls += r->calls;
         prof_rows[i].s += r->s;
     } else
         prof_more++;
@@ -620,9 +620,10 @@ static int gemm_run(const mts_provider *p, int ct, int cont, gemm_tabs *tabs, in
     if (m == 0 || n == 0 || (cont && k == 0)) return MTS_OK;
     if (!profiling())
         return gemm_cpu(p, ct, cont, tabs, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, NULL, err);
-    prof_row r = {m, n, k, transA, transB, ct, cont, 0, prof_path(p), 1, mts_clock_now()};
+    prof_row r = {m, n, k, transA, transB, ct, cont, 0, prof_path(p), 1, 0.0};
+    double t0 = mts_clock_now();
     rc = gemm_cpu(p, ct, cont, tabs, transA, transB, m, n, k, A, lda, B, ldb, beta, C, ldc, &r.swap, err);
-    r.s = mts_clock_now() - r.s;
+    r.s = mts_clock_now() - t0;
     prof_add(&r);
     return rc;
 }
